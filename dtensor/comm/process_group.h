@@ -1,0 +1,75 @@
+// The byte-level collective interface every algorithm and backend is written against.
+//
+// A ProcessGroup is an ordered set of global ranks; `rank()` is the caller's index inside it (the
+// group-local index decides where a rank's data goes: in group [0,2,4,6], global rank 4 is index
+// 2 and receives chunk 2 of a reduce_scatter). Buffers are raw bytes described by dtype + element
+// count; callers keep them alive until the Work completes. Every call is non-blocking and returns a
+// Work; `wait` rethrows a dt::CommError when the collective failed or timed out.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/dtype.h"
+
+namespace dt {
+
+enum class ReduceOp : uint8_t { sum, avg, max, min };
+std::string_view reduce_op_name(ReduceOp op);
+ReduceOp parse_reduce_op(std::string_view text);  // "sum" | "avg" | "max" | "min"
+
+using Duration = std::chrono::milliseconds;
+
+struct CommOptions {
+  Duration timeout{60000};          // per-collective timeout (default 60 s)
+  bool check_collectives = false;   // debug: compare op, dtype, count, seq across ranks first
+  size_t one_shot_threshold = 256 * 1024;  // all_reduce bytes at or under: one-shot, else two-shot
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective completes; throws dt::CommError on failure or after `timeout`
+  // (the group's configured timeout when not given).
+  virtual void wait() = 0;
+  virtual void wait(Duration timeout) = 0;
+  virtual bool is_completed() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;  // index of the caller inside this group
+  virtual int size() const = 0;
+  virtual const std::vector<int>& global_ranks() const = 0;
+  virtual std::string backend_name() const = 0;
+  virtual const CommOptions& options() const = 0;
+
+  // In place: buf holds `count` elements on every rank and ends with the reduction.
+  virtual WorkPtr all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) = 0;
+  // out[i*count ..] = rank i's in[0..count).
+  virtual WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) = 0;
+  // in holds size()*count elements; out[0..count) = reduction over ranks of in[rank*count ..].
+  virtual WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) = 0;
+  // Rank r sends in[send_offset(j) .. +send_counts[j]) to rank j, which stores it at
+  // out[recv_offset(r) .. +recv_counts[r]); offsets are prefix sums of the counts.
+  virtual WorkPtr all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
+                             const std::vector<size_t>& recv_counts, DType dtype) = 0;
+  virtual WorkPtr broadcast(void* buf, size_t count, DType dtype, int root) = 0;
+  virtual WorkPtr send(const void* buf, size_t count, DType dtype, int dst) = 0;
+  virtual WorkPtr recv(void* buf, size_t count, DType dtype, int src) = 0;
+  virtual WorkPtr barrier() = 0;
+
+  // Returns the subgroup of the given global ranks (any order, e.g. {0,2,4,6}); called by the
+  // members of the new group. Throws ValueError for duplicates, unknown ranks, or a caller that is
+  // not a member.
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks) = 0;
+};
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+}  // namespace dt

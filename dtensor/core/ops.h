@@ -1,0 +1,103 @@
+// CPU kernels of the tensor core: free functions on Tensor, PyTorch semantics.
+//
+// Elementwise ops broadcast (numpy rules) and accept any strided inputs; results are contiguous.
+// bf16/f16 inputs are computed in f32 and rounded to nearest even on store. Binary ops require
+// both inputs to have the same dtype (no implicit promotion; cast explicitly). Bad input throws a
+// dt::Error subclass with the values in the message.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+
+namespace dt {
+
+// ---- elementwise unary (ops_unary.cc) ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate: "none" (erf, exact) or "tanh", as torch.nn.functional.gelu.
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- elementwise binary with broadcasting (ops_binary.cc) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+// Comparisons return bool tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// where(cond, a, b): cond is bool; all three broadcast.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions over dims (ops_reduce.cc) ----
+// Empty `dims` reduces over all dims. Negative dims are normalised.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
+// ---- matmul family through OpenBLAS (ops_matmul.cc) ----
+Tensor mm(const Tensor& a, const Tensor& b);    // [m,k] x [k,n]
+Tensor bmm(const Tensor& a, const Tensor& b);   // [b,m,k] x [b,k,n]
+Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul incl. 1-d and batch broadcast
+// beta * self + alpha * (a @ b), self broadcast to [m,n].
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
+// x [..., in] · weight[out, in]ᵀ + bias[out] (bias may be undefined).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- normalisation and activations over a dim (ops_nn.cc) ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Normalises over the trailing dims of `normalized_shape`; weight/bias may be undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                double eps = 1e-6);
+// Looks up rows of weight [V, H] for integer indices of any shape -> [..., H]; out-of-range
+// indices throw ValueError naming the index.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// ---- shape ops that copy (ops_shape.cc) ----
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+// torch.split: pieces of `split_size` along dim, the last possibly shorter.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+// torch.chunk: ceil(L/chunks) per piece; may return fewer than `chunks` pieces (e.g. L=5, 4 ->
+// sizes 2,2,1). Use chunk_exact when a fixed count with empty trailing pieces is wanted.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// Always `chunks` pieces with dt::chunk_length sizes (short and empty trailing pieces): the
+// sharding layout.
+std::vector<Tensor> chunk_exact(const Tensor& x, int64_t chunks, int64_t dim);
+// Pads dims from the last backwards: pads = {last_lo, last_hi, prev_lo, prev_hi, ...}, constant value.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0);
+
+// ---- comparison of results (ops_compare.cc) ----
+struct DiffReport {
+  double max_abs_diff = 0;
+  double max_rel_diff = 0;  // |a-b| / max(|b|, tiny) over elements
+  int64_t mismatches = 0;   // elements failing |a-b| <= atol + rtol*|b|
+  bool shapes_match = true;
+};
+DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-8);
+bool allclose(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-8);
+
+}  // namespace dt

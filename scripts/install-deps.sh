@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtensor builds against. Idempotent: when every package is already
+# installed it only runs dpkg-query and returns (well under a second).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libopenblas-dev          # GEMM for the matmul family
+  googletest libgtest-dev  # unit tests
+  libbenchmark-dev         # microbenchmarks
+  nlohmann-json3-dev       # JSON output, plans, safetensors headers
+  libcli11-dev             # the dtensor CLI
+  libfmt-dev               # formatting
+  libopenmpi-dev openmpi-bin  # the mpi backend (DTENSOR_WITH_MPI)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || echo "install-deps: apt-get update failed, trying the cached package lists"
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,32 @@
+// Registration of `dtensor` subcommands: each cmd_*.cc file registers itself with a static
+// CommandRegistrar, so adding a command touches only its own file and tools/CMakeLists.txt.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dt::tools {
+
+// A setup function adds one subcommand (options and callback) to the app.
+using CommandSetup = std::function<void(CLI::App&)>;
+
+struct CommandRegistrar {
+  CommandRegistrar(const std::string& name, CommandSetup setup);
+};
+
+// Benchmarks are subcommands of `dtensor bench` (`dtensor bench collectives ...`); each bench file
+// registers its own with a static BenchRegistrar, whose setup receives the `bench` app.
+struct BenchRegistrar {
+  BenchRegistrar(const std::string& name, CommandSetup setup);
+};
+std::vector<std::pair<std::string, CommandSetup>>& registered_benches();
+
+// Returns every registered setup, in registration order.
+std::vector<std::pair<std::string, CommandSetup>>& registered_commands();
+
+// Exit code a command callback wants (set by callbacks: 1 means "ran, but the check failed").
+int& command_exit_code();
+
+}  // namespace dt::tools
