@@ -76,7 +76,8 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // indices throw ValueError naming the index.
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
-// ---- shape ops that copy (ops_shape.cc) ----
+// ---- shape ops (ops_shape.cc): cat and pad copy; split, chunk and chunk_exact return views of
+// the input, as torch does (call .contiguous()/.clone() for an independent buffer) ----
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 // torch.split: pieces of `split_size` along dim, the last possibly shorter.
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim);

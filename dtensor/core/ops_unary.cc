@@ -1,0 +1,97 @@
+// Elementwise unary kernels: out = f(x) for every element, in the compute type of x.
+#include <cmath>
+
+#include "dtensor/core/elementwise.h"
+#include "dtensor/core/ops.h"
+
+namespace dt {
+
+namespace {
+
+using kernel::kFloat;
+using kernel::kNumeric;
+
+// Returns a fresh contiguous tensor with f applied to every element of x (same dtype).
+// `f` is a generic lambda called with the compute type (float for f32/bf16/f16).
+template <unsigned Allowed, typename F>
+Tensor unary(const char* op, const Tensor& x, F f) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  kernel::dispatch<Allowed>(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernel::unary_loop<T, T>(x, out, f);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  return unary<kNumeric>("neg", x, [](auto v) -> decltype(v) {
+    using C = decltype(v);
+    if constexpr (std::is_integral_v<C>)  // wraps like torch on the most negative value
+      return C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(v));
+    else
+      return -v;
+  });
+}
+
+Tensor exp(const Tensor& x) {
+  return unary<kFloat>("exp", x, [](auto v) { return std::exp(v); });
+}
+
+Tensor log(const Tensor& x) {
+  return unary<kFloat>("log", x, [](auto v) { return std::log(v); });
+}
+
+Tensor sqrt(const Tensor& x) {
+  return unary<kFloat>("sqrt", x, [](auto v) { return std::sqrt(v); });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  return unary<kFloat>("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+}
+
+Tensor relu(const Tensor& x) {
+  // `v < 0 ? 0 : v` keeps NaN (torch.relu propagates NaN).
+  return unary<kNumeric>("relu", x, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });
+}
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") {
+    return unary<kFloat>("gelu", x, [](auto v) {
+      using C = decltype(v);
+      return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
+    });
+  }
+  if (approximate == "tanh") {
+    return unary<kFloat>("gelu", x, [](auto v) {
+      using C = decltype(v);
+      const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
+      return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+    });
+  }
+  DT_THROW(ValueError) << "gelu approximate must be 'none' or 'tanh', got '" << approximate << "'";
+}
+
+Tensor silu(const Tensor& x) {
+  return unary<kFloat>("silu", x, [](auto v) { return v / (decltype(v)(1) + std::exp(-v)); });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  return unary<kFloat>("sigmoid", x, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+}
+
+Tensor tanh(const Tensor& x) {
+  return unary<kFloat>("tanh", x, [](auto v) { return std::tanh(v); });
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  return unary<kFloat>("pow", x, [exponent](auto v) { return std::pow(v, decltype(v)(exponent)); });
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  // Always a fresh tensor, also when the dtype already matches, so callers may write to it.
+  return dtype == x.dtype() ? x.clone() : x.to(dtype);
+}
+
+}  // namespace dt
