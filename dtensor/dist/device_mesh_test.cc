@@ -1,0 +1,82 @@
+#include "dtensor/dist/device_mesh.h"
+
+#include <gtest/gtest.h>
+
+#include "dtensor/core/error.h"
+
+namespace dt {
+namespace {
+
+TEST(DeviceMesh, ParsesShapeAndDefaultRanks) {
+  DeviceMesh m = DeviceMesh::parse("2x4");
+  EXPECT_EQ(m.shape(), (Shape{2, 4}));
+  EXPECT_EQ(m.size(), 8);
+  EXPECT_EQ(m.ranks(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(DeviceMesh::parse("8").shape(), (Shape{8}));
+  EXPECT_EQ(DeviceMesh::parse("2x2x2").ndim(), 3);
+  EXPECT_EQ(m.str(), "2x4");
+}
+
+TEST(DeviceMesh, RejectsBadText) {
+  for (const char* text : {"", "x", "2x", "0x4", "2x-1", "a", "2y4"})
+    EXPECT_THROW(DeviceMesh::parse(text), ValueError) << text;
+}
+
+TEST(DeviceMesh, CoordinatesAndGroupsFollowDesign) {
+  DeviceMesh m = DeviceMesh::parse("2x4");
+  EXPECT_EQ(*m.coordinate(6), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(m.rank_at({1, 2}), 6);
+  EXPECT_FALSE(m.coordinate(8).has_value());
+  EXPECT_EQ(m.group_ranks(0, 6), (std::vector<int>{2, 6}));
+  EXPECT_EQ(m.group_ranks(1, 6), (std::vector<int>{4, 5, 6, 7}));
+  auto g0 = m.all_groups(0);
+  ASSERT_EQ(g0.size(), 4u);
+  EXPECT_EQ(g0[0], (std::vector<int>{0, 4}));
+  EXPECT_EQ(g0[3], (std::vector<int>{3, 7}));
+  auto g1 = m.all_groups(1);
+  ASSERT_EQ(g1.size(), 2u);
+  EXPECT_EQ(g1[1], (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_THROW(m.group_ranks(2, 0), DimError);
+  EXPECT_THROW(m.group_ranks(0, 9), ValueError);
+}
+
+TEST(DeviceMesh, ExplicitRanksNeedNotBeContiguous) {
+  DeviceMesh m({2, 2}, {0, 2, 4, 6});
+  EXPECT_EQ(m.group_ranks(1, 4), (std::vector<int>{4, 6}));
+  EXPECT_EQ(m.group_ranks(0, 2), (std::vector<int>{2, 6}));
+  EXPECT_EQ(*m.coordinate(6), (std::vector<int64_t>{1, 1}));
+  EXPECT_FALSE(m.contains(1));
+  EXPECT_EQ(m.str(), "2x2[0,2,4,6]");
+  EXPECT_NE(m, DeviceMesh(Shape{2, 2}));
+}
+
+TEST(DeviceMesh, RejectsDuplicateAndMismatchedRanks) {
+  try {
+    DeviceMesh({2, 2}, {0, 1, 1, 3});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("duplicate rank 1"), std::string::npos) << e.what();
+  }
+  try {
+    DeviceMesh({2, 4}, {0, 1, 2, 3, 4, 5});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 8 ranks, got 6"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(DeviceMesh({2}, {0, -1}), ValueError);
+  EXPECT_THROW(DeviceMesh(Shape{}), ValueError);
+}
+
+TEST(DeviceMesh, ChecksWorldSize) {
+  DeviceMesh m = DeviceMesh::parse("2x4");
+  EXPECT_NO_THROW(m.check_fits(8));
+  try {
+    m.check_fits(4);
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs rank 7 but the world has 4 ranks"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dt

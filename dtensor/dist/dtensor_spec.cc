@@ -1,0 +1,87 @@
+#include "dtensor/dist/dtensor_spec.h"
+
+#include <sstream>
+
+#include "dtensor/core/error.h"
+
+namespace dt {
+
+Placements normalize_placements(const Placements& placements, int64_t mesh_ndim, int64_t tensor_rank) {
+  if (int64_t(placements.size()) != mesh_ndim)
+    DT_THROW(ValueError) << "got " << placements.size() << " placements (" << placements_str(placements)
+                         << ") for a mesh of " << mesh_ndim << " dims";
+  Placements out;
+  out.reserve(placements.size());
+  int64_t first_partial = -1;
+  for (size_t m = 0; m < placements.size(); ++m) {
+    out.push_back(placements[m].normalized(tensor_rank));
+    if (!placements[m].is_partial()) continue;
+    if (first_partial < 0) {
+      first_partial = int64_t(m);
+      continue;
+    }
+    ReduceOp a = placements[size_t(first_partial)].op(), b = placements[m].op();
+    auto linear = [](ReduceOp op) { return op == ReduceOp::sum || op == ReduceOp::avg; };
+    if (a != b && !(linear(a) && linear(b)))
+      DT_THROW(ValueError) << "partial ops " << reduce_op_name(a) << " (mesh dim " << first_partial << ") and "
+                           << reduce_op_name(b) << " (mesh dim " << m << ") do not commute";
+  }
+  return out;
+}
+
+std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
+                                         int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
+                                         int64_t upto_mesh_dim) {
+  int64_t offset = 0, length = size;
+  for (int64_t m = 0; m < upto_mesh_dim; ++m) {
+    if (!placements[size_t(m)].is_shard(tdim)) continue;
+    int64_t n = mesh_shape[size_t(m)], i = coord[size_t(m)];
+    offset += chunk_offset(length, n, i);
+    length = chunk_length(length, n, i);
+  }
+  return {offset, length};
+}
+
+DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape shape, DType dtype)
+    : mesh_(std::move(mesh)), shape_(std::move(shape)), dtype_(dtype) {
+  for (int64_t s : shape_)
+    if (s < 0) DT_THROW(ValueError) << "negative size in tensor shape " << shape_str(shape_);
+  placements_ = normalize_placements(placements, mesh_.ndim(), rank());
+}
+
+std::vector<int64_t> DTensorSpec::checked_coordinate(int global_rank) const {
+  auto coord = mesh_.coordinate(global_rank);
+  if (!coord) DT_THROW(ValueError) << "rank " << global_rank << " is not in mesh " << mesh_.str();
+  return *coord;
+}
+
+Shape DTensorSpec::local_shape(int global_rank) const { return local_shape_at(checked_coordinate(global_rank)); }
+Shape DTensorSpec::global_offset(int global_rank) const { return global_offset_at(checked_coordinate(global_rank)); }
+
+Shape DTensorSpec::local_shape_at(const std::vector<int64_t>& coord) const {
+  Shape out(shape_.size());
+  for (int64_t t = 0; t < rank(); ++t)
+    out[size_t(t)] = shard_extent(mesh_.shape(), placements_, shape_[size_t(t)], t, coord, mesh_.ndim()).second;
+  return out;
+}
+
+Shape DTensorSpec::global_offset_at(const std::vector<int64_t>& coord) const {
+  Shape out(shape_.size());
+  for (int64_t t = 0; t < rank(); ++t)
+    out[size_t(t)] = shard_extent(mesh_.shape(), placements_, shape_[size_t(t)], t, coord, mesh_.ndim()).first;
+  return out;
+}
+
+bool DTensorSpec::has_partial() const {
+  for (const Placement& p : placements_)
+    if (p.is_partial()) return true;
+  return false;
+}
+
+std::string DTensorSpec::str() const {
+  std::ostringstream os;
+  os << placements_str(placements_) << " on " << mesh_.str() << ' ' << shape_str(shape_) << ' ' << dtype_name(dtype_);
+  return os.str();
+}
+
+}  // namespace dt

@@ -1,0 +1,65 @@
+// The layout of a distributed tensor: mesh, one placement per mesh dim, global shape, dtype.
+//
+// Sharding follows torch.chunk, nested in mesh-dim order. A tensor dim of size L sharded by mesh
+// dims m1 < m2 (sizes n1, n2) is split by m1 first (chunk c1 = ceil(L/n1)), then each m1 chunk is
+// split again by m2. Worked example: L = 10 on mesh 2x2 with S(0),S(0): m1 gives [0,5) [5,10);
+// m2 splits each into 3 + 2, so coordinates (0,0) (0,1) (1,0) (1,1) hold rows [0,3) [3,5) [5,8)
+// [8,10). L = 3 on the same mesh: [0,2) [2,3) then [0,1) [1,2) [2,3) [3,3) — the last is empty.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "dtensor/core/dtype.h"
+#include "dtensor/core/shape.h"
+#include "dtensor/dist/device_mesh.h"
+#include "dtensor/dist/placement.h"
+
+namespace dt {
+
+// Returns the placements with shard dims normalised against tensor_rank. Throws ValueError when
+// the count differs from mesh_ndim or partial ops that do not commute are mixed (sum and avg
+// commute with each other; max or min only with themselves), DimError for a bad shard dim.
+Placements normalize_placements(const Placements& placements, int64_t mesh_ndim, int64_t tensor_rank);
+
+// Returns [offset, offset+length) of tensor dim `tdim` (global size `size`) held at mesh coordinate
+// `coord` after the splits of mesh dims [0, upto_mesh_dim) — the extent the next split divides.
+std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
+                                         int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
+                                         int64_t upto_mesh_dim);
+
+class DTensorSpec {
+ public:
+  DTensorSpec() = default;
+  // Validates and normalises (see normalize_placements).
+  DTensorSpec(DeviceMesh mesh, Placements placements, Shape shape, DType dtype);
+
+  const DeviceMesh& mesh() const { return mesh_; }
+  const Placements& placements() const { return placements_; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  int64_t rank() const { return int64_t(shape_.size()); }
+
+  // Returns the local shape / global offset of the shard on a global rank (ValueError when the
+  // rank is not in the mesh).
+  Shape local_shape(int global_rank) const;
+  Shape global_offset(int global_rank) const;
+  Shape local_shape_at(const std::vector<int64_t>& coord) const;
+  Shape global_offset_at(const std::vector<int64_t>& coord) const;
+
+  bool has_partial() const;
+  std::string str() const;  // "S(0),R on 2x4 [1023, 517] f32"
+  bool operator==(const DTensorSpec& o) const {
+    return mesh_ == o.mesh_ && placements_ == o.placements_ && shape_ == o.shape_ && dtype_ == o.dtype_;
+  }
+
+ private:
+  std::vector<int64_t> checked_coordinate(int global_rank) const;
+
+  DeviceMesh mesh_;
+  Placements placements_;
+  Shape shape_;
+  DType dtype_ = DType::f32;
+};
+
+}  // namespace dt

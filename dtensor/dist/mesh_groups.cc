@@ -1,0 +1,24 @@
+#include "dtensor/dist/mesh_groups.h"
+
+#include "dtensor/core/error.h"
+
+namespace dt {
+
+std::shared_ptr<const MeshGroups> MeshGroups::create(ProcessGroup& world, const DeviceMesh& mesh) {
+  mesh.check_fits(world.size());
+  auto out = std::make_shared<MeshGroups>();
+  out->mesh_ = mesh;
+  out->global_rank_ = world.global_ranks()[size_t(world.rank())];
+  auto coord = mesh.coordinate(out->global_rank_);
+  if (!coord) DT_THROW(ValueError) << "rank " << out->global_rank_ << " is not in mesh " << mesh.str();
+  out->coordinate_ = *coord;
+  for (int64_t m = 0; m < mesh.ndim(); ++m) {
+    ProcessGroupPtr g = world.new_group(mesh.group_ranks(m, out->global_rank_));
+    DT_CHECK(g && g->rank() == out->coordinate_[size_t(m)] && g->size() == mesh.size(m))
+        << "group of mesh dim " << m << " on rank " << out->global_rank_;
+    out->groups_.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace dt

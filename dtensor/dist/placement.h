@@ -1,0 +1,59 @@
+// How a tensor is laid out along one mesh dim: S(d) sharded on tensor dim d, R replicated, or
+// P(op) partial (the global value is the reduction with op of the local values over that dim).
+//
+// Text form: "S(0)", "S(-1)", "R", "P(sum)" (also "P" for P(sum)); a list is comma-separated,
+// one placement per mesh dim: "S(0),R". A negative shard dim stays negative until normalised
+// against a tensor rank (DTensorSpec does this).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/comm/process_group.h"
+
+namespace dt {
+
+class Placement {
+ public:
+  enum class Kind : uint8_t { replicate, shard, partial };
+
+  Placement() = default;  // R
+  static Placement replicate() { return Placement(Kind::replicate, 0, ReduceOp::sum); }
+  static Placement shard(int64_t dim) { return Placement(Kind::shard, dim, ReduceOp::sum); }
+  static Placement partial(ReduceOp op = ReduceOp::sum) { return Placement(Kind::partial, 0, op); }
+  // Parses one placement; throws ValueError naming the text.
+  static Placement parse(std::string_view text);
+
+  Kind kind() const { return kind_; }
+  bool is_replicate() const { return kind_ == Kind::replicate; }
+  bool is_shard() const { return kind_ == Kind::shard; }
+  bool is_shard(int64_t dim) const { return kind_ == Kind::shard && dim_ == dim; }
+  bool is_partial() const { return kind_ == Kind::partial; }
+  int64_t dim() const { return dim_; }  // the shard dim (0 for non-shards)
+  ReduceOp op() const { return op_; }   // the partial op (sum for non-partials)
+
+  // Returns S(d) with d normalised into [0, rank); throws DimError
+  // "shard dim 3 out of range for tensor of rank 2".
+  Placement normalized(int64_t rank) const;
+  std::string str() const;
+
+  bool operator==(const Placement& o) const { return kind_ == o.kind_ && dim_ == o.dim_ && op_ == o.op_; }
+  bool operator!=(const Placement& o) const { return !(*this == o); }
+
+ private:
+  Placement(Kind kind, int64_t dim, ReduceOp op) : kind_(kind), op_(op), dim_(dim) {}
+  Kind kind_ = Kind::replicate;
+  ReduceOp op_ = ReduceOp::sum;
+  int64_t dim_ = 0;
+};
+
+using Placements = std::vector<Placement>;
+
+// Parses "S(0),R,P(sum)"; throws ValueError naming the bad item.
+Placements parse_placements(std::string_view text);
+// Returns "S(0),R,P(sum)".
+std::string placements_str(const Placements& placements);
+
+}  // namespace dt
