@@ -1,0 +1,272 @@
+#include "dtensor/comm/mpi/mpi_process_group.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include "dtensor/comm/mpi/collective_check.h"
+#include "dtensor/comm/mpi/mpi_datatypes.h"
+#include "dtensor/comm/mpi/mpi_runtime.h"
+
+namespace dt::mpi {
+namespace {
+
+// Returns count as an MPI int; MPI counts are ints, so larger buffers are a ValueError.
+int mpi_count(size_t count, std::string_view what) {
+  if (count > size_t(INT_MAX))
+    DT_THROW(ValueError) << what << " count " << count << " exceeds the MPI limit of " << INT_MAX
+                         << " elements per call";
+  return int(count);
+}
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return std::string(text, len);
+}
+
+// Returns the descriptor of one call (all_to_all adds its counts afterwards).
+CollectiveDesc make_desc(CollectiveOp op, DType dtype = DType::f32, size_t count = 0,
+                         ReduceOp reduce_op = ReduceOp::sum, int root = -1) {
+  CollectiveDesc d;
+  d.op = op;
+  d.dtype = dtype;
+  d.count = count;
+  d.reduce_op = reduce_op;
+  d.root = root;
+  return d;
+}
+
+}  // namespace
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, CommOptions options)
+    : comm_(comm), global_ranks_(std::move(global_ranks)), options_(options) {
+  MpiCallGuard guard;
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  int size = 0;
+  MPI_Comm_size(comm_, &size);
+  DT_CHECK(size == int(global_ranks_.size())) << "communicator size " << size << " for group "
+                                              << ranks_str(global_ranks_);
+  if (options_.check_collectives) {
+    check_mpi(MPI_Comm_dup(comm_, &check_comm_), "MPI_Comm_dup for --check-collectives");
+    MPI_Comm_set_errhandler(check_comm_, MPI_ERRORS_RETURN);
+  }
+  progress_ = register_group(global_ranks_);
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // After a fault a peer may be gone; freeing is skipped since the process is about to abort.
+  if (finalized || comm_fault_happened()) return;
+  MpiCallGuard guard;
+  if (check_comm_ != MPI_COMM_NULL) MPI_Comm_free(&check_comm_);
+  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+}
+
+WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
+  WorkContext context;
+  context.group = progress_;
+  context.my_global_rank = global_ranks_[rank_];
+  if (collective) {
+    context.seq = progress_->issued.load() + 1;
+    progress_->issued.store(context.seq);
+    progress_->last_op.store(int64_t(desc.op));
+  }
+  context.flight_id = flight_recorder().record_issued(std::string(collective_op_name(desc.op)),
+                                                      desc.str(), global_ranks_, context.seq,
+                                                      desc.bytes());
+  context.desc = std::move(desc);
+  if (collective && options_.check_collectives) {
+    try {
+      check_collective_matches(check_comm_, size(), context, options_.timeout);
+    } catch (const CommError& e) {
+      DT_THROW(CommError) << record_failure(context, e.what());
+    }
+  }
+  return context;
+}
+
+WorkPtr MpiProcessGroup::finish(WorkContext context, int rc, std::vector<MPI_Request> requests,
+                                std::function<void()> on_complete, std::shared_ptr<void> keepalive) {
+  if (rc != MPI_SUCCESS) {
+    std::string message =
+        fmt::format("{} collective #{} on group {} failed on rank {}: {}", context.desc.str(),
+                    context.seq, ranks_str(global_ranks_), context.my_global_rank, mpi_error_text(rc));
+    DT_THROW(CommError) << record_failure(context, message);
+  }
+  flight_recorder().record_started(context.flight_id);
+  return std::make_shared<MpiWork>(std::move(context), std::move(requests), std::move(on_complete),
+                                   options_.timeout, std::move(keepalive));
+}
+
+WorkPtr MpiProcessGroup::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) {
+  int n = mpi_count(count, "all_reduce");
+  MPI_Op mpi_op = mpi_reduce_op(dtype, op, "all_reduce");
+  WorkContext context = begin(make_desc(CollectiveOp::all_reduce, dtype, count, op), true);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_datatype(dtype), mpi_op, comm_, &requests[0]);
+  }
+  std::function<void()> on_complete;
+  if (op == ReduceOp::avg) on_complete = [=, group_size = size()] { divide_in_place(buf, count, dtype, group_size); };
+  return finish(std::move(context), rc, std::move(requests), std::move(on_complete));
+}
+
+WorkPtr MpiProcessGroup::all_gather(const void* in, void* out, size_t count, DType dtype) {
+  int n = mpi_count(count, "all_gather");
+  WorkContext context = begin(make_desc(CollectiveOp::all_gather, dtype, count), true);
+  // MPI forbids aliased send/receive buffers unless the input is given as MPI_IN_PLACE.
+  const char* my_block = static_cast<const char*>(out) + size_t(rank_) * count * itemsize(dtype);
+  const void* send = (in == my_block && count > 0) ? MPI_IN_PLACE : in;
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    MPI_Datatype t = mpi_datatype(dtype);
+    rc = MPI_Iallgather(send, n, t, out, n, t, comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests));
+}
+
+WorkPtr MpiProcessGroup::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  int n = mpi_count(count, "reduce_scatter");
+  mpi_count(count * size_t(size()), "reduce_scatter input");
+  MPI_Op mpi_op = mpi_reduce_op(dtype, op, "reduce_scatter");
+  WorkContext context =
+      begin(make_desc(CollectiveOp::reduce_scatter, dtype, count, op), true);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(dtype), mpi_op, comm_, &requests[0]);
+  }
+  std::function<void()> on_complete;
+  if (op == ReduceOp::avg) on_complete = [=, group_size = size()] { divide_in_place(out, count, dtype, group_size); };
+  return finish(std::move(context), rc, std::move(requests), std::move(on_complete));
+}
+
+WorkPtr MpiProcessGroup::all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                    const std::vector<size_t>& recv_counts, DType dtype) {
+  if (int(send_counts.size()) != size() || int(recv_counts.size()) != size())
+    DT_THROW(ValueError) << "all_to_all needs one send and one recv count per rank of group "
+                         << ranks_str(global_ranks_) << ", got " << send_counts.size() << " and "
+                         << recv_counts.size();
+  // MPI reads the count and displacement arrays until completion: the Work keeps them alive.
+  auto arrays = std::make_shared<std::vector<int>>(4 * size_t(size()));
+  int* sc = arrays->data();
+  int* sd = sc + size();
+  int* rc_counts = sd + size();
+  int* rd = rc_counts + size();
+  size_t send_offset = 0, recv_offset = 0;
+  for (int j = 0; j < size(); ++j) {
+    sc[j] = mpi_count(send_counts[j], "all_to_all send");
+    sd[j] = mpi_count(send_offset, "all_to_all send offset");
+    rc_counts[j] = mpi_count(recv_counts[j], "all_to_all recv");
+    rd[j] = mpi_count(recv_offset, "all_to_all recv offset");
+    send_offset += send_counts[j];
+    recv_offset += recv_counts[j];
+  }
+  CollectiveDesc desc = make_desc(CollectiveOp::all_to_all, dtype);
+  desc.send_counts = send_counts;
+  desc.recv_counts = recv_counts;
+  WorkContext context = begin(std::move(desc), true);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    MPI_Datatype t = mpi_datatype(dtype);
+    rc = MPI_Ialltoallv(in, sc, sd, t, out, rc_counts, rd, t, comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests), nullptr, arrays);
+}
+
+WorkPtr MpiProcessGroup::broadcast(void* buf, size_t count, DType dtype, int root) {
+  if (root < 0 || root >= size())
+    DT_THROW(ValueError) << "broadcast root " << root << " out of range for group of size " << size();
+  int n = mpi_count(count, "broadcast");
+  WorkContext context = begin(make_desc(CollectiveOp::broadcast, dtype, count, ReduceOp::sum, root), true);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Ibcast(buf, n, mpi_datatype(dtype), root, comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests));
+}
+
+WorkPtr MpiProcessGroup::send(const void* buf, size_t count, DType dtype, int dst) {
+  if (dst < 0 || dst >= size())
+    DT_THROW(ValueError) << "send destination " << dst << " out of range for group of size " << size();
+  int n = mpi_count(count, "send");
+  WorkContext context = begin(make_desc(CollectiveOp::send, dtype, count, ReduceOp::sum, dst), false);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Isend(buf, n, mpi_datatype(dtype), dst, /*tag=*/0, comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests));
+}
+
+WorkPtr MpiProcessGroup::recv(void* buf, size_t count, DType dtype, int src) {
+  if (src < 0 || src >= size())
+    DT_THROW(ValueError) << "recv source " << src << " out of range for group of size " << size();
+  int n = mpi_count(count, "recv");
+  WorkContext context = begin(make_desc(CollectiveOp::recv, dtype, count, ReduceOp::sum, src), false);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Irecv(buf, n, mpi_datatype(dtype), src, /*tag=*/0, comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests));
+}
+
+WorkPtr MpiProcessGroup::barrier() {
+  WorkContext context = begin(make_desc(CollectiveOp::barrier), true);
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = MPI_Ibarrier(comm_, &requests[0]);
+  }
+  return finish(std::move(context), rc, std::move(requests));
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>& ranks) {
+  if (ranks.empty()) DT_THROW(ValueError) << "new_group needs at least one rank";
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (!seen.insert(r).second)
+      DT_THROW(ValueError) << "new_group ranks " << ranks_str(ranks) << " contain rank " << r << " twice";
+    if (std::find(global_ranks_.begin(), global_ranks_.end(), r) == global_ranks_.end())
+      DT_THROW(ValueError) << "new_group rank " << r << " is not in group " << ranks_str(global_ranks_);
+  }
+  int me = global_ranks_[rank_];
+  if (!seen.count(me))
+    DT_THROW(ValueError) << "rank " << me << " called new_group " << ranks_str(ranks)
+                         << " but is not a member";
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    MpiCallGuard guard;
+    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group");
+    check_mpi(MPI_Group_incl(world_group, int(ranks.size()), ranks.data(), &group), "MPI_Group_incl");
+    // Only the members call MPI_Comm_create_group; the tag separates concurrent creations.
+    int tag = int(std::hash<std::string>{}(ranks_str(ranks)) % 32000);
+    int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    check_mpi(rc, fmt::format("MPI_Comm_create_group for group {}", ranks_str(ranks)));
+  }
+  return std::make_shared<MpiProcessGroup>(comm, ranks, options_);
+}
+
+}  // namespace dt::mpi

@@ -1,0 +1,63 @@
+// ProcessGroup of the mpi backend: one MPI communicator per group, non-blocking MPI collectives.
+//
+// The communicator's rank order is the order of the given global ranks (MPI_Group_incl keeps it),
+// so group index = position in the list, as the ProcessGroup contract requires: in group
+// [6, 2, 4], global rank 2 is index 1 and receives chunk 1 of a reduce_scatter. Every call posts
+// one non-blocking MPI operation (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
+// MPI_Ialltoallv, MPI_Ibcast, MPI_Isend/MPI_Irecv, MPI_Ibarrier) and returns an MpiWork.
+// Collectives are numbered per group (#1, #2, ...) for error messages, the flight recorder and the
+// peer-state agent; with CommOptions::check_collectives a descriptor exchange on a duplicate
+// communicator precedes each collective (collective_check.h).
+#pragma once
+
+#include <mpi.h>
+
+#include "dtensor/comm/mpi/group_progress.h"
+#include "dtensor/comm/mpi/mpi_work.h"
+#include "dtensor/comm/process_group.h"
+
+namespace dt::mpi {
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // Takes ownership of comm, whose rank order must match global_ranks.
+  MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, CommOptions options);
+  ~MpiProcessGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return int(global_ranks_.size()); }
+  const std::vector<int>& global_ranks() const override { return global_ranks_; }
+  std::string backend_name() const override { return "mpi"; }
+  const CommOptions& options() const override { return options_; }
+
+  WorkPtr all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
+  WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) override;
+  WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
+  WorkPtr all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
+                     const std::vector<size_t>& recv_counts, DType dtype) override;
+  WorkPtr broadcast(void* buf, size_t count, DType dtype, int root) override;
+  WorkPtr send(const void* buf, size_t count, DType dtype, int dst) override;
+  WorkPtr recv(void* buf, size_t count, DType dtype, int src) override;
+  WorkPtr barrier() override;
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks) override;
+
+  MPI_Comm comm() const { return comm_; }
+  int64_t group_id() const { return progress_->id; }
+
+ private:
+  // Numbers the collective, records it in the flight recorder and, in check mode, verifies that
+  // every member issues the same one. Point-to-point calls pass collective = false.
+  WorkContext begin(CollectiveDesc desc, bool collective);
+  // Wraps the posted requests (or an MPI error code) into a Work.
+  WorkPtr finish(WorkContext context, int rc, std::vector<MPI_Request> requests,
+                 std::function<void()> on_complete = nullptr, std::shared_ptr<void> keepalive = nullptr);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm check_comm_ = MPI_COMM_NULL;  // duplicate of comm_, only with check_collectives
+  std::vector<int> global_ranks_;
+  CommOptions options_;
+  int rank_ = 0;
+  std::shared_ptr<GroupProgress> progress_;
+};
+
+}  // namespace dt::mpi

@@ -1,0 +1,147 @@
+#include "dtensor/comm/mpi/mpi_work.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "dtensor/comm/mpi/mpi_runtime.h"
+#include "dtensor/comm/mpi/peer_state_agent.h"
+
+namespace dt::mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a timed-out rank waits for the peers' agents to answer.
+Duration query_grace(Duration timeout) {
+  return std::clamp(timeout / 4, Duration(200), Duration(2000));
+}
+
+// Spins MPI_Testall until done or the deadline; returns false on timeout. Throws on MPI errors.
+bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, const WorkContext& c) {
+  auto spin_until = Clock::now() + std::chrono::milliseconds(1);
+  for (uint64_t iter = 0;; ++iter) {
+    int done = 0;
+    {
+      MpiCallGuard guard;
+      int rc = MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        DT_THROW(CommError) << fmt::format("{} collective #{} on group {} failed on rank {}: {}",
+                                           c.desc.str(), c.seq, ranks_str(c.group->global_ranks),
+                                           c.my_global_rank, std::string(text, len));
+      }
+    }
+    if (done) return true;
+    if ((iter & 63) == 0) {
+      auto now = Clock::now();
+      if (now >= deadline) return false;
+      if (now >= spin_until) std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
+
+std::string record_failure(const WorkContext& c, std::string message) {
+  mark_comm_fault();
+  FlightRecorder& recorder = flight_recorder();
+  recorder.record_failed(c.flight_id, message);
+  std::string path = recorder.dump_to_env_dir();
+  if (!path.empty()) message += fmt::format(" (flight recorder dumped to {})", path);
+  return message;
+}
+
+std::string timeout_message(const WorkContext& c, Duration timeout) {
+  const std::vector<int>& ranks = c.group->global_ranks;
+  std::string head = fmt::format("{} collective #{} on group {} timed out after {} ms on rank {}",
+                                 c.desc.str(), c.seq, ranks_str(ranks), timeout.count(),
+                                 c.my_global_rank);
+  PeerStateAgent* agent = peer_state_agent();
+  if (c.seq == 0 || agent == nullptr) {
+    // Point-to-point: the peer is the only rank involved.
+    return head + fmt::format(" (peer: group index {})", c.desc.root);
+  }
+  std::vector<int> peers;
+  for (int r : ranks)
+    if (r != c.my_global_rank) peers.push_back(r);
+  Duration grace = query_grace(timeout);
+  std::vector<PeerAnswer> answers = agent->query(c.group->id, peers, grace);
+  std::vector<int> missing;
+  return head + "; " + describe_missing(c.seq, answers, grace, &missing);
+}
+
+void wait_requests(const WorkContext& c, std::vector<MPI_Request>& requests, Duration timeout) {
+  if (test_until(requests, Clock::now() + timeout, c)) return;
+  DT_THROW(CommError) << timeout_message(c, timeout);
+}
+
+MpiWork::MpiWork(WorkContext context, std::vector<MPI_Request> requests, std::function<void()> finish,
+                 Duration default_timeout, std::shared_ptr<void> keepalive)
+    : context_(std::move(context)),
+      requests_(std::move(requests)),
+      finish_(std::move(finish)),
+      default_timeout_(default_timeout),
+      keepalive_(std::move(keepalive)) {}
+
+MpiWork::~MpiWork() = default;
+
+bool MpiWork::poll_locked() {
+  if (done_) return true;
+  int done = 0;
+  {
+    MpiCallGuard guard;
+    int rc = MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      fail_locked(fmt::format("{} collective #{} on group {} failed on rank {}: {}",
+                              context_.desc.str(), context_.seq,
+                              ranks_str(context_.group->global_ranks), context_.my_global_rank,
+                              std::string(text, len)));
+    }
+  }
+  if (!done) return false;
+  if (finish_) finish_();
+  done_ = true;
+  keepalive_.reset();
+  if (context_.seq > 0) {
+    int64_t seen = context_.group->completed.load();
+    while (seen < context_.seq && !context_.group->completed.compare_exchange_weak(seen, context_.seq)) {
+    }
+  }
+  flight_recorder().record_completed(context_.flight_id);
+  return true;
+}
+
+void MpiWork::fail_locked(const std::string& message) {
+  error_ = std::make_exception_ptr(CommError(record_failure(context_, message)));
+  std::rethrow_exception(error_);
+}
+
+void MpiWork::wait(Duration timeout) {
+  std::lock_guard lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  if (done_) return;
+  bool completed = false;
+  try {
+    completed = test_until(requests_, Clock::now() + timeout, context_);
+  } catch (const CommError& e) {
+    fail_locked(e.what());
+  }
+  if (!completed) fail_locked(timeout_message(context_, timeout));
+  poll_locked();  // requests are inactive now: runs finish and the bookkeeping
+}
+
+bool MpiWork::is_completed() {
+  std::lock_guard lock(mu_);
+  if (error_) return true;
+  return poll_locked();
+}
+
+}  // namespace dt::mpi

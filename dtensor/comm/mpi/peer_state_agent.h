@@ -1,0 +1,65 @@
+// A background thread per process that answers "how far is this group on your side?" queries,
+// so a rank whose collective timed out can name the ranks that did not arrive.
+//
+// Protocol (on a private duplicate of MPI_COMM_WORLD, so it never matches application traffic):
+// the asking rank posts a receive for the reply, then sends {group_id, nonce} with kQueryTag;
+// the agent of the peer looks the group up in the registry (group_progress.h) and replies
+// {knows_group, issued, completed, last_op} with tag reply_tag(nonce). A peer that does not
+// reply within the grace period is reported as dead or unreachable: that is all one can know
+// about it (a live process answers even while it computes, because the agent is its own thread).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtensor/comm/collective_desc.h"
+#include "dtensor/comm/process_group.h"
+
+namespace dt::mpi {
+
+struct PeerAnswer {
+  int global_rank = -1;
+  bool answered = false;
+  bool knows_group = false;  // false: the peer has not created this group (yet)
+  int64_t issued = 0;
+  int64_t completed = 0;
+  int64_t last_op = -1;  // CollectiveOp, -1: none
+};
+
+class PeerStateAgent {
+ public:
+  // Duplicates MPI_COMM_WORLD (collective over all processes) and starts the thread.
+  PeerStateAgent();
+  // Stops the thread and frees the communicator (call before MPI_Finalize).
+  ~PeerStateAgent();
+  PeerStateAgent(const PeerStateAgent&) = delete;
+  PeerStateAgent& operator=(const PeerStateAgent&) = delete;
+
+  // Asks each peer (global ranks) for its progress on group_id; waits at most `grace`.
+  std::vector<PeerAnswer> query(int64_t group_id, const std::vector<int>& peers, Duration grace);
+
+ private:
+  void serve();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> next_nonce_{0};
+  std::thread thread_;
+};
+
+// Returns the live agent (owned by MpiRuntime), or nullptr.
+PeerStateAgent* peer_state_agent();
+void set_peer_state_agent(PeerStateAgent* agent);
+
+// Returns the part of a timeout message that says who did not arrive at collective `seq`, e.g.
+// "ranks that did not arrive: [1, 3] (rank 1: alive, last issued collective #4 (all_gather); rank 3: no
+// answer within 500 ms, process dead or unreachable)", and appends those global ranks to missing.
+std::string describe_missing(int64_t seq, const std::vector<PeerAnswer>& answers, Duration grace,
+                             std::vector<int>* missing);
+
+}  // namespace dt::mpi

@@ -1,0 +1,68 @@
+// Fault injection for the mpi backend: `mpirun -np 3 mpi_fault_driver <mode>`.
+//
+// Every rank runs all_reduce #1 on the world (all alive), then the victim (rank 1, or rank 2 for
+// subgroup_stall) misbehaves before collective #2 while the others issue it with a 3 s timeout:
+//   exit            the victim calls _exit(0) (a crashed process)
+//   kill            the victim sends itself SIGKILL
+//   stall           the victim sleeps 30 s instead (alive but late)
+//   mismatch        with check_collectives, the victim issues all_gather instead of all_reduce
+//   subgroup_stall  as stall, on group [0, 2], with rank 2 as the victim (rank 1 only waits)
+// The survivors' CommError is printed by run_mpi ("[rank r] dtensor: error: ...") before it
+// aborts the job; run_fault_test.sh checks the messages, the exit status and the time taken.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtensor/comm/mpi/mpi_runtime.h"
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "exit" && mode != "kill" && mode != "stall" && mode != "mismatch" && mode != "subgroup_stall") {
+    std::fprintf(stderr, "usage: mpi_fault_driver exit|kill|stall|mismatch|subgroup_stall\n");
+    return 64;
+  }
+  dt::mpi::MpiRuntime runtime(&argc, &argv);
+  dt::CommOptions options;
+  options.timeout = dt::Duration(3000);
+  options.check_collectives = mode == "mismatch";
+  dt::mpi::run_mpi(
+      [&](dt::ProcessGroup& world) {
+        int me = world.rank();
+        size_t count = 1000;
+        std::vector<float> buf(count, 1.0f), gathered(count * world.size());
+        world.all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #1
+        if (mode == "subgroup_stall") {
+          if (me == 1) {
+            std::this_thread::sleep_for(std::chrono::seconds(30));
+            return;
+          }
+          dt::ProcessGroupPtr group = world.new_group({0, 2});
+          group->all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #1
+          if (me == 2) {
+            std::this_thread::sleep_for(std::chrono::seconds(30));
+            return;
+          }
+          group->all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #2
+        } else {
+          if (me == 1) {
+            std::fprintf(stderr, "[rank 1] fault_driver: injecting '%s' before collective #2\n", mode.c_str());
+            std::fflush(stderr);
+            if (mode == "exit") std::_Exit(0);
+            if (mode == "kill") std::raise(SIGKILL);
+            if (mode == "stall") {
+              std::this_thread::sleep_for(std::chrono::seconds(30));
+              return;
+            }
+            world.all_gather(buf.data(), gathered.data(), count, dt::DType::f32)->wait();  // mismatch
+          } else {
+            world.all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #2
+          }
+        }
+        std::printf("[rank %d] fault_driver: no fault detected\n", me);
+      },
+      options);
+  return 0;
+}
