@@ -1,0 +1,240 @@
+// The matmul family (mm, bmm, matmul, addmm, linear) on top of one strided GEMM through OpenBLAS.
+//
+// gemm() takes 2-d operands in any layout: a row-major view (unit column stride) is passed as is,
+// a plain transpose (unit row stride) with the transposed flag, anything else (expanded, sliced
+// with steps) is first copied contiguous. f32/f64 call cblas_sgemm/cblas_dgemm; bf16/f16 operands
+// are converted to f32, multiplied, and the result rounded once on store. With one BLAS thread
+// (threading.h) OpenBLAS's result depends only on the operands and shapes, so results are
+// bitwise reproducible and ranks calling concurrently do not interfere.
+#include <cblas.h>
+
+#include <optional>
+
+#include "dtensor/core/elementwise.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/core/threading.h"
+
+namespace dt {
+
+namespace {
+
+// How a 2-d strided operand is handed to BLAS (row-major convention).
+struct BlasOperand {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+// Returns the BLAS form of a [rows, cols] view with strides (rs, cs) if it has one.
+std::optional<BlasOperand> blas_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  // A size-1 dim's stride is irrelevant; pick the value that makes the layout valid.
+  if (cols == 1) cs = 1;
+  if (rows == 1) rs = std::max<int64_t>(cols, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) return BlasOperand{CblasNoTrans, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) return BlasOperand{CblasTrans, cs};
+  return std::nullopt;
+}
+
+// Returns a 2-d operand BLAS accepts: the view itself or a contiguous copy.
+std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
+  if (auto op = blas_operand(t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1])) return {t, *op};
+  Tensor c = t.contiguous();
+  return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
+}
+
+// Computes c = alpha * a @ b + beta * c for 2-d a [m,k], b [k,n] and a contiguous c [m,n], all of
+// the same floating dtype T in {float, double}. c must be initialised when beta != 0.
+template <typename T>
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  if (m == 0 || n == 0) return;
+  T* cp = static_cast<T*>(c.raw_data());
+  if (k == 0) {  // empty sum: c = beta * c (beta == 0 ignores c, as BLAS does)
+    for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0 ? T(0) : T(beta) * cp[i];
+    return;
+  }
+  init_compute_threads();
+  auto [av, ao] = as_blas(a);
+  auto [bv, bo] = as_blas(b);
+  const T* ap = static_cast<const T*>(av.raw_data());
+  const T* bp = static_cast<const T*>(bv.raw_data());
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(m), blasint(n), blasint(k), float(alpha), ap,
+                blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp, blasint(n));
+  } else {
+    cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(m), blasint(n), blasint(k), alpha, ap, blasint(ao.ld),
+                bp, blasint(bo.ld), beta, cp, blasint(n));
+  }
+}
+
+// The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).
+DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+// Computes alpha * a @ b + beta * init for 2-d a, b (dtype checked by the caller) and returns it in
+// a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the output.
+Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta) {
+  const DType dt = a.dtype(), gt = gemm_dtype(dt);
+  const int64_t m = a.shape()[0], n = b.shape()[1];
+  Tensor c = Tensor::empty({m, n}, gt);
+  if (init.defined() && beta != 0) c.copy_(init);
+  const Tensor ag = a.dtype() == gt ? a : a.to(gt);
+  const Tensor bg = b.dtype() == gt ? b : b.to(gt);
+  if (gt == DType::f32)
+    gemm<float>(ag, bg, c, alpha, beta);
+  else
+    gemm<double>(ag, bg, c, alpha, beta);
+  return dt == gt ? c : c.to(dt);
+}
+
+void check_floating(const char* op, const Tensor& a, const Tensor& b) {
+  kernel::check_same_dtype(op, a, b);
+  if (!is_floating(a.dtype())) DT_THROW(DTypeError) << op << " does not support dtype " << dtype_name(a.dtype());
+}
+
+[[noreturn]] void throw_inner_mismatch(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  DT_THROW(ShapeError) << op << ": shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape())
+                       << " cannot be multiplied (" << ka << " != " << kb << ")";
+}
+
+void check_rank(const char* op, const char* which, const Tensor& t, int64_t rank) {
+  if (t.dim() != rank)
+    DT_THROW(ShapeError) << op << ": " << which << " must be " << rank << "-d, got shape " << shape_str(t.shape());
+}
+
+// Returns the matrix product of every batch of a [B..., m, k] and b [B..., k, n] whose batch dims
+// already agree, as a contiguous [B..., m, n] tensor in a's dtype. Broadcast batch dims may be
+// expanded views (stride 0): each batch reads its 2-d views in place.
+Tensor batched(const Tensor& a, const Tensor& b) {
+  const DType dt = a.dtype(), gt = gemm_dtype(dt);
+  const int64_t r = a.dim();
+  const Shape batch(a.shape().begin(), a.shape().end() - 2);
+  const int64_t m = a.shape()[size_t(r - 2)], n = b.shape()[size_t(r - 1)];
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = Tensor::empty(out_shape, gt);
+  const int64_t B = numel(batch);
+  if (B > 0 && m > 0 && n > 0) {
+    // Walk the batch index in row-major order; each step multiplies two 2-d views straight into
+    // the (contiguous) output slice.
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t i = 0; i < B; ++i) {
+      Tensor ai = a, bi = b, oi = out;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        ai = ai.select(0, idx[d]);
+        bi = bi.select(0, idx[d]);
+        oi = oi.select(0, idx[d]);
+      }
+      if (gt == DType::f32)
+        gemm<float>(ai.to(gt), bi.to(gt), oi, 1, 0);
+      else
+        gemm<double>(ai, bi, oi, 1, 0);
+      for (size_t d = batch.size(); d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  return dt == gt ? out : out.to(dt);
+}
+
+// Returns t viewed (or copied) as a 2-d [rows, last dim] matrix.
+Tensor fold_to_2d(const Tensor& t) {
+  const int64_t cols = t.shape().back();
+  const int64_t rows = numel(Shape(t.shape().begin(), t.shape().end() - 1));
+  return t.reshape({rows, cols});
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_rank("mm", "first operand", a, 2);
+  check_rank("mm", "second operand", b, 2);
+  check_floating("mm", a, b);
+  if (a.shape()[1] != b.shape()[0]) throw_inner_mismatch("mm", a, b, a.shape()[1], b.shape()[0]);
+  return gemm_2d(a, b, Tensor(), 1, 0);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_rank("bmm", "first operand", a, 3);
+  check_rank("bmm", "second operand", b, 3);
+  check_floating("bmm", a, b);
+  if (a.shape()[0] != b.shape()[0])
+    DT_THROW(ShapeError) << "bmm: batch sizes of " << shape_str(a.shape()) << " and " << shape_str(b.shape())
+                         << " differ (" << a.shape()[0] << " != " << b.shape()[0] << ")";
+  if (a.shape()[2] != b.shape()[1]) throw_inner_mismatch("bmm", a, b, a.shape()[2], b.shape()[1]);
+  return batched(a, b);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    DT_THROW(ShapeError) << "matmul: both operands need at least 1 dim, got shapes " << shape_str(a.shape())
+                         << " and " << shape_str(b.shape());
+  check_floating("matmul", a, b);
+  const int64_t ka = a.shape().back();
+  const int64_t kb = b.dim() == 1 ? b.shape()[0] : b.shape()[size_t(b.dim() - 2)];
+  if (ka != kb) throw_inner_mismatch("matmul", a, b, ka, kb);
+  // 1-d operands become a row (a) or a column (b) matrix; that dim is dropped from the result.
+  if (a.dim() <= 2 && b.dim() <= 2) {
+    Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+    Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Tensor c = gemm_2d(a2, b2, Tensor(), 1, 0);
+    if (b.dim() == 1) c = c.squeeze(1);
+    if (a.dim() == 1) c = c.squeeze(0);
+    return c;
+  }
+  if (b.dim() <= 2) {
+    // [..., m, k] @ [k, n]: fold the batch into m (one GEMM instead of one per batch).
+    Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    if (b.dim() == 2) out_shape.push_back(b.shape()[1]);
+    return gemm_2d(fold_to_2d(a), b2, Tensor(), 1, 0).view(out_shape);
+  }
+  // Batch broadcasting: a [A..., m, k], b [B..., k, n] -> [broadcast(A, B)..., m, n].
+  Tensor a3 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Shape abatch(a3.shape().begin(), a3.shape().end() - 2);
+  const Shape bbatch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = kernel::broadcast_for("matmul", abatch, bbatch);
+  Shape ae = batch, be = batch;
+  ae.insert(ae.end(), a3.shape().end() - 2, a3.shape().end());
+  be.insert(be.end(), b.shape().end() - 2, b.shape().end());
+  Tensor c = batched(a3.expand(ae), b.expand(be));
+  if (a.dim() == 1) c = c.squeeze(-2);
+  return c;
+}
+
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  check_rank("addmm", "first matrix", a, 2);
+  check_rank("addmm", "second matrix", b, 2);
+  check_floating("addmm", a, b);
+  kernel::check_same_dtype("addmm", self, a);
+  if (a.shape()[1] != b.shape()[0]) throw_inner_mismatch("addmm", a, b, a.shape()[1], b.shape()[0]);
+  const Shape out_shape{a.shape()[0], b.shape()[1]};
+  if (kernel::broadcast_for("addmm", self.shape(), out_shape) != out_shape)
+    DT_THROW(ShapeError) << "addmm: self of shape " << shape_str(self.shape()) << " does not broadcast to "
+                         << shape_str(out_shape);
+  return gemm_2d(a, b, self.expand(out_shape), alpha, beta);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_rank("linear", "weight", weight, 2);
+  check_floating("linear", x, weight);
+  if (x.dim() == 0) DT_THROW(ShapeError) << "linear: input must have at least 1 dim, got a scalar";
+  const int64_t in = weight.shape()[1], out = weight.shape()[0];
+  if (x.shape().back() != in)
+    DT_THROW(ShapeError) << "linear: input " << shape_str(x.shape()) << " and weight " << shape_str(weight.shape())
+                         << " do not match (in_features " << x.shape().back() << " != " << in << ")";
+  if (bias.defined()) {
+    kernel::check_same_dtype("linear", x, bias);
+    if (bias.shape() != Shape{out})
+      DT_THROW(ShapeError) << "linear: bias of shape " << shape_str(bias.shape()) << " does not match out_features "
+                           << out;
+  }
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(out);
+  Tensor x2 = fold_to_2d(x);
+  // weight.T is a plain transpose: BLAS reads it in place with the transposed flag.
+  Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
+  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0).view(out_shape);
+}
+
+}  // namespace dt
