@@ -1,0 +1,135 @@
+#include "dtensor/comm/collectives.h"
+
+#include <numeric>
+
+namespace dt {
+
+namespace {
+
+// Keeps the tensors' storage alive until the collective completes, so a caller that drops its
+// tensors right after issuing cannot free memory a peer is still reading.
+class TensorWork : public Work {
+ public:
+  TensorWork(WorkPtr inner, std::vector<Tensor> keep) : inner_(std::move(inner)), keep_(std::move(keep)) {}
+  void wait() override { inner_->wait(); }
+  void wait(Duration timeout) override { inner_->wait(timeout); }
+  bool is_completed() override { return inner_->is_completed(); }
+
+ private:
+  WorkPtr inner_;  // destroyed first (waits for completion), then the tensors
+  std::vector<Tensor> keep_;
+};
+
+void check_defined_contiguous(const Tensor& t, std::string_view what, std::string_view name) {
+  if (!t.defined()) DT_THROW(ValueError) << what << ": " << name << " is an undefined tensor";
+  if (!t.is_contiguous())
+    DT_THROW(ValueError) << what << ": " << name << " must be contiguous, got shape " << shape_str(t.shape())
+                         << " with strides " << shape_str(t.strides());
+}
+
+void check_same_dtype(const Tensor& out, const Tensor& in, std::string_view what) {
+  if (out.dtype() != in.dtype())
+    DT_THROW(DTypeError) << what << ": output dtype " << dtype_name(out.dtype()) << " differs from input dtype "
+                         << dtype_name(in.dtype());
+}
+
+// Returns the shape of `block` stacked `n` times along dim 0 (a 0-d block gives [n]).
+Shape stacked_shape(const Shape& block, int64_t n) {
+  if (block.empty()) return {n};
+  Shape s = block;
+  s[0] *= n;
+  return s;
+}
+
+// Returns the split sizes to use along dim 0 of a tensor of `rows` rows over n ranks.
+std::vector<int64_t> resolve_splits(const std::vector<int64_t>& splits, int64_t rows, int n, std::string_view name) {
+  if (splits.empty()) {
+    if (rows % n != 0)
+      DT_THROW(ValueError) << "all_to_all_single: " << name << " dim 0 of size " << rows
+                           << " is not divisible by group size " << n << " (pass split sizes)";
+    return std::vector<int64_t>(size_t(n), rows / n);
+  }
+  if (int(splits.size()) != n)
+    DT_THROW(ValueError) << "all_to_all_single: " << splits.size() << " " << name << " split sizes for group size " << n;
+  int64_t total = 0;
+  for (int64_t s : splits) {
+    if (s < 0) DT_THROW(ValueError) << "all_to_all_single: negative " << name << " split size " << s;
+    total += s;
+  }
+  if (total != rows)
+    DT_THROW(ValueError) << "all_to_all_single: " << name << " split sizes sum to " << total << " but dim 0 has size "
+                         << rows;
+  return splits;
+}
+
+}  // namespace
+
+WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op) {
+  check_defined_contiguous(t, "all_reduce", "tensor");
+  return std::make_shared<TensorWork>(pg.all_reduce(t.raw_data(), size_t(t.numel()), t.dtype(), op),
+                                      std::vector<Tensor>{t});
+}
+
+WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in) {
+  check_defined_contiguous(out, "all_gather_into_tensor", "output");
+  check_defined_contiguous(in, "all_gather_into_tensor", "input");
+  check_same_dtype(out, in, "all_gather_into_tensor");
+  Shape expected = stacked_shape(in.shape(), pg.size());
+  if (out.shape() != expected)
+    DT_THROW(ShapeError) << "all_gather_into_tensor: output shape " << shape_str(out.shape()) << " should be "
+                         << shape_str(expected) << " for input " << shape_str(in.shape()) << " and group size "
+                         << pg.size();
+  return std::make_shared<TensorWork>(pg.all_gather(in.raw_data(), out.raw_data(), size_t(in.numel()), in.dtype()),
+                                      std::vector<Tensor>{out, in});
+}
+
+WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op) {
+  check_defined_contiguous(out, "reduce_scatter_tensor", "output");
+  check_defined_contiguous(in, "reduce_scatter_tensor", "input");
+  check_same_dtype(out, in, "reduce_scatter_tensor");
+  Shape expected = stacked_shape(out.shape(), pg.size());
+  if (in.shape() != expected)
+    DT_THROW(ShapeError) << "reduce_scatter_tensor: input shape " << shape_str(in.shape()) << " should be "
+                         << shape_str(expected) << " for output " << shape_str(out.shape()) << " and group size "
+                         << pg.size();
+  return std::make_shared<TensorWork>(
+      pg.reduce_scatter(in.raw_data(), out.raw_data(), size_t(out.numel()), in.dtype(), op),
+      std::vector<Tensor>{out, in});
+}
+
+WorkPtr all_to_all_single(ProcessGroup& pg, Tensor& out, const Tensor& in, const std::vector<int64_t>& out_split_sizes,
+                          const std::vector<int64_t>& in_split_sizes) {
+  check_defined_contiguous(out, "all_to_all_single", "output");
+  check_defined_contiguous(in, "all_to_all_single", "input");
+  check_same_dtype(out, in, "all_to_all_single");
+  if (in.dim() == 0 || out.dim() == 0)
+    DT_THROW(ShapeError) << "all_to_all_single needs tensors of rank >= 1, got input " << shape_str(in.shape())
+                         << " and output " << shape_str(out.shape());
+  Shape in_row(in.shape().begin() + 1, in.shape().end());
+  Shape out_row(out.shape().begin() + 1, out.shape().end());
+  if (in_row != out_row)
+    DT_THROW(ShapeError) << "all_to_all_single: input " << shape_str(in.shape()) << " and output "
+                         << shape_str(out.shape()) << " differ beyond dim 0";
+  int n = pg.size();
+  std::vector<int64_t> in_splits = resolve_splits(in_split_sizes, in.size(0), n, "input");
+  std::vector<int64_t> out_splits = resolve_splits(out_split_sizes, out.size(0), n, "output");
+  size_t row = size_t(numel(in_row));
+  std::vector<size_t> send_counts(static_cast<size_t>(n)), recv_counts(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    send_counts[size_t(i)] = size_t(in_splits[size_t(i)]) * row;
+    recv_counts[size_t(i)] = size_t(out_splits[size_t(i)]) * row;
+  }
+  return std::make_shared<TensorWork>(
+      pg.all_to_all(in.raw_data(), send_counts, out.raw_data(), recv_counts, in.dtype()),
+      std::vector<Tensor>{out, in});
+}
+
+WorkPtr broadcast_(ProcessGroup& pg, Tensor& t, int root) {
+  check_defined_contiguous(t, "broadcast", "tensor");
+  if (root < 0 || root >= pg.size())
+    DT_THROW(ValueError) << "broadcast root " << root << " out of range for group size " << pg.size();
+  return std::make_shared<TensorWork>(pg.broadcast(t.raw_data(), size_t(t.numel()), t.dtype(), root),
+                                      std::vector<Tensor>{t});
+}
+
+}  // namespace dt

@@ -1,0 +1,125 @@
+// Tensor-level collectives: argument checks with clear errors, and results on 2-D, 0-d and empty
+// tensors through the threads backend.
+#include "dtensor/comm/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include "dtensor/comm/threads/run_ranks.h"
+
+namespace dt {
+namespace {
+
+// Runs fn on rank 0 of a 2-rank world only (argument checks throw before any communication).
+template <typename F>
+void on_rank0(F fn) {
+  run_ranks(2, [&](ProcessGroup& pg) {
+    if (pg.rank() == 0) fn(pg);
+  });
+}
+
+template <typename E, typename F>
+std::string error_of(F fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Collectives, AllGatherChecksShapesDtypesAndContiguity) {
+  on_rank0([](ProcessGroup& pg) {
+    Tensor in = Tensor::zeros({3, 4});
+    Tensor bad = Tensor::zeros({5, 4});
+    EXPECT_EQ(error_of<ShapeError>([&] { all_gather_into_tensor(pg, bad, in); }),
+              "all_gather_into_tensor: output shape [5, 4] should be [6, 4] for input [3, 4] and group size 2");
+    Tensor f64 = Tensor::zeros({6, 4}, DType::f64);
+    EXPECT_EQ(error_of<DTypeError>([&] { all_gather_into_tensor(pg, f64, in); }),
+              "all_gather_into_tensor: output dtype f64 differs from input dtype f32");
+    Tensor out = Tensor::zeros({6, 4});
+    Tensor strided = Tensor::zeros({4, 3}).transpose(0, 1);
+    EXPECT_EQ(error_of<ValueError>([&] { all_gather_into_tensor(pg, out, strided); }),
+              "all_gather_into_tensor: input must be contiguous, got shape [3, 4] with strides [1, 3]");
+  });
+}
+
+TEST(Collectives, ReduceScatterAndAllToAllCheckSizes) {
+  on_rank0([](ProcessGroup& pg) {
+    Tensor out = Tensor::zeros({2, 3});
+    Tensor in = Tensor::zeros({5, 3});
+    EXPECT_EQ(error_of<ShapeError>([&] { reduce_scatter_tensor(pg, out, in, ReduceOp::sum); }),
+              "reduce_scatter_tensor: input shape [5, 3] should be [4, 3] for output [2, 3] and group size 2");
+    Tensor a = Tensor::zeros({5, 2});
+    Tensor b = Tensor::zeros({5, 2});
+    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a); }),
+              "all_to_all_single: input dim 0 of size 5 is not divisible by group size 2 (pass split sizes)");
+    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {1, 1}); }),
+              "all_to_all_single: input split sizes sum to 2 but dim 0 has size 5");
+    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {5}); }),
+              "all_to_all_single: 1 input split sizes for group size 2");
+    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {6, -1}); }),
+              "all_to_all_single: negative input split size -1");
+    Tensor c = Tensor::zeros({5, 3});
+    EXPECT_EQ(error_of<ShapeError>([&] { all_to_all_single(pg, c, a, {2, 3}, {2, 3}); }),
+              "all_to_all_single: input [5, 2] and output [5, 3] differ beyond dim 0");
+    Tensor t = Tensor::zeros({2});
+    EXPECT_EQ(error_of<ValueError>([&] { broadcast_(pg, t, 2); }), "broadcast root 2 out of range for group size 2");
+  });
+}
+
+TEST(Collectives, ResultsOnTensors) {
+  run_ranks(3, [&](ProcessGroup& pg) {
+    int r = pg.rank();
+    // all_reduce of a 2-D bf16 tensor.
+    Tensor t = Tensor::full({2, 3}, double(r + 1), DType::bf16);
+    all_reduce_(pg, t, ReduceOp::sum)->wait();
+    EXPECT_EQ(t.to_doubles(), std::vector<double>(6, 6.0));
+
+    // all_gather of 0-d tensors gives a [3] tensor in group-index order.
+    Tensor scalar = Tensor::full({}, double(10 * r), DType::i64);
+    Tensor gathered = Tensor::zeros({3}, DType::i64);
+    all_gather_into_tensor(pg, gathered, scalar)->wait();
+    EXPECT_EQ(gathered.to_doubles(), (std::vector<double>{0, 10, 20}));
+
+    // reduce_scatter of [6, 2] rows into [2, 2]: block r of the sum over ranks.
+    Tensor in = Tensor::arange(0, 12, 1, DType::f32).reshape({6, 2});
+    Tensor out = Tensor::zeros({2, 2});
+    reduce_scatter_tensor(pg, out, in, ReduceOp::avg)->wait();
+    std::vector<double> want;
+    for (int i = 0; i < 4; ++i) want.push_back(double(4 * r + i));
+    EXPECT_EQ(out.to_doubles(), want);
+
+    // all_to_all_single with uneven splits: rank s sends s+1 rows to every rank.
+    int64_t rows = 3 * (r + 1);
+    Tensor a_in = Tensor::full({rows, 2}, double(r), DType::i32);
+    Tensor a_out = Tensor::zeros({6, 2}, DType::i32);
+    all_to_all_single(pg, a_out, a_in, {1, 2, 3}, {r + 1, r + 1, r + 1})->wait();
+    EXPECT_EQ(a_out.to_doubles(), (std::vector<double>{0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2}));
+
+    // Empty tensors work everywhere.
+    Tensor e_in = Tensor::zeros({0, 4});
+    Tensor e_out = Tensor::zeros({0, 4});
+    all_gather_into_tensor(pg, e_out, e_in)->wait();
+    all_reduce_(pg, e_in, ReduceOp::max)->wait();
+
+    // broadcast from group index 1 of a strided view's contiguous copy.
+    Tensor b = Tensor::full({4}, double(r), DType::f64);
+    broadcast_(pg, b, 1)->wait();
+    EXPECT_EQ(b.to_doubles(), std::vector<double>(4, 1.0));
+  });
+}
+
+TEST(Collectives, WorkKeepsTensorsAlive) {
+  run_ranks(2, [&](ProcessGroup& pg) {
+    WorkPtr w;
+    {
+      Tensor t = Tensor::full({1000}, 1.0);
+      w = all_reduce_(pg, t, ReduceOp::sum);
+    }  // the caller's tensor is gone; the Work holds its storage until completion
+    w->wait();
+    EXPECT_TRUE(w->is_completed());
+  });
+}
+
+}  // namespace
+}  // namespace dt
