@@ -1,0 +1,54 @@
+#include "dtensor/redistribute/redistribute_plan.h"
+
+#include <fmt/format.h>
+
+namespace dt {
+
+std::string_view step_kind_name(StepKind kind) {
+  switch (kind) {
+    case StepKind::all_gather: return "all_gather";
+    case StepKind::all_reduce: return "all_reduce";
+    case StepKind::reduce_scatter: return "reduce_scatter";
+    case StepKind::all_to_all: return "all_to_all";
+    case StepKind::chunk: return "chunk";
+    case StepKind::zero: return "zero";
+    case StepKind::keep: return "keep";
+  }
+  return "?";
+}
+
+bool is_collective(StepKind kind) {
+  return kind == StepKind::all_gather || kind == StepKind::all_reduce || kind == StepKind::reduce_scatter ||
+         kind == StepKind::all_to_all;
+}
+
+int RedistributePlan::num_collectives() const {
+  int n = 0;
+  for (const RedistributeStep& s : steps) n += is_collective(s.kind);
+  return n;
+}
+
+std::map<std::string, int> RedistributePlan::collective_counts() const {
+  std::map<std::string, int> out;
+  for (const RedistributeStep& s : steps)
+    if (is_collective(s.kind)) ++out[std::string(step_kind_name(s.kind))];
+  return out;
+}
+
+std::string RedistributePlan::table() const {
+  std::string out = fmt::format("redistribute {} -> {} of {} {} on mesh {}\n", placements_str(src),
+                                placements_str(dst), shape_str(shape), dtype_name(dtype), shape_str(mesh_shape));
+  out += fmt::format("{:>4}  {:>9}  {:<15} {:<8} {:<8} {:>14}  {:>10}\n", "step", "mesh_dim", "kind", "from", "to",
+                     "bytes/rank", "est_us");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const RedistributeStep& s = steps[i];
+    out += fmt::format("{:>4}  {:>9}  {:<15} {:<8} {:<8} {:>14}  {:>10.2f}\n", i, s.mesh_dim, step_kind_name(s.kind),
+                       s.src.str(), s.dst.str(), s.bytes, s.time_us);
+  }
+  if (steps.empty()) out += "  (no steps: the placements already match)\n";
+  out += fmt::format("total: {} bytes per rank, {} collective(s), {:.2f} us estimated\n", total_bytes,
+                     num_collectives(), total_time_us);
+  return out;
+}
+
+}  // namespace dt

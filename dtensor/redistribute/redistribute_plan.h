@@ -1,0 +1,66 @@
+// A redistribution plan: the ordered steps that move a tensor from one placement list to another
+// on the same mesh, each acting on one mesh dim.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/core/dtype.h"
+#include "dtensor/core/shape.h"
+#include "dtensor/dist/placement.h"
+
+namespace dt {
+
+// What one step does on its mesh dim (group size n, local size s):
+//   all_gather      S(d) -> R     pad to the chunk size, gather, unpad      (n-1)·c bytes
+//   all_reduce      P(op) -> R                                              2(n-1)/n·s
+//   reduce_scatter  P(op) -> S(d) pad to n·c, reduce-scatter, unpad         (n-1)·c
+//   all_to_all      S(d) -> S(e)  exact split sizes, no padding             ≈ (n-1)/n·s
+//   chunk           R -> S(d)     local slice                                0
+//   zero            R -> P(sum): group index 0 keeps the value, the others hold 0;
+//                   S(d) -> P(sum|max|min): the own chunk in a buffer of the unsharded extent
+//                   filled with the op's identity (0, lowest, highest)        0
+//   keep            a relabel with identical data: R -> P(avg|max|min), or any change on a mesh
+//                   dim of size 1                                             0
+enum class StepKind : uint8_t { all_gather, all_reduce, reduce_scatter, all_to_all, chunk, zero, keep };
+inline constexpr int kNumStepKinds = 7;
+
+std::string_view step_kind_name(StepKind kind);
+bool is_collective(StepKind kind);
+
+struct RedistributeStep {
+  int64_t mesh_dim = 0;
+  StepKind kind = StepKind::keep;
+  Placement src, dst;   // the placement of this mesh dim before and after the step
+  int64_t bytes = 0;    // bytes sent by one rank (the largest over ranks for uneven shards)
+  double time_us = 0;   // estimated time under the planner's cost model
+  bool operator==(const RedistributeStep& o) const {
+    return mesh_dim == o.mesh_dim && kind == o.kind && src == o.src && dst == o.dst && bytes == o.bytes &&
+           time_us == o.time_us;
+  }
+};
+
+struct RedistributePlan {
+  Shape mesh_shape;
+  Placements src, dst;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<RedistributeStep> steps;
+  int64_t total_bytes = 0;   // sum of the steps' bytes per rank
+  double total_time_us = 0;  // sum of the steps' estimated times
+
+  int num_collectives() const;
+  // Returns the number of collectives per kind name ({"all_to_all": 1}).
+  std::map<std::string, int> collective_counts() const;
+  // Returns a printable table: one line per step, then the totals.
+  std::string table() const;
+  bool operator==(const RedistributePlan& o) const {
+    return mesh_shape == o.mesh_shape && src == o.src && dst == o.dst && shape == o.shape && dtype == o.dtype &&
+           steps == o.steps && total_bytes == o.total_bytes && total_time_us == o.total_time_us;
+  }
+};
+
+}  // namespace dt

@@ -1,0 +1,101 @@
+#include "dtensor/redistribute/transition_rules.h"
+
+#include <algorithm>
+
+#include "dtensor/core/error.h"
+
+namespace dt {
+
+TransitionRules::TransitionRules(const Shape& mesh_shape, const Placement* state, const Shape& shape, size_t itemsize)
+    : state_(state),
+      itemsize_(itemsize),
+      ndim_(int64_t(mesh_shape.size())),
+      rank_(int64_t(shape.size())) {
+  DT_CHECK(rank_ <= kMaxPlanTensorRank && ndim_ <= kMaxPlanMeshDims) << rank_ << " " << ndim_;
+  std::copy(mesh_shape.begin(), mesh_shape.end(), mesh_.begin());
+  std::copy(shape.begin(), shape.end(), shape_.begin());
+  for (int64_t t = 0; t < rank_; ++t) {
+    loc_[size_t(t)] = shape_[size_t(t)];
+    innermost_[size_t(t)] = -1;
+  }
+  for (int64_t m = 0; m < ndim_; ++m) {
+    const Placement& p = state_[m];
+    if (p.is_partial()) ++partial_count_[size_t(p.op())];
+    if (!p.is_shard() || mesh_[size_t(m)] == 1) continue;
+    int64_t t = p.dim();
+    loc_[size_t(t)] = chunk_size(loc_[size_t(t)], mesh_[size_t(m)]);
+    innermost_[size_t(t)] = m;
+  }
+}
+
+int64_t TransitionRules::parent_extent(int64_t t, int64_t m) const {
+  int64_t len = shape_[size_t(t)];
+  for (int64_t k = 0; k < m; ++k)
+    if (state_[k].is_shard(t) && mesh_[size_t(k)] > 1) len = chunk_size(len, mesh_[size_t(k)]);
+  return len;
+}
+
+int64_t TransitionRules::rest(int64_t a, int64_t b) const {
+  int64_t p = 1;
+  for (int64_t t = 0; t < rank_; ++t)
+    if (t != a && t != b) p *= loc_[size_t(t)];
+  return p;
+}
+
+bool TransitionRules::partial_allowed(int64_t m, ReduceOp op) const {
+  for (int o = 0; o < 4; ++o) {
+    int count = partial_count_[size_t(o)] - (state_[m].is_partial() && int(state_[m].op()) == o ? 1 : 0);
+    if (count > 0 && !partial_ops_commute(ReduceOp(o), op)) return false;
+  }
+  return true;
+}
+
+std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) const {
+  const Placement& from = state_[m];
+  DT_CHECK(from != to) << from.str();
+  const int64_t n = mesh_[size_t(m)];
+  const int64_t item = int64_t(itemsize_);
+  if (from.is_partial() && to.is_partial()) return std::nullopt;
+  if (n == 1) return Transition{StepKind::keep, 0};
+  if (to.is_partial() && !partial_allowed(m, to.op())) return std::nullopt;
+  // A new shard on t must be the innermost split of t.
+  auto can_start_shard = [&](int64_t t) { return innermost_[size_t(t)] < m; };
+
+  if (from.is_replicate()) {
+    if (to.is_shard()) {
+      if (!can_start_shard(to.dim())) return std::nullopt;
+      return Transition{StepKind::chunk, 0};
+    }
+    return Transition{to.op() == ReduceOp::sum ? StepKind::zero : StepKind::keep, 0};
+  }
+  if (from.is_partial()) {
+    if (to.is_replicate()) {
+      int64_t s = rest(-1, -1) * item;
+      return Transition{StepKind::all_reduce, 2 * (n - 1) * s / n};
+    }
+    int64_t t = to.dim();
+    if (!can_start_shard(t)) return std::nullopt;
+    int64_t c = chunk_size(loc_[size_t(t)], n);
+    return Transition{StepKind::reduce_scatter, (n - 1) * c * rest(t, -1) * item};
+  }
+  // from S(t): only the innermost split of t can be undone or moved.
+  int64_t t = from.dim();
+  if (innermost_[size_t(t)] != m) return std::nullopt;
+  int64_t parent = parent_extent(t, m);
+  if (to.is_replicate()) {
+    int64_t c = chunk_size(parent, n);
+    return Transition{StepKind::all_gather, (n - 1) * c * rest(t, -1) * item};
+  }
+  if (to.is_partial()) {
+    if (to.op() == ReduceOp::avg) return std::nullopt;
+    return Transition{StepKind::zero, 0};
+  }
+  int64_t u = to.dim();
+  if (!can_start_shard(u)) return std::nullopt;
+  // Rank i keeps its own piece of u and sends the other pieces of its t-chunk: exact split sizes.
+  int64_t lu = loc_[size_t(u)], worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, chunk_length(parent, n, i) * (lu - chunk_length(lu, n, i)));
+  return Transition{StepKind::all_to_all, worst * rest(t, u) * item};
+}
+
+}  // namespace dt

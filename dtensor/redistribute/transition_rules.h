@@ -1,0 +1,80 @@
+// The legal one-mesh-dim transitions of a placement state and what each costs.
+//
+// A state is one placement per mesh dim. When several mesh dims shard the same tensor dim t they
+// split it in mesh-dim order, so only the innermost (highest) mesh dim sharding t may stop sharding
+// it, and a mesh dim may start sharding t only if it is higher than every mesh dim already
+// sharding it. Example on mesh 2x4 with (S(0),S(0)): mesh dim 1 can all_gather (its group holds
+// consecutive pieces of one mesh-dim-0 chunk), but mesh dim 0 cannot — its group's pieces are
+// interleaved with mesh dim 1's. Mesh dims of size 1 split nothing and are ignored by these rules.
+//
+// Legal transitions on mesh dim m (group size n > 1):
+//   R    -> S(t)   chunk           if m is above every mesh dim sharding t
+//   R    -> P(op)  zero (sum) or keep (avg, max, min)
+//   S(t) -> R      all_gather      if m is the innermost mesh dim sharding t
+//   S(t) -> S(u)   all_to_all      if m is innermost for t and above every mesh dim sharding u
+//   S(t) -> P(op)  zero            if m is innermost for t, op in sum|max|min (avg has no exact fill)
+//   P(op)-> R      all_reduce
+//   P(op)-> S(t)   reduce_scatter  if m is above every mesh dim sharding t
+// A move to P(op) is legal only if op commutes with every other partial op of the state (sum and
+// avg commute with each other; max and min only with themselves). P(a) -> P(b) is never legal.
+// On a mesh dim of size 1 every change is a `keep` (the data is the same).
+//
+// Costs are taken at mesh coordinate 0, whose shards are the largest (torch.chunk puts the short
+// ones last), so `bytes` is what the busiest rank sends.
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "dtensor/core/shape.h"
+#include "dtensor/dist/placement.h"
+#include "dtensor/redistribute/redistribute_plan.h"
+
+namespace dt {
+
+inline constexpr int64_t kMaxPlanMeshDims = 8;
+inline constexpr int64_t kMaxPlanTensorRank = 16;
+
+struct Transition {
+  StepKind kind;
+  int64_t bytes;
+};
+
+// Returns true when partial ops a and b can be combined in one state.
+inline bool partial_ops_commute(ReduceOp a, ReduceOp b) {
+  auto linear = [](ReduceOp op) { return op == ReduceOp::sum || op == ReduceOp::avg; };
+  return a == b || (linear(a) && linear(b));
+}
+
+class TransitionRules {
+ public:
+  // `state` holds mesh_shape.size() normalised placements; it must outlive this object (the
+  // shapes are copied).
+  TransitionRules(const Shape& mesh_shape, const Placement* state, const Shape& shape, size_t itemsize);
+
+  // Returns the step that changes mesh dim m from state[m] to `to`, or nullopt when that is not
+  // legal in this state. `to` must differ from state[m].
+  std::optional<Transition> step(int64_t m, const Placement& to) const;
+
+  // Returns the size of tensor dim t at coordinate 0 before mesh dim m splits it.
+  int64_t parent_extent(int64_t t, int64_t m) const;
+  int64_t local_extent(int64_t t) const { return loc_[size_t(t)]; }
+  int64_t innermost(int64_t t) const { return innermost_[size_t(t)]; }
+
+ private:
+  // Returns the product of the local extents of every tensor dim but a and b (-1 for none).
+  int64_t rest(int64_t a, int64_t b) const;
+  bool partial_allowed(int64_t m, ReduceOp op) const;
+
+  std::array<int64_t, kMaxPlanMeshDims> mesh_{};
+  const Placement* state_;
+  std::array<int64_t, kMaxPlanTensorRank> shape_{};
+  size_t itemsize_;
+  int64_t ndim_;
+  int64_t rank_;
+  std::array<int64_t, kMaxPlanTensorRank> loc_{};        // local extent at coordinate 0
+  std::array<int64_t, kMaxPlanTensorRank> innermost_{};  // highest mesh dim (size > 1) sharding t, -1
+  std::array<int, 4> partial_count_{};                   // mesh dims holding P(op), per op
+};
+
+}  // namespace dt
