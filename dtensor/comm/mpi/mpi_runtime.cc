@@ -69,6 +69,11 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) DT_THROW(CommError) << "MPI was initialized outside MpiRuntime";
+  // Open MPI's libnbc runs every in-place MPI_Iallreduce as a binomial tree (reduce to one rank,
+  // then broadcast: all the data crosses the root twice), and all_reduce is in place here; at
+  // 64 MiB on 2 processes that is ~2x slower than MPI_Allreduce. Unless the user chose, select
+  // reduce-scatter + allgather (libnbc falls back to a ring for counts below the process count).
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
   int provided = MPI_THREAD_SINGLE;
   int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) DT_THROW(CommError) << "MPI_Init_thread failed with code " << rc;
