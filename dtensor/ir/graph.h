@@ -1,0 +1,162 @@
+// The IR: a Graph is a list of Nodes in topological order (like torch.fx) over SSA Values.
+//
+// A Value is produced exactly once: by the graph signature (a data input or a named parameter,
+// whose name is its key in the weights file, e.g. `layers.0.fc1.weight`) or as a result of a node.
+// Every value carries its static type (dtype + shape). Nodes reference an op of the registry
+// (op_registry.h), operand values, attributes aligned with the op's schema (defaults filled in) and
+// their result values. Values and nodes are heap-allocated and owned by the graph, so pointers to
+// them stay valid while the graph is edited (insert, erase, replace uses).
+//
+// Invariants checked by verify() (verifier.h), not by every edit: operands are defined before use,
+// result types agree with the op's inference, every collective result has exactly one wait_tensor
+// before its first other reader, collectives name declared groups.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "dtensor/core/dtype.h"
+#include "dtensor/core/shape.h"
+#include "dtensor/ir/attr.h"
+#include "dtensor/ir/op_kind.h"
+
+namespace dt::ir {
+
+struct TensorType {
+  DType dtype = DType::f32;
+  Shape shape;
+  bool operator==(const TensorType&) const = default;
+  int64_t rank() const { return int64_t(shape.size()); }
+  int64_t numel() const { return dt::numel(shape); }
+  size_t nbytes() const { return size_t(numel()) * itemsize(dtype); }
+};
+// Returns "f32[8, 64]" (the IR spelling).
+std::string type_str(const TensorType& t);
+
+// Where a node or declaration came from in IR text (line 0 when built in code).
+struct SourceLoc {
+  int line = 0;
+  int col = 0;
+};
+
+struct Node;
+
+enum class ValueKind : uint8_t { input, param, result };
+
+struct Value {
+  int id = 0;  // dense index into Graph::values(), stable for the graph's life
+  std::string name;
+  TensorType type;
+  ValueKind kind = ValueKind::result;
+  Node* producer = nullptr;  // set for results
+  int result_index = 0;
+  SourceLoc loc;
+};
+
+struct Node {
+  OpKind op = OpKind::count;
+  std::vector<Value*> operands;
+  std::vector<Attr> attrs;  // one per AttrSpec of the op's schema, in schema order
+  std::vector<Value*> results;
+  SourceLoc loc;  // location of the op name in the text
+
+  Value* result(int i = 0) const { return results[size_t(i)]; }
+  // Typed attribute access by schema name; a wrong name or kind is a bug (DT_CHECK).
+  const Attr& attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name) const { return std::get<int64_t>(attr(name)); }
+  double attr_float(std::string_view name) const { return std::get<double>(attr(name)); }
+  bool attr_bool(std::string_view name) const { return std::get<bool>(attr(name)); }
+  const std::string& attr_str(std::string_view name) const { return std::get<std::string>(attr(name)); }
+  DType attr_dtype(std::string_view name) const { return std::get<DType>(attr(name)); }
+  const std::vector<int64_t>& attr_ints(std::string_view name) const {
+    return std::get<std::vector<int64_t>>(attr(name));
+  }
+};
+
+// `group tp = [0, 2, 4, 6]`: a process group of global ranks named in collectives.
+struct GroupDecl {
+  std::string name;
+  std::vector<int> ranks;
+  SourceLoc loc;
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  // The file the graph was parsed from, used in error messages ("" when built in code).
+  const std::string& source() const { return source_; }
+  void set_source(std::string source) { source_ = std::move(source); }
+
+  // Signature. Names must be unique among all values (ValueError otherwise).
+  Value* add_input(const std::string& name, TensorType type, SourceLoc loc = {});
+  Value* add_param(const std::string& name, TensorType type, SourceLoc loc = {});
+  void add_group(const std::string& name, std::vector<int> ranks, SourceLoc loc = {});
+
+  // Appends a node whose results have the given types. Empty names get fresh numeric names
+  // ("%0", "%1", ...). Attributes must be complete and in schema order (the builder and the
+  // parser fill defaults).
+  Node* append(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
+               const std::vector<TensorType>& result_types,
+               const std::vector<std::string>& result_names = {}, SourceLoc loc = {});
+  // Same, inserting before position `pos` of nodes().
+  Node* insert(size_t pos, OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
+               const std::vector<TensorType>& result_types,
+               const std::vector<std::string>& result_names = {});
+  // Removes the node at `pos`; its results must have no remaining users (not checked here).
+  void erase(size_t pos);
+  // Makes every operand and output that reads `from` read `to` instead.
+  void replace_all_uses(Value* from, Value* to);
+
+  void set_outputs(std::vector<Value*> outputs) { outputs_ = std::move(outputs); }
+
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& params() const { return params_; }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  const std::vector<GroupDecl>& groups() const { return groups_; }
+  // Every value ever created, indexed by Value::id (erased nodes leave theirs unused).
+  const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
+  size_t num_values() const { return values_.size(); }
+
+  Value* find(std::string_view name) const;
+  const GroupDecl* find_group(std::string_view name) const;
+  // Returns the size of group `name`, or -1 when it is not declared.
+  int group_size(std::string_view name) const;
+  // Reserves capacity for n nodes (the parser knows roughly how many lines follow).
+  void reserve(size_t nodes);
+
+  // Returns a deep copy (same names, same value ids).
+  Graph clone() const;
+
+ private:
+  Value* new_value(const std::string& name, TensorType type, ValueKind kind, SourceLoc loc);
+  std::unique_ptr<Node> make_node(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
+                                  const std::vector<TensorType>& result_types,
+                                  const std::vector<std::string>& result_names, SourceLoc loc);
+  std::string fresh_name();
+
+  std::string name_;
+  std::string source_;
+  std::vector<GroupDecl> groups_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> params_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> outputs_;
+  std::vector<std::unique_ptr<Value>> values_;
+  // Keys view the names stored in values_ (heap-allocated, so the views stay valid).
+  std::unordered_map<std::string_view, Value*> by_name_;
+  int64_t next_auto_name_ = 0;
+};
+
+}  // namespace dt::ir

@@ -1,0 +1,113 @@
+#include "dtensor/ir/op_registry.h"
+
+#include <unordered_map>
+
+#include "dtensor/core/error.h"
+
+namespace dt::ir {
+
+std::optional<OpKind> find_op(std::string_view name) {
+  static const std::unordered_map<std::string_view, OpKind> by_name = [] {
+    std::unordered_map<std::string_view, OpKind> m;
+    for (size_t i = 0; i < kNumOps; ++i) m.emplace(kOpNames[i], OpKind(i));
+    return m;
+  }();
+  auto it = by_name.find(name);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+int OpDef::min_operands() const {
+  int n = 0;
+  for (const OperandSpec& o : operands)
+    if (!o.optional) ++n;
+  return n;
+}
+
+int OpDef::max_operands() const {
+  for (const OperandSpec& o : operands)
+    if (o.variadic) return -1;
+  return int(operands.size());
+}
+
+int OpDef::attr_index(std::string_view name) const {
+  for (size_t i = 0; i < attrs.size(); ++i)
+    if (attrs[i].name == name) return int(i);
+  return -1;
+}
+
+std::string OpDef::operand_signature() const {
+  std::string s;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i) s += ", ";
+    s += operands[i].name;
+    if (operands[i].optional) s += '?';
+    if (operands[i].variadic) s += "...";
+  }
+  return s;
+}
+
+void OpTable::add(OpDef def) {
+  DT_CHECK(def.kind != OpKind::count) << "op without kind";
+  OpDef& slot = defs_[size_t(def.kind)];
+  DT_CHECK(slot.kind == OpKind::count) << op_name(def.kind) << " registered twice";
+  DT_CHECK(def.infer && def.kernel) << op_name(def.kind) << " lacks inference or kernel";
+  slot = std::move(def);
+}
+
+namespace {
+OpTable& table() {
+  static OpTable* t = [] {
+    auto* tab = new OpTable();
+    register_linear_ops(*tab);
+    register_elementwise_ops(*tab);
+    register_norm_ops(*tab);
+    register_shape_ops(*tab);
+    register_attention_ops(*tab);
+    register_reduce_ops(*tab);
+    register_loss_ops(*tab);
+    register_collective_ops(*tab);
+    for (size_t i = 0; i < kNumOps; ++i)
+      DT_CHECK(tab->at(OpKind(i)).kind == OpKind(i)) << "op " << kOpNames[i] << " is not registered";
+    return tab;
+  }();
+  return *t;
+}
+}  // namespace
+
+const OpDef& op_def(OpKind op) {
+  DT_CHECK(op != OpKind::count) << "op_def(count)";
+  return table().defs_[size_t(op)];
+}
+
+void set_sharding_rule(OpKind op, const void* rule) { table().defs_[size_t(op)].sharding_rule = rule; }
+
+namespace infer_util {
+
+void require_same_dtype(const Node& node) {
+  for (size_t i = 1; i < node.operands.size(); ++i)
+    if (node.operands[i]->type.dtype != node.operands[0]->type.dtype)
+      DT_THROW(DTypeError) << op_name(node.op) << " operands have different dtypes "
+                           << dtype_name(node.operands[0]->type.dtype) << " and "
+                           << dtype_name(node.operands[i]->type.dtype);
+}
+
+void require_floating(const Node& node, int i) {
+  DType t = node.operands[size_t(i)]->type.dtype;
+  if (!is_floating(t))
+    DT_THROW(DTypeError) << op_name(node.op) << " expects a floating operand "
+                         << op_def(node.op).operands[std::min(size_t(i), op_def(node.op).operands.size() - 1)].name
+                         << ", got " << dtype_name(t);
+}
+
+void require_rank(const Node& node, int i, int64_t rank) {
+  const TensorType& t = node.operands[size_t(i)]->type;
+  if (t.rank() != rank)
+    DT_THROW(ShapeError) << op_name(node.op) << " expects operand "
+                         << op_def(node.op).operands[std::min(size_t(i), op_def(node.op).operands.size() - 1)].name
+                         << " of rank " << rank << ", got " << type_str(t);
+}
+
+}  // namespace infer_util
+
+}  // namespace dt::ir

@@ -1,0 +1,113 @@
+// The op registry: for every OpKind, its schema (operands and typed attributes with defaults),
+// its shape/dtype inference and its CPU kernel, registered together per op family
+// (ops_linear.cc, ops_elementwise.cc, ops_norm.cc, ops_shape.cc, ops_attention.cc, ops_reduce.cc,
+// ops_loss.cc, ops_collective.cc). op_def(kind) is a table lookup; the table is complete (every
+// OpKind registered exactly once, checked when the registry is first built).
+//
+// The sharding rule slot: dtensor/sharding sits above ir in the dependency order, so the registry
+// cannot name its rule type. OpDef::sharding_rule is an opaque `const void*` that the sharding
+// library sets once at start-up through set_sharding_rule() (it points at a static object of that
+// library's rule type, which casts it back); ir never dereferences it.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/comm/process_group.h"
+#include "dtensor/core/tensor.h"
+#include "dtensor/ir/attr.h"
+#include "dtensor/ir/graph.h"
+#include "dtensor/ir/op_kind.h"
+
+namespace dt::ir {
+
+struct OperandSpec {
+  std::string_view name;
+  bool optional = false;  // may be omitted (only trailing operands)
+  bool variadic = false;  // one or more (only the last operand, e.g. cat's inputs)
+};
+
+// Communication state collective kernels need; the interpreter implements it.
+class CommContext {
+ public:
+  virtual ~CommContext() = default;
+  // Returns this rank's process group for the declared group `name` (CommError when the rank is
+  // not a member).
+  virtual ProcessGroup& group(const std::string& name) = 0;
+  // Records an issued collective producing `result`: `keep_alive` holds its input and output
+  // buffers until the matching wait.
+  virtual void issue(const Value* result, WorkPtr work, std::vector<Tensor> keep_alive) = 0;
+  // Blocks until the collective that produced `result` completes.
+  virtual void wait(const Value* result) = 0;
+};
+
+// Arguments of one kernel call: the node, its operand tensors, its result slots (to be filled).
+struct KernelArgs {
+  const Node& node;
+  std::span<const Tensor> in;
+  std::span<Tensor> out;
+  CommContext* comm = nullptr;  // null when the graph has no collectives
+};
+
+// Appends the result types of `node` (operands and attributes already set) to `out`; throws a
+// dt::Error subclass whose message says what is wrong (the verifier adds file:line:col).
+using InferFn = void (*)(const Node& node, const Graph& graph, std::vector<TensorType>& out);
+using KernelFn = void (*)(const KernelArgs& args);
+
+struct OpDef {
+  OpKind kind = OpKind::count;
+  std::vector<OperandSpec> operands;
+  std::vector<AttrSpec> attrs;
+  InferFn infer = nullptr;
+  KernelFn kernel = nullptr;
+  bool is_collective = false;  // issues asynchronously; its result must go through wait_tensor
+  const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
+
+  std::string_view name() const { return op_name(kind); }
+  int min_operands() const;
+  int max_operands() const;  // -1: unbounded (variadic)
+  // Returns the index of attribute `name` in `attrs`, or -1.
+  int attr_index(std::string_view name) const;
+  // Returns "x, weight, bias?" for error messages.
+  std::string operand_signature() const;
+};
+
+// Returns the definition of `op` (the registry is built on first use, thread-safe).
+const OpDef& op_def(OpKind op);
+// Sets the sharding rule slot of `op` (called by dtensor/sharding at start-up, before any
+// concurrent reads).
+void set_sharding_rule(OpKind op, const void* rule);
+
+// Registration, used only by the ops_*.cc files and the registry itself.
+class OpTable {
+ public:
+  void add(OpDef def);
+  OpDef& at(OpKind op) { return defs_[size_t(op)]; }
+
+ private:
+  friend const OpDef& op_def(OpKind);
+  friend void set_sharding_rule(OpKind, const void*);
+  OpDef defs_[kNumOps];
+};
+void register_linear_ops(OpTable& table);
+void register_elementwise_ops(OpTable& table);
+void register_norm_ops(OpTable& table);
+void register_shape_ops(OpTable& table);
+void register_attention_ops(OpTable& table);
+void register_reduce_ops(OpTable& table);
+void register_loss_ops(OpTable& table);
+void register_collective_ops(OpTable& table);
+
+// Helpers shared by the ops_*.cc files.
+namespace infer_util {
+// Throws DTypeError unless every operand has the same dtype.
+void require_same_dtype(const Node& node);
+// Throws DTypeError unless operand i is floating.
+void require_floating(const Node& node, int i);
+// Throws ShapeError "<op> expects operand <name> of rank <r>, got <type>".
+void require_rank(const Node& node, int i, int64_t rank);
+}  // namespace infer_util
+
+}  // namespace dt::ir

@@ -1,0 +1,62 @@
+// scaled_dot_product_attention(q [..., S, D], k [..., Sk, D], v [..., Sk, Dv]) -> [..., S, Dv]
+//
+// softmax(q·kᵀ · 1/sqrt(D) + mask) · v, as torch.nn.functional.scaled_dot_product_attention with
+// scale=None. With causal=true the mask is torch's top-left aligned lower triangle: query i sees
+// keys j <= i (-inf elsewhere). The gpt example uses q, k, v of shape [B, heads, S, head_dim].
+#include <cmath>
+#include <limits>
+
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+void infer_sdpa(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_same_dtype(node);
+  infer_util::require_floating(node, 0);
+  const TensorType& q = node.operands[0]->type;
+  const TensorType& k = node.operands[1]->type;
+  const TensorType& v = node.operands[2]->type;
+  auto fail = [&]() {
+    DT_THROW(ShapeError) << "scaled_dot_product_attention shapes do not agree: q " << type_str(q) << ", k "
+                         << type_str(k) << ", v " << type_str(v);
+  };
+  if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank()) fail();
+  const size_t r = size_t(q.rank());
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (k.shape[i] != q.shape[i] || v.shape[i] != q.shape[i]) fail();
+  if (k.shape[r - 1] != q.shape[r - 1] || v.shape[r - 2] != k.shape[r - 2]) fail();
+  Shape s = q.shape;
+  s[r - 1] = v.shape[r - 1];
+  out.push_back({q.dtype, std::move(s)});
+}
+
+void run_sdpa(const KernelArgs& a) {
+  const Tensor& q = a.in[0];
+  const Tensor& k = a.in[1];
+  const Tensor& v = a.in[2];
+  const int64_t head_dim = q.size(-1);
+  Tensor scores = dt::mul(dt::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(head_dim)));
+  if (a.node.attr_bool("causal")) {
+    const int64_t s = q.size(-2), sk = k.size(-2);
+    Tensor rows = Tensor::arange(s).view({s, 1});
+    Tensor cols = Tensor::arange(sk).view({1, sk});
+    Tensor visible = dt::le(cols, rows);  // [S, Sk]: key j visible from query i when j <= i
+    Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
+    scores = dt::where(visible, scores, neg_inf);
+  }
+  a.out[0] = dt::matmul(dt::softmax(scores, -1), v);
+}
+
+}  // namespace
+
+void register_attention_ops(OpTable& t) {
+  t.add({.kind = OpKind::scaled_dot_product_attention,
+         .operands = {{"q"}, {"k"}, {"v"}},
+         .attrs = {{"causal", AttrKind::boolean, Attr(false)}},
+         .infer = infer_sdpa,
+         .kernel = run_sdpa});
+}
+
+}  // namespace dt::ir

@@ -1,0 +1,70 @@
+// Elementwise ops: add, sub, mul, div (numpy broadcasting, equal dtypes), relu, gelu, silu, cast.
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+void infer_binary(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_same_dtype(node);
+  out.push_back({node.operands[0]->type.dtype,
+                 broadcast_shapes(node.operands[0]->type.shape, node.operands[1]->type.shape)});
+}
+
+void run_add(const KernelArgs& a) { a.out[0] = dt::add(a.in[0], a.in[1]); }
+void run_sub(const KernelArgs& a) { a.out[0] = dt::sub(a.in[0], a.in[1]); }
+void run_mul(const KernelArgs& a) { a.out[0] = dt::mul(a.in[0], a.in[1]); }
+void run_div(const KernelArgs& a) { a.out[0] = dt::div(a.in[0], a.in[1]); }
+
+void infer_float_unary(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_floating(node, 0);
+  out.push_back(node.operands[0]->type);
+}
+
+void infer_gelu(const Node& node, const Graph& g, std::vector<TensorType>& out) {
+  const std::string& approx = node.attr_str("approximate");
+  if (approx != "none" && approx != "tanh")
+    DT_THROW(ValueError) << "gelu approximate must be \"none\" or \"tanh\", got \"" << approx << "\"";
+  infer_float_unary(node, g, out);
+}
+
+void run_relu(const KernelArgs& a) { a.out[0] = dt::relu(a.in[0]); }
+void run_gelu(const KernelArgs& a) { a.out[0] = dt::gelu(a.in[0], a.node.attr_str("approximate")); }
+void run_silu(const KernelArgs& a) { a.out[0] = dt::silu(a.in[0]); }
+
+void infer_cast(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  out.push_back({node.attr_dtype("dtype"), node.operands[0]->type.shape});
+}
+void run_cast(const KernelArgs& a) { a.out[0] = dt::cast(a.in[0], a.node.attr_dtype("dtype")); }
+
+OpDef binary(OpKind kind, KernelFn kernel) {
+  return {.kind = kind, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_binary, .kernel = kernel};
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpTable& t) {
+  t.add(binary(OpKind::add, run_add));
+  t.add(binary(OpKind::sub, run_sub));
+  t.add(binary(OpKind::mul, run_mul));
+  t.add(binary(OpKind::div, run_div));
+  // relu keeps integer dtypes working too (it is max(x, 0)).
+  t.add({.kind = OpKind::relu,
+         .operands = {{"x"}},
+         .attrs = {},
+         .infer = [](const Node& n, const Graph&, std::vector<TensorType>& out) { out.push_back(n.operands[0]->type); },
+         .kernel = run_relu});
+  t.add({.kind = OpKind::gelu,
+         .operands = {{"x"}},
+         .attrs = {{"approximate", AttrKind::str, Attr(std::string("none"))}},
+         .infer = infer_gelu,
+         .kernel = run_gelu});
+  t.add({.kind = OpKind::silu, .operands = {{"x"}}, .attrs = {}, .infer = infer_float_unary, .kernel = run_silu});
+  t.add({.kind = OpKind::cast,
+         .operands = {{"x"}},
+         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}},
+         .infer = infer_cast,
+         .kernel = run_cast});
+}
+
+}  // namespace dt::ir

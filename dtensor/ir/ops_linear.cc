@@ -1,0 +1,84 @@
+// linear, matmul, bmm: schema, inference and kernels.
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+using infer_util::require_same_dtype;
+
+// linear(x [..., in], weight [out, in], bias? [out]) -> [..., out]
+void infer_linear(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_same_dtype(node);
+  const TensorType& x = node.operands[0]->type;
+  const TensorType& w = node.operands[1]->type;
+  if (x.rank() < 1) DT_THROW(ShapeError) << "linear expects x of rank >= 1, got " << type_str(x);
+  infer_util::require_rank(node, 1, 2);
+  if (w.shape[1] != x.shape.back())
+    DT_THROW(ShapeError) << "linear weight " << type_str(w) << " does not match input features "
+                         << x.shape.back() << " of x " << type_str(x);
+  if (node.operands.size() == 3) {
+    const TensorType& b = node.operands[2]->type;
+    if (b.shape != Shape{w.shape[0]})
+      DT_THROW(ShapeError) << "linear bias " << type_str(b) << " does not match weight " << type_str(w);
+  }
+  Shape s = x.shape;
+  s.back() = w.shape[0];
+  out.push_back({x.dtype, std::move(s)});
+}
+
+void run_linear(const KernelArgs& a) {
+  a.out[0] = dt::linear(a.in[0], a.in[1], a.in.size() == 3 ? a.in[2] : Tensor());
+}
+
+// torch.matmul shape rules: 1-d operands get a dim prepended/appended and removed again; batch
+// dims broadcast.
+void infer_matmul(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_same_dtype(node);
+  Shape a = node.operands[0]->type.shape;
+  Shape b = node.operands[1]->type.shape;
+  if (a.empty() || b.empty())
+    DT_THROW(ShapeError) << "matmul expects operands of rank >= 1, got "
+                         << type_str(node.operands[0]->type) << " and " << type_str(node.operands[1]->type);
+  const bool a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    DT_THROW(ShapeError) << "matmul inner dims differ: " << type_str(node.operands[0]->type) << " x "
+                         << type_str(node.operands[1]->type);
+  Shape batch = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  Shape s = batch;
+  if (!a1) s.push_back(a[a.size() - 2]);
+  if (!b1) s.push_back(b.back());
+  out.push_back({node.operands[0]->type.dtype, std::move(s)});
+}
+
+void run_matmul(const KernelArgs& a) { a.out[0] = dt::matmul(a.in[0], a.in[1]); }
+
+// bmm([b, m, k], [b, k, n]) -> [b, m, n]
+void infer_bmm(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_same_dtype(node);
+  infer_util::require_rank(node, 0, 3);
+  infer_util::require_rank(node, 1, 3);
+  const Shape& a = node.operands[0]->type.shape;
+  const Shape& b = node.operands[1]->type.shape;
+  if (a[0] != b[0] || a[2] != b[1])
+    DT_THROW(ShapeError) << "bmm shapes do not agree: " << shape_str(a) << " x " << shape_str(b);
+  out.push_back({node.operands[0]->type.dtype, {a[0], a[1], b[2]}});
+}
+
+void run_bmm(const KernelArgs& a) { a.out[0] = dt::bmm(a.in[0], a.in[1]); }
+
+}  // namespace
+
+void register_linear_ops(OpTable& t) {
+  t.add({.kind = OpKind::linear,
+         .operands = {{"x"}, {"weight"}, {"bias", /*optional=*/true}},
+         .attrs = {},
+         .infer = infer_linear,
+         .kernel = run_linear});
+  t.add({.kind = OpKind::matmul, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_matmul, .kernel = run_matmul});
+  t.add({.kind = OpKind::bmm, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_bmm, .kernel = run_bmm});
+}
+
+}  // namespace dt::ir

@@ -1,0 +1,65 @@
+// layer_norm, rms_norm (over trailing `normalized_shape` dims) and softmax (over `dim`).
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+// Checks that normalized_shape is a suffix of x's shape and that weight/bias have that shape.
+void infer_norm(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_same_dtype(node);
+  infer_util::require_floating(node, 0);
+  const TensorType& x = node.operands[0]->type;
+  const auto& ns = node.attr_ints("normalized_shape");
+  if (ns.size() > x.shape.size() || !std::equal(ns.begin(), ns.end(), x.shape.end() - ptrdiff_t(ns.size())))
+    DT_THROW(ShapeError) << op_name(node.op) << " normalized_shape " << shape_str(ns)
+                         << " is not a suffix of x " << type_str(x);
+  for (size_t i = 1; i < node.operands.size(); ++i)
+    if (node.operands[i]->type.shape != ns)
+      DT_THROW(ShapeError) << op_name(node.op) << " " << op_def(node.op).operands[i].name << " "
+                           << type_str(node.operands[i]->type) << " does not match normalized_shape "
+                           << shape_str(ns);
+  out.push_back(x);
+}
+
+Tensor operand_or_undefined(const KernelArgs& a, size_t i) { return i < a.in.size() ? a.in[i] : Tensor(); }
+
+void run_layer_norm(const KernelArgs& a) {
+  a.out[0] = dt::layer_norm(a.in[0], a.node.attr_ints("normalized_shape"), operand_or_undefined(a, 1),
+                            operand_or_undefined(a, 2), a.node.attr_float("eps"));
+}
+
+void run_rms_norm(const KernelArgs& a) {
+  a.out[0] = dt::rms_norm(a.in[0], a.node.attr_ints("normalized_shape"), operand_or_undefined(a, 1),
+                          a.node.attr_float("eps"));
+}
+
+void infer_softmax(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_floating(node, 0);
+  normalize_dim(node.attr_int("dim"), node.operands[0]->type.rank());
+  out.push_back(node.operands[0]->type);
+}
+
+void run_softmax(const KernelArgs& a) { a.out[0] = dt::softmax(a.in[0], a.node.attr_int("dim")); }
+
+}  // namespace
+
+void register_norm_ops(OpTable& t) {
+  t.add({.kind = OpKind::layer_norm,
+         .operands = {{"x"}, {"weight", true}, {"bias", true}},
+         .attrs = {{"normalized_shape", AttrKind::ints, std::nullopt}, {"eps", AttrKind::f64, Attr(1e-5)}},
+         .infer = infer_norm,
+         .kernel = run_layer_norm});
+  t.add({.kind = OpKind::rms_norm,
+         .operands = {{"x"}, {"weight", true}},
+         .attrs = {{"normalized_shape", AttrKind::ints, std::nullopt}, {"eps", AttrKind::f64, Attr(1e-6)}},
+         .infer = infer_norm,
+         .kernel = run_rms_norm});
+  t.add({.kind = OpKind::softmax,
+         .operands = {{"x"}},
+         .attrs = {{"dim", AttrKind::i64, std::nullopt}},
+         .infer = infer_softmax,
+         .kernel = run_softmax});
+}
+
+}  // namespace dt::ir

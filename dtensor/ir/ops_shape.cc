@@ -1,0 +1,222 @@
+// Shape ops: embedding, view, reshape, transpose, permute, slice, split, cat, arange.
+//
+// view and reshape compute the same value: types carry no layout, so the interpreter runs both as
+// Tensor::reshape (a view when the layout allows, a copy otherwise). `view` records the author's
+// expectation that no copy is needed.
+#include <algorithm>
+#include <limits>
+
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+// embedding(indices [...] int, weight [V, H]) -> [..., H]
+void infer_embedding(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& idx = node.operands[0]->type;
+  const TensorType& w = node.operands[1]->type;
+  if (idx.dtype != DType::i64 && idx.dtype != DType::i32)
+    DT_THROW(DTypeError) << "embedding expects integer indices, got " << type_str(idx);
+  infer_util::require_rank(node, 1, 2);
+  Shape s = idx.shape;
+  s.push_back(w.shape[1]);
+  out.push_back({w.dtype, std::move(s)});
+}
+void run_embedding(const KernelArgs& a) { a.out[0] = dt::embedding(a.in[0], a.in[1]); }
+
+// Resolves one -1 in `shape` against numel; throws ShapeError when the sizes disagree.
+Shape resolve_view_shape(const Node& node, const TensorType& x, const std::vector<int64_t>& shape) {
+  Shape s = shape;
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer_at >= 0) DT_THROW(ValueError) << op_name(node.op) << " shape " << shape_str(shape) << " has more than one -1";
+      infer_at = int(i);
+    } else if (s[i] < 0) {
+      DT_THROW(ValueError) << op_name(node.op) << " shape " << shape_str(shape) << " has a negative size";
+    } else if (__builtin_mul_overflow(known, s[i], &known)) {
+      DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " is too large";
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || x.numel() % known != 0)
+      DT_THROW(ShapeError) << op_name(node.op) << " cannot infer -1 in " << shape_str(shape) << " for "
+                           << type_str(x);
+    s[size_t(infer_at)] = x.numel() / known;
+  } else if (known != x.numel()) {
+    DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " has " << known
+                         << " elements but x " << type_str(x) << " has " << x.numel();
+  }
+  return s;
+}
+
+void infer_view(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  out.push_back({x.dtype, resolve_view_shape(node, x, node.attr_ints("shape"))});
+}
+void run_view(const KernelArgs& a) { a.out[0] = a.in[0].reshape(a.node.result()->type.shape); }
+
+void infer_transpose(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  TensorType t = node.operands[0]->type;
+  int64_t d0 = normalize_dim(node.attr_int("dim0"), t.rank());
+  int64_t d1 = normalize_dim(node.attr_int("dim1"), t.rank());
+  std::swap(t.shape[size_t(d0)], t.shape[size_t(d1)]);
+  out.push_back(std::move(t));
+}
+void run_transpose(const KernelArgs& a) {
+  a.out[0] = a.in[0].transpose(a.node.attr_int("dim0"), a.node.attr_int("dim1"));
+}
+
+void infer_permute(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  const auto& dims = node.attr_ints("dims");
+  if (int64_t(dims.size()) != x.rank())
+    DT_THROW(ValueError) << "permute dims " << shape_str(dims) << " do not match rank " << x.rank();
+  std::vector<bool> seen(dims.size());
+  Shape s(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = normalize_dim(dims[i], x.rank());
+    if (seen[size_t(d)]) DT_THROW(ValueError) << "permute dims " << shape_str(dims) << " repeat dim " << d;
+    seen[size_t(d)] = true;
+    s[i] = x.shape[size_t(d)];
+  }
+  out.push_back({x.dtype, std::move(s)});
+}
+void run_permute(const KernelArgs& a) { a.out[0] = a.in[0].permute(a.node.attr_ints("dims")); }
+
+// Python slice semantics: negative start/end count from the end; both clamp to [0, size].
+void infer_slice(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  TensorType t = node.operands[0]->type;
+  int64_t d = normalize_dim(node.attr_int("dim"), t.rank());
+  int64_t size = t.shape[size_t(d)];
+  int64_t step = node.attr_int("step");
+  if (step < 1) DT_THROW(ValueError) << "slice step must be positive, got " << step;
+  auto clamp = [&](int64_t v) {
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t start = clamp(node.attr_int("start")), end = clamp(node.attr_int("end"));
+  t.shape[size_t(d)] = end > start ? (end - start - 1) / step + 1 : 0;
+  out.push_back(std::move(t));
+}
+void run_slice(const KernelArgs& a) {
+  const Node& n = a.node;
+  a.out[0] = a.in[0].slice(n.attr_int("dim"), n.attr_int("start"), n.attr_int("end"), n.attr_int("step"));
+}
+
+// Returns the piece sizes of a split: `sizes` when given, else pieces of `split_size` (last short).
+std::vector<int64_t> split_sizes(const Node& node, int64_t dim_size) {
+  const auto& sizes = node.attr_ints("sizes");
+  int64_t split_size = node.attr_int("split_size");
+  if (sizes.empty() == (split_size == 0))
+    DT_THROW(ValueError) << "split needs exactly one of split_size or sizes";
+  if (!sizes.empty()) {
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 0) DT_THROW(ValueError) << "split sizes " << shape_str(sizes) << " has a negative size";
+      total += s;
+    }
+    if (total != dim_size)
+      DT_THROW(ShapeError) << "split sizes " << shape_str(sizes) << " sum to " << total
+                           << " but the dim has size " << dim_size;
+    return sizes;
+  }
+  if (split_size < 0) DT_THROW(ValueError) << "split split_size must be positive, got " << split_size;
+  std::vector<int64_t> out;
+  for (int64_t at = 0; at < dim_size; at += split_size) out.push_back(std::min(split_size, dim_size - at));
+  if (out.empty()) out.push_back(0);  // torch.split of an empty dim returns one empty piece
+  return out;
+}
+
+void infer_split(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  int64_t d = normalize_dim(node.attr_int("dim"), x.rank());
+  for (int64_t s : split_sizes(node, x.shape[size_t(d)])) {
+    TensorType t = x;
+    t.shape[size_t(d)] = s;
+    out.push_back(std::move(t));
+  }
+}
+void run_split(const KernelArgs& a) {
+  int64_t d = normalize_dim(a.node.attr_int("dim"), a.in[0].dim());
+  int64_t at = 0;
+  for (size_t i = 0; i < a.out.size(); ++i) {
+    int64_t len = a.node.results[i]->type.shape[size_t(d)];
+    a.out[i] = a.in[0].narrow(d, at, len);
+    at += len;
+  }
+}
+
+void infer_cat(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_same_dtype(node);
+  TensorType t = node.operands[0]->type;
+  int64_t d = normalize_dim(node.attr_int("dim"), t.rank());
+  for (size_t i = 1; i < node.operands.size(); ++i) {
+    const TensorType& o = node.operands[i]->type;
+    bool ok = o.rank() == t.rank();
+    for (int64_t k = 0; ok && k < t.rank(); ++k)
+      if (k != d && o.shape[size_t(k)] != t.shape[size_t(k)]) ok = false;
+    if (!ok)
+      DT_THROW(ShapeError) << "cat operand " << i << " " << type_str(o) << " does not match operand 0 "
+                           << type_str(node.operands[0]->type) << " outside dim " << d;
+    t.shape[size_t(d)] += o.shape[size_t(d)];
+  }
+  out.push_back(std::move(t));
+}
+void run_cat(const KernelArgs& a) {
+  a.out[0] = dt::cat(std::vector<Tensor>(a.in.begin(), a.in.end()), a.node.attr_int("dim"));
+}
+
+void infer_arange(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  int64_t start = node.attr_int("start"), end = node.attr_int("end"), step = node.attr_int("step");
+  if (step == 0) DT_THROW(ValueError) << "arange step must be non-zero";
+  // Bounds keep the arithmetic below (and the kernel's doubles) exact.
+  constexpr int64_t kLimit = int64_t(1) << 52;
+  for (int64_t v : {start, end, step})
+    if (v < -kLimit || v > kLimit) DT_THROW(ValueError) << "arange bound " << v << " is too large";
+  int64_t n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  out.push_back({node.attr_dtype("dtype"), {std::max<int64_t>(n, 0)}});
+}
+void run_arange(const KernelArgs& a) {
+  const Node& n = a.node;
+  a.out[0] = Tensor::arange(double(n.attr_int("start")), double(n.attr_int("end")), double(n.attr_int("step")),
+                            n.attr_dtype("dtype"));
+}
+
+}  // namespace
+
+void register_shape_ops(OpTable& t) {
+  t.add({.kind = OpKind::embedding, .operands = {{"indices"}, {"weight"}}, .attrs = {},
+         .infer = infer_embedding, .kernel = run_embedding});
+  for (OpKind k : {OpKind::view, OpKind::reshape})
+    t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"shape", AttrKind::ints, std::nullopt}},
+           .infer = infer_view, .kernel = run_view});
+  t.add({.kind = OpKind::transpose, .operands = {{"x"}},
+         .attrs = {{"dim0", AttrKind::i64, std::nullopt}, {"dim1", AttrKind::i64, std::nullopt}},
+         .infer = infer_transpose, .kernel = run_transpose});
+  t.add({.kind = OpKind::permute, .operands = {{"x"}}, .attrs = {{"dims", AttrKind::ints, std::nullopt}},
+         .infer = infer_permute, .kernel = run_permute});
+  t.add({.kind = OpKind::slice, .operands = {{"x"}},
+         .attrs = {{"dim", AttrKind::i64, std::nullopt},
+                   {"start", AttrKind::i64, Attr(int64_t(0))},
+                   {"end", AttrKind::i64, Attr(std::numeric_limits<int64_t>::max())},
+                   {"step", AttrKind::i64, Attr(int64_t(1))}},
+         .infer = infer_slice, .kernel = run_slice});
+  t.add({.kind = OpKind::split, .operands = {{"x"}},
+         .attrs = {{"split_size", AttrKind::i64, Attr(int64_t(0))},
+                   {"sizes", AttrKind::ints, Attr(std::vector<int64_t>{})},
+                   {"dim", AttrKind::i64, Attr(int64_t(0))}},
+         .infer = infer_split, .kernel = run_split});
+  t.add({.kind = OpKind::cat, .operands = {{"xs", false, /*variadic=*/true}},
+         .attrs = {{"dim", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_cat, .kernel = run_cat});
+  t.add({.kind = OpKind::arange, .operands = {},
+         .attrs = {{"start", AttrKind::i64, Attr(int64_t(0))},
+                   {"end", AttrKind::i64, std::nullopt},
+                   {"step", AttrKind::i64, Attr(int64_t(1))},
+                   {"dtype", AttrKind::dtype, Attr(DType::i64)}},
+         .infer = infer_arange, .kernel = run_arange});
+}
+
+}  // namespace dt::ir

@@ -1,0 +1,181 @@
+// One test per parse or verification error: each checks the file:line:col and the message.
+#include <gtest/gtest.h>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/parser.h"
+
+namespace dt::ir {
+namespace {
+
+// Returns the message of the ParseError that parsing `body` (wrapped in a graph with inputs %x
+// f32[8, 64] and %w f32[256, 64]) throws, or "no error".
+std::string error_of(const std::string& body) {
+  std::string text = "graph t {\n  input %x : f32[8, 64]\n  param %w : f32[256, 64]\n" + body + "}\n";
+  try {
+    parse(text, "t.dt");
+  } catch (const ParseError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no error";
+}
+
+// Line 4 is the first line of `body`.
+TEST(ParseErrors, UnknownOp) {
+  EXPECT_EQ(error_of("  %y = lnear(%x, %w) : f32[8, 256]\n  return %y\n"), "t.dt:4:8: unknown op 'lnear'");
+}
+
+TEST(ParseErrors, WrongArity) {
+  EXPECT_EQ(error_of("  %y = linear(%x) : f32[8, 256]\n  return %y\n"),
+            "t.dt:4:8: linear expects 2 to 3 operands (x, weight, bias?), got 1");
+  EXPECT_EQ(error_of("  %y = relu(%x, %x) : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: relu expects 1 operands (x), got 2");
+  EXPECT_EQ(error_of("  %y = cat() : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: cat expects at least 1 operands (xs...), got 0");
+}
+
+TEST(ParseErrors, UndefinedValue) {
+  EXPECT_EQ(error_of("  %y = linear(%x, %w2) : f32[8, 256]\n  return %y\n"), "t.dt:4:19: undefined value %w2");
+  EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, 64]\n  return %z\n"), "t.dt:5:10: undefined value %z");
+}
+
+TEST(ParseErrors, UseBeforeDefinitionIsUndefined) {
+  EXPECT_EQ(error_of("  %y = relu(%z) : f32[8, 64]\n  %z = relu(%x) : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:13: undefined value %z");
+}
+
+TEST(ParseErrors, RedefinedValue) {
+  EXPECT_EQ(error_of("  %x = relu(%x) : f32[8, 64]\n  return %x\n"), "t.dt:4:3: value %x is already defined at line 2");
+  EXPECT_EQ(error_of("  %a, %a = split(%x) {split_size = 4} : f32[4, 64], f32[4, 64]\n  return %a\n"),
+            "t.dt:4:7: value %a is already defined at line 4");
+  EXPECT_EQ(error_of("  input %w : f32[1]\n  return %x\n"), "t.dt:4:9: value %w is already defined at line 3");
+}
+
+TEST(ParseErrors, UnknownAttribute) {
+  EXPECT_EQ(error_of("  %y = relu(%x) {alpha = 1} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:18: relu has no attribute 'alpha' (it takes none)");
+  EXPECT_EQ(error_of("  %y = softmax(%x) {axis = 1} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:21: softmax has no attribute 'axis' (expected one of dim)");
+}
+
+TEST(ParseErrors, AttributeOfTheWrongKind) {
+  EXPECT_EQ(error_of("  %y = softmax(%x) {dim = 1.5} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:27: attribute dim of softmax expects an int, found number 1.5");
+  EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = tanh} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:32: attribute approximate of gelu expects a string, found 'tanh'");
+  EXPECT_EQ(error_of("  %y = view(%x) {shape = [8, x]} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:30: attribute shape of view expects ints, found 'x'");
+}
+
+TEST(ParseErrors, MissingOrRepeatedAttribute) {
+  EXPECT_EQ(error_of("  %y = softmax(%x) : f32[8, 64]\n  return %y\n"), "t.dt:4:8: softmax needs attribute dim");
+  EXPECT_EQ(error_of("  %y = softmax(%x) {dim = 1, dim = 0} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:30: attribute dim is given twice");
+}
+
+TEST(ParseErrors, BadAttributeValueFromInference) {
+  EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = \"fast\"} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: gelu approximate must be \"none\" or \"tanh\", got \"fast\"");
+  EXPECT_EQ(error_of("  %y = softmax(%x) {dim = 2} : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: dim 2 out of range for tensor of rank 2");
+}
+
+TEST(ParseErrors, ShapeMismatchWithInference) {
+  EXPECT_EQ(error_of("  %y = linear(%x, %w) : f32[8, 255]\n  return %y\n"),
+            "t.dt:4:25: type of %y is declared f32[8, 255] but linear infers f32[8, 256]");
+}
+
+TEST(ParseErrors, DtypeMismatchWithInference) {
+  EXPECT_EQ(error_of("  %y = relu(%x) : bf16[8, 64]\n  return %y\n"),
+            "t.dt:4:19: type of %y is declared bf16[8, 64] but relu infers f32[8, 64]");
+}
+
+TEST(ParseErrors, OperandShapesThatDoNotAgree) {
+  EXPECT_EQ(error_of("  %y = matmul(%x, %w) : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: matmul inner dims differ: f32[8, 64] x f32[256, 64]");
+  EXPECT_EQ(error_of("  %y = add(%x, %w) : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: shapes [8, 64] and [256, 64] do not broadcast (dim 0: 8 vs 256)");
+}
+
+TEST(ParseErrors, WrongNumberOfResultTypes) {
+  EXPECT_EQ(error_of("  %a, %b = split(%x) {split_size = 4} : f32[4, 64]\n  return %a\n"),
+            "t.dt:4:41: expected 2 result types, found 1");
+  EXPECT_EQ(error_of("  %a = split(%x) {split_size = 4} : f32[4, 64]\n  return %a\n"),
+            "t.dt:4:8: split declares 1 results but infers 2");
+}
+
+TEST(ParseErrors, UndeclaredGroup) {
+  EXPECT_EQ(error_of("  %y = all_reduce(%x) {group = tp} : f32[8, 64]\n  %z = wait_tensor(%y) : f32[8, 64]\n  return %z\n"),
+            "t.dt:4:32: undeclared group tp (declare it with `group tp = [...]`)");
+}
+
+TEST(ParseErrors, BadGroupDeclaration) {
+  EXPECT_EQ(error_of("  group tp = [0, 1, 1]\n  return %x\n"), "t.dt:4:21: rank 1 appears twice in group tp");
+  EXPECT_EQ(error_of("  group tp = []\n  return %x\n"), "t.dt:4:9: group tp has no ranks");
+  EXPECT_EQ(error_of("  group tp = [0]\n  group tp = [1]\n  return %x\n"), "t.dt:5:9: group tp is already declared");
+}
+
+TEST(ParseErrors, UnknownReduceOp) {
+  EXPECT_EQ(error_of("  group tp = [0]\n  %y = all_reduce(%x) {group = tp, op = prod} : f32[8, 64]\n  return %y\n"),
+            "t.dt:5:41: unknown reduce op 'prod' (expected sum, avg, max or min)");
+}
+
+TEST(ParseErrors, CollectiveWithoutWait) {
+  EXPECT_EQ(error_of("  group tp = [0, 1]\n  %y = all_reduce(%x) {group = tp} : f32[8, 64]\n  return %y\n"),
+            "t.dt:5:8: result %y of all_reduce has no wait_tensor (every collective needs exactly one)");
+}
+
+TEST(ParseErrors, CollectiveReadBeforeWait) {
+  EXPECT_EQ(error_of("  group tp = [0, 1]\n  %y = all_reduce(%x) {group = tp} : f32[8, 64]\n"
+                     "  %z = relu(%y) : f32[8, 64]\n  %w2 = wait_tensor(%y) : f32[8, 64]\n  return %z\n"),
+            "t.dt:6:8: relu reads %y of all_reduce before its wait_tensor");
+}
+
+TEST(ParseErrors, CollectiveWithTwoWaits) {
+  EXPECT_EQ(error_of("  group tp = [0, 1]\n  %y = all_reduce(%x) {group = tp} : f32[8, 64]\n"
+                     "  %a = wait_tensor(%y) : f32[8, 64]\n  %b = wait_tensor(%y) : f32[8, 64]\n  return %a\n"),
+            "t.dt:7:8: %y already has a wait_tensor (exactly one is allowed)");
+}
+
+TEST(ParseErrors, WaitOnANonCollective) {
+  EXPECT_EQ(error_of("  %y = wait_tensor(%x) : f32[8, 64]\n  return %y\n"),
+            "t.dt:4:8: wait_tensor expects the result of a collective, got %x");
+}
+
+TEST(ParseErrors, SyntaxErrorsSayWhatWasExpected) {
+  EXPECT_EQ(error_of("  %y = relu(%x) f32[8, 64]\n  return %y\n"), "t.dt:4:17: expected ':' before the result types, found 'f32'");
+  EXPECT_EQ(error_of("  %y = relu(%x : f32[8, 64]\n  return %y\n"), "t.dt:4:16: expected ',' or ')' after an operand, found ':'");
+  EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, 64\n  return %y\n"), "t.dt:5:3: expected ',' or ']' in the shape, found 'return'");
+  EXPECT_EQ(error_of("  %y = relu(%x) : f33[8, 64]\n  return %y\n"),
+            "t.dt:4:19: unknown dtype 'f33' (expected f32, f64, bf16, f16, i64, i32 or bool)");
+  EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, -64]\n  return %y\n"), "t.dt:4:26: dim size -64 out of range [0, 1099511627776]");
+  EXPECT_EQ(error_of("  relu(%x)\n"), "t.dt:4:3: expected 'group', 'input', 'param', a node or 'return', found 'relu'");
+  EXPECT_EQ(error_of("  return %x\n  %y = relu(%x) : f32[8, 64]\n"), "t.dt:5:3: expected '}' after return, found %y");
+  EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, 64] $\n"), "t.dt:4:30: unexpected character '$'");
+  EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = \"tanh} : f32[8, 64]\n  return %y\n"), "t.dt:4:32: unterminated string");
+}
+
+TEST(ParseErrors, MissingGraphHeaderAndTrailingText) {
+  try {
+    parse("grap t {}", "h.dt");
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_STREQ(e.what(), "h.dt:1:1: expected 'graph', found 'grap'");
+  }
+  try {
+    parse("graph t {\n  return\n}\nextra", "h.dt");
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_STREQ(e.what(), "h.dt:4:1: expected end of file after '}', found 'extra'");
+  }
+  try {
+    parse("graph t {\n  input %x : f32[2]\n", "h.dt");
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_STREQ(e.what(), "h.dt:3:1: expected 'group', 'input', 'param', a node or 'return', found end of file");
+  }
+}
+
+}  // namespace
+}  // namespace dt::ir

@@ -1,0 +1,542 @@
+// Recursive-descent parser of the IR text format. Grammar (docs/ir.md has the full description):
+//
+//   file   := 'graph' IDENT '{' stmt* 'return' [value (',' value)*] '}'
+//   stmt   := 'group' IDENT '=' '[' [INT (',' INT)*] ']'
+//           | ('input' | 'param') value ':' type
+//           | value (',' value)* '=' IDENT '(' [value (',' value)*] ')' ['{' attr (',' attr)* '}']
+//             ':' type (',' type)*
+//   attr   := IDENT '=' (INT | FLOAT | STRING | IDENT | '[' [scalar (',' scalar)*] ']')
+//   type   := IDENT '[' [INT (',' INT)*] ']'
+//   value  := '%' [A-Za-z0-9_.]+        (names may contain dots: %layers.0.fc1.weight)
+//
+// Whitespace and newlines are insignificant; '#' starts a comment to the end of the line. The
+// lexer works on string_views into the text (no per-token allocation).
+#include "dtensor/ir/parser.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <fstream>
+#include <sstream>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/ir/verifier.h"
+
+namespace dt::ir {
+namespace {
+
+// Bounds that keep shape arithmetic far from int64 overflow.
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+constexpr int64_t kMaxNumel = int64_t(1) << 50;
+
+enum class Tok : uint8_t { ident, value, number, string, lbrace, rbrace, lparen, rparen, lbrack, rbrack, comma, colon, equal, eof };
+
+struct Token {
+  Tok kind = Tok::eof;
+  std::string_view text;  // ident/value: the name (value without '%'); string: raw contents
+  int line = 1;
+  int col = 1;
+};
+
+std::string describe(const Token& t) {
+  switch (t.kind) {
+    case Tok::ident: return fmt::format("'{}'", t.text);
+    case Tok::value: return fmt::format("%{}", t.text);
+    case Tok::number: return fmt::format("number {}", t.text);
+    case Tok::string: return fmt::format("string \"{}\"", t.text);
+    case Tok::eof: return "end of file";
+    default: return fmt::format("'{}'", t.text);
+  }
+}
+
+std::string with_article(AttrKind kind) {
+  std::string_view name = attr_kind_name(kind);
+  return std::string(name[0] == 'i' ? "an " : "a ") + std::string(name);
+}
+
+bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_name_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::string& filename) : src_(text), file_(filename) {}
+
+  Graph run() {
+    advance();
+    expect_keyword("graph");
+    Token name = expect(Tok::ident, "a graph name");
+    Graph g{std::string(name.text)};
+    g.set_source(file_);
+    g.reserve(size_t(std::count(src_.begin(), src_.end(), '\n')));
+    g_ = &g;
+    expect(Tok::lbrace, "'{'");
+    while (true) {
+      if (tok_.kind == Tok::ident && tok_.text == "return") {
+        parse_return();
+        break;
+      }
+      if (tok_.kind == Tok::ident && tok_.text == "group") parse_group();
+      else if (tok_.kind == Tok::ident && (tok_.text == "input" || tok_.text == "param")) parse_signature_value();
+      else if (tok_.kind == Tok::value) parse_node();
+      else fail(tok_) << "expected 'group', 'input', 'param', a node or 'return', found " << describe(tok_);
+    }
+    expect(Tok::rbrace, "'}' after return");
+    if (tok_.kind != Tok::eof) fail(tok_) << "expected end of file after '}', found " << describe(tok_);
+    return g;
+  }
+
+ private:
+  ::dt::detail::Thrower<ParseError> fail(const Token& at) { return fail(at.line, at.col); }
+  ::dt::detail::Thrower<ParseError> fail(int line, int col) {
+    return ::dt::detail::Thrower<ParseError>(fmt::format("{}:{}:{}: ", file_, line, col).c_str());
+  }
+
+  // ---- lexer ----
+  void skip_space() {
+    while (pos_ < src_.size()) {
+      char c = src_[pos_];
+      if (c == '\n') {
+        ++pos_;
+        ++line_;
+        line_start_ = pos_;
+      } else if (c == ' ' || c == '\t' || c == '\r') {
+        ++pos_;
+      } else if (c == '#') {
+        while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  void advance() {
+    skip_space();
+    tok_.line = line_;
+    tok_.col = int(pos_ - line_start_) + 1;
+    if (pos_ >= src_.size()) {
+      tok_.kind = Tok::eof;
+      tok_.text = {};
+      return;
+    }
+    const size_t start = pos_;
+    const char c = src_[pos_];
+    auto single = [&](Tok k) {
+      ++pos_;
+      tok_.kind = k;
+      tok_.text = src_.substr(start, 1);
+    };
+    switch (c) {
+      case '{': return single(Tok::lbrace);
+      case '}': return single(Tok::rbrace);
+      case '(': return single(Tok::lparen);
+      case ')': return single(Tok::rparen);
+      case '[': return single(Tok::lbrack);
+      case ']': return single(Tok::rbrack);
+      case ',': return single(Tok::comma);
+      case ':': return single(Tok::colon);
+      case '=': return single(Tok::equal);
+      default: break;
+    }
+    if (c == '%') {
+      ++pos_;
+      while (pos_ < src_.size() && is_name_char(src_[pos_])) ++pos_;
+      if (pos_ == start + 1) fail(tok_) << "expected a value name after '%'";
+      tok_.kind = Tok::value;
+      tok_.text = src_.substr(start + 1, pos_ - start - 1);
+      return;
+    }
+    if (is_ident_start(c)) {
+      while (pos_ < src_.size() && is_name_char(src_[pos_])) ++pos_;
+      tok_.kind = Tok::ident;
+      tok_.text = src_.substr(start, pos_ - start);
+      return;
+    }
+    if (is_digit(c) || c == '-' || c == '+') {
+      ++pos_;
+      if (c != '+' && c != '-' ) {
+      } else if (src_.substr(pos_, 3) == "inf") {
+        pos_ += 3;
+        tok_.kind = Tok::number;
+        tok_.text = src_.substr(start, pos_ - start);
+        return;
+      } else if (pos_ >= src_.size() || !is_digit(src_[pos_])) {
+        fail(tok_) << "expected a digit after '" << c << "'";
+      }
+      while (pos_ < src_.size()) {
+        char d = src_[pos_];
+        if (is_digit(d) || d == '.') {
+          ++pos_;
+        } else if ((d == 'e' || d == 'E')) {
+          ++pos_;
+          if (pos_ < src_.size() && (src_[pos_] == '-' || src_[pos_] == '+')) ++pos_;
+        } else {
+          break;
+        }
+      }
+      tok_.kind = Tok::number;
+      tok_.text = src_.substr(start, pos_ - start);
+      return;
+    }
+    if (c == '"') {
+      ++pos_;
+      while (pos_ < src_.size() && src_[pos_] != '"') {
+        if (src_[pos_] == '\n') break;
+        if (src_[pos_] == '\\') ++pos_;
+        ++pos_;
+      }
+      if (pos_ >= src_.size() || src_[pos_] != '"') fail(tok_) << "unterminated string";
+      tok_.kind = Tok::string;
+      tok_.text = src_.substr(start + 1, pos_ - start - 1);
+      ++pos_;
+      return;
+    }
+    if (uint8_t(c) < 0x20 || uint8_t(c) >= 0x7f)
+      fail(tok_) << "unexpected character 0x" << fmt::format("{:02x}", uint8_t(c));
+    fail(tok_) << "unexpected character '" << c << "'";
+  }
+
+  Token expect(Tok kind, const char* what) {
+    if (tok_.kind != kind) fail(tok_) << "expected " << what << ", found " << describe(tok_);
+    Token t = tok_;
+    advance();
+    return t;
+  }
+
+  void expect_keyword(std::string_view kw) {
+    if (tok_.kind != Tok::ident || tok_.text != kw) fail(tok_) << "expected '" << kw << "', found " << describe(tok_);
+    advance();
+  }
+
+  bool accept(Tok kind) {
+    if (tok_.kind != kind) return false;
+    advance();
+    return true;
+  }
+
+  // ---- literals ----
+  int64_t parse_int(const Token& t, const char* what) {
+    if (t.kind != Tok::number) fail(t) << "expected " << what << ", found " << describe(t);
+    std::string_view s = t.text;
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) fail(t) << "integer " << t.text << " is out of range";
+    if (ec != std::errc() || end != s.data() + s.size()) fail(t) << "expected " << what << ", found " << describe(t);
+    return v;
+  }
+
+  double parse_float(const Token& t) {
+    std::string_view s = t.text;
+    if (t.kind == Tok::ident && (s == "inf" || s == "nan")) return s == "inf" ? HUGE_VAL : std::nan("");
+    if (t.kind != Tok::number) fail(t) << "expected a float, found " << describe(t);
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    if (s == "-inf") return -HUGE_VAL;
+    if (s == "inf") return HUGE_VAL;
+    double v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) fail(t) << "expected a float, found " << describe(t);
+    return v;
+  }
+
+  std::string unescape(const Token& t) {
+    std::string out;
+    out.reserve(t.text.size());
+    for (size_t i = 0; i < t.text.size(); ++i) {
+      char c = t.text[i];
+      if (c == '\\' && i + 1 < t.text.size()) {
+        char e = t.text[++i];
+        if (e == 'n') out += '\n';
+        else if (e == '"' || e == '\\') out += e;
+        else fail(t.line, t.col + int(i)) << "unknown escape '\\" << e << "' in string";
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+
+  TensorType parse_type() {
+    Token dt = expect(Tok::ident, "a type like f32[8, 64]");
+    TensorType t;
+    try {
+      t.dtype = parse_dtype(dt.text);
+    } catch (const ValueError&) {
+      fail(dt) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
+    }
+    expect(Tok::lbrack, "'[' after the dtype");
+    int64_t numel = 1;
+    if (tok_.kind != Tok::rbrack) {
+      while (true) {
+        Token d = tok_;
+        int64_t v = parse_int(d, "a dim size");
+        if (v < 0 || v > kMaxDim) fail(d) << "dim size " << v << " out of range [0, " << kMaxDim << "]";
+        if (v != 0 && numel > kMaxNumel / v) fail(d) << "shape has more than " << kMaxNumel << " elements";
+        numel *= v;
+        t.shape.push_back(v);
+        advance();
+        if (accept(Tok::rbrack)) break;
+        expect(Tok::comma, "',' or ']' in the shape");
+      }
+    } else {
+      advance();
+    }
+    return t;
+  }
+
+  // ---- statements ----
+  void parse_group() {
+    Token kw = tok_;
+    advance();
+    Token name = expect(Tok::ident, "a group name");
+    if (g_->find_group(name.text)) fail(name) << "group " << name.text << " is already declared";
+    expect(Tok::equal, "'=' after the group name");
+    expect(Tok::lbrack, "'[' before the group's ranks");
+    std::vector<int> ranks;
+    if (!accept(Tok::rbrack)) {
+      while (true) {
+        Token r = tok_;
+        int64_t v = parse_int(r, "a rank");
+        if (v < 0 || v > (int64_t(1) << 30)) fail(r) << "rank " << v << " out of range";
+        for (int x : ranks)
+          if (x == v) fail(r) << "rank " << v << " appears twice in group " << name.text;
+        ranks.push_back(int(v));
+        advance();
+        if (accept(Tok::rbrack)) break;
+        expect(Tok::comma, "',' or ']' in the rank list");
+      }
+    }
+    if (ranks.empty()) fail(name) << "group " << name.text << " has no ranks";
+    g_->add_group(std::string(name.text), std::move(ranks), {kw.line, kw.col});
+  }
+
+  void check_new_name(const Token& t) {
+    if (const Value* prev = g_->find(t.text))
+      fail(t) << "value %" << t.text << " is already defined at line " << prev->loc.line;
+  }
+
+  void parse_signature_value() {
+    const bool is_input = tok_.text == "input";
+    advance();
+    Token v = expect(Tok::value, "a value name like %x");
+    check_new_name(v);
+    expect(Tok::colon, "':' before the type");
+    TensorType t = parse_type();
+    if (is_input) g_->add_input(std::string(v.text), std::move(t), {v.line, v.col});
+    else g_->add_param(std::string(v.text), std::move(t), {v.line, v.col});
+  }
+
+  Value* lookup(const Token& t) {
+    Value* v = g_->find(t.text);
+    if (!v) fail(t) << "undefined value %" << t.text;
+    return v;
+  }
+
+  void parse_return() {
+    advance();
+    std::vector<Value*> outs;
+    if (tok_.kind == Tok::value) {
+      while (true) {
+        Token v = expect(Tok::value, "a value");
+        outs.push_back(lookup(v));
+        if (!accept(Tok::comma)) break;
+      }
+    }
+    g_->set_outputs(std::move(outs));
+  }
+
+  // Parses one attribute value of the kind the schema expects.
+  Attr parse_attr_value(const OpDef& def, const AttrSpec& spec) {
+    const Token t = tok_;
+    auto bad = [&]() {
+      fail(t) << "attribute " << spec.name << " of " << def.name() << " expects " << with_article(spec.kind)
+              << ", found " << describe(t);
+    };
+    switch (spec.kind) {
+      case AttrKind::i64: {
+        if (t.kind != Tok::number || t.text.find_first_of(".eEn") != std::string_view::npos) bad();
+        int64_t v = parse_int(t, "an int");
+        advance();
+        return v;
+      }
+      case AttrKind::f64: {
+        if (t.kind != Tok::number && !(t.kind == Tok::ident && (t.text == "inf" || t.text == "nan"))) bad();
+        double v = parse_float(t);
+        advance();
+        return v;
+      }
+      case AttrKind::boolean:
+        if (t.kind != Tok::ident || (t.text != "true" && t.text != "false")) bad();
+        advance();
+        return t.text == "true";
+      case AttrKind::str:
+        if (t.kind != Tok::string) bad();
+        advance();
+        return unescape(t);
+      case AttrKind::dtype: {
+        if (t.kind != Tok::ident) bad();
+        std::optional<DType> d;
+        try {
+          d = parse_dtype(t.text);
+        } catch (const ValueError&) {
+        }
+        if (!d) fail(t) << "unknown dtype '" << t.text << "' for attribute " << spec.name << " of " << def.name();
+        advance();
+        return *d;
+      }
+      case AttrKind::group:
+        if (t.kind != Tok::ident) bad();
+        if (!g_->find_group(t.text)) fail(t) << "undeclared group " << t.text << " (declare it with `group " << t.text << " = [...]`)";
+        advance();
+        return std::string(t.text);
+      case AttrKind::reduce_op:
+        if (t.kind != Tok::ident) bad();
+        if (t.text != "sum" && t.text != "avg" && t.text != "max" && t.text != "min")
+          fail(t) << "unknown reduce op '" << t.text << "' (expected sum, avg, max or min)";
+        advance();
+        return std::string(t.text);
+      case AttrKind::ints:
+      case AttrKind::floats: {
+        if (t.kind != Tok::lbrack) bad();
+        advance();
+        std::vector<int64_t> ints;
+        std::vector<double> floats;
+        if (!accept(Tok::rbrack)) {
+          while (true) {
+            if (spec.kind == AttrKind::ints) {
+              if (tok_.kind != Tok::number)
+                fail(tok_) << "attribute " << spec.name << " of " << def.name() << " expects ints, found " << describe(tok_);
+              ints.push_back(parse_int(tok_, "an int"));
+            } else {
+              floats.push_back(parse_float(tok_));
+            }
+            advance();
+            if (accept(Tok::rbrack)) break;
+            expect(Tok::comma, "',' or ']' in the list");
+          }
+        }
+        if (spec.kind == AttrKind::ints) return ints;
+        return floats;
+      }
+    }
+    bad();
+    return {};
+  }
+
+  void parse_node() {
+    results_.clear();
+    while (true) {
+      Token r = expect(Tok::value, "a result name");
+      check_new_name(r);
+      for (const Token& prev : results_)
+        if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
+      results_.push_back(r);
+      if (!accept(Tok::comma)) break;
+    }
+    expect(Tok::equal, "'=' after the result names");
+    Token op_tok = expect(Tok::ident, "an op name");
+    std::optional<OpKind> op = find_op(op_tok.text);
+    if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
+    const OpDef& def = op_def(*op);
+    expect(Tok::lparen, "'(' after the op name");
+    std::vector<Value*> operands;
+    if (!accept(Tok::rparen)) {
+      while (true) {
+        Token v = expect(Tok::value, "an operand like %x");
+        operands.push_back(lookup(v));
+        if (accept(Tok::rparen)) break;
+        expect(Tok::comma, "',' or ')' after an operand");
+      }
+    }
+    const int n = int(operands.size());
+    if (n < def.min_operands() || (def.max_operands() >= 0 && n > def.max_operands())) {
+      auto f = fail(op_tok);
+      f << def.name() << " expects ";
+      if (def.max_operands() < 0) f << "at least " << def.min_operands();
+      else if (def.min_operands() == def.max_operands()) f << def.min_operands();
+      else f << def.min_operands() << " to " << def.max_operands();
+      f << " operands (" << def.operand_signature() << "), got " << n;
+    }
+    // Attributes: fill in schema order, defaults for the absent ones.
+    std::vector<Attr> attrs(def.attrs.size());
+    set_.assign(def.attrs.size(), false);
+    if (accept(Tok::lbrace)) {
+      while (true) {
+        Token name = expect(Tok::ident, "an attribute name");
+        int i = def.attr_index(name.text);
+        if (i < 0) {
+          auto f = fail(name);
+          f << def.name() << " has no attribute '" << name.text << "'";
+          if (def.attrs.empty()) f << " (it takes none)";
+          else {
+            f << " (expected one of";
+            for (size_t k = 0; k < def.attrs.size(); ++k) f << (k ? ", " : " ") << def.attrs[k].name;
+            f << ")";
+          }
+        }
+        if (set_[size_t(i)]) fail(name) << "attribute " << name.text << " is given twice";
+        expect(Tok::equal, "'=' after the attribute name");
+        attrs[size_t(i)] = parse_attr_value(def, def.attrs[size_t(i)]);
+        set_[size_t(i)] = true;
+        if (accept(Tok::rbrace)) break;
+        expect(Tok::comma, "',' or '}' after an attribute");
+      }
+    }
+    for (size_t i = 0; i < def.attrs.size(); ++i) {
+      if (set_[i]) continue;
+      if (!def.attrs[i].default_value) fail(op_tok) << def.name() << " needs attribute " << def.attrs[i].name;
+      attrs[i] = *def.attrs[i].default_value;
+    }
+    expect(Tok::colon, "':' before the result types");
+    types_.clear();
+    type_locs_.clear();
+    while (true) {
+      type_locs_.push_back({tok_.line, tok_.col});
+      types_.push_back(parse_type());
+      if (!accept(Tok::comma)) break;
+    }
+    if (types_.size() != results_.size())
+      fail(type_locs_.back().line, type_locs_.back().col)
+          << "expected " << results_.size() << " result types, found " << types_.size();
+    names_.clear();
+    for (const Token& r : results_) names_.emplace_back(r.text);
+    Node* node = g_->append(*op, std::move(operands), std::move(attrs), types_, names_, {op_tok.line, op_tok.col});
+    for (size_t i = 0; i < node->results.size(); ++i) node->results[i]->loc = type_locs_[i];
+  }
+
+  std::string_view src_;
+  std::string file_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  size_t line_start_ = 0;
+  Token tok_;
+  Graph* g_ = nullptr;
+  // Scratch reused across nodes.
+  std::vector<Token> results_;
+  std::vector<TensorType> types_;
+  std::vector<SourceLoc> type_locs_;
+  std::vector<std::string> names_;
+  std::vector<bool> set_;
+};
+
+}  // namespace
+
+Graph parse(std::string_view text, const std::string& filename, const ParseOptions& options) {
+  Graph g = Parser(text, filename).run();
+  if (options.verify) verify(g);
+  return g;
+}
+
+Graph parse_file(const std::string& path, const ParseOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) DT_THROW(IoError) << "cannot open IR file " << path;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path, options);
+}
+
+}  // namespace dt::ir

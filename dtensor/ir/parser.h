@@ -1,0 +1,23 @@
+// Parses the IR text format (docs/ir.md) into a Graph and verifies it.
+//
+// Every problem throws dt::ParseError whose message starts with `file:line:col: ` and says what
+// was expected: `mlp.dt:7:8: unknown op 'lnear'`, `mlp.dt:9:22: undefined value %h`.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "dtensor/ir/graph.h"
+
+namespace dt::ir {
+
+struct ParseOptions {
+  bool verify = true;  // run verify() on the result (types against inference, waits, groups)
+};
+
+// Returns the graph written in `text`; `filename` prefixes error messages.
+Graph parse(std::string_view text, const std::string& filename = "<input>", const ParseOptions& options = {});
+// Reads and parses a file (IoError when it cannot be read).
+Graph parse_file(const std::string& path, const ParseOptions& options = {});
+
+}  // namespace dt::ir

@@ -1,0 +1,99 @@
+// Verifier checks on graphs built in code (messages name the graph and node index).
+#include <gtest/gtest.h>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/ir/verifier.h"
+
+namespace dt::ir {
+namespace {
+
+std::string verify_error(const Graph& g) {
+  try {
+    verify(g);
+  } catch (const ParseError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Verifier, AcceptsAWellFormedGraph) {
+  Graph g("ok");
+  Builder b(g);
+  b.group("tp", {0, 1});
+  Value* x = b.input("x", DType::f32, {4, 2});
+  Value* r = b.wait_tensor(b.all_reduce(x, "tp"));
+  b.outputs({b.relu(r)});
+  EXPECT_EQ(verify_error(g), "no error");
+}
+
+TEST(Verifier, OperandUsedBeforeItsDefinition) {
+  Graph g("order");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4});
+  Value* r = b.relu(x);
+  b.outputs({r});
+  // A node inserted at the front that reads the relu's result breaks topological order.
+  g.insert(0, OpKind::silu, {r}, {}, {r->type}, {"early"});
+  EXPECT_EQ(verify_error(g), "graph order, node 0 (silu): operand %0 of silu is used before it is defined");
+}
+
+TEST(Verifier, ResultTypeDisagreesWithInference) {
+  Graph g("types");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4});
+  g.append(OpKind::relu, {x}, {}, {TensorType{DType::f32, {5}}}, {"bad"});
+  EXPECT_EQ(verify_error(g), "graph types, node 0 (relu): type of %bad is declared f32[5] but relu infers f32[4]");
+}
+
+TEST(Verifier, UndeclaredGroup) {
+  Graph g("groups");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4});
+  g.append(OpKind::all_reduce, {x}, {Attr(std::string("dp")), Attr(std::string("sum"))}, {x->type}, {"ar"});
+  EXPECT_EQ(verify_error(g), "graph groups, node 0 (all_reduce): all_reduce names undeclared group dp");
+}
+
+TEST(Verifier, MissingAndDoubleWaits) {
+  {
+    Graph g("nowait");
+    Builder b(g);
+    b.group("tp", {0, 1});
+    Value* x = b.input("x", DType::f32, {4});
+    b.outputs({b.all_gather_into_tensor(x, "tp")});
+    EXPECT_EQ(verify_error(g), "graph nowait, node 0 (all_gather_into_tensor): result %0 of all_gather_into_tensor has no "
+                               "wait_tensor (every collective needs exactly one)");
+  }
+  {
+    Graph g("twowaits");
+    Builder b(g);
+    b.group("tp", {0, 1});
+    Value* x = b.input("x", DType::f32, {4});
+    Value* c = b.all_gather_into_tensor(x, "tp");
+    b.wait_tensor(c);
+    b.wait_tensor(c);
+    EXPECT_EQ(verify_error(g), "graph twowaits, node 2 (wait_tensor): %0 already has a wait_tensor (exactly one is allowed)");
+  }
+}
+
+TEST(Verifier, ReadAfterWaitIsAllowed) {
+  Graph g("late");
+  Builder b(g);
+  b.group("tp", {0, 1});
+  Value* x = b.input("x", DType::f32, {4});
+  Value* c = b.all_reduce(x, "tp");
+  Value* w = b.wait_tensor(c);
+  b.outputs({b.add(c, w)});
+  EXPECT_EQ(verify_error(g), "no error");
+}
+
+TEST(Verifier, WrongAttributeKindInBuiltNode) {
+  Graph g("attrs");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4});
+  g.append(OpKind::softmax, {x}, {Attr(1.5)}, {x->type});
+  EXPECT_EQ(verify_error(g), "graph attrs, node 0 (softmax): softmax attribute dim must be of kind int");
+}
+
+}  // namespace
+}  // namespace dt::ir
