@@ -41,7 +41,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   kernel::check_same_dtype(op, a, b);
   Shape shape = kernel::broadcast_for(op, a.shape(), b.shape());
   Tensor ae = a.expand(shape), be = b.expand(shape);
-  Tensor out = Tensor::empty(shape, ToBool ? DType::boolean : a.dtype());
+  Tensor out = Tensor::uninitialized(shape, ToBool ? DType::boolean : a.dtype());
   kernel::dispatch<Allowed>(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<ToBool, bool, T>;
@@ -128,7 +128,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  Tensor out = Tensor::uninitialized(a.shape(), a.dtype());
   kernel::dispatch<kNumeric>(a.dtype(), "add", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
@@ -144,7 +144,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  Tensor out = Tensor::uninitialized(a.shape(), a.dtype());
   kernel::dispatch<kNumeric>(a.dtype(), "mul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
@@ -184,7 +184,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   kernel::check_same_dtype("where", a, b);
   Shape shape = kernel::broadcast_for("where", kernel::broadcast_for("where", cond.shape(), a.shape()), b.shape());
   Tensor ce = cond.expand(shape), ae = a.expand(shape), be = b.expand(shape);
-  Tensor out = Tensor::empty(shape, a.dtype());
+  Tensor out = Tensor::uninitialized(shape, a.dtype());
   kernel::dispatch<kAll>(a.dtype(), "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
         kernel::ternary_loop<bool, T, T, T>(ce, ae, be, out, [](bool c, auto x, auto y) { return c ? x : y; });

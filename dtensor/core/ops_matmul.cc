@@ -74,7 +74,7 @@ DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta) {
   const DType dt = a.dtype(), gt = gemm_dtype(dt);
   const int64_t m = a.shape()[0], n = b.shape()[1];
-  Tensor c = Tensor::empty({m, n}, gt);
+  Tensor c = Tensor::uninitialized({m, n}, gt);
   if (init.defined() && beta != 0) c.copy_(init);
   const Tensor ag = a.dtype() == gt ? a : a.to(gt);
   const Tensor bg = b.dtype() == gt ? b : b.to(gt);
@@ -111,7 +111,7 @@ Tensor batched(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = Tensor::empty(out_shape, gt);
+  Tensor out = Tensor::uninitialized(out_shape, gt);
   const int64_t B = numel(batch);
   if (B > 0 && m > 0 && n > 0) {
     // Walk the batch index in row-major order; each step multiplies two 2-d views straight into

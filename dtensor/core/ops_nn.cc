@@ -46,7 +46,7 @@ Tensor map_rows(const char* op, const Tensor& x, int64_t dim, RowFn row_fn) {
   kernel::dispatch<kFloat>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor xt = last ? x.contiguous() : x.transpose(d, -1).contiguous();
-    out = Tensor::empty(xt.shape(), x.dtype());
+    out = Tensor::uninitialized(xt.shape(), x.dtype());
     for_each_row<T>(xt, out, rank == 0 ? 1 : xt.shape().back(), row_fn);
   });
   return last ? out : out.transpose(d, -1).contiguous();
@@ -127,7 +127,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const int64_t n = check_norm_args("layer_norm", x, normalized_shape, weight, bias);
   // The flattened trailing dims of contiguous x form one row each.
   const Tensor xc = x.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::uninitialized(x.shape(), x.dtype());
   kernel::dispatch<kFloat>(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
@@ -154,7 +154,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
   const int64_t n = check_norm_args("rms_norm", x, normalized_shape, weight, Tensor());
   const Tensor xc = x.contiguous();
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::uninitialized(x.shape(), x.dtype());
   kernel::dispatch<kFloat>(x.dtype(), "rms_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
@@ -180,7 +180,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   const int64_t V = weight.shape()[0], H = weight.shape()[1];
   Shape out_shape = indices.shape();
   out_shape.push_back(H);
-  Tensor out = Tensor::empty(out_shape, weight.dtype());
+  Tensor out = Tensor::uninitialized(out_shape, weight.dtype());
   const Tensor w = weight.contiguous();
   const Tensor idx = indices.to(DType::i64).contiguous();
   const int64_t* ip = idx.data<int64_t>();

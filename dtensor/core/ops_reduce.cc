@@ -134,7 +134,7 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
     using T = typename decltype(tag)::type;
     using O = Op<compute_t<T>>;
     using Out = std::conditional_t<IntToI64 && !std::is_floating_point_v<compute_t<T>>, int64_t, T>;
-    out = Tensor::empty(plan.out_shape, dtype_of<Out>());
+    out = Tensor::uninitialized(plan.out_shape, dtype_of<Out>());
     Out* o = static_cast<Out*>(out.raw_data());
     const int64_t R = plan.R;
     auto finish = [&](typename O::Acc acc) { return kernel::store<Out>(fin(acc, R)); };

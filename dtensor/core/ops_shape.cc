@@ -55,7 +55,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     out_shape[d] += x.shape()[d];
     parts.push_back(&x);
   }
-  Tensor out = Tensor::empty(out_shape, ref->dtype());
+  Tensor out = Tensor::uninitialized(out_shape, ref->dtype());
   int64_t offset = 0;
   for (const Tensor* x : parts) {
     const int64_t len = x->shape()[d];

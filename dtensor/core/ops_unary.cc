@@ -15,7 +15,7 @@ using kernel::kNumeric;
 // `f` is a generic lambda called with the compute type (float for f32/bf16/f16).
 template <unsigned Allowed, typename F>
 Tensor unary(const char* op, const Tensor& x, F f) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::uninitialized(x.shape(), x.dtype());
   kernel::dispatch<Allowed>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     kernel::unary_loop<T, T>(x, out, f);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dtensor/core/large_block_cache.h"
 #include "dtensor/core/strided_loop.h"
 
 namespace dt {
@@ -83,16 +84,39 @@ inline Dst convert(Src v) {
 
 }  // namespace
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
-  auto s = std::make_shared<Storage>();
-  size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) DT_THROW(Error) << "out of memory allocating " << nbytes << " bytes";
-  std::memset(p, 0, rounded);
-  s->owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  s->data_ = static_cast<std::byte*>(p);
-  s->nbytes_ = nbytes;
-  return s;
+namespace {
+
+// Sanitizer builds keep every buffer on the ordinary heap so that ASan checks them all.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUseLargeBlockCache = false;
+#else
+constexpr bool kUseLargeBlockCache = true;
+#endif
+
+std::shared_ptr<Storage> allocate_storage(size_t nbytes, bool zero) {
+  std::shared_ptr<void> owner;
+  void* p;
+  if (kUseLargeBlockCache && nbytes >= detail::LargeBlockCache::kMinBytes) {
+    bool zeroed = false;
+    p = detail::LargeBlockCache::instance().take(nbytes, &zeroed);
+    if (zero && !zeroed) std::memset(p, 0, nbytes);
+    owner = std::shared_ptr<void>(p, [nbytes](void* q) { detail::LargeBlockCache::instance().give(q, nbytes); });
+  } else {
+    const size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+    p = std::aligned_alloc(64, rounded);
+    if (!p) DT_THROW(Error) << "out of memory allocating " << nbytes << " bytes";
+    if (zero) std::memset(p, 0, rounded);
+    owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  return Storage::wrap(p, nbytes, std::move(owner));
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) { return allocate_storage(nbytes, /*zero=*/true); }
+
+std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t nbytes) {
+  return allocate_storage(nbytes, /*zero=*/false);
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_ptr<void> owner) {
@@ -103,21 +127,24 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_pt
   return s;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+namespace {
+Tensor new_contiguous(const Shape& shape, DType dtype, bool zero) {
   for (int64_t s : shape)
     if (s < 0) DT_THROW(ValueError) << "negative size " << s << " in shape " << shape_str(shape);
-  Tensor t;
-  t.storage_ = Storage::allocate(size_t(dt::numel(shape)) * itemsize(dtype));
-  t.dtype_ = dtype;
-  t.shape_ = shape;
-  t.strides_ = contiguous_strides(shape);
-  return t;
+  const size_t nbytes = size_t(dt::numel(shape)) * itemsize(dtype);
+  return Tensor::from_storage(zero ? Storage::allocate(nbytes) : Storage::allocate_uninitialized(nbytes), dtype,
+                              shape, contiguous_strides(shape), 0);
 }
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) { return new_contiguous(shape, dtype, /*zero=*/true); }
+
+Tensor Tensor::uninitialized(const Shape& shape, DType dtype) { return new_contiguous(shape, dtype, /*zero=*/false); }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) { return empty(shape, dtype); }
 Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+  Tensor t = uninitialized(shape, dtype);
   t.fill_(value);
   return t;
 }
@@ -309,7 +336,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape_, dtype_);
+  Tensor out = uninitialized(shape_, dtype_);
   out.copy_(*this);
   return out;
 }
@@ -341,7 +368,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor out = empty(shape_, dtype);
+  Tensor out = uninitialized(shape_, dtype);
   out.copy_(*this);
   return out;
 }
@@ -379,7 +406,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 }
 
 std::vector<double> Tensor::to_doubles() const {
-  Tensor d = empty(shape_, DType::f64);
+  Tensor d = uninitialized(shape_, DType::f64);
   d.copy_(*this);
   const double* p = d.data<double>();
   return std::vector<double>(p, p + d.numel());

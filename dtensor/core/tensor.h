@@ -19,6 +19,8 @@ class Storage {
  public:
   // Allocates `nbytes` of 64-byte-aligned, zero-initialised memory.
   static std::shared_ptr<Storage> allocate(size_t nbytes);
+  // Same, but the contents are unspecified: for outputs that are overwritten entirely.
+  static std::shared_ptr<Storage> allocate_uninitialized(size_t nbytes);
   // Wraps memory owned elsewhere; `owner` keeps it alive as long as the storage lives.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::shared_ptr<void> owner);
 
@@ -36,7 +38,10 @@ class Tensor {
   Tensor() = default;  // undefined tensor; defined() is false
 
   // Creation.
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // zero-filled
+  // Like empty, but the elements are unspecified (no zero-fill pass): for kernel outputs that
+  // write every element.
+  static Tensor uninitialized(const Shape& shape, DType dtype = DType::f32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
