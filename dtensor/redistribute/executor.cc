@@ -1,0 +1,232 @@
+#include "dtensor/redistribute/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "dtensor/comm/collectives.h"
+#include "dtensor/core/error.h"
+#include "dtensor/dist/dtensor_spec.h"
+
+namespace dt {
+
+namespace {
+
+// Returns x with dim t moved to the front (a view).
+Tensor to_front(const Tensor& x, int64_t t) {
+  if (t == 0) return x;
+  std::vector<int64_t> perm{t};
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != t) perm.push_back(d);
+  return x.permute(perm);
+}
+
+// Returns y (dim t at the front) with dim t moved back to its place, contiguous.
+Tensor from_front(const Tensor& y, int64_t t) {
+  if (t == 0) return y.contiguous();
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < y.dim(); ++d) perm.push_back(d == t ? 0 : d < t ? d + 1 : d);
+  return y.permute(perm).contiguous();
+}
+
+// Returns the shape of x with dim t moved to the front and sized `rows`.
+Shape front_shape(const Shape& shape, int64_t t, int64_t rows) {
+  Shape s{rows};
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (int64_t(d) != t) s.push_back(shape[d]);
+  return s;
+}
+
+Shape with_dim(Shape s, int64_t d, int64_t v) {
+  s[size_t(d)] = v;
+  return s;
+}
+
+// Returns the identity of max (lowest value) or min (highest value) for element type T.
+template <typename T>
+T extreme_value(bool lowest) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    return T(lowest ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return lowest ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  } else {
+    return lowest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  }
+}
+
+// Fills t with the identity of op: 0 for sum/avg (fresh tensors already are), lowest for max,
+// highest for min.
+void fill_identity(Tensor& t, ReduceOp op) {
+  if (op == ReduceOp::sum || op == ReduceOp::avg || t.numel() == 0) return;
+  const bool is_max = op == ReduceOp::max;
+  DT_DISPATCH(t.dtype(), {
+    T* p = t.data<T>();
+    std::fill(p, p + t.numel(), extreme_value<T>(is_max));
+  });
+}
+
+// The state of one rank while the plan runs.
+struct Run {
+  const RedistributePlan& plan;
+  const MeshGroups& groups;
+  const Tensor& input;
+  Placements state;
+
+  int64_t index(int64_t m) const { return groups.coordinate()[size_t(m)]; }
+  int64_t group_size(int64_t m) const { return plan.mesh_shape[size_t(m)]; }
+  // Returns the extent of tensor dim t on this rank before mesh dim m splits it.
+  int64_t parent_extent(int64_t t, int64_t m) const {
+    return shard_extent(plan.mesh_shape, state, plan.shape[size_t(t)], t, groups.coordinate(), m).second;
+  }
+
+  Tensor all_gather(const Tensor& x, int64_t m, int64_t t) {
+    const int64_t n = group_size(m), i = index(m), parent = parent_extent(t, m);
+    const int64_t c = chunk_size(parent, n), len = x.size(t);
+    DT_CHECK(len == chunk_length(parent, n, i)) << len << " rows, parent " << parent << " n " << n << " index " << i;
+    Shape out_shape = front_shape(x.shape(), t, n * c);
+    if (numel(out_shape) == 0) return Tensor::empty(with_dim(x.shape(), t, parent), x.dtype());
+    Tensor send;
+    if (t == 0 && len == c && x.is_contiguous()) {
+      send = x;
+    } else {
+      send = Tensor::empty(front_shape(x.shape(), t, c), x.dtype());  // zero padding
+      if (len > 0) send.narrow(0, 0, len).copy_(to_front(x, t));
+    }
+    Tensor out = Tensor::empty(out_shape, x.dtype());
+    all_gather_into_tensor(groups.group(m), out, send)->wait();
+    return from_front(out.narrow(0, 0, parent), t);
+  }
+
+  Tensor reduce_scatter(const Tensor& x, int64_t m, int64_t t, ReduceOp op) {
+    const int64_t n = group_size(m), i = index(m), parent = x.size(t);
+    const int64_t c = chunk_size(parent, n), len = chunk_length(parent, n, i);
+    Shape in_shape = front_shape(x.shape(), t, n * c);
+    if (numel(in_shape) == 0) return Tensor::empty(with_dim(x.shape(), t, len), x.dtype());
+    Tensor send;
+    if (t == 0 && parent == n * c && x.is_contiguous()) {
+      send = x;
+    } else {
+      send = Tensor::empty(in_shape, x.dtype());
+      send.narrow(0, 0, parent).copy_(to_front(x, t));
+    }
+    Tensor out = Tensor::empty(front_shape(x.shape(), t, c), x.dtype());
+    reduce_scatter_tensor(groups.group(m), out, send, op)->wait();
+    return from_front(out.narrow(0, 0, len), t);
+  }
+
+  Tensor all_reduce(const Tensor& x, int64_t m, ReduceOp op) {
+    Tensor y = (x.is_contiguous() && !x.shares_storage_with(input)) ? x : x.clone();
+    if (y.numel() > 0) all_reduce_(groups.group(m), y, op)->wait();
+    return y;
+  }
+
+  // S(t) -> S(u): rank i sends piece j of u (its t rows) to rank j and concatenates the t pieces
+  // it receives in rank order. Every member of the group knows every split size, so no padding.
+  Tensor all_to_all(const Tensor& x, int64_t m, int64_t t, int64_t u) {
+    const int64_t n = group_size(m), i = index(m), parent_t = parent_extent(t, m), lu = x.size(u);
+    const int64_t my_u = chunk_length(lu, n, i);
+    Shape result_shape = with_dim(with_dim(x.shape(), t, parent_t), u, my_u);
+    int64_t other = 1;  // product of the dims other than t and u
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (d != t && d != u) other *= x.size(d);
+    // Nothing moves when the unsharded block is empty (the same on every member of the group).
+    if (parent_t * lu * other == 0) return Tensor::empty(result_shape, x.dtype());
+    std::vector<int64_t> in_splits(static_cast<size_t>(n)), out_splits(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      in_splits[size_t(j)] = x.size(t) * chunk_length(lu, n, j) * other;
+      out_splits[size_t(j)] = chunk_length(parent_t, n, j) * my_u * other;
+    }
+    Tensor send;
+    if (u == 0 && x.is_contiguous()) {
+      send = x.reshape({x.numel()});
+    } else {
+      send = Tensor::empty({x.numel()}, x.dtype());
+      int64_t pos = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        Tensor piece = x.narrow(u, chunk_offset(lu, n, j), chunk_length(lu, n, j));
+        if (piece.numel() > 0) send.narrow(0, pos, piece.numel()).view(piece.shape()).copy_(piece);
+        pos += piece.numel();
+      }
+    }
+    Tensor out = Tensor::empty({numel(result_shape)}, x.dtype());
+    all_to_all_single(groups.group(m), out, send, out_splits, in_splits)->wait();
+    if (t == 0) return out.view(result_shape);
+    Tensor result = Tensor::empty(result_shape, x.dtype());
+    int64_t pos = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      Shape seg = with_dim(result_shape, t, chunk_length(parent_t, n, j));
+      if (numel(seg) > 0)
+        result.narrow(t, chunk_offset(parent_t, n, j), seg[size_t(t)]).copy_(out.narrow(0, pos, numel(seg)).view(seg));
+      pos += numel(seg);
+    }
+    return result;
+  }
+
+  // R -> P(sum): group index 0 keeps the value. S(t) -> P(op): the own chunk inside the
+  // unsharded extent, the rest the op's identity.
+  Tensor zero(const Tensor& x, int64_t m, const Placement& from, ReduceOp op) {
+    const int64_t n = group_size(m), i = index(m);
+    if (from.is_replicate()) return i == 0 ? x : Tensor::zeros(x.shape(), x.dtype());
+    const int64_t t = from.dim(), parent = parent_extent(t, m);
+    Tensor y = Tensor::empty(with_dim(x.shape(), t, parent), x.dtype());
+    fill_identity(y, op);
+    if (x.numel() > 0) y.narrow(t, chunk_offset(parent, n, i), x.size(t)).copy_(x);
+    return y;
+  }
+
+  Tensor run(const RedistributeStep& s, const Tensor& x) {
+    const int64_t m = s.mesh_dim;
+    switch (s.kind) {
+      case StepKind::all_gather: return all_gather(x, m, s.src.dim());
+      case StepKind::reduce_scatter: return reduce_scatter(x, m, s.dst.dim(), s.src.op());
+      case StepKind::all_reduce: return all_reduce(x, m, s.src.op());
+      case StepKind::all_to_all: return all_to_all(x, m, s.src.dim(), s.dst.dim());
+      case StepKind::chunk: {
+        const int64_t n = group_size(m), i = index(m), t = s.dst.dim(), len = x.size(t);
+        return x.narrow(t, chunk_offset(len, n, i), chunk_length(len, n, i));
+      }
+      case StepKind::zero: return zero(x, m, s.src, s.dst.op());
+      case StepKind::keep: return x;
+    }
+    DT_CHECK(false) << "unknown step kind";
+    return x;
+  }
+};
+
+}  // namespace
+
+Shape local_shape_of(const Shape& mesh_shape, const Placements& placements, const Shape& shape,
+                     const std::vector<int64_t>& coord) {
+  Shape out(shape.size());
+  for (size_t t = 0; t < shape.size(); ++t)
+    out[t] = shard_extent(mesh_shape, placements, shape[t], int64_t(t), coord, int64_t(mesh_shape.size())).second;
+  return out;
+}
+
+Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const MeshGroups& groups) {
+  if (groups.mesh().shape() != plan.mesh_shape)
+    DT_THROW(ValueError) << "plan for mesh " << shape_str(plan.mesh_shape) << " run on mesh " << groups.mesh().str();
+  Shape expected = local_shape_of(plan.mesh_shape, plan.src, plan.shape, groups.coordinate());
+  if (local.shape() != expected)
+    DT_THROW(ShapeError) << "local tensor of shape " << shape_str(local.shape()) << " on rank " << groups.global_rank()
+                         << " does not match " << placements_str(plan.src) << " of " << shape_str(plan.shape)
+                         << " (expected " << shape_str(expected) << ")";
+  if (local.dtype() != plan.dtype)
+    DT_THROW(DTypeError) << "local tensor of dtype " << dtype_name(local.dtype()) << " for a plan of dtype "
+                         << dtype_name(plan.dtype);
+  if (plan.steps.empty()) return local;
+  Run run{plan, groups, local, plan.src};
+  Tensor x = local;
+  for (const RedistributeStep& s : plan.steps) {
+    DT_CHECK(run.state[size_t(s.mesh_dim)] == s.src) << "step expects " << s.src.str();
+    x = run.run(s, x);
+    run.state[size_t(s.mesh_dim)] = s.dst;
+  }
+  DT_CHECK(run.state == plan.dst) << placements_str(run.state);
+  Shape final_shape = local_shape_of(plan.mesh_shape, plan.dst, plan.shape, groups.coordinate());
+  DT_CHECK(x.shape() == final_shape) << shape_str(x.shape()) << " vs " << shape_str(final_shape);
+  return x.shares_storage_with(local) ? x.clone() : x.contiguous();
+}
+
+}  // namespace dt
