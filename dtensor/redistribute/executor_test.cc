@@ -117,11 +117,13 @@ std::vector<Case> full_product(const Shape& mesh_shape, bool rotate_dtypes = fal
   for (size_t i = 0; i < mesh_shape.size(); ++i) per *= int64_t(kChoices.size());
   for (int64_t i = 0; i < per; ++i)
     for (int64_t j = 0; j < per; ++j)
-      for (const Shape& s : shapes_for(numel(mesh_shape)))
+      for (const Shape& s : shapes_for(numel(mesh_shape))) {
+        const size_t combo = size_t(i + j) + size_t(s[0]);  // rotates the dtype over pairs and shapes
         for (size_t d = 0; d < kDTypes.size(); ++d) {
-          if (rotate_dtypes && d != (cases.size() + size_t(i)) % kDTypes.size()) continue;
+          if (rotate_dtypes && d != combo % kDTypes.size()) continue;
           cases.push_back({nth(i, mesh_shape.size()), nth(j, mesh_shape.size()), s, kDTypes[d]});
         }
+      }
   return cases;
 }
 
