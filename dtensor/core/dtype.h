@@ -5,6 +5,7 @@
 // written once and instantiated per dtype at the runtime boundary (style.md rule 2).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -46,6 +47,71 @@ struct f16 {
   f16(float f);  // rounds to nearest even; overflow goes to inf
   operator float() const;
 };
+
+// The conversions are inline so that kernel loops over bf16/f16 can inline (and vectorise) them.
+inline bf16::bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) {
+    bits = uint16_t((u >> 16) | 0x40);  // keep sign, force a quiet NaN
+    return;
+  }
+  // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate.
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  bits = uint16_t(u >> 16);
+}
+
+inline f16::f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mag = x & 0x7fffffffu;
+  if (mag >= 0x7f800000u) {  // inf or NaN
+    bits = uint16_t(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
+    return;
+  }
+  if (mag >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
+    bits = uint16_t(sign | 0x7c00u);
+    return;
+  }
+  if (mag < 0x38800000u) {  // result is subnormal (or zero) in f16
+    // Value = mag as float; f16 subnormal unit is 2^-24. Round to nearest even in that unit.
+    float af;
+    std::memcpy(&af, &mag, 4);
+    float scaled = af * 16777216.0f;  // exact: multiply by 2^24
+    float r = std::nearbyint(scaled);  // default rounding mode is nearest-even
+    bits = uint16_t(sign | uint32_t(r));
+    return;
+  }
+  // Normal: rebias exponent (127 -> 15) and round the 23-bit mantissa to 10 bits, nearest even.
+  uint32_t lsb = (mag >> 13) & 1u;
+  mag += 0xfffu + lsb;
+  bits = uint16_t(sign | ((mag - 0x38000000u) >> 13));
+}
+
+inline f16::operator float() const {
+  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  uint32_t exp = (bits >> 10) & 0x1fu;
+  uint32_t man = bits & 0x3ffu;
+  uint32_t out;
+  if (exp == 0) {
+    if (man == 0) {
+      out = sign;
+    } else {  // subnormal: value = man * 2^-24
+      float v = float(man) * (1.0f / 16777216.0f);
+      std::memcpy(&out, &v, 4);
+      out |= sign;
+    }
+  } else if (exp == 31) {
+    out = sign | 0x7f800000u | (man << 13);
+  } else {
+    out = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &out, 4);
+  return f;
+}
 
 // The type arithmetic is done in: f32 for the 16-bit floats, the type itself otherwise.
 template <typename T> struct compute_type { using type = T; };

@@ -8,6 +8,7 @@
 // bitwise reproducible and ranks calling concurrently do not interfere.
 #include <cblas.h>
 
+#include <limits>
 #include <optional>
 
 #include "dtensor/core/elementwise.h"
@@ -55,6 +56,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   init_compute_threads();
   auto [av, ao] = as_blas(a);
   auto [bv, bo] = as_blas(b);
+  for (int64_t v : {m, n, k, ao.ld, bo.ld})
+    if (v > std::numeric_limits<blasint>::max())
+      DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
   const T* ap = static_cast<const T*>(av.raw_data());
   const T* bp = static_cast<const T*>(bv.raw_data());
   if constexpr (std::is_same_v<T, float>) {

@@ -25,6 +25,10 @@ void for_each_row(const Tensor& xt, const Tensor& out, int64_t n, RowFn row_fn) 
   const int64_t rows = n == 0 ? 0 : xt.numel() / n;
   const T* in = static_cast<const T*>(xt.raw_data());
   T* o = static_cast<T*>(out.raw_data());
+  if constexpr (std::is_same_v<T, C>) {  // f32/f64: work on the rows in place, no staging copies
+    for (int64_t r = 0; r < rows; ++r) row_fn(in + r * n, o + r * n, n);
+    return;
+  }
   std::vector<C> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = in + r * n;
@@ -181,18 +185,25 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   Shape out_shape = indices.shape();
   out_shape.push_back(H);
   Tensor out = Tensor::uninitialized(out_shape, weight.dtype());
-  const Tensor w = weight.contiguous();
   const Tensor idx = indices.to(DType::i64).contiguous();
   const int64_t* ip = idx.data<int64_t>();
-  const size_t row_bytes = size_t(H) * itemsize(weight.dtype());
-  const std::byte* wp = static_cast<const std::byte*>(w.raw_data());
-  std::byte* op = static_cast<std::byte*>(out.raw_data());
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    const int64_t j = ip[i];
-    if (j < 0 || j >= V)
-      DT_THROW(ValueError) << "embedding index " << j << " out of range for weight with " << V << " rows";
-    if (row_bytes > 0) std::memcpy(op + size_t(i) * row_bytes, wp + size_t(j) * row_bytes, row_bytes);
-  }
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    if (ip[i] < 0 || ip[i] >= V)
+      DT_THROW(ValueError) << "embedding index " << ip[i] << " out of range for weight with " << V << " rows";
+  // Rows are read in place, also from a strided weight (e.g. a column shard of the table).
+  const int64_t rs = weight.strides()[0], cs = weight.strides()[1];
+  DT_DISPATCH(weight.dtype(), {
+    const T* wp = static_cast<const T*>(weight.raw_data());
+    T* op = static_cast<T*>(out.raw_data());
+    for (int64_t i = 0; i < idx.numel(); ++i) {
+      const T* row = wp + ip[i] * rs;
+      T* dst = op + i * H;
+      if (cs == 1)
+        std::memcpy(static_cast<void*>(dst), static_cast<const void*>(row), size_t(H) * sizeof(T));
+      else
+        for (int64_t h = 0; h < H; ++h) dst[h] = row[h * cs];
+    }
+  });
   return out;
 }
 

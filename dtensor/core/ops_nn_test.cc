@@ -139,6 +139,13 @@ TEST(OpsNn, EmbeddingGathersRows) {
       for (int64_t h = 0; h < 4; ++h) want.push_back(w.at({int64_t(i), h}));
     expect_values(y, want, 0, 0);
   }
+  // A strided weight (a column shard / transposed view) is read in place.
+  Tensor wt = uniform({4, 6}, DType::f32, 2).transpose(0, 1);  // [6, 4], column stride 6
+  Tensor yt = embedding(Tensor::from_vector<int64_t>({3, 0}, {2}), wt);
+  std::vector<double> want_t;
+  for (int64_t i : {3, 0})
+    for (int64_t h = 0; h < 4; ++h) want_t.push_back(wt.at({i, h}));
+  expect_values(yt, want_t, 0, 0);
   EXPECT_EQ(embedding(Tensor::zeros({0}, DType::i64), Tensor::zeros({3, 2})).shape(), (Shape{0, 2}));
   EXPECT_EQ(embedding(Tensor::full({}, 1, DType::i64), Tensor::ones({3, 2})).shape(), (Shape{2}));
 }
