@@ -90,10 +90,11 @@ struct Run {
     if (t == 0 && len == c && x.is_contiguous()) {
       send = x;
     } else {
-      send = Tensor::empty(front_shape(x.shape(), t, c), x.dtype());  // zero padding
+      send = Tensor::uninitialized(front_shape(x.shape(), t, c), x.dtype());
       if (len > 0) send.narrow(0, 0, len).copy_(to_front(x, t));
+      if (c > len) send.narrow(0, len, c - len).fill_(0);  // deterministic padding
     }
-    Tensor out = Tensor::empty(out_shape, x.dtype());
+    Tensor out = Tensor::uninitialized(out_shape, x.dtype());
     all_gather_into_tensor(groups.group(m), out, send)->wait();
     return from_front(out.narrow(0, 0, parent), t);
   }
@@ -107,10 +108,11 @@ struct Run {
     if (t == 0 && parent == n * c && x.is_contiguous()) {
       send = x;
     } else {
-      send = Tensor::empty(in_shape, x.dtype());
+      send = Tensor::uninitialized(in_shape, x.dtype());
       send.narrow(0, 0, parent).copy_(to_front(x, t));
+      if (n * c > parent) send.narrow(0, parent, n * c - parent).fill_(0);  // deterministic padding
     }
-    Tensor out = Tensor::empty(front_shape(x.shape(), t, c), x.dtype());
+    Tensor out = Tensor::uninitialized(front_shape(x.shape(), t, c), x.dtype());
     reduce_scatter_tensor(groups.group(m), out, send, op)->wait();
     return from_front(out.narrow(0, 0, len), t);
   }
@@ -141,7 +143,7 @@ struct Run {
     if (u == 0 && x.is_contiguous()) {
       send = x.reshape({x.numel()});
     } else {
-      send = Tensor::empty({x.numel()}, x.dtype());
+      send = Tensor::uninitialized({x.numel()}, x.dtype());
       int64_t pos = 0;
       for (int64_t j = 0; j < n; ++j) {
         Tensor piece = x.narrow(u, chunk_offset(lu, n, j), chunk_length(lu, n, j));
@@ -149,10 +151,10 @@ struct Run {
         pos += piece.numel();
       }
     }
-    Tensor out = Tensor::empty({numel(result_shape)}, x.dtype());
+    Tensor out = Tensor::uninitialized({numel(result_shape)}, x.dtype());
     all_to_all_single(groups.group(m), out, send, out_splits, in_splits)->wait();
     if (t == 0) return out.view(result_shape);
-    Tensor result = Tensor::empty(result_shape, x.dtype());
+    Tensor result = Tensor::uninitialized(result_shape, x.dtype());
     int64_t pos = 0;
     for (int64_t j = 0; j < n; ++j) {
       Shape seg = with_dim(result_shape, t, chunk_length(parent_t, n, j));
@@ -169,7 +171,7 @@ struct Run {
     const int64_t n = group_size(m), i = index(m);
     if (from.is_replicate()) return i == 0 ? x : Tensor::zeros(x.shape(), x.dtype());
     const int64_t t = from.dim(), parent = parent_extent(t, m);
-    Tensor y = Tensor::empty(with_dim(x.shape(), t, parent), x.dtype());
+    Tensor y = Tensor::zeros(with_dim(x.shape(), t, parent), x.dtype());
     fill_identity(y, op);
     if (x.numel() > 0) y.narrow(t, chunk_offset(parent, n, i), x.size(t)).copy_(x);
     return y;
