@@ -13,8 +13,10 @@
 // the all-Replicate state (gather innermost first, then chunk outermost first), so a plan always
 // exists unless refused up front.
 //
-// Step order: first a `keep` on every mesh dim of size 1 whose placement changes (its data is
-// the same in every placement), then the searched steps.
+// Step order: first a `keep` on every mesh dim of size 1 whose placement changes to a
+// non-partial one (its data is the same in every placement), then the searched steps, then a
+// `keep` on every mesh dim of size 1 that becomes partial (last, so that no intermediate state
+// mixes partial ops that do not commute).
 //
 // Invariants: every intermediate state is valid (a DTensorSpec would accept it); the last state
 // equals the target (DT_CHECKed); the plan depends only on (mesh shape, source, target, global
