@@ -19,6 +19,13 @@
 //
 // Per rank it reads n slices and writes 1 in phase 1, then reads and writes n-1 slices in phase 2:
 // 2(n-1)/n of the buffer crosses between ranks, the bus-bandwidth optimum.
+//
+// Pipelining for the cache: the buffer is processed in chunks whose footprint over all ranks'
+// buffers is kWorkingSetBytes (8 MiB, well inside a shared L3), each chunk running both phases
+// and both barriers. A slice reduced in phase 1 is then still in cache when the peers copy it in
+// phase 2, and the lines each rank overwrites in phase 2 were just read by their owners, so most
+// of phase 2 never reaches memory. Example: 64 MiB f32 on 4 ranks -> chunks of 2 MiB (524,288
+// elements), 32 chunks, 64 barriers; within a chunk, slices of 131,072 elements.
 #include <algorithm>
 #include <cstring>
 
@@ -30,6 +37,8 @@ namespace dt::threads {
 namespace {
 
 constexpr size_t kCacheLine = 64;
+// Bytes of all ranks' buffers one pipeline chunk spans (see the file comment).
+constexpr size_t kWorkingSetBytes = size_t(8) << 20;
 
 // Returns [begin, end) of slice s of a buffer of `count` elements split over n owners.
 std::pair<size_t, size_t> slice_range(size_t count, int n, int s, size_t elem_size) {
@@ -48,24 +57,30 @@ void all_reduce_two_shot(AlgorithmContext& ctx) {
   int n = ctx.size();
   size_t elem = itemsize(desc.dtype);
   if (n == 1 || desc.count == 0) return;
-
-  auto [begin, end] = slice_range(desc.count, n, ctx.me, elem);
+  auto* my_buf = static_cast<std::byte*>(ctx.mine().out);
+  // Chunk length: a whole number of cache-line-aligned slices, so chunk starts stay aligned too.
+  size_t unit = std::max<size_t>(1, kCacheLine / elem) * size_t(n);
+  size_t chunk = std::max(unit, kWorkingSetBytes / size_t(n) / elem / unit * unit);
   std::vector<const void*> slices(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    slices[size_t(i)] = static_cast<const std::byte*>(ctx.part(i).out) + begin * elem;
-  void* my_slice = static_cast<std::byte*>(ctx.mine().out) + begin * elem;
-  reduce_buffers(slices.data(), n, my_slice, end - begin, desc.dtype, desc.reduce_op);
-  ctx.barrier();
 
-  // Start with the next owner so ranks spread their reads over different peers' buffers.
-  for (int k = 1; k < n; ++k) {
-    int s = (ctx.me + k) % n;
-    auto [b, e] = slice_range(desc.count, n, s, elem);
-    if (b == e) continue;
-    std::memcpy(static_cast<std::byte*>(ctx.mine().out) + b * elem,
-                static_cast<const std::byte*>(ctx.part(s).out) + b * elem, (e - b) * elem);
+  for (size_t chunk_begin = 0; chunk_begin < desc.count; chunk_begin += chunk) {
+    size_t chunk_count = std::min(chunk, desc.count - chunk_begin);
+    auto [begin, end] = slice_range(chunk_count, n, ctx.me, elem);
+    size_t offset = (chunk_begin + begin) * elem;
+    for (int i = 0; i < n; ++i) slices[size_t(i)] = static_cast<const std::byte*>(ctx.part(i).out) + offset;
+    reduce_buffers(slices.data(), n, my_buf + offset, end - begin, desc.dtype, desc.reduce_op);
+    ctx.barrier();
+
+    // Start with the next owner so ranks spread their reads over different peers' buffers.
+    for (int k = 1; k < n; ++k) {
+      int s = (ctx.me + k) % n;
+      auto [b, e] = slice_range(chunk_count, n, s, elem);
+      if (b == e) continue;
+      size_t off = (chunk_begin + b) * elem;
+      std::memcpy(my_buf + off, static_cast<const std::byte*>(ctx.part(s).out) + off, (e - b) * elem);
+    }
+    ctx.barrier();
   }
-  ctx.barrier();
 }
 
 }  // namespace dt::threads
