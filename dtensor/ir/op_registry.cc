@@ -67,6 +67,7 @@ OpTable& table() {
     register_reduce_ops(*tab);
     register_loss_ops(*tab);
     register_collective_ops(*tab);
+    register_bucketing_ops(*tab);
     for (size_t i = 0; i < kNumOps; ++i)
       DT_CHECK(tab->at(OpKind(i)).kind == OpKind(i)) << "op " << kOpNames[i] << " is not registered";
     return tab;

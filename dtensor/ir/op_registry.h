@@ -1,7 +1,7 @@
 // The op registry: for every OpKind, its schema (operands and typed attributes with defaults),
 // its shape/dtype inference and its CPU kernel, registered together per op family
 // (ops_linear.cc, ops_elementwise.cc, ops_norm.cc, ops_shape.cc, ops_attention.cc, ops_reduce.cc,
-// ops_loss.cc, ops_collective.cc). op_def(kind) is a table lookup; the table is complete (every
+// ops_loss.cc, ops_collective.cc, ops_bucketing.cc). op_def(kind) is a table lookup; the table is complete (every
 // OpKind registered exactly once, checked when the registry is first built).
 //
 // The sharding rule slot: dtensor/sharding sits above ir in the dependency order, so the registry
@@ -99,6 +99,7 @@ void register_attention_ops(OpTable& table);
 void register_reduce_ops(OpTable& table);
 void register_loss_ops(OpTable& table);
 void register_collective_ops(OpTable& table);
+void register_bucketing_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
 namespace infer_util {

@@ -1,0 +1,212 @@
+// Ops the collective passes (dtensor/passes) introduce: flat-buffer copy-in and split/view-out for
+// bucketed collectives, and the lowered forms of collectives (in-place, blocking one-shot).
+//
+// Worked example: two all_gathers on a group of n = 4, inputs a f32[2, 3] and b f32[5] merge into
+//   %flat = bucket_copy_in(%a, %b) {dtype = f32}            : f32[11]    a's 6 then b's 5 elements
+//   %ag   = all_gather_into_tensor(%flat) {group = g}        : f32[44]    row r = rank r's flat
+//   %w    = wait_tensor(%ag)                                 : f32[44]
+//   %a_g  = bucket_split_out(%w) {chunks = 4, offset = 0, shape = [8, 3]}  : f32[8, 3]
+//   %b_g  = bucket_split_out(%w) {chunks = 4, offset = 6, shape = [20]}    : f32[20]
+// bucket_split_out views w as [chunks, 11], takes columns [offset, offset + numel/chunks) and copies
+// them out row after row: exactly all_gather_into_tensor(a) and all_gather_into_tensor(b).
+//
+// Reduce-scatter buckets lay their inputs out chunk-major ("chunk-cat"): with n = 2, x f32[3, 2]
+// and y f32[4], chunk c_x = ceil(3/2) = 2 rows (4 elements, the second chunk padded with zeros),
+// c_y = 2 elements, so a row is 6 elements and
+//   chunk_cat(%x, %y) {chunks = 2} : f32[12] = [x0 x1 | y0 y1 || x2 0 0 | y2 y3]
+// reduce_scatter gives each rank its row of 6, and flat_view(%w) {offset = 0, shape = [2, 2]} /
+// {offset = 4, shape = [2]} are views (no copies) of the pieces.
+#include "dtensor/comm/collectives.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::ir {
+namespace {
+
+int64_t inner_numel(const TensorType& t) {
+  int64_t inner = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) inner *= t.shape[i];
+  return inner;
+}
+
+void require_all_rank1(const Node& node) {
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if (node.operands[i]->type.rank() < 1)
+      DT_THROW(ShapeError) << op_name(node.op) << " expects tensors of rank >= 1, got "
+                           << type_str(node.operands[i]->type);
+}
+
+int64_t positive_attr(const Node& node, std::string_view name) {
+  int64_t v = node.attr_int(name);
+  if (v < 1) DT_THROW(ValueError) << op_name(node.op) << " " << name << " must be >= 1, got " << v;
+  return v;
+}
+
+// bucket_copy_in(x...) {dtype}: the flattened inputs one after another, cast to dtype.
+void infer_copy_in(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  int64_t total = 0;
+  for (const Value* v : node.operands) total += v->type.numel();
+  out.push_back({node.attr_dtype("dtype"), {total}});
+}
+void run_copy_in(const KernelArgs& a) {
+  Tensor out = Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+  int64_t off = 0;
+  for (const Tensor& x : a.in) {
+    if (x.numel() > 0) out.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
+    off += x.numel();
+  }
+  a.out[0] = out;
+}
+
+// Returns the element count per chunk of an output of bucket_split_out and checks the geometry.
+int64_t split_out_width(const Node& node, int64_t chunks, const Shape& shape) {
+  const TensorType& w = node.operands[0]->type;
+  if (w.rank() != 1) DT_THROW(ShapeError) << op_name(node.op) << " expects a flat buffer, got " << type_str(w);
+  if (w.shape[0] % chunks != 0)
+    DT_THROW(ShapeError) << op_name(node.op) << " buffer " << type_str(w) << " does not split into " << chunks << " chunks";
+  int64_t n = numel(shape);
+  if (n % chunks != 0)
+    DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " does not split into " << chunks
+                         << " chunks";
+  int64_t width = n / chunks, row = w.shape[0] / chunks, offset = node.attr_int("offset");
+  if (offset < 0 || offset + width > row)
+    DT_THROW(ShapeError) << op_name(node.op) << " offset " << offset << " + " << width << " exceeds the chunk of "
+                         << row << " elements of " << type_str(w);
+  return width;
+}
+
+// bucket_split_out(w) {chunks, offset, shape}: columns [offset, offset + numel/chunks) of w viewed
+// as [chunks, -1], copied out and viewed as `shape`.
+void infer_split_out(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const auto& shape = node.attr_ints("shape");
+  split_out_width(node, positive_attr(node, "chunks"), shape);
+  out.push_back({node.operands[0]->type.dtype, shape});
+}
+void run_split_out(const KernelArgs& a) {
+  const Shape& shape = a.node.result()->type.shape;
+  int64_t chunks = a.node.attr_int("chunks");
+  int64_t width = numel(shape) / chunks;
+  Tensor src = a.in[0].view({chunks, a.in[0].numel() / chunks}).narrow(1, a.node.attr_int("offset"), width);
+  Tensor out = Tensor::uninitialized({chunks, width}, a.in[0].dtype());
+  if (out.numel() > 0) out.copy_(src);
+  a.out[0] = out.view(shape);
+}
+
+// chunk_cat(x...) {chunks}: chunk r of every input (dim 0 padded to a multiple of chunks with
+// zeros) one after another, for r = 0..chunks-1.
+void infer_chunk_cat(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  int64_t chunks = positive_attr(node, "chunks");
+  require_all_rank1(node);
+  infer_util::require_same_dtype(node);
+  int64_t row = 0;
+  for (const Value* v : node.operands) row += chunk_size(v->type.shape[0], chunks) * inner_numel(v->type);
+  out.push_back({node.operands[0]->type.dtype, {chunks * row}});
+}
+void run_chunk_cat(const KernelArgs& a) {
+  int64_t chunks = a.node.attr_int("chunks");
+  Tensor out = Tensor::empty(a.node.result()->type.shape, a.in[0].dtype());  // zeros: the padding
+  int64_t row = out.numel() / chunks, off = 0;
+  Tensor rows = out.view({chunks, row});
+  for (const Tensor& x : a.in) {
+    int64_t d0 = x.size(0), c = chunk_size(d0, chunks), inner = d0 ? x.numel() / d0 : 0;
+    Shape piece_shape = x.shape();
+    for (int64_t r = 0; r < chunks; ++r) {
+      int64_t len = chunk_length(d0, chunks, r);
+      if (len <= 0 || inner == 0) continue;
+      piece_shape[0] = len;
+      rows.select(0, r).narrow(0, off, len * inner).view(piece_shape).copy_(x.narrow(0, chunk_offset(d0, chunks, r), len));
+    }
+    off += c * inner;
+  }
+  a.out[0] = out;
+}
+
+// flat_view(w) {offset, shape}: elements [offset, offset + numel(shape)) of a flat w, viewed.
+void infer_flat_view(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& w = node.operands[0]->type;
+  const auto& shape = node.attr_ints("shape");
+  if (w.rank() != 1) DT_THROW(ShapeError) << "flat_view expects a flat buffer, got " << type_str(w);
+  int64_t offset = node.attr_int("offset");
+  if (offset < 0 || offset + numel(shape) > w.shape[0])
+    DT_THROW(ShapeError) << "flat_view offset " << offset << " + " << numel(shape) << " elements exceeds " << type_str(w);
+  out.push_back({w.dtype, shape});
+}
+void run_flat_view(const KernelArgs& a) {
+  const Shape& shape = a.node.result()->type.shape;
+  a.out[0] = a.in[0].contiguous().narrow(0, a.node.attr_int("offset"), numel(shape)).view(shape);
+}
+
+void infer_same(const Node& node, const Graph&, std::vector<TensorType>& out) { out.push_back(node.operands[0]->type); }
+void run_clone(const KernelArgs& a) { a.out[0] = a.in[0].clone(); }
+
+ProcessGroup& group_of(const KernelArgs& a) {
+  DT_CHECK(a.comm) << op_name(a.node.op) << " run without a communication context";
+  return a.comm->group(a.node.attr_str("group"));
+}
+
+void check_group(const Node& node, const Graph& graph) {
+  const std::string& g = node.attr_str("group");
+  if (graph.group_size(g) < 1) DT_THROW(ValueError) << op_name(node.op) << " names undeclared group " << g;
+}
+
+void check_algo(const Node& node) {
+  const std::string& algo = node.attr_str("algo");
+  if (algo != "auto" && algo != "one_shot" && algo != "two_shot")
+    DT_THROW(ValueError) << op_name(node.op) << " algo must be auto, one_shot or two_shot, got " << algo;
+}
+
+// all_reduce_(x) {group, op, algo}: in place on x's buffer (the pass guarantees nothing reads x
+// afterwards); the result is that buffer once the wait completes.
+void infer_all_reduce_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  check_group(node, graph);
+  parse_reduce_op(node.attr_str("op"));
+  check_algo(node);
+  out.push_back(node.operands[0]->type);
+}
+void run_all_reduce_inplace(const KernelArgs& a) {
+  ProcessGroup& pg = group_of(a);
+  Tensor t = a.in[0].contiguous();
+  WorkPtr w = dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")));
+  a.comm->issue(a.node.result(), std::move(w), {t});
+  a.out[0] = t;
+}
+
+// one_shot_all_reduce(x) {group, op}: blocking out-of-place all_reduce (symm_mem's one-shot):
+// it returns the reduced value, so it needs no wait_tensor.
+void infer_one_shot(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  check_group(node, graph);
+  parse_reduce_op(node.attr_str("op"));
+  out.push_back(node.operands[0]->type);
+}
+void run_one_shot(const KernelArgs& a) {
+  ProcessGroup& pg = group_of(a);
+  Tensor t = a.in[0].clone();
+  dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")))->wait();
+  a.out[0] = t;
+}
+
+AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
+AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("sum"))}; }
+
+}  // namespace
+
+void register_bucketing_ops(OpTable& t) {
+  t.add({.kind = OpKind::bucket_copy_in, .operands = {{"x", false, true}},
+         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}}, .infer = infer_copy_in, .kernel = run_copy_in});
+  t.add({.kind = OpKind::bucket_split_out, .operands = {{"w"}},
+         .attrs = {{"chunks", AttrKind::i64, std::nullopt}, {"offset", AttrKind::i64, std::nullopt},
+                   {"shape", AttrKind::ints, std::nullopt}},
+         .infer = infer_split_out, .kernel = run_split_out});
+  t.add({.kind = OpKind::chunk_cat, .operands = {{"x", false, true}},
+         .attrs = {{"chunks", AttrKind::i64, std::nullopt}}, .infer = infer_chunk_cat, .kernel = run_chunk_cat});
+  t.add({.kind = OpKind::flat_view, .operands = {{"w"}},
+         .attrs = {{"offset", AttrKind::i64, std::nullopt}, {"shape", AttrKind::ints, std::nullopt}},
+         .infer = infer_flat_view, .kernel = run_flat_view});
+  t.add({.kind = OpKind::clone, .operands = {{"x"}}, .attrs = {}, .infer = infer_same, .kernel = run_clone});
+  t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
+         .attrs = {group_attr(), reduce_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
+         .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true});
+  t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
+         .infer = infer_one_shot, .kernel = run_one_shot});
+}
+
+}  // namespace dt::ir

@@ -1,0 +1,86 @@
+// Comm lowering (Inductor's comm_lowering.py): picks the concrete form of each all_reduce.
+//
+//  * bytes <= one-shot threshold: `one_shot_all_reduce(x)`, a blocking out-of-place all_reduce
+//    placed where the wait was; the wait is dropped (it has nothing left to wait for).
+//  * above: in-place `all_reduce_(x) {algo = two_shot}` followed by the original wait. In place
+//    is only legal when nothing reads x afterwards and x is a buffer of its own (the fresh result
+//    of a compute op or of a bucket copy-in, not a view, input or parameter); otherwise
+//    `clone(x)` comes first and the collective works on the clone.
+// Collectives that already are out-of-place by nature (all_gather, reduce_scatter, all_to_all)
+// keep their functional form.
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
+namespace {
+
+// Ops whose result is a fresh buffer that no other value aliases.
+bool owns_buffer(const ir::Value* v) {
+  if (!v->producer) return false;
+  switch (v->producer->op) {
+    case ir::OpKind::bucket_copy_in: case ir::OpKind::chunk_cat: case ir::OpKind::clone:
+    case ir::OpKind::linear: case ir::OpKind::matmul: case ir::OpKind::bmm:
+    case ir::OpKind::add: case ir::OpKind::sub: case ir::OpKind::mul: case ir::OpKind::div:
+    case ir::OpKind::relu: case ir::OpKind::gelu: case ir::OpKind::silu:
+    case ir::OpKind::layer_norm: case ir::OpKind::rms_norm: case ir::OpKind::softmax:
+    case ir::OpKind::embedding: case ir::OpKind::cat: case ir::OpKind::sum: case ir::OpKind::mean:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class CommLoweringPass : public Pass {
+ public:
+  explicit CommLoweringPass(const PassOptions& o) : threshold_(o.one_shot_threshold_bytes) {}
+  std::string_view name() const override { return "comm-lowering"; }
+  std::string_view summary() const override {
+    return "in-place all_reduce (clone when the input is read later), blocking one-shot at or under a size";
+  }
+
+  bool run(ir::Graph& graph) override {
+    UseLists uses(graph);
+    GraphEdit edit(graph);
+    bool any = false;
+    for (const auto& holder : graph.nodes()) {
+      const ir::Node* ar = holder.get();
+      if (ar->op != ir::OpKind::all_reduce) continue;
+      const auto& readers = uses.users(ar->result());
+      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor) continue;
+      const ir::Node* wait = readers[0];
+      ir::Value* x = ar->operands[0];
+      const std::string& group = ar->attr_str("group");
+      const std::string& op = ar->attr_str("op");
+      const size_t bytes = x->type.nbytes();
+      any = true;
+      edit.drop(ar);
+      edit.drop(wait);
+      if (threshold_ > 0 && bytes <= threshold_) {
+        ir::Value* r = edit.add(ir::OpKind::one_shot_all_reduce, {x}, {{"group", group}, {"op", op}}, edit.key(wait),
+                                ar->result()->name + "_oneshot");
+        edit.replace(wait->result(), r);
+        continue;
+      }
+      ir::Value* buf = x;
+      if (!owns_buffer(x) || uses.users(x).size() != 1 || uses.is_output(x))
+        buf = edit.add(ir::OpKind::clone, {x}, {}, edit.key(ar) - 0.25, x->name + "_clone");
+      ir::Value* r = edit.add(ir::OpKind::all_reduce_, {buf},
+                              {{"group", group}, {"op", op}, {"algo", std::string(threshold_ > 0 ? "two_shot" : "auto")}},
+                              edit.key(ar), ar->result()->name + "_inplace");
+      edit.replace(ar->result(), r);
+      ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
+      edit.replace(wait->result(), w);
+    }
+    return any && edit.commit();
+  }
+
+ private:
+  size_t threshold_;
+};
+
+}  // namespace
+
+PassPtr make_comm_lowering_pass(const PassOptions& o) { return std::make_unique<CommLoweringPass>(o); }
+
+}  // namespace dt::passes

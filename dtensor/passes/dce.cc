@@ -1,0 +1,40 @@
+// Dead-code elimination: removes every node none of whose results reaches a graph output. Ops
+// are pure (collectives included: a collective whose waited result nobody reads moves data for
+// nothing); since every rank runs the same pipeline on the same program structure, every rank
+// drops the same collectives, so the ranks stay matched.
+#include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
+namespace {
+
+class DcePass : public Pass {
+ public:
+  std::string_view name() const override { return "dce"; }
+  std::string_view summary() const override { return "remove nodes whose results nobody reads"; }
+  bool run(ir::Graph& graph) override {
+    std::vector<bool> live(graph.num_values(), false);
+    for (const ir::Value* v : graph.outputs()) live[size_t(v->id)] = true;
+    GraphEdit edit(graph);
+    bool any = false;
+    const auto& nodes = graph.nodes();
+    for (size_t i = nodes.size(); i-- > 0;) {
+      const ir::Node& n = *nodes[i];
+      bool used = false;
+      for (const ir::Value* r : n.results) used = used || live[size_t(r->id)];
+      if (!used) {
+        edit.drop(&n);
+        any = true;
+        continue;
+      }
+      for (const ir::Value* v : n.operands) live[size_t(v->id)] = true;
+    }
+    return any && edit.commit();
+  }
+};
+
+}  // namespace
+
+PassPtr make_dce_pass() { return std::make_unique<DcePass>(); }
+
+}  // namespace dt::passes

@@ -1,0 +1,110 @@
+// Overlap scheduling: issue each collective as early as its inputs allow and wait for it as late
+// as its readers allow, so communication runs behind the compute in between, without letting the
+// live memory of the schedule pass a budget.
+//
+// Memory model: a node result is live from its node to its last reader (outputs to the end);
+// live[p] is the sum over values live at position p. Moving a collective issued at position c to
+// just before position q (q < c) keeps its output — and the output of a copy-in / chunk-cat that
+// only feeds it and moves with it — live over [q, c) as well. Collectives are taken in graph order;
+// each moves to the smallest q after its inputs' producers such that max(live[q..c)) + extra
+// stays within the budget (default: the original peak, so peak memory never grows), and the
+// profile is updated before the next one. Waits then sink to just before their first reader.
+#include <algorithm>
+
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
+namespace {
+
+bool is_prep(ir::OpKind op) {
+  return op == ir::OpKind::bucket_copy_in || op == ir::OpKind::chunk_cat || op == ir::OpKind::clone;
+}
+
+class OverlapSchedulingPass : public Pass {
+ public:
+  explicit OverlapSchedulingPass(const PassOptions& o) : budget_(o.memory_budget_bytes) {}
+  std::string_view name() const override { return "overlap-scheduling"; }
+  std::string_view summary() const override {
+    return "issue collectives as early as inputs and the memory budget allow, wait as late as readers allow";
+  }
+
+  bool run(ir::Graph& graph) override {
+    const auto& nodes = graph.nodes();
+    const size_t n = nodes.size();
+    if (n == 0) return false;
+    UseLists uses(graph);
+    GraphEdit edit(graph);
+
+    // Live-bytes profile of the current order (difference array, then prefix sums).
+    std::vector<int64_t> delta(n + 1, 0);
+    for (size_t i = 0; i < n; ++i)
+      for (const ir::Value* r : nodes[i]->results) {
+        size_t last = i;
+        for (const ir::Node* u : uses.users(r)) last = std::max(last, edit.index(u));
+        if (uses.is_output(r)) last = n - 1;
+        delta[i] += int64_t(r->type.nbytes());
+        delta[last + 1] -= int64_t(r->type.nbytes());
+      }
+    std::vector<int64_t> live(n);
+    int64_t acc = 0, peak = 0;
+    for (size_t i = 0; i < n; ++i) {
+      acc += delta[i];
+      live[i] = acc;
+      peak = std::max(peak, acc);
+    }
+    const int64_t budget = budget_ ? int64_t(budget_) : peak;
+
+    for (size_t c = 0; c < n; ++c) {
+      const ir::Node* coll = nodes[c].get();
+      if (!ir::op_def(coll->op).is_collective) continue;
+      // The collective moves together with a prep node that only feeds it.
+      const ir::Node* prep = nullptr;
+      const ir::Value* x = coll->operands[0];
+      if (x->producer && is_prep(x->producer->op) && uses.users(x).size() == 1 && !uses.is_output(x))
+        prep = x->producer;
+      const ir::Node* head = prep ? prep : coll;
+      size_t earliest = 0;
+      for (const ir::Value* v : head->operands)
+        if (v->producer) earliest = std::max(earliest, edit.index(v->producer) + 1);
+      size_t start = prep ? edit.index(prep) : c;
+      if (earliest >= start) continue;
+      int64_t extra = int64_t(coll->result()->type.nbytes()) + (prep ? int64_t(prep->result()->type.nbytes()) : 0);
+      size_t q = start;
+      int64_t window_max = 0;
+      while (q > earliest) {
+        int64_t m = std::max(window_max, live[q - 1]);
+        if (m + extra > budget) break;
+        window_max = m;
+        --q;
+      }
+      if (q == start) continue;
+      for (size_t p = q; p < start; ++p) live[p] += extra;
+      const double key = double(q) - 0.5;
+      if (prep) edit.set_key(prep, key);
+      edit.set_key(coll, key + 0.25);
+    }
+    // Waits as late as their readers allow.
+    for (const auto& node : nodes) {
+      if (node->op != ir::OpKind::wait_tensor) continue;
+      double first = double(n);
+      for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
+      const ir::Node* coll = node->operands[0]->producer;
+      if (coll && coll->op == ir::OpKind::all_reduce_)
+        for (const ir::Node* u : uses.users(coll->operands[0]))
+          if (u != coll && edit.index(u) > edit.index(coll)) first = std::min(first, edit.key(u));
+      edit.set_key(node.get(), first - 0.5);
+    }
+    return edit.commit();
+  }
+
+ private:
+  size_t budget_;
+};
+
+}  // namespace
+
+PassPtr make_overlap_scheduling_pass(const PassOptions& o) { return std::make_unique<OverlapSchedulingPass>(o); }
+
+}  // namespace dt::passes

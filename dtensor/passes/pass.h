@@ -1,0 +1,47 @@
+// A pass on a per-rank program (MLIR style): a name, a one-line summary and run(Graph&). Printing,
+// verifying and timing after each pass are PassManager hooks, never pass code.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/ir/graph.h"
+
+namespace dt::passes {
+
+// Knobs shared by the pass factories (CLI flags map onto these).
+struct PassOptions {
+  // Bucket cap in MiB per bucket index (per group/dtype key); the last entry repeats:
+  // {1, 4} caps bucket 0 at 1 MiB and every later bucket at 4 MiB.
+  std::vector<double> bucket_cap_mb = {4.0};
+  // all_reduce of at most this many bytes is lowered to a blocking one-shot; above: in-place
+  // two-shot. 0 disables one-shot lowering.
+  size_t one_shot_threshold_bytes = 256 * 1024;
+  // Peak live bytes the overlap scheduler may reach; 0 means "the original schedule's peak"
+  // (moving collectives earlier never raises peak memory).
+  size_t memory_budget_bytes = 0;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view summary() const = 0;
+  // Rewrites the graph; returns whether anything changed. Throws dt::Error on unsupported input.
+  virtual bool run(ir::Graph& graph) = 0;
+};
+using PassPtr = std::unique_ptr<Pass>;
+
+// Factories, one per pass (each defined in its own file).
+PassPtr make_wait_placement_pass();
+PassPtr make_bucket_all_gather_pass(const PassOptions& options);
+PassPtr make_bucket_reduce_scatter_pass(const PassOptions& options);
+PassPtr make_bucket_all_reduce_pass(const PassOptions& options);
+PassPtr make_overlap_scheduling_pass(const PassOptions& options);
+PassPtr make_comm_lowering_pass(const PassOptions& options);
+PassPtr make_dce_pass();
+PassPtr make_cse_pass();
+
+}  // namespace dt::passes

@@ -1,0 +1,125 @@
+#include "dtensor/passes/pass_manager.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/printer.h"
+#include "dtensor/ir/verifier.h"
+
+namespace dt::passes {
+namespace {
+
+PassPtr wait_placement(const PassOptions&) { return make_wait_placement_pass(); }
+PassPtr dce(const PassOptions&) { return make_dce_pass(); }
+PassPtr cse(const PassOptions&) { return make_cse_pass(); }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<PassInfo>& registered_passes() {
+  static const std::vector<PassInfo> passes = {
+      {"cse", "merge identical nodes, including identical collectives and their waits", cse},
+      {"dce", "remove nodes whose results nobody reads (collectives with their waits)", dce},
+      {"bucket-all-gather", "merge all_gathers per (group, dtype) into capped flat buckets",
+       make_bucket_all_gather_pass},
+      {"bucket-reduce-scatter", "merge reduce_scatters per (group, op, dtype) into chunk-cat buckets",
+       make_bucket_reduce_scatter_pass},
+      {"bucket-all-reduce", "merge all_reduces per (group, op, dtype) into capped flat buckets",
+       make_bucket_all_reduce_pass},
+      {"overlap-scheduling", "issue collectives as early as inputs and the memory budget allow",
+       make_overlap_scheduling_pass},
+      {"wait-placement", "sink every wait_tensor to just before the first reader of its result", wait_placement},
+      {"comm-lowering", "in-place all_reduce (clone when the input is read later), one-shot under a size",
+       make_comm_lowering_pass},
+  };
+  return passes;
+}
+
+const std::vector<std::string_view>& default_pipeline() {
+  static const std::vector<std::string_view> names = {
+      "cse", "dce", "bucket-all-gather", "bucket-reduce-scatter", "bucket-all-reduce",
+      "overlap-scheduling", "wait-placement", "comm-lowering", "dce"};
+  return names;
+}
+
+std::vector<PassPtr> parse_pipeline(std::string_view spec, const PassOptions& options) {
+  std::vector<PassPtr> out;
+  spec = trim(spec);
+  if (spec == "none") return out;
+  std::vector<std::string_view> names;
+  if (spec == "default") {
+    names = default_pipeline();
+  } else {
+    size_t start = 0;
+    while (true) {
+      size_t comma = spec.find(',', start);
+      std::string_view name = trim(spec.substr(start, comma == std::string_view::npos ? spec.npos : comma - start));
+      if (name.empty()) DT_THROW(ValueError) << "empty pass name in pipeline '" << spec << "'";
+      names.push_back(name);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+  }
+  for (std::string_view name : names) {
+    const PassInfo* found = nullptr;
+    for (const PassInfo& info : registered_passes())
+      if (info.name == name) found = &info;
+    if (!found) {
+      std::string known;
+      for (const PassInfo& info : registered_passes()) known += fmt::format("{}{}", known.empty() ? "" : ", ", info.name);
+      DT_THROW(ValueError) << "unknown pass '" << name << "' (known passes: " << known << "; or default, none)";
+    }
+    out.push_back(found->make(options));
+  }
+  return out;
+}
+
+void PassManager::add(std::vector<PassPtr> passes) {
+  for (PassPtr& p : passes) passes_.push_back(std::move(p));
+}
+
+std::vector<PassTiming> PassManager::run(ir::Graph& graph) {
+  std::vector<PassTiming> timings;
+  for (PassPtr& pass : passes_) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool changed = pass->run(graph);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timings.push_back({std::string(pass->name()), s, changed});
+    if (verify_each_) {
+      try {
+        ir::verify(graph);
+      } catch (const Error& e) {
+        DT_THROW(ParseError) << "IR after pass " << pass->name() << " is invalid: " << e.what();
+      }
+    }
+    if (print_to_) *print_to_ << "// -----// IR after " << pass->name() << " //----- //\n" << ir::print(graph);
+  }
+  return timings;
+}
+
+std::vector<double> parse_bucket_caps(std::string_view text) {
+  std::vector<double> caps;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string item(trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start)));
+    char* end = nullptr;
+    double v = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+    if (item.empty() || !end || *end != '\0' || !(v > 0))
+      DT_THROW(ValueError) << "bucket cap '" << item << "' in '" << text << "' is not a positive number of MiB";
+    caps.push_back(v);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return caps;
+}
+
+}  // namespace dt::passes

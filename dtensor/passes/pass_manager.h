@@ -1,0 +1,63 @@
+// Runs a pipeline of passes over a Graph with optional hooks after each pass: print the IR,
+// verify it, time it.
+//
+// Pipelines are spelled `default`, `none` or a comma list of pass names
+// (`cse,dce,bucket-all-gather`); parse_pipeline() throws ValueError naming an unknown pass and
+// listing the known ones.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
+
+struct PassInfo {
+  std::string_view name;
+  std::string_view summary;
+  PassPtr (*make)(const PassOptions&);
+};
+// Returns every known pass, in default-pipeline order.
+const std::vector<PassInfo>& registered_passes();
+// Returns the pass names of the default pipeline.
+const std::vector<std::string_view>& default_pipeline();
+
+// Returns the passes of `spec` ("default" | "none" | "a,b,c"); throws ValueError for unknown or
+// empty names.
+std::vector<PassPtr> parse_pipeline(std::string_view spec, const PassOptions& options = {});
+
+struct PassTiming {
+  std::string name;
+  double seconds = 0;
+  bool changed = false;
+};
+
+class PassManager {
+ public:
+  void add(PassPtr pass) { passes_.push_back(std::move(pass)); }
+  void add(std::vector<PassPtr> passes);
+  size_t size() const { return passes_.size(); }
+
+  // Prints `// -----// IR after <name> //----- //` and the graph after every pass to `out`.
+  void enable_print_after_all(std::ostream& out) { print_to_ = &out; }
+  // Runs ir::verify after every pass; a failure throws ParseError prefixed with the pass name.
+  void enable_verify_each(bool on = true) { verify_each_ = on; }
+
+  // Runs every pass in order; returns per-pass timings.
+  std::vector<PassTiming> run(ir::Graph& graph);
+
+ private:
+  std::vector<PassPtr> passes_;
+  std::ostream* print_to_ = nullptr;
+  bool verify_each_ = true;
+};
+
+// Returns "1,4" parsed as {1.0, 4.0}; throws ValueError for empty, non-numeric or non-positive
+// entries.
+std::vector<double> parse_bucket_caps(std::string_view text);
+
+}  // namespace dt::passes

@@ -1,0 +1,45 @@
+// Wait placement (the CommTensor rule): every wait_tensor sits immediately before the first node
+// that reads its result, never earlier; a wait nobody reads goes to the end of the graph. For an
+// in-place collective (all_reduce_) the readers of its operand that come after it also count,
+// since they see the buffer the collective writes. Waits only ever move down: a wait already
+// right before its first reader stays, and no wait moves above a reader.
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
+namespace {
+
+bool is_inplace_collective(ir::OpKind op) { return op == ir::OpKind::all_reduce_; }
+
+class WaitPlacementPass : public Pass {
+ public:
+  std::string_view name() const override { return "wait-placement"; }
+  std::string_view summary() const override {
+    return "sink every wait_tensor to just before the first reader of its result";
+  }
+  bool run(ir::Graph& graph) override {
+    UseLists uses(graph);
+    GraphEdit edit(graph);
+    const double end = double(graph.nodes().size());
+    for (const auto& node : graph.nodes()) {
+      if (node->op != ir::OpKind::wait_tensor) continue;
+      double first = end;
+      for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
+      const ir::Node* coll = node->operands[0]->producer;
+      if (coll && is_inplace_collective(coll->op)) {
+        for (const ir::Node* u : uses.users(coll->operands[0]))
+          if (edit.key(u) > edit.key(coll) && u != coll) first = std::min(first, edit.key(u));
+      }
+      // Just before the reader; waits for the same reader keep their relative order.
+      edit.set_key(node.get(), first - 0.5);
+    }
+    return edit.commit();
+  }
+};
+
+}  // namespace
+
+PassPtr make_wait_placement_pass() { return std::make_unique<WaitPlacementPass>(); }
+
+}  // namespace dt::passes
