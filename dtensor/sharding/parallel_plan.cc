@@ -1,0 +1,256 @@
+#include "dtensor/sharding/parallel_plan.h"
+
+#include <fnmatch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_kind.h"
+
+namespace dt::sharding {
+namespace {
+
+using nlohmann::json;
+
+Style parse_style(const std::string& text, const std::string& where) {
+  for (Style s : {Style::colwise, Style::rowwise, Style::sequence, Style::fsdp, Style::replicate})
+    if (style_name(s) == text) return s;
+  DT_THROW(ValueError) << where << ": unknown style '" << text
+                       << "' (expected colwise, rowwise, sequence, fsdp or replicate)";
+}
+
+// Reads {"dp": "S(0)"} or "S(0),R" (one per mesh dim, in order) into mesh dim name -> placement.
+std::map<std::string, Placement> parse_io_placements(const json& j, const std::vector<std::string>& dims,
+                                                     const std::string& where) {
+  std::map<std::string, Placement> out;
+  try {
+    if (j.is_string()) {
+      Placements ps = parse_placements(j.get<std::string>());
+      if (!dims.empty() && ps.size() != dims.size())
+        DT_THROW(ValueError) << where << ": " << ps.size() << " placements for " << dims.size() << " mesh dims";
+      for (size_t m = 0; m < ps.size(); ++m) out[m < dims.size() ? dims[m] : "mesh" + std::to_string(m)] = ps[m];
+    } else if (j.is_object()) {
+      for (auto& [dim, p] : j.items()) out[dim] = Placement::parse(p.get<std::string>());
+    } else {
+      DT_THROW(ValueError) << where << ": expected a placement string or an object of mesh dim -> placement";
+    }
+  } catch (const json::exception& e) {
+    DT_THROW(ValueError) << where << ": " << e.what();
+  }
+  return out;
+}
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+// Returns the index of mesh dim `name`, throwing for a pattern that names one that does not exist.
+int64_t mesh_dim_index(const ResolvedPlan& r, const std::string& name, const std::string& what) {
+  for (size_t m = 0; m < r.mesh_dim_names.size(); ++m)
+    if (r.mesh_dim_names[m] == name) return int64_t(m);
+  std::string dims;
+  for (const auto& d : r.mesh_dim_names) dims += (dims.empty() ? "" : ", ") + d;
+  DT_THROW(ValueError) << what << " names mesh dim '" << name << "' but the mesh dims are [" << dims << "]";
+}
+
+}  // namespace
+
+std::string_view style_name(Style style) {
+  switch (style) {
+    case Style::colwise: return "colwise";
+    case Style::rowwise: return "rowwise";
+    case Style::sequence: return "sequence";
+    case Style::fsdp: return "fsdp";
+    case Style::replicate: return "replicate";
+  }
+  return "?";
+}
+
+std::string module_of(const std::string& param_name) {
+  size_t dot = param_name.rfind('.');
+  return dot == std::string::npos ? std::string() : param_name.substr(0, dot);
+}
+
+ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& source) {
+  ParallelPlan plan;
+  plan.source = source;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    DT_THROW(ValueError) << source << ": not valid json: " << e.what();
+  }
+  if (!j.is_object()) DT_THROW(ValueError) << source << ": a plan is a json object";
+  for (auto& [key, value] : j.items())
+    if (key != "mesh_dims" && key != "modules" && key != "inputs" && key != "outputs" && key != "description")
+      DT_THROW(ValueError) << source << ": unknown key '" << key << "'";
+  try {
+    if (j.contains("mesh_dims")) plan.mesh_dims = j["mesh_dims"].get<std::vector<std::string>>();
+    if (j.contains("modules")) {
+      for (const json& m : j["modules"]) {
+        ModuleStyle ms;
+        ms.pattern = m.at("pattern").get<std::string>();
+        const std::string where = source + ": plan pattern '" + ms.pattern + "'";
+        ms.style = parse_style(m.at("style").get<std::string>(), where);
+        if (m.contains("mesh_dim")) ms.mesh_dim = m["mesh_dim"].get<std::string>();
+        else if (plan.mesh_dims.size() == 1) ms.mesh_dim = plan.mesh_dims[0];
+        else DT_THROW(ValueError) << where << " needs a mesh_dim";
+        if (m.contains("dim")) ms.dim = m["dim"].get<int64_t>();
+        for (auto& [key, value] : m.items())
+          if (key != "pattern" && key != "style" && key != "mesh_dim" && key != "dim")
+            DT_THROW(ValueError) << where << " has unknown key '" << key << "'";
+        plan.modules.push_back(std::move(ms));
+      }
+    }
+    for (const char* io : {"inputs", "outputs"}) {
+      if (!j.contains(io)) continue;
+      auto& target = std::string(io) == "inputs" ? plan.inputs : plan.outputs;
+      for (auto& [name, value] : j[io].items())
+        target[name] = parse_io_placements(value, plan.mesh_dims, source + ": " + io + " '" + name + "'");
+    }
+  } catch (const json::exception& e) {
+    DT_THROW(ValueError) << source << ": " << e.what();
+  }
+  return plan;
+}
+
+ParallelPlan ParallelPlan::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) DT_THROW(IoError) << "cannot read plan " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+std::string ParallelPlan::to_json() const {
+  json j;
+  j["mesh_dims"] = mesh_dims;
+  j["modules"] = json::array();
+  for (const ModuleStyle& m : modules) {
+    json e = {{"pattern", m.pattern}, {"style", std::string(style_name(m.style))}, {"mesh_dim", m.mesh_dim}};
+    if (m.style == Style::sequence) e["dim"] = m.dim;
+    j["modules"].push_back(e);
+  }
+  for (auto [key, map] : {std::pair{"inputs", &inputs}, {"outputs", &outputs}}) {
+    json o = json::object();
+    for (const auto& [name, ps] : *map) {
+      json p = json::object();
+      for (const auto& [dim, pl] : ps) p[dim] = pl.str();
+      o[name] = p;
+    }
+    j[key] = o;
+  }
+  return j.dump(2);
+}
+
+ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, const DeviceMesh& mesh) {
+  ResolvedPlan r;
+  const size_t nd = size_t(mesh.ndim());
+  r.mesh_dim_names = plan.mesh_dims;
+  if (r.mesh_dim_names.empty()) {
+    if (nd == 1) r.mesh_dim_names = {"tp"};
+    else
+      for (size_t m = 0; m < nd; ++m) r.mesh_dim_names.push_back("mesh" + std::to_string(m));
+  }
+  if (r.mesh_dim_names.size() != nd)
+    DT_THROW(ValueError) << plan.source << ": plan names " << r.mesh_dim_names.size() << " mesh dims but mesh "
+                         << mesh.str() << " has " << nd;
+  const size_t nv = graph.num_values();
+  r.value_placements.assign(nv, {});
+  r.stored_only.assign(nv, 0);
+  r.forced_operand0_dim.assign(graph.nodes().size(), {});
+  for (const ir::Value* v : graph.inputs()) r.value_placements[size_t(v->id)] = Placements(nd);
+  for (const ir::Value* v : graph.params()) r.value_placements[size_t(v->id)] = Placements(nd);
+
+  // Parameter users: the first node reading each parameter, and which operand it is.
+  std::vector<const ir::Node*> user(nv, nullptr);
+  std::vector<size_t> user_index(nv, 0);
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const ir::Node& n = *graph.nodes()[i];
+    for (const ir::Value* v : n.operands)
+      if (v->kind == ir::ValueKind::param && !user[size_t(v->id)]) {
+        user[size_t(v->id)] = &n;
+        user_index[size_t(v->id)] = i;
+      }
+  }
+
+  for (const ModuleStyle& ms : plan.modules) {
+    const std::string what = plan.source + ": plan pattern '" + ms.pattern + "'";
+    const int64_t m = mesh_dim_index(r, ms.mesh_dim, what);
+    bool matched = false;
+    for (const ir::Value* p : graph.params()) {
+      const std::string module = module_of(p->name);
+      if (!glob_match(ms.pattern, module)) continue;
+      matched = true;
+      const std::string leaf = p->name.substr(module.empty() ? 0 : module.size() + 1);
+      const ir::Node* u = user[size_t(p->id)];
+      const bool embedding = u && u->op == ir::OpKind::embedding;
+      Placement& pl = r.value_placements[size_t(p->id)][size_t(m)];
+      r.stored_only[size_t(p->id)] &= ~(1u << m);
+      switch (ms.style) {
+        case Style::colwise:
+        case Style::rowwise: {
+          if (leaf == "weight" && p->type.rank() != 2)
+            DT_THROW(ValueError) << what << " (" << style_name(ms.style) << ") needs a 2-d weight but " << p->name
+                                 << " is " << ir::type_str(p->type);
+          const bool col = ms.style == Style::colwise;
+          if (leaf == "weight") pl = Placement::shard(col != embedding ? 0 : 1);
+          else if (leaf == "bias") pl = col ? Placement::shard(0) : Placement::replicate();
+          else pl = Placement::replicate();
+          break;
+        }
+        case Style::fsdp:
+          pl = p->type.rank() > 0 ? Placement::shard(0) : Placement::replicate();
+          if (p->type.rank() > 0) r.stored_only[size_t(p->id)] |= 1u << m;
+          break;
+        case Style::replicate: pl = Placement::replicate(); break;
+        case Style::sequence: {
+          pl = Placement::replicate();
+          if (!u) break;
+          const ir::Value* x = u->operands[0];
+          if (ms.dim < 0 || ms.dim >= x->type.rank())
+            DT_THROW(ValueError) << what << " (sequence) shards dim " << ms.dim << " but " << ir::op_name(u->op)
+                                 << " reads " << ir::type_str(x->type);
+          auto& forced = r.forced_operand0_dim[user_index[size_t(p->id)]];
+          forced.assign(nd, -1);
+          forced[size_t(m)] = ms.dim;
+          break;
+        }
+      }
+    }
+    if (!matched) DT_THROW(ValueError) << what << " matches no module of " << graph.name();
+  }
+
+  auto placements_for = [&](const std::map<std::string, Placement>& by_dim, int64_t rank, const std::string& what) {
+    Placements ps(nd);
+    for (const auto& [dim, pl] : by_dim) {
+      const int64_t m = mesh_dim_index(r, dim, what);
+      if (pl.is_shard() && (pl.dim() >= rank || pl.dim() < -rank))
+        DT_THROW(ValueError) << what << " shards dim " << pl.dim() << " of a tensor of rank " << rank;
+      ps[size_t(m)] = pl.is_shard() ? pl.normalized(rank) : pl;
+    }
+    return ps;
+  };
+  for (const auto& [name, by_dim] : plan.inputs) {
+    const ir::Value* v = graph.find(name);
+    if (!v || v->kind != ir::ValueKind::input)
+      DT_THROW(ValueError) << plan.source << ": plan input '" << name << "' is not a data input of " << graph.name();
+    r.value_placements[size_t(v->id)] = placements_for(by_dim, v->type.rank(), plan.source + ": input '" + name + "'");
+  }
+  r.output_placements.assign(graph.outputs().size(), Placements(nd));
+  for (const auto& [name, by_dim] : plan.outputs) {
+    bool found = false;
+    for (size_t i = 0; i < graph.outputs().size(); ++i) {
+      const ir::Value* v = graph.outputs()[i];
+      if (v->name != name && std::to_string(i) != name) continue;
+      r.output_placements[i] = placements_for(by_dim, v->type.rank(), plan.source + ": output '" + name + "'");
+      found = true;
+    }
+    if (!found) DT_THROW(ValueError) << plan.source << ": plan output '" << name << "' is not an output of " << graph.name();
+  }
+  return r;
+}
+
+}  // namespace dt::sharding

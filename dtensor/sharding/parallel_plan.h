@@ -1,0 +1,79 @@
+// Parallel plans: which module is parallelised how, on which mesh dim (docs/plans.md).
+//
+//   {
+//     "mesh_dims": ["dp", "tp"],
+//     "inputs":  {"input": {"dp": "S(0)"}},
+//     "outputs": {"logits": {"dp": "S(0)"}},
+//     "modules": [
+//       {"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
+//       {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
+//       {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"}
+//     ]
+//   }
+//
+// A module is a parameter name without its last component (`h.0.attn.q_proj.weight` belongs to
+// `h.0.attn.q_proj`); patterns are shell globs (`*` also crosses dots). Styles, per mesh dim:
+//   colwise    weight S(0) (an embedding's S(1)), bias S(0): the output is sharded on its last dim
+//   rowwise    weight S(1) (an embedding's S(0)), bias R: the input is sharded on its last dim and
+//              the output is P(sum)
+//   sequence   parameters R; the nodes that use the module's parameters run with their first
+//              operand sharded on `dim` (default 1, the sequence dim of [B, S, H])
+//   fsdp       every parameter S(0), stored only: it is gathered before use, never propagated
+//   replicate  every parameter R
+// Later entries override earlier ones for the same parameter and mesh dim. Data inputs and outputs
+// are R on every mesh dim not named. Every problem throws dt::ValueError naming the pattern.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtensor/dist/device_mesh.h"
+#include "dtensor/dist/placement.h"
+#include "dtensor/ir/graph.h"
+
+namespace dt::sharding {
+
+enum class Style : uint8_t { colwise, rowwise, sequence, fsdp, replicate };
+std::string_view style_name(Style style);
+
+struct ModuleStyle {
+  std::string pattern;
+  Style style = Style::replicate;
+  std::string mesh_dim;
+  int64_t dim = 1;  // sequence: the sharded activation dim
+};
+
+struct ParallelPlan {
+  std::vector<std::string> mesh_dims;  // names, one per mesh dim
+  std::vector<ModuleStyle> modules;
+  // Data input / graph output name -> mesh dim name -> placement (absent: R).
+  std::map<std::string, std::map<std::string, Placement>> inputs, outputs;
+  std::string source = "<plan>";  // file name for messages
+
+  // Parses the JSON text; throws ValueError "<source>: ..." on malformed plans.
+  static ParallelPlan parse(const std::string& text, const std::string& source = "<plan>");
+  static ParallelPlan load(const std::string& path);
+  // Returns the plan as JSON text (parse(to_json()) gives the same plan).
+  std::string to_json() const;
+};
+
+// A plan applied to one graph and mesh: the placements every input and parameter starts with.
+struct ResolvedPlan {
+  std::vector<std::string> mesh_dim_names;
+  std::vector<Placements> value_placements;  // by Value::id, for inputs and params (others empty)
+  std::vector<uint32_t> stored_only;         // by Value::id: bit m set when mesh dim m is fsdp
+  // By node index: the sequence dim forced onto operand 0 per mesh dim (-1: none).
+  std::vector<std::vector<int64_t>> forced_operand0_dim;
+  std::vector<Placements> output_placements;  // per graph output
+};
+
+// Resolves `plan` against `graph` on `mesh`; throws ValueError for a pattern matching no module,
+// a style on a mesh dim that does not exist, a style a module's shapes cannot take, and unknown
+// inputs or outputs.
+ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, const DeviceMesh& mesh);
+
+// Returns the module of a parameter name ("h.0.attn.q_proj.weight" -> "h.0.attn.q_proj").
+std::string module_of(const std::string& param_name);
+
+}  // namespace dt::sharding

@@ -1,0 +1,251 @@
+#include "dtensor/sharding/propagation.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/sharding_rule.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+// What a strategy does on one mesh dim.
+struct Option {
+  enum Kind : uint8_t { none, factor, partial_all, partial_one } kind = none;
+  int8_t f = -1;  // factor, or the partial operand for partial_one
+  bool operator==(const Option& o) const { return kind == o.kind && f == o.f; }
+};
+
+struct Candidate {
+  std::vector<Placements> operands, results;
+  uint32_t drop = 0;
+  double cost = kInfinite;
+  int sharded = 0;
+};
+
+class NodePropagator {
+ public:
+  NodePropagator(const Node& node, const OpShardingRule& rule, const Sharding& s, const ResolvedPlan& plan,
+                 RedistributePlanner& planner)
+      : n_(node), rule_(rule), s_(s), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())) {}
+
+  // Returns the options of mesh dim m (never empty).
+  std::vector<Option> options(size_t m, const std::vector<int64_t>& forced) const {
+    std::vector<Option> out;
+    auto add = [&](Option o) {
+      for (const Option& e : out)
+        if (e == o) return;
+      out.push_back(o);
+    };
+    if (s_.mesh.size(int64_t(m)) == 1) return {Option{}};
+    if (!forced.empty() && forced[m] >= 0) {
+      int f = rule_.operands[0][size_t(forced[m])].first();
+      if (f >= 0) return {Option{Option::factor, int8_t(f)}};
+      return {Option{}};
+    }
+    add(Option{});
+    bool all_partial = !n_.operands.empty();
+    ReduceOp op0 = ReduceOp::sum;
+    for (size_t i = 0; i < n_.operands.size(); ++i) {
+      const Value* v = n_.operands[i];
+      const Placement& p = s_.values[size_t(v->id)][m];
+      if (p.is_shard() && !((plan_.stored_only[size_t(v->id)] >> m) & 1u)) {
+        int f = rule_.operands[i][size_t(p.dim())].first();
+        if (f >= 0) add(Option{Option::factor, int8_t(f)});
+      }
+      if (!p.is_partial()) all_partial = false;
+      else if (i == 0) op0 = p.op();
+      else if (p.op() != op0) all_partial = false;
+      if (p.is_partial() && p.op() == ReduceOp::sum && ((rule_.partial_one_of >> i) & 1u))
+        add(Option{Option::partial_one, int8_t(i)});
+    }
+    if (all_partial && rule_.partial_all && (op0 == ReduceOp::sum || op0 == ReduceOp::avg))
+      add(Option{Option::partial_all, -1});
+    return out;
+  }
+
+  // Fills `c` for the given per-mesh-dim options; leaves c.cost infinite when invalid.
+  void evaluate(const std::vector<Option>& choice, Candidate& c) const {
+    const size_t no = n_.operands.size(), nr = n_.results.size();
+    c.operands.assign(no, Placements(nd_));
+    c.results.assign(nr, Placements(nd_));
+    c.drop = 0;
+    c.cost = kInfinite;
+    c.sharded = 0;
+    for (size_t m = 0; m < nd_; ++m) {
+      const Option& o = choice[m];
+      switch (o.kind) {
+        case Option::none: break;
+        case Option::factor:
+          for (size_t i = 0; i < no; ++i)
+            if (!place_factor(rule_.operands[i], o.f, c.operands[i][m])) return;
+          for (size_t r = 0; r < nr; ++r) {
+            if (place_factor(rule_.results[r], o.f, c.results[r][m]) && !c.results[r][m].is_replicate()) continue;
+            if (rule_.factor_kinds[size_t(o.f)] != FactorKind::reduction) return;
+            c.results[r][m] = Placement::partial(ReduceOp::sum);
+          }
+          break;
+        case Option::partial_all: {
+          ReduceOp op = s_.values[size_t(n_.operands[0]->id)][m].op();
+          for (size_t i = 0; i < no; ++i) c.operands[i][m] = Placement::partial(op);
+          for (size_t r = 0; r < nr; ++r) c.results[r][m] = Placement::partial(op);
+          break;
+        }
+        case Option::partial_one:
+          c.operands[size_t(o.f)][m] = Placement::partial(ReduceOp::sum);
+          for (size_t r = 0; r < nr; ++r) c.results[r][m] = Placement::partial(ReduceOp::sum);
+          break;
+      }
+      if (rule_.added_once >= 0 && size_t(rule_.added_once) < no && nr > 0 && c.results[0][m].is_partial()) {
+        c.drop |= 1u << m;
+        c.operands[size_t(rule_.added_once)][m] = Placement::replicate();
+      }
+    }
+    for (size_t i = 0; i < no; ++i)
+      if (!multi_factor_dims_even(rule_.operands[i], c.operands[i])) return;
+    for (size_t r = 0; r < nr; ++r) {
+      if (!multi_factor_dims_even(rule_.results[r], c.results[r])) return;
+      for (const Placement& p : c.results[r]) c.sharded += !p.is_replicate();
+    }
+    double cost = 0;
+    for (size_t i = 0; i < no; ++i) {
+      const Value* v = n_.operands[i];
+      cost += move_cost(s_.values[size_t(v->id)], c.operands[i], v->type);
+      if (cost == kInfinite) return;
+    }
+    c.cost = cost;
+  }
+
+  double move_cost(const Placements& src, const Placements& dst, const ir::TensorType& t) const {
+    if (src == dst) return 0;
+    try {
+      auto plan = planner_.plan(s_.mesh.shape(), src, dst, t.shape, t.dtype);
+      return plan->total_time_us;
+    } catch (const Error&) {
+      return kInfinite;
+    }
+  }
+
+ private:
+  // Sets `p` to S(d) for the dim of `t` whose first factor is f; false when f is a later factor
+  // of some dim (a merged or split dim that cannot be sharded that way).
+  bool place_factor(const TensorFactors& t, int f, Placement& p) const {
+    for (size_t d = 0; d < t.size(); ++d) {
+      for (int k = 0; k < t[d].count; ++k) {
+        if (t[d].factor[size_t(k)] != f) continue;
+        if (k != 0) return false;
+        p = Placement::shard(int64_t(d));
+        return true;
+      }
+    }
+    return true;  // the tensor does not have f: replicated on this mesh dim
+  }
+
+  // Returns false when a dim made of several factors is sharded by mesh dims whose total size does
+  // not divide its first factor (the chunks of the dim and of the factor would differ).
+  bool multi_factor_dims_even(const TensorFactors& t, const Placements& ps) const {
+    for (size_t d = 0; d < t.size(); ++d) {
+      if (t[d].count < 2) continue;
+      int64_t ways = 1;
+      for (size_t m = 0; m < nd_; ++m)
+        if (ps[m].is_shard(int64_t(d))) ways *= s_.mesh.size(int64_t(m));
+      if (ways > 1 && rule_.factor_sizes[size_t(t[d].factor[0])] % ways != 0) return false;
+    }
+    return true;
+  }
+
+  const Node& n_;
+  const OpShardingRule& rule_;
+  const Sharding& s_;
+  const ResolvedPlan& plan_;
+  RedistributePlanner& planner_;
+  size_t nd_;
+};
+
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.cost != b.cost) return a.cost < b.cost;
+  return a.sharded > b.sharded;
+}
+
+}  // namespace
+
+Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const ResolvedPlan& plan,
+                   RedistributePlanner& planner) {
+  install_sharding_rules();
+  Sharding s;
+  s.mesh = mesh;
+  s.mesh_dim_names = plan.mesh_dim_names;
+  s.values = plan.value_placements;
+  s.values.resize(graph.num_values());
+  s.nodes.resize(graph.nodes().size());
+  const size_t nd = size_t(mesh.ndim());
+  std::vector<bool> warned(ir::kNumOps, false);
+  const Placements replicated(nd);
+  static const std::vector<int64_t> kNoForce;
+
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& n = *graph.nodes()[i];
+    NodeSharding& ns = s.nodes[i];
+    const RuleFn fn = rule_of(n.op);
+    if (!fn) {
+      if (!warned[size_t(n.op)]) {
+        warned[size_t(n.op)] = true;
+        s.warnings.push_back(fmt::format("op {} has no sharding rule: its operands are replicated before it",
+                                         ir::op_name(n.op)));
+      }
+      ns.fallback = true;
+      ns.operands.assign(n.operands.size(), replicated);
+      for (const Value* r : n.results) s.values[size_t(r->id)] = replicated;
+      continue;
+    }
+    const OpShardingRule rule = fn(n);
+    DT_CHECK(rule.operands.size() == n.operands.size() && rule.results.size() == n.results.size())
+        << ir::op_name(n.op) << " rule has " << rule.operands.size() << " operands and " << rule.results.size()
+        << " results";
+    NodePropagator prop(n, rule, s, plan, planner);
+    const auto& forced = i < plan.forced_operand0_dim.size() ? plan.forced_operand0_dim[i] : kNoForce;
+    std::vector<std::vector<Option>> opts(nd);
+    for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced);
+
+    // Odometer over the cartesian product of the mesh dims' options.
+    std::vector<size_t> at(nd, 0);
+    std::vector<Option> choice(nd);
+    Candidate best, cand;
+    for (;;) {
+      for (size_t m = 0; m < nd; ++m) choice[m] = opts[m][at[m]];
+      prop.evaluate(choice, cand);
+      if (cand.cost != kInfinite && (best.cost == kInfinite || better(cand, best))) std::swap(best, cand);
+      size_t m = 0;
+      while (m < nd && ++at[m] == opts[m].size()) at[m++] = 0;
+      if (m == nd) break;
+    }
+    if (best.cost == kInfinite) {
+      // Nothing valid (e.g. a forced factor on an uneven merged dim): replicate everything.
+      std::vector<Option> none(nd);
+      prop.evaluate(none, best);
+      DT_CHECK(best.cost != kInfinite) << ir::op_name(n.op) << " cannot even run replicated";
+    }
+    ns.operands = std::move(best.operands);
+    ns.drop_added_once = best.drop;
+    ns.added_once = rule.added_once;
+    ns.cost_us = best.cost;
+    s.total_cost_us += best.cost;
+    for (size_t r = 0; r < n.results.size(); ++r) s.values[size_t(n.results[r]->id)] = std::move(best.results[r]);
+  }
+  s.outputs = plan.output_placements;
+  if (s.outputs.size() != graph.outputs().size()) s.outputs.assign(graph.outputs().size(), replicated);
+  return s;
+}
+
+std::string placements_of(const Sharding& sharding, const ir::Value* value) {
+  return placements_str(sharding.values[size_t(value->id)]);
+}
+
+}  // namespace dt::sharding

@@ -1,0 +1,200 @@
+#include "dtensor/sharding/redistribute_lowering.h"
+
+#include <fmt/format.h>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/redistribute/executor.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Value;
+
+class StepLowering {
+ public:
+  StepLowering(LoweringContext& ctx, const RedistributePlan& plan, const Placements& state, const RedistributeStep& step)
+      : ctx_(ctx), b_(ctx.graph), plan_(plan), state_(state), step_(step), m_(size_t(step.mesh_dim)),
+        n_(ctx.mesh.size(step.mesh_dim)), i_(ctx.coord[m_]), group_(ctx.group_names[m_]) {}
+
+  Value* run(Value* x) {
+    switch (step_.kind) {
+      case StepKind::keep: return x;
+      case StepKind::all_reduce: return all_reduce(x);
+      case StepKind::chunk: return chunk(x);
+      case StepKind::all_gather: return all_gather(x);
+      case StepKind::reduce_scatter: return reduce_scatter(x);
+      case StepKind::all_to_all: return all_to_all(x);
+      case StepKind::zero: break;
+    }
+    DT_THROW(InternalError) << "the partitioner cannot lower a " << step_kind_name(step_.kind) << " step ("
+                            << step_.src.str() << " -> " << step_.dst.str() << ")";
+    return x;
+  }
+
+ private:
+  // Returns the local shape at group index j of mesh dim m in `placements`.
+  Shape member_shape(const Placements& placements, int64_t j) const {
+    std::vector<int64_t> c = ctx_.coord;
+    c[m_] = j;
+    return local_shape_of(plan_.mesh_shape, placements, plan_.shape, c);
+  }
+  std::vector<int64_t> member_extents(const Placements& placements, int64_t d) const {
+    std::vector<int64_t> out(static_cast<size_t>(n_));
+    for (int64_t j = 0; j < n_; ++j) out[size_t(j)] = member_shape(placements, j)[size_t(d)];
+    return out;
+  }
+  static bool all_equal(const std::vector<int64_t>& v) {
+    for (int64_t e : v)
+      if (e != v[0]) return false;
+    return true;
+  }
+  Value* named(const char* tag, Value* base) {
+    b_.named(ctx_.fresh(base->name + tag));
+    return base;
+  }
+  Value* wait(Value* c) {
+    named(".w", c);
+    return b_.wait_tensor(c);
+  }
+  Value* swap_front(Value* x, int64_t d) {
+    if (d == 0) return x;
+    named(".t", x);
+    return b_.transpose(x, 0, d);
+  }
+
+  Value* all_reduce(Value* x) {
+    named(".ar", x);
+    return wait(b_.all_reduce(x, group_, std::string(reduce_op_name(step_.src.op()))));
+  }
+
+  Value* chunk(Value* x) {
+    const int64_t d = step_.dst.dim();
+    const int64_t extent = x->type.shape[size_t(d)];
+    const int64_t off = chunk_offset(extent, n_, i_), len = chunk_length(extent, n_, i_);
+    named(".chunk", x);
+    return b_.slice(x, d, off, off + len);
+  }
+
+  Value* all_gather(Value* x) {
+    const int64_t d = step_.src.dim();
+    std::vector<int64_t> lens = member_extents(state_, d);
+    Value* t = swap_front(x, d);
+    Value* y;
+    if (all_equal(lens)) {
+      named(".ag", x);
+      y = wait(b_.all_gather_into_tensor(t, group_));
+    } else {
+      Shape ts = t->type.shape;
+      int64_t rest = 1;
+      for (size_t k = 1; k < ts.size(); ++k) rest *= ts[k];
+      named(".flat", x);
+      Value* flat = b_.reshape(t, {t->type.numel()});
+      named(".rep", x);
+      Value* rep = b_.cat(std::vector<Value*>(size_t(n_), flat), 0);
+      std::vector<int64_t> out_splits, in_splits(size_t(n_), t->type.numel());
+      int64_t total = 0;
+      for (int64_t l : lens) {
+        out_splits.push_back(l * rest);
+        total += l;
+      }
+      named(".ag", x);
+      Value* got = wait(b_.all_to_all_single(rep, group_, out_splits, in_splits));
+      ts[0] = total;
+      named(".view", x);
+      y = b_.view(got, ts);
+    }
+    return swap_front(y, d);
+  }
+
+  Value* reduce_scatter(Value* x) {
+    const int64_t d = step_.dst.dim();
+    Placements after = state_;
+    after[m_] = step_.dst;
+    std::vector<int64_t> lens = member_extents(after, d);
+    if (!all_equal(lens)) {
+      // Uneven chunks: reduce everything, keep this rank's chunk.
+      Value* full = all_reduce(x);
+      const int64_t extent = full->type.shape[size_t(d)];
+      const int64_t off = chunk_offset(extent, n_, i_);
+      named(".chunk", x);
+      return b_.slice(full, d, off, off + lens[size_t(i_)]);
+    }
+    Value* t = swap_front(x, d);
+    named(".rs", x);
+    Value* y = wait(b_.reduce_scatter_tensor(t, group_, std::string(reduce_op_name(step_.src.op()))));
+    return swap_front(y, d);
+  }
+
+  Value* all_to_all(Value* x) {
+    const int64_t t = step_.src.dim(), u = step_.dst.dim();
+    Placements after = state_;
+    after[m_] = step_.dst;
+    const std::vector<int64_t> a = member_extents(state_, t);  // each member's extent of t now
+    const std::vector<int64_t> bl = member_extents(after, u);  // each member's extent of u after
+    // Transposed layout: u first; t moves to where u was when t was the front dim.
+    Value* p = swap_front(x, u);
+    const int64_t tp = t == 0 ? u : t;
+    Shape ps = p->type.shape;
+    int64_t other = 1;
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (int64_t(k) != 0 && int64_t(k) != tp) other *= ps[k];
+    std::vector<int64_t> in_splits, out_splits;
+    for (int64_t j = 0; j < n_; ++j) {
+      in_splits.push_back(bl[size_t(j)] * a[size_t(i_)] * other);
+      out_splits.push_back(bl[size_t(i_)] * a[size_t(j)] * other);
+    }
+    named(".flat", x);
+    Value* flat = b_.reshape(p, {p->type.numel()});
+    named(".a2a", x);
+    Value* got = wait(b_.all_to_all_single(flat, group_, out_splits, in_splits));
+    named(".pieces", x);
+    std::vector<Value*> pieces = b_.split_sizes(got, out_splits, 0);
+    for (int64_t j = 0; j < n_; ++j) {
+      Shape s = ps;
+      s[0] = bl[size_t(i_)];
+      s[size_t(tp)] = a[size_t(j)];
+      named(".piece", x);
+      pieces[size_t(j)] = b_.view(pieces[size_t(j)], s);
+    }
+    Value* joined;
+    if (pieces.size() == 1) {
+      joined = pieces[0];
+    } else {
+      named(".cat", x);
+      joined = b_.cat(pieces, tp);
+    }
+    return swap_front(joined, u);
+  }
+
+  LoweringContext& ctx_;
+  ir::Builder b_;
+  const RedistributePlan& plan_;
+  const Placements& state_;
+  const RedistributeStep& step_;
+  size_t m_;
+  int64_t n_, i_;
+  std::string group_;
+};
+
+}  // namespace
+
+std::string LoweringContext::fresh(const std::string& base) {
+  for (;;) {
+    std::string s = fmt::format("{}.{}", base, counter++);
+    if (!graph.find(s) && (!source || !source->find(s))) return s;
+  }
+}
+
+Value* lower_redistribution(LoweringContext& ctx, Value* x, const RedistributePlan& plan) {
+  Placements state = plan.src;
+  for (const RedistributeStep& step : plan.steps) {
+    DT_CHECK(state[size_t(step.mesh_dim)] == step.src) << "step expects " << step.src.str();
+    x = StepLowering(ctx, plan, state, step).run(x);
+    state[size_t(step.mesh_dim)] = step.dst;
+  }
+  DT_CHECK(state == plan.dst) << placements_str(state) << " vs " << placements_str(plan.dst);
+  return x;
+}
+
+}  // namespace dt::sharding

@@ -1,0 +1,48 @@
+// Lowers a redistribution plan (dtensor/redistribute) into IR nodes of one rank's program: each
+// collective step becomes functional collectives followed by their wait_tensor, with the local
+// transposes, slices and concatenations around them. The group of a step on mesh dim m is the
+// program's group named after m.
+//
+// Per step on mesh dim m (group size n, group index i):
+//   all_gather S(d)->R      even chunks: transpose d to the front, all_gather_into_tensor, wait,
+//                           transpose back. Uneven chunks (torch.chunk leaves the last ones short or
+//                           empty): all_to_all_single on the flattened shard, sent to every member
+//                           (n copies concatenated), received with each member's exact size, then
+//                           viewed as the gathered tensor: exact, no padding.
+//   all_reduce P->R         all_reduce + wait.
+//   reduce_scatter P->S(d)  even: transpose d to the front, reduce_scatter_tensor, wait, transpose
+//                           back. Uneven: all_reduce + wait, then slice this rank's chunk.
+//   all_to_all S(t)->S(u)   transpose u to the front, flatten, all_to_all_single with exact split
+//                           sizes, wait, split the pieces received from each member, view them,
+//                           concatenate along t, transpose back.
+//   chunk R->S(d)           slice of this rank's chunk (no communication).
+//   keep                    nothing (same data).
+// `zero` steps (into a partial placement) are never planned for the partitioner's requests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtensor/dist/device_mesh.h"
+#include "dtensor/ir/graph.h"
+#include "dtensor/redistribute/redistribute_plan.h"
+
+namespace dt::sharding {
+
+struct LoweringContext {
+  ir::Graph& graph;               // the rank's program being built
+  const ir::Graph* source;        // the single-device graph (its names are reserved too)
+  const DeviceMesh& mesh;
+  std::vector<int64_t> coord;     // this rank's mesh coordinate
+  const std::vector<std::string>& group_names;  // per mesh dim
+  int64_t counter = 0;
+
+  // Returns a value name "<base>.<k>" unused in both graphs.
+  std::string fresh(const std::string& base);
+};
+
+// Appends the nodes moving `x` (this rank's local value of a tensor laid out as plan.src) to
+// plan.dst and returns the new local value (x itself for a plan without data movement).
+ir::Value* lower_redistribution(LoweringContext& ctx, ir::Value* x, const RedistributePlan& plan);
+
+}  // namespace dt::sharding

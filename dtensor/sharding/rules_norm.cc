@@ -1,0 +1,42 @@
+// Sharding rules of layer_norm, rms_norm and softmax: the normalised dims need every element, so
+// they must be replicated; the other dims pass through. None is linear.
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/sharding_rule.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Node;
+
+OpShardingRule norm_rule(const Node& n) {
+  OpShardingRule r;
+  const Shape& x = n.operands[0]->type.shape;
+  const size_t normalized = n.attr_ints("normalized_shape").size();
+  std::vector<bool> rep(x.size(), false);
+  for (size_t d = x.size() - normalized; d < x.size(); ++d) rep[d] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  r.operands.push_back(t);
+  for (size_t i = 1; i < n.operands.size(); ++i) r.operands.push_back(TensorFactors(normalized));
+  r.results.push_back(std::move(t));
+  return r;
+}
+
+OpShardingRule softmax_rule(const Node& n) {
+  OpShardingRule r;
+  const Shape& x = n.operands[0]->type.shape;
+  std::vector<bool> rep(x.size(), false);
+  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(x.size())))] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  r.operands.push_back(t);
+  r.results.push_back(std::move(t));
+  return r;
+}
+
+}  // namespace
+
+std::vector<RuleEntry> norm_rules() {
+  using ir::OpKind;
+  return {{OpKind::layer_norm, norm_rule}, {OpKind::rms_norm, norm_rule}, {OpKind::softmax, softmax_rule}};
+}
+
+}  // namespace dt::sharding

@@ -1,0 +1,104 @@
+// Sharding rules of the shape ops. view and reshape map merged or split dims onto several factors
+// (sharding_rule.h); transpose and permute move factors; slice, split and cat need their dim whole
+// (replicated) unless the slice keeps everything. All of them are linear, so partial operands pass
+// through. embedding passes the index dims and the hidden dim through; the vocabulary dim must be
+// replicated (a vocabulary-parallel lookup would need masked indices). arange has no operands and
+// a replicated result.
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/sharding_rule.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Node;
+
+OpShardingRule embedding_rule(const Node& n) {
+  OpShardingRule r;
+  TensorFactors idx = rule_util::pass_through_dims(r, n.operands[0]->type.shape);
+  const int h = r.add_factor(n.operands[1]->type.shape[1]);
+  TensorFactors out = idx;
+  out.push_back(dim_of(h));
+  r.operands = {std::move(idx), {dim_of(-1), dim_of(h)}};
+  r.results = {std::move(out)};
+  r.partial_one_of = 0b10;
+  return r;
+}
+
+OpShardingRule view_rule(const Node& n) {
+  OpShardingRule r;
+  rule_util::view_factors(r, n.operands[0]->type.shape, n.result()->type.shape);
+  r.partial_all = true;
+  return r;
+}
+
+OpShardingRule permute_like(const Node& n, const std::vector<int64_t>& perm) {
+  OpShardingRule r;
+  TensorFactors x = rule_util::pass_through_dims(r, n.operands[0]->type.shape);
+  TensorFactors y(x.size());
+  for (size_t i = 0; i < perm.size(); ++i) y[i] = x[size_t(perm[i])];
+  r.operands = {std::move(x)};
+  r.results = {std::move(y)};
+  r.partial_all = true;
+  return r;
+}
+
+OpShardingRule transpose_rule(const Node& n) {
+  const int64_t rank = n.operands[0]->type.rank();
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
+  std::swap(perm[size_t(normalize_dim(n.attr_int("dim0"), rank))], perm[size_t(normalize_dim(n.attr_int("dim1"), rank))]);
+  return permute_like(n, perm);
+}
+
+OpShardingRule permute_rule(const Node& n) {
+  const int64_t rank = n.operands[0]->type.rank();
+  std::vector<int64_t> perm;
+  for (int64_t d : n.attr_ints("dims")) perm.push_back(normalize_dim(d, rank));
+  return permute_like(n, perm);
+}
+
+// Returns the rule of an op that keeps every dim but needs `dim` whole.
+OpShardingRule along_dim_rule(const Node& n, int64_t dim, bool keep_dim_sharded) {
+  OpShardingRule r;
+  const Shape& x = n.operands[0]->type.shape;
+  std::vector<bool> rep(x.size(), false);
+  const int64_t d = normalize_dim(dim, int64_t(x.size()));
+  rep[size_t(d)] = !keep_dim_sharded;
+  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  for (size_t i = 0; i < n.operands.size(); ++i) r.operands.push_back(t);
+  for (size_t i = 0; i < n.results.size(); ++i) r.results.push_back(t);
+  r.partial_all = true;
+  return r;
+}
+
+OpShardingRule slice_rule(const Node& n) {
+  const Shape& x = n.operands[0]->type.shape;
+  const int64_t d = normalize_dim(n.attr_int("dim"), int64_t(x.size()));
+  const bool whole = n.result()->type.shape[size_t(d)] == x[size_t(d)] && n.attr_int("step") == 1;
+  return along_dim_rule(n, d, whole);
+}
+
+OpShardingRule split_rule(const Node& n) { return along_dim_rule(n, n.attr_int("dim"), n.results.size() == 1); }
+
+OpShardingRule cat_rule(const Node& n) {
+  // Operands differ in the cat dim only, so they share the factors of the other dims.
+  OpShardingRule r = along_dim_rule(n, n.attr_int("dim"), false);
+  return r;
+}
+
+OpShardingRule arange_rule(const Node&) {
+  OpShardingRule r;
+  r.results = {TensorFactors(1)};
+  return r;
+}
+
+}  // namespace
+
+std::vector<RuleEntry> shape_rules() {
+  using ir::OpKind;
+  return {{OpKind::arange, arange_rule},   {OpKind::cat, cat_rule},         {OpKind::embedding, embedding_rule},
+          {OpKind::permute, permute_rule}, {OpKind::reshape, view_rule},    {OpKind::slice, slice_rule},
+          {OpKind::split, split_rule},     {OpKind::transpose, transpose_rule}, {OpKind::view, view_rule}};
+}
+
+}  // namespace dt::sharding

@@ -1,0 +1,160 @@
+#include "dtensor/sharding/sharding_rule.h"
+
+#include <mutex>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::sharding {
+
+int OpShardingRule::add_factor(int64_t size, FactorKind kind) {
+  DT_CHECK(factor_kinds.size() < 127) << "too many factors";
+  factor_kinds.push_back(kind);
+  factor_sizes.push_back(size);
+  return int(factor_kinds.size()) - 1;
+}
+
+std::string OpShardingRule::str() const {
+  auto letter = [&](int f) {
+    std::string s(1, char('a' + f % 26));
+    if (factor_kinds[size_t(f)] == FactorKind::reduction) s += '*';
+    return s;
+  };
+  auto tensor = [&](const TensorFactors& t) {
+    std::string s = "[";
+    for (const DimFactors& d : t) {
+      s += '(';
+      for (int k = 0; k < d.count; ++k) s += letter(d.factor[size_t(k)]);
+      s += ')';
+    }
+    return s + "]";
+  };
+  std::string s;
+  for (size_t i = 0; i < operands.size(); ++i) s += (i ? " " : "") + tensor(operands[i]);
+  s += " ->";
+  for (const TensorFactors& r : results) s += " " + tensor(r);
+  return s;
+}
+
+DimFactors dim_of(int factor) {
+  DimFactors d;
+  if (factor >= 0) {
+    d.count = 1;
+    d.factor[0] = int8_t(factor);
+  }
+  return d;
+}
+
+namespace {
+
+// The registry slot holds a pointer to one of these (static storage, never freed).
+struct InstalledRule {
+  RuleFn fn;
+};
+
+}  // namespace
+
+void install_sharding_rules() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // One table per op family, alphabetised.
+    for (auto table : {attention_rules, elementwise_rules, linear_rules, loss_rules, norm_rules, reduce_rules,
+                       shape_rules}) {
+      for (const RuleEntry& e : table()) {
+        DT_CHECK(ir::op_def(e.op).sharding_rule == nullptr) << ir::op_name(e.op) << " has two sharding rules";
+        ir::set_sharding_rule(e.op, new InstalledRule{e.rule});
+      }
+    }
+  });
+}
+
+RuleFn rule_of(ir::OpKind op) {
+  install_sharding_rules();
+  const void* slot = ir::op_def(op).sharding_rule;
+  return slot ? static_cast<const InstalledRule*>(slot)->fn : nullptr;
+}
+
+namespace rule_util {
+
+void broadcast_factors(OpShardingRule& rule, const std::vector<const Shape*>& operands, const Shape& result) {
+  const size_t r = result.size();
+  std::vector<int> f(r);
+  for (size_t d = 0; d < r; ++d) f[d] = result[d] > 1 ? rule.add_factor(result[d]) : -1;
+  for (const Shape* s : operands) {
+    TensorFactors t(s->size());
+    for (size_t k = 0; k < s->size(); ++k) {
+      size_t d = r - s->size() + k;
+      t[k] = dim_of((*s)[k] == result[d] ? f[d] : -1);
+    }
+    rule.operands.push_back(std::move(t));
+  }
+  TensorFactors out(r);
+  for (size_t d = 0; d < r; ++d) out[d] = dim_of(f[d]);
+  rule.results.push_back(std::move(out));
+}
+
+void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out) {
+  TensorFactors fi(in.size()), fo(out.size());
+  if (numel(in) > 0) {
+    std::vector<size_t> ii, oo;  // dims of size > 1 (size-1 dims carry no factor)
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i] > 1) ii.push_back(i);
+    for (size_t j = 0; j < out.size(); ++j)
+      if (out[j] > 1) oo.push_back(j);
+    size_t a = 0, b = 0;
+    while (a < ii.size() && b < oo.size()) {
+      // Grow the two groups until their products agree.
+      size_t a_end = a + 1, b_end = b + 1;
+      int64_t pa = in[ii[a]], pb = out[oo[b]];
+      while (pa != pb) {
+        if (pa < pb) {
+          if (a_end == ii.size()) break;
+          pa *= in[ii[a_end++]];
+        } else {
+          if (b_end == oo.size()) break;
+          pb *= out[oo[b_end++]];
+        }
+      }
+      if (pa != pb) break;  // cannot happen for equal numels; leave the rest replicated
+      const size_t na = a_end - a, nb = b_end - b;
+      if (na == 1 && nb == 1) {
+        int f = rule.add_factor(pa);
+        fi[ii[a]] = dim_of(f);
+        fo[oo[b]] = dim_of(f);
+      } else if (na == 1 && nb <= size_t(kMaxDimFactors)) {
+        // One input dim split into several output dims.
+        DimFactors& d = fi[ii[a]];
+        for (size_t k = b; k < b_end; ++k) {
+          int f = rule.add_factor(out[oo[k]]);
+          fo[oo[k]] = dim_of(f);
+          d.factor[size_t(d.count++)] = int8_t(f);
+        }
+      } else if (nb == 1 && na <= size_t(kMaxDimFactors)) {
+        // Several input dims merged into one output dim.
+        DimFactors& d = fo[oo[b]];
+        for (size_t k = a; k < a_end; ++k) {
+          int f = rule.add_factor(in[ii[k]]);
+          fi[ii[k]] = dim_of(f);
+          d.factor[size_t(d.count++)] = int8_t(f);
+        }
+      }  // else: a many-to-many regrouping; every dim in it stays replicated
+      a = a_end;
+      b = b_end;
+    }
+  }
+  rule.operands.push_back(std::move(fi));
+  rule.results.push_back(std::move(fo));
+}
+
+TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const std::vector<bool>& replicated) {
+  TensorFactors t(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    bool rep = d < replicated.size() && replicated[d];
+    t[d] = dim_of(rep ? -1 : rule.add_factor(shape[d]));
+  }
+  return t;
+}
+
+}  // namespace rule_util
+
+}  // namespace dt::sharding

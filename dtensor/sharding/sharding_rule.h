@@ -1,0 +1,105 @@
+// Op sharding rules as data, in the style of Shardy's OpShardingRule: every operand and result dim
+// is mapped onto factors (named iteration-space sizes), and a factor's kind says what sharding it
+// does to the result.
+//
+//   linear(x [B, S, k], w [o, k], b [o]) -> y [B, S, o]
+//     factors: B, S, o (pass-through), k (reduction)
+//     x dims -> (B)(S)(k), w dims -> (o)(k), b dims -> (o), y dims -> (B)(S)(o)
+//
+// A strategy shards factors on mesh dims. Sharding pass-through factor f on mesh dim m makes every
+// dim mapped to f (first factor of its dim) S(that dim) on m, in operands and results; operands
+// without f are R on m. Sharding a reduction factor leaves the result P(sum) on m. A dim with no
+// factor (empty list) must be replicated: normalised dims of layer_norm, the sequence dim of causal
+// attention, a broadcast size-1 dim.
+//
+// A dim that a view merges or splits maps to several factors, major first ([B, S, H] ->
+// [B, S, heads, D]: H -> (heads, D)). Only its first factor can be sharded, and only when that
+// factor divides evenly by the mesh dims sharding it (otherwise the torch.chunk boundaries of the
+// dim and of the factor differ).
+//
+// Partial operands: an op that is linear in all its operands jointly (add, sub, view, transpose,
+// sum, cat, ...) maps P(op) operands to a P(op) result when every operand is P(op) on that mesh dim
+// (`partial_all`); an op linear in each operand separately (mul, matmul, linear, the v of
+// attention) maps one P(sum) operand, the others R, to a P(sum) result (`partial_one_of`, a bit
+// per operand). `added_once` names an operand added to the result (linear's bias): when the result
+// is P(sum) on a mesh dim, only group index 0 of that dim adds it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/ir/graph.h"
+
+namespace dt::sharding {
+
+enum class FactorKind : uint8_t { pass_through, reduction };
+
+inline constexpr int kMaxDimFactors = 8;
+
+// The factors of one tensor dim, major first; empty: the dim must be replicated.
+struct DimFactors {
+  int8_t count = 0;
+  std::array<int8_t, kMaxDimFactors> factor{};
+  int first() const { return count > 0 ? factor[0] : -1; }
+};
+
+// The factors of one operand or result: one DimFactors per tensor dim.
+using TensorFactors = std::vector<DimFactors>;
+
+struct OpShardingRule {
+  std::vector<FactorKind> factor_kinds;
+  std::vector<int64_t> factor_sizes;
+  std::vector<TensorFactors> operands;  // one per node operand
+  std::vector<TensorFactors> results;   // one per node result
+  bool partial_all = false;
+  uint32_t partial_one_of = 0;
+  int added_once = -1;
+
+  // Adds a factor and returns its id.
+  int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
+  int num_factors() const { return int(factor_kinds.size()); }
+  // Returns "x[(B)(S)(k)] w[(o)(k)] -> [(B)(S)(o)]" with factor letters for debugging and tests.
+  std::string str() const;
+};
+
+// Returns a DimFactors holding one factor (or none for f < 0).
+DimFactors dim_of(int factor);
+
+// Computes the rule of one node (its operands, attributes and types are set).
+using RuleFn = OpShardingRule (*)(const ir::Node& node);
+
+// A family's rule table entry (the data registered into the op registry's sharding_rule slot).
+struct RuleEntry {
+  ir::OpKind op;
+  RuleFn rule;
+};
+
+// Installs every family's rules into the op registry (idempotent, thread-safe). Called by every
+// entry point of this library.
+void install_sharding_rules();
+// Returns the rule function of `op`, or null when the op has no rule.
+RuleFn rule_of(ir::OpKind op);
+
+// The family tables, one per ops_<family>.cc of the ir registry (rules_<family>.cc here).
+std::vector<RuleEntry> attention_rules();
+std::vector<RuleEntry> elementwise_rules();
+std::vector<RuleEntry> linear_rules();
+std::vector<RuleEntry> loss_rules();
+std::vector<RuleEntry> norm_rules();
+std::vector<RuleEntry> reduce_rules();
+std::vector<RuleEntry> shape_rules();
+
+// Shared builders for the rule files.
+namespace rule_util {
+// Returns the factors of elementwise operands broadcast (numpy rules) to `result`: one
+// pass-through factor per result dim; operand dims of size 1 against a larger result dim get none.
+void broadcast_factors(OpShardingRule& rule, const std::vector<const Shape*>& operands, const Shape& result);
+// Returns factors for x -> view(x, out): groups of dims with equal products share factors.
+void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out);
+// Returns one pass-through factor per dim of `shape`, except `replicated` dims (none).
+TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const std::vector<bool>& replicated = {});
+}  // namespace rule_util
+
+}  // namespace dt::sharding

@@ -1,0 +1,84 @@
+#include "dtensor/sharding/tensor_sharding.h"
+
+#include "dtensor/core/error.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/dist/dtensor_spec.h"
+
+namespace dt::sharding {
+namespace {
+
+std::vector<int64_t> coordinate_of(const DeviceMesh& mesh, int rank) {
+  auto c = mesh.coordinate(rank);
+  if (!c) DT_THROW(ValueError) << "rank " << rank << " is not in mesh " << mesh.str();
+  return *c;
+}
+
+TensorMap shard_values(const std::vector<ir::Value*>& values, const Sharding& s, const TensorMap& full, int rank,
+                       bool required) {
+  TensorMap out;
+  for (const ir::Value* v : values) {
+    auto it = full.find(v->name);
+    if (it == full.end()) {
+      if (required) DT_THROW(IoError) << "no tensor named " << v->name << " to shard";
+      continue;
+    }
+    if (it->second.shape() != v->type.shape || it->second.dtype() != v->type.dtype)
+      DT_THROW(IoError) << "tensor " << v->name << " is " << it->second.str() << " but the model declares "
+                        << ir::type_str(v->type);
+    out[v->name] = shard_tensor(it->second, s.mesh, s.values[size_t(v->id)], rank);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor shard_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& placements, int rank) {
+  const std::vector<int64_t> coord = coordinate_of(mesh, rank);
+  DTensorSpec spec(mesh, placements, full.shape(), full.dtype());
+  const Shape off = spec.global_offset_at(coord), len = spec.local_shape_at(coord);
+  Tensor t = full;
+  for (size_t d = 0; d < len.size(); ++d)
+    if (len[d] != full.shape()[d]) t = t.narrow(int64_t(d), off[d], len[d]);
+  for (size_t m = 0; m < placements.size(); ++m) {
+    const Placement& p = spec.placements()[m];
+    if (p.is_partial() && p.op() == ReduceOp::sum && coord[m] != 0) return Tensor::zeros(t.shape(), t.dtype());
+  }
+  return t;
+}
+
+Tensor assemble_tensor(const std::vector<Tensor>& locals, const DeviceMesh& mesh, const Placements& placements,
+                       const Shape& global_shape) {
+  DT_CHECK(int64_t(locals.size()) >= mesh.size()) << locals.size() << " locals for mesh " << mesh.str();
+  const DType dtype = locals[size_t(mesh.ranks()[0])].dtype();
+  DTensorSpec spec(mesh, placements, global_shape, dtype);
+  // Accumulate partial sums in f64-free form: add pieces of partial coordinates, copy the rest once.
+  Tensor out = Tensor::zeros(global_shape, dtype);
+  for (int rank : mesh.ranks()) {
+    const std::vector<int64_t> coord = *mesh.coordinate(rank);
+    bool counts = true;  // replicated mesh dims: only group index 0 contributes
+    for (size_t m = 0; m < placements.size(); ++m)
+      if (spec.placements()[m].is_replicate() && coord[m] != 0) counts = false;
+    if (!counts) continue;
+    const Tensor& local = locals[size_t(rank)];
+    const Shape off = spec.global_offset_at(coord), len = spec.local_shape_at(coord);
+    if (local.shape() != len)
+      DT_THROW(ShapeError) << "rank " << rank << " holds " << shape_str(local.shape()) << " but "
+                           << placements_str(placements) << " of " << shape_str(global_shape) << " needs "
+                           << shape_str(len);
+    Tensor region = out;
+    for (size_t d = 0; d < len.size(); ++d) region = region.narrow(int64_t(d), off[d], len[d]);
+    if (spec.has_partial()) region.copy_(dt::add(region, local));
+    else region.copy_(local);
+  }
+  return out;
+}
+
+TensorMap shard_weights(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank) {
+  return shard_values(graph.params(), sharding, full, rank, /*required=*/true);
+}
+
+TensorMap shard_inputs(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank) {
+  return shard_values(graph.inputs(), sharding, full, rank, /*required=*/true);
+}
+
+}  // namespace dt::sharding
