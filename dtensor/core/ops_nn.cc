@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "dtensor/core/elementwise.h"
+#include "dtensor/core/fast_exp.h"
 #include "dtensor/core/ops.h"
 
 namespace dt {
@@ -57,11 +58,43 @@ Tensor map_rows(const char* op, const Tensor& x, int64_t dim, RowFn row_fn) {
 }
 
 // Returns the max of a row (NaN-free rows; a NaN simply propagates through the later exp).
+// Row loops reduce in kLanes interleaved lanes (element i goes to lane i % kLanes, lanes combined
+// in a fixed tree): the order depends only on n, so results are reproducible, and independent
+// lanes let the compiler vectorise a reduction it may not reassociate.
+constexpr int kLanes = 8;
+
 template <typename C>
 C row_max(const C* v, int64_t n) {
-  C mx = -std::numeric_limits<C>::infinity();
-  for (int64_t i = 0; i < n; ++i) mx = v[i] > mx ? v[i] : mx;
+  C lanes[kLanes];
+  for (C& l : lanes) l = -std::numeric_limits<C>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] = v[i + j] > lanes[j] ? v[i + j] : lanes[j];
+  C mx = lanes[0];
+  for (int j = 1; j < kLanes; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
+  for (; i < n; ++i) mx = v[i] > mx ? v[i] : mx;
   return mx;
+}
+
+// Returns the sum over i < n of term(i) (a double), in lanes.
+template <typename Term>
+double row_sum(int64_t n, Term term) {
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] += term(i + j);
+  double s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < n; ++i) s += term(i);
+  return s;
+}
+
+// Returns exp(v): the vectorisable fast_exp for f32 compute (f32, bf16, f16), std::exp for f64.
+template <typename C>
+inline C exp_of(C v) {
+  if constexpr (std::is_same_v<C, float>)
+    return kernel::fast_exp(v);
+  else
+    return std::exp(v);
 }
 
 // Checks that normalized_shape is the trailing part of x's shape and that an optional affine
@@ -105,12 +138,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return map_rows("softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
     using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
     const C mx = row_max(v, n);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = std::exp(v[i] - mx);
-      sum += double(out[i]);
-    }
-    const C s = C(sum);
+    for (int64_t i = 0; i < n; ++i) out[i] = exp_of(v[i] - mx);
+    const C s = C(row_sum(n, [&](int64_t i) { return double(out[i]); }));
     for (int64_t i = 0; i < n; ++i) out[i] = out[i] / s;
   });
 }
@@ -119,9 +148,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return map_rows("log_softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
     using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
     const C mx = row_max(v, n);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += double(std::exp(v[i] - mx));
-    const C lse = C(std::log(sum));
+    for (int64_t i = 0; i < n; ++i) out[i] = exp_of(v[i] - mx);  // scratch, overwritten below
+    const C lse = C(std::log(row_sum(n, [&](int64_t i) { return double(out[i]); })));
     for (int64_t i = 0; i < n; ++i) out[i] = (v[i] - mx) - lse;
   });
 }
@@ -137,12 +165,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     using C = compute_t<T>;
     const std::vector<C> w = load_param<T>(weight), b = load_param<T>(bias);
     for_each_row<T>(xc, out, n, [&](const C* v, C* o, int64_t len) {
-      double mean = 0;
-      for (int64_t i = 0; i < len; ++i) mean += double(v[i]);
-      mean /= double(len);
-      double var = 0;  // biased (divides by n), two-pass for accuracy
-      for (int64_t i = 0; i < len; ++i) var += (double(v[i]) - mean) * (double(v[i]) - mean);
-      var /= double(len);
+      const double mean = row_sum(len, [&](int64_t i) { return double(v[i]); }) / double(len);
+      // Biased variance (divides by n, as torch), two-pass for accuracy.
+      const double var = row_sum(len, [&](int64_t i) {
+                           const double d = double(v[i]) - mean;
+                           return d * d;
+                         }) /
+                         double(len);
       const C m = C(mean), rstd = C(1.0 / std::sqrt(var + eps));
       for (int64_t i = 0; i < len; ++i) {
         C y = (v[i] - m) * rstd;
@@ -164,9 +193,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
     using C = compute_t<T>;
     const std::vector<C> w = load_param<T>(weight);
     for_each_row<T>(xc, out, n, [&](const C* v, C* o, int64_t len) {
-      double ms = 0;
-      for (int64_t i = 0; i < len; ++i) ms += double(v[i]) * double(v[i]);
-      ms /= double(len);
+      const double ms = row_sum(len, [&](int64_t i) { return double(v[i]) * double(v[i]); }) / double(len);
       const C r = C(1.0 / std::sqrt(ms + eps));
       for (int64_t i = 0; i < len; ++i) o[i] = w.empty() ? v[i] * r : (v[i] * r) * w[size_t(i)];
     });
