@@ -68,7 +68,8 @@ Graph build_gpt(const GptConfig& c) {
   Value* wte = b.param("wte.weight", DType::f32, {c.vocab, H});
   Value* wpe = b.param("wpe.weight", DType::f32, {c.max_seq, H});
   Value* pos = b.named("pos").arange(S);
-  Value* x = b.add(b.embedding(ids, wte), b.embedding(pos, wpe));  // [B, S, H] + [S, H]
+  Value* tok = b.embedding(ids, wte);                   // [B, S, H]
+  Value* x = b.add(tok, b.embedding(pos, wpe));         // + [S, H], broadcast over the batch
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("h.{}", i);
     auto [ln1_w, ln1_b] = norm_params(b, p + ".ln_1", H);

@@ -1,0 +1,178 @@
+#include "dtensor/runtime/interpreter.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "dtensor/core/error.h"
+#include "dtensor/io/tensor_binding.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::runtime {
+namespace {
+
+// Pending collectives of one run, by the value they produce.
+class RunCommContext : public ir::CommContext {
+ public:
+  explicit RunCommContext(const GroupMap& groups) : groups_(groups) {}
+
+  ProcessGroup& group(const std::string& name) override {
+    auto it = groups_.find(name);
+    if (it == groups_.end() || !it->second)
+      DT_THROW(CommError) << "this rank has no process group " << name << " (not a member, or not created)";
+    return *it->second;
+  }
+  void issue(const ir::Value* result, WorkPtr work, std::vector<Tensor> keep_alive) override {
+    pending_[result] = Pending{std::move(work), std::move(keep_alive)};
+  }
+  void wait(const ir::Value* result) override {
+    auto it = pending_.find(result);
+    DT_CHECK(it != pending_.end()) << "wait on %" << result->name << " which was not issued";
+    it->second.work->wait();
+    pending_.erase(it);  // only now may the collective's buffers go
+  }
+  // Waits for anything still in flight (a verified graph leaves nothing).
+  void drain() {
+    for (auto& [v, p] : pending_) p.work->wait();
+    pending_.clear();
+  }
+
+ private:
+  struct Pending {
+    WorkPtr work;
+    std::vector<Tensor> keep_alive;
+  };
+  const GroupMap& groups_;
+  std::unordered_map<const ir::Value*, Pending> pending_;
+};
+
+// Live bytes of node results, counted once per storage (views share their base's storage).
+class MemoryMeter {
+ public:
+  void exclude(const Tensor& t) {
+    if (t.defined()) external_.emplace(t.storage().get(), 0);
+  }
+  void acquire(const Tensor& t) {
+    if (!t.defined()) return;
+    Storage* s = t.storage().get();
+    if (external_.count(s)) return;
+    auto [it, inserted] = live_.emplace(s, 0);
+    if (inserted) {
+      live_bytes_ += s->nbytes();
+      peak_ = std::max(peak_, live_bytes_);
+    }
+    ++it->second;
+  }
+  void release(const Tensor& t) {
+    if (!t.defined()) return;
+    auto it = live_.find(t.storage().get());
+    if (it == live_.end()) return;
+    if (--it->second == 0) {
+      live_bytes_ -= it->first->nbytes();
+      live_.erase(it);
+    }
+  }
+  size_t peak() const { return peak_; }
+
+ private:
+  std::unordered_map<const Storage*, int> external_;
+  std::unordered_map<const Storage*, int> live_;
+  size_t live_bytes_ = 0;
+  size_t peak_ = 0;
+};
+
+}  // namespace
+
+Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
+  const auto& nodes = g_.nodes();
+  constexpr int kNever = -1;
+  std::vector<int> last_use(g_.num_values(), kNever);
+  std::vector<bool> is_output(g_.num_values(), false);
+  for (const ir::Value* v : g_.outputs()) is_output[size_t(v->id)] = true;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (ir::op_def(nodes[i]->op).is_collective) has_collectives_ = true;
+    for (const ir::Value* v : nodes[i]->operands) last_use[size_t(v->id)] = int(i);
+    // A result nobody reads is released right after its node.
+    for (const ir::Value* r : nodes[i]->results)
+      if (last_use[size_t(r->id)] == kNever) last_use[size_t(r->id)] = int(i);
+  }
+  release_after_.assign(nodes.size(), {});
+  for (size_t id = 0; id < last_use.size(); ++id) {
+    const ir::Value& v = *g_.values()[id];
+    // Inputs and parameters belong to the caller; outputs are returned.
+    if (last_use[id] == kNever || is_output[id] || v.kind != ir::ValueKind::result) continue;
+    release_after_[size_t(last_use[id])].push_back(int(id));
+  }
+}
+
+std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& groups, RunStats* stats) {
+  const Clock::time_point start = Clock::now();
+  std::vector<Tensor> env(g_.num_values());
+  MemoryMeter meter;
+  auto bind = [&](const ir::Value* v) {
+    auto it = bindings.find(v->name);
+    if (it == bindings.end())
+      DT_THROW(IoError) << "no tensor bound to " << (v->kind == ir::ValueKind::param ? "parameter " : "input ") << v->name;
+    io::check_binding(*v, it->second, "the bindings");
+    env[size_t(v->id)] = it->second;
+    meter.exclude(it->second);
+  };
+  for (const ir::Value* v : g_.inputs()) bind(v);
+  for (const ir::Value* v : g_.params()) bind(v);
+
+  RunCommContext comm(groups);
+  std::vector<Tensor> in, out;
+  const auto& nodes = g_.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = *nodes[i];
+    const Clock::time_point t0 = hook_ ? Clock::now() : Clock::time_point{};
+    in.clear();
+    for (const ir::Value* v : n.operands) in.push_back(env[size_t(v->id)]);
+    out.assign(n.results.size(), Tensor());
+    ir::op_def(n.op).kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+    for (size_t k = 0; k < out.size(); ++k) {
+      const ir::TensorType& want = n.results[k]->type;
+      DT_CHECK(out[k].defined() && out[k].shape() == want.shape && out[k].dtype() == want.dtype)
+          << ir::op_name(n.op) << " kernel produced " << (out[k].defined() ? out[k].str() : "nothing") << " for %"
+          << n.results[k]->name << " of type " << ir::type_str(want);
+      meter.acquire(out[k]);
+      env[size_t(n.results[k]->id)] = std::move(out[k]);
+    }
+    in.clear();  // drop references before releasing
+    for (int id : release_after_[i]) {
+      meter.release(env[size_t(id)]);
+      env[size_t(id)] = Tensor();
+    }
+    if (hook_) hook_(n, i, t0, Clock::now());
+  }
+  comm.drain();
+  std::vector<Tensor> results;
+  for (const ir::Value* v : g_.outputs()) results.push_back(env[size_t(v->id)]);
+  if (stats) {
+    stats->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats->peak_bytes = meter.peak();
+    stats->nodes = nodes.size();
+  }
+  return results;
+}
+
+GroupMap make_groups(const ir::Graph& graph, ProcessGroup& world) {
+  GroupMap groups;
+  const int me = world.global_ranks()[size_t(world.rank())];
+  for (const ir::GroupDecl& decl : graph.groups()) {
+    if (decl.ranks == world.global_ranks()) {
+      // Non-owning: the world outlives the run.
+      groups[decl.name] = std::shared_ptr<ProcessGroup>(std::shared_ptr<ProcessGroup>(), &world);
+      continue;
+    }
+    for (int r : decl.ranks) {
+      if (r < 0 || r >= world.size())
+        DT_THROW(ValueError) << "group " << decl.name << " names rank " << r << " but the world has "
+                             << world.size() << " ranks";
+    }
+    bool member = std::find(decl.ranks.begin(), decl.ranks.end(), me) != decl.ranks.end();
+    if (member) groups[decl.name] = world.new_group(decl.ranks);
+  }
+  return groups;
+}
+
+}  // namespace dt::runtime

@@ -1,0 +1,183 @@
+#include "dtensor/runtime/interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "dtensor/comm/threads/run_ranks.h"
+#include "dtensor/core/error.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/ir/parser.h"
+
+namespace dt::runtime {
+namespace {
+
+using ir::Builder;
+using ir::Graph;
+using ir::Value;
+
+TEST(Interpreter, ReleasesEachBufferAfterItsLastUse) {
+  Graph g("chain");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {1000});
+  Value* a = b.relu(x);     // node 0: a lives until node 2
+  Value* c = b.relu(a);     // node 1
+  Value* d = b.add(a, c);   // node 2: a, c released after it
+  Value* e = b.relu(d);     // node 3: d released
+  b.outputs({e});
+  Interpreter interp(g);
+  EXPECT_EQ(interp.release_plan()[0], std::vector<int>{});
+  EXPECT_EQ(interp.release_plan()[2], (std::vector<int>{a->id, c->id}));
+  EXPECT_EQ(interp.release_plan()[3], std::vector<int>{d->id});
+  RunStats stats;
+  std::vector<Tensor> out = interp.run({{"x", Tensor::full({1000}, -1.0)}}, {}, &stats);
+  // Live at node 2: a, c and d (4000 bytes each); never more.
+  EXPECT_EQ(stats.peak_bytes, 3 * 4000u);
+  EXPECT_EQ(stats.nodes, 4u);
+  EXPECT_EQ(out[0].to_doubles(), std::vector<double>(1000, 0.0));
+}
+
+TEST(Interpreter, ViewsOfInputsCostNoMemory) {
+  Graph g("views");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4, 6});
+  Value* v = b.view(b.transpose(x, 0, 1), {3, 8});  // transpose is a view; this view must copy
+  Value* s = b.slice(x, 0, 1, 3);
+  b.outputs({v, s});
+  Interpreter interp(g);
+  RunStats stats;
+  Tensor xt = Tensor::arange(24, DType::f32).view({4, 6});
+  auto out = interp.run({{"x", xt}}, {}, &stats);
+  EXPECT_EQ(stats.peak_bytes, 24 * 4u);  // only the reshape copy
+  EXPECT_EQ(out[0].to_doubles(), xt.transpose(0, 1).contiguous().to_doubles());
+  EXPECT_EQ(out[0].shape(), (Shape{3, 8}));
+  EXPECT_EQ(out[1].to_doubles(), xt.slice(0, 1, 3).to_doubles());
+}
+
+TEST(Interpreter, CallsTheNodeHookInOrder) {
+  Graph g("hook");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {3});
+  b.outputs({b.silu(b.relu(x))});
+  Interpreter interp(g);
+  std::vector<std::string> seen;
+  interp.set_node_hook([&](const ir::Node& n, size_t i, Clock::time_point t0, Clock::time_point t1) {
+    EXPECT_LE(t0, t1);
+    seen.push_back(std::to_string(i) + ":" + std::string(ir::op_name(n.op)));
+  });
+  interp.run({{"x", Tensor::ones({3})}});
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:relu", "1:silu"}));
+}
+
+TEST(Interpreter, RefusesMissingOrMistypedBindings) {
+  Graph g("bind");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {3});
+  Value* w = b.param("w", DType::f32, {3});
+  b.outputs({b.add(x, w)});
+  Interpreter interp(g);
+  try {
+    interp.run({{"x", Tensor::ones({3})}});
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_STREQ(e.what(), "no tensor bound to parameter w");
+  }
+  try {
+    interp.run({{"x", Tensor::ones({4})}, {"w", Tensor::ones({3})}});
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_STREQ(e.what(), "tensor x in the bindings has shape [4] but the graph expects f32[3]");
+  }
+}
+
+// Every collective on a 4-rank threads world; rank r's input is filled with r + 1.
+TEST(Interpreter, CollectivesOnFourRanks) {
+  const char* text = R"(graph coll {
+  group world = [0, 1, 2, 3]
+  input %x : f32[4, 2]
+  %ag = all_gather_into_tensor(%x) {group = world} : f32[16, 2]
+  %rs = reduce_scatter_tensor(%x) {group = world} : f32[1, 2]
+  %ar = all_reduce(%x) {group = world, op = max} : f32[4, 2]
+  %a2a = all_to_all_single(%x) {group = world} : f32[4, 2]
+  %bc = broadcast(%x) {group = world, src = 2} : f32[4, 2]
+  %ag_w = wait_tensor(%ag) : f32[16, 2]
+  %rs_w = wait_tensor(%rs) : f32[1, 2]
+  %ar_w = wait_tensor(%ar) : f32[4, 2]
+  %a2a_w = wait_tensor(%a2a) : f32[4, 2]
+  %bc_w = wait_tensor(%bc) : f32[4, 2]
+  return %ag_w, %rs_w, %ar_w, %a2a_w, %bc_w, %x
+}
+)";
+  Graph g = ir::parse(text, "coll.dt");
+  std::mutex mu;
+  std::vector<std::vector<Tensor>> results(4);
+  run_ranks(4, [&](ProcessGroup& world) {
+    const int r = world.rank();
+    Interpreter interp(g);
+    auto out = interp.run({{"x", Tensor::full({4, 2}, r + 1)}}, make_groups(g, world));
+    std::lock_guard<std::mutex> lock(mu);
+    results[size_t(r)] = out;
+  });
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(r);
+    const auto& o = results[size_t(r)];
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(o[0].at({i, 0}), i / 4 + 1);
+    EXPECT_EQ(o[1].to_doubles(), std::vector<double>(2, 10.0));  // 1+2+3+4
+    EXPECT_EQ(o[2].to_doubles(), std::vector<double>(8, 4.0));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(o[3].at({i, 1}), i + 1);  // row i came from rank i
+    EXPECT_EQ(o[4].to_doubles(), std::vector<double>(8, 3.0));
+    EXPECT_EQ(o[5].to_doubles(), std::vector<double>(8, r + 1.0));  // inputs are not modified
+  }
+}
+
+// Non-contiguous groups: ranks 0 and 2 form one group, 1 and 3 another; the group index (not
+// the global rank) orders the gathered rows.
+TEST(Interpreter, SubgroupsUseTheGroupIndex) {
+  std::mutex mu;
+  std::vector<std::vector<double>> gathered(4);
+  run_ranks(4, [&](ProcessGroup& world) {
+    const int r = world.rank();
+    std::string text = std::string("graph sub {\n  group pair = ") + (r % 2 == 0 ? "[0, 2]" : "[1, 3]") +
+                       "\n  input %x : f32[1]\n  %g = all_gather_into_tensor(%x) {group = pair} : f32[2]\n"
+                       "  %w = wait_tensor(%g) : f32[2]\n  return %w\n}\n";
+    Graph g = ir::parse(text, "sub.dt");
+    Interpreter interp(g);
+    auto out = interp.run({{"x", Tensor::full({1}, r)}}, make_groups(g, world));
+    std::lock_guard<std::mutex> lock(mu);
+    gathered[size_t(r)] = out[0].to_doubles();
+  });
+  EXPECT_EQ(gathered[0], (std::vector<double>{0, 2}));
+  EXPECT_EQ(gathered[2], (std::vector<double>{0, 2}));
+  EXPECT_EQ(gathered[3], (std::vector<double>{1, 3}));
+}
+
+TEST(Interpreter, SingleRankWorldRunsCollectivesAsIdentity) {
+  Graph g("one");
+  Builder b(g);
+  b.group("world", {0});
+  Value* x = b.input("x", DType::f32, {3});
+  b.outputs({b.wait_tensor(b.all_reduce(x, "world"))});
+  run_ranks(1, [&](ProcessGroup& world) {
+    Interpreter interp(g);
+    auto out = interp.run({{"x", Tensor::arange(3, DType::f32)}}, make_groups(g, world));
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 1, 2}));
+  });
+}
+
+TEST(Interpreter, CollectiveOnAGroupThisRankIsNotInFails) {
+  Graph g("notmember");
+  Builder b(g);
+  b.group("other", {1});
+  Value* x = b.input("x", DType::f32, {3});
+  b.outputs({b.wait_tensor(b.all_reduce(x, "other"))});
+  EXPECT_THROW(run_ranks(2, [&](ProcessGroup& world) {
+                 if (world.rank() != 0) return;
+                 Interpreter interp(g);
+                 interp.run({{"x", Tensor::ones({3})}}, make_groups(g, world));
+               }),
+               CommError);
+}
+
+}  // namespace
+}  // namespace dt::runtime

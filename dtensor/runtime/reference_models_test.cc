@@ -1,0 +1,87 @@
+// The example models, run by the interpreter on PyTorch's weights and inputs, match PyTorch's
+// outputs (../shared/reference, computed by PyTorch 2.11 in float32) within 1e-5 relative, and
+// the loss outputs match config.json's `loss`.
+//
+// "Relative" is measured against the output's scale: every element satisfies
+// |ours - torch| <= 1e-5 + 1e-5·|torch| (allclose with rtol = atol = 1e-5; logits near zero make a
+// purely elementwise relative error meaningless in float32), and the largest difference is at
+// most 1e-5 of the largest |torch| value.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "dtensor/comm/threads/run_ranks.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/io/tensor_binding.h"
+#include "dtensor/ir/example_models.h"
+#include "dtensor/ir/parser.h"
+#include "dtensor/ir/printer.h"
+#include "dtensor/runtime/interpreter.h"
+
+namespace dt::runtime {
+namespace {
+
+const std::string kRef = DTENSOR_REFERENCE_DIR;
+
+struct Outcome {
+  DiffReport diff;
+  double loss = 0;
+  double expected_loss = 0;
+  double max_abs_expected = 0;
+};
+
+// Runs `graph` (with a loss output) on the reference files of `model` on a 1-rank world.
+Outcome run_reference(const ir::Graph& built, const std::string& model) {
+  // Go through the text form, as the CLI does.
+  ir::Graph graph = ir::parse(ir::print(built), model + ".dt");
+  const std::string dir = kRef + "/" + model;
+  io::SafetensorsFile weights = io::SafetensorsFile::open(dir + "/weights.safetensors");
+  io::SafetensorsFile inputs = io::SafetensorsFile::open(dir + "/inputs.safetensors");
+  Bindings b = io::bind_params(graph, weights);
+  for (auto& [k, v] : io::bind_inputs(graph, inputs)) b[k] = v;
+  std::vector<Tensor> out;
+  run_ranks(1, [&](ProcessGroup& world) {
+    Interpreter interp(graph);
+    out = interp.run(b, make_groups(graph, world));
+  });
+  Tensor expected = io::SafetensorsFile::open(dir + "/outputs.safetensors").get("output");
+  std::ifstream cfg(dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(cfg);
+  Outcome o;
+  o.diff = compare(out[0], expected, /*rtol=*/1e-5, /*atol=*/1e-5);
+  o.loss = out[1].item();
+  o.expected_loss = config["loss"].get<double>();
+  for (double v : expected.to_doubles()) o.max_abs_expected = std::max(o.max_abs_expected, std::abs(v));
+  return o;
+}
+
+TEST(ReferenceModels, MlpMatchesPyTorch) {
+  if (!std::filesystem::exists(kRef + "/mlp")) GTEST_SKIP() << "reference folder absent: " << kRef;
+  const char* model = "mlp";
+  Outcome o = run_reference(ir::build_mlp({.loss = true}), model);
+  EXPECT_TRUE(o.diff.shapes_match);
+  std::printf("%s: max_abs_diff %.3g, max |torch| %.3g, loss %.9g vs torch %.9g\n", model, o.diff.max_abs_diff,
+              o.max_abs_expected, o.loss, o.expected_loss);
+  EXPECT_EQ(o.diff.mismatches, 0) << "max_abs_diff " << o.diff.max_abs_diff << " max_rel_diff " << o.diff.max_rel_diff;
+  EXPECT_LE(o.diff.max_abs_diff, 1e-5 * o.max_abs_expected);
+  EXPECT_NEAR(o.loss, o.expected_loss, 1e-5 * std::abs(o.expected_loss));
+}
+
+TEST(ReferenceModels, GptMatchesPyTorch) {
+  if (!std::filesystem::exists(kRef + "/gpt")) GTEST_SKIP() << "reference folder absent: " << kRef;
+  const char* model = "gpt";
+  Outcome o = run_reference(ir::build_gpt({.loss = true}), model);
+  EXPECT_TRUE(o.diff.shapes_match);
+  std::printf("%s: max_abs_diff %.3g, max |torch| %.3g, loss %.9g vs torch %.9g\n", model, o.diff.max_abs_diff,
+              o.max_abs_expected, o.loss, o.expected_loss);
+  EXPECT_EQ(o.diff.mismatches, 0) << "max_abs_diff " << o.diff.max_abs_diff << " max_rel_diff " << o.diff.max_rel_diff;
+  EXPECT_LE(o.diff.max_abs_diff, 1e-5 * o.max_abs_expected);
+  EXPECT_NEAR(o.loss, o.expected_loss, 1e-5 * std::abs(o.expected_loss));
+}
+
+}  // namespace
+}  // namespace dt::runtime

@@ -1,0 +1,83 @@
+// `dtensor example mlp|gpt`: writes an example model in the IR text format, with the architecture
+// and parameter names of ../shared/reference (defaults = the reference configs).
+//
+//   dtensor example mlp --hidden 64 --layers 2 --batch 8 -o mlp.dt --weights mlp.safetensors
+//   dtensor example gpt --vocab 512 --hidden 128 --heads 4 --layers 2 --max-seq 64 --batch 2
+//     --seq 32 -o gpt.dt
+//   --loss adds a `target` input and a loss output; --seed picks the random weights.
+#include <cstdio>
+#include <fstream>
+
+#include "dtensor/core/error.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/ir/example_models.h"
+#include "dtensor/ir/printer.h"
+#include "tools/command.h"
+
+namespace dt::tools {
+namespace {
+
+struct ExampleOptions {
+  std::string output;   // "" or "-": stdout
+  std::string weights;  // "" : none
+  uint64_t seed = 0;
+};
+
+void write_example(const ir::Graph& g, const ExampleOptions& opt) {
+  const std::string text = ir::print(g);
+  if (opt.output.empty() || opt.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    std::ofstream out(opt.output, std::ios::binary | std::ios::trunc);
+    if (!out) DT_THROW(IoError) << "cannot write " << opt.output;
+    out << text;
+    if (!out) DT_THROW(IoError) << "cannot write " << opt.output;
+  }
+  if (!opt.weights.empty()) {
+    auto w = ir::random_weights(g, opt.seed);
+    io::write_safetensors(opt.weights, io::TensorMap(w.begin(), w.end()), {{"seed", std::to_string(opt.seed)}});
+  }
+  if (!opt.output.empty() && opt.output != "-")
+    std::fprintf(stderr, "wrote %s (%zu nodes, %zu parameters)%s%s\n", opt.output.c_str(), g.nodes().size(),
+                 g.params().size(), opt.weights.empty() ? "" : " and ", opt.weights.c_str());
+}
+
+void add_common(CLI::App* cmd, ExampleOptions& opt) {
+  cmd->add_option("-o,--output", opt.output, "IR file to write (default: stdout)");
+  cmd->add_option("--weights", opt.weights, "also write seeded random weights to this safetensors file");
+  cmd->add_option("--seed", opt.seed, "seed of the random weights")->capture_default_str();
+}
+
+void setup(CLI::App& app) {
+  CLI::App* example = app.add_subcommand("example", "Write an example model (mlp | gpt) in the dtensor IR");
+  example->require_subcommand(1);
+
+  static ExampleOptions mlp_opt;
+  static ir::MlpConfig mlp;
+  CLI::App* m = example->add_subcommand("mlp", "x = x + fc2(relu(fc1(layer_norm(x)))) per layer");
+  m->add_option("--hidden", mlp.hidden, "hidden size")->capture_default_str();
+  m->add_option("--layers", mlp.layers, "number of blocks")->capture_default_str();
+  m->add_option("--batch", mlp.batch, "batch size")->capture_default_str();
+  m->add_flag("--loss", mlp.loss, "add input `target` and output mse_loss(output, target)");
+  add_common(m, mlp_opt);
+  m->callback([] { write_example(ir::build_mlp(mlp), mlp_opt); });
+
+  static ExampleOptions gpt_opt;
+  static ir::GptConfig gpt;
+  CLI::App* g = example->add_subcommand("gpt", "decoder-only transformer (GPT-2 style, causal attention)");
+  g->add_option("--vocab", gpt.vocab, "vocabulary size")->capture_default_str();
+  g->add_option("--hidden", gpt.hidden, "hidden size")->capture_default_str();
+  g->add_option("--heads", gpt.heads, "attention heads")->capture_default_str();
+  g->add_option("--layers", gpt.layers, "number of blocks")->capture_default_str();
+  g->add_option("--max-seq", gpt.max_seq, "rows of the position embedding")->capture_default_str();
+  g->add_option("--batch", gpt.batch, "batch size")->capture_default_str();
+  g->add_option("--seq", gpt.seq, "sequence length")->capture_default_str();
+  g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
+  add_common(g, gpt_opt);
+  g->callback([] { write_example(ir::build_gpt(gpt), gpt_opt); });
+}
+
+CommandRegistrar reg("example", setup);
+
+}  // namespace
+}  // namespace dt::tools

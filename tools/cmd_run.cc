@@ -1,0 +1,142 @@
+// `dtensor run MODEL --weights W --inputs I [--expect E] [--json]`: runs a model written in the IR
+// on CPU and reports time and peak memory; with --expect, compares output 0 with tensor `output`
+// of E (max_abs_diff, max_rel_diff, match; exit code 1 when it does not match).
+//
+// The single-device path is run_single_device(); a multi-rank path (--mesh/--plan) plugs in next
+// to it in run_command() and reuses load_program() and report().
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "dtensor/comm/threads/run_ranks.h"
+#include "dtensor/core/error.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/io/tensor_binding.h"
+#include "dtensor/ir/parser.h"
+#include "dtensor/runtime/interpreter.h"
+#include "tools/command.h"
+
+namespace dt::tools {
+namespace {
+
+struct RunOptions {
+  std::string model, weights, inputs, expect;
+  bool json = false;
+  double rtol = 1e-5, atol = 1e-5;
+  int repeat = 1;
+};
+
+struct Program {
+  ir::Graph graph;
+  runtime::Bindings bindings;  // parameters and data inputs by name
+};
+
+struct RunResult {
+  std::vector<Tensor> outputs;
+  runtime::RunStats stats;  // of the fastest repetition
+  int ranks = 1;
+};
+
+// Parses and verifies the model and binds its parameters and data inputs from the files.
+Program load_program(const RunOptions& opt) {
+  Program p{ir::parse_file(opt.model), {}};
+  if (!p.graph.params().empty() && opt.weights.empty())
+    DT_THROW(ValueError) << "model " << opt.model << " has " << p.graph.params().size() << " parameters: pass --weights";
+  if (!p.graph.inputs().empty() && opt.inputs.empty())
+    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
+  if (!opt.weights.empty()) p.bindings = io::bind_params(p.graph, io::SafetensorsFile::open(opt.weights));
+  if (!opt.inputs.empty())
+    for (auto& [name, t] : io::bind_inputs(p.graph, io::SafetensorsFile::open(opt.inputs))) p.bindings[name] = t;
+  return p;
+}
+
+// Runs the program on one rank (a threads world of size 1, so collectives on a 1-rank group work).
+RunResult run_single_device(const Program& p, int repeat) {
+  RunResult r;
+  run_ranks(1, [&](ProcessGroup& world) {
+    runtime::GroupMap groups = runtime::make_groups(p.graph, world);
+    runtime::Interpreter interp(p.graph);
+    for (int i = 0; i < std::max(repeat, 1); ++i) {
+      runtime::RunStats s;
+      r.outputs = interp.run(p.bindings, groups, &s);
+      if (i == 0 || s.seconds < r.stats.seconds) r.stats = s;
+    }
+  });
+  return r;
+}
+
+// Prints the report (text or JSON); returns false when --expect was given and did not match.
+bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
+  nlohmann::json j;
+  j["model"] = opt.model;
+  j["nodes"] = p.graph.nodes().size();
+  j["ranks"] = r.ranks;
+  j["time_ms"] = r.stats.seconds * 1e3;
+  j["peak_bytes"] = r.stats.peak_bytes;
+  nlohmann::json outs = nlohmann::json::array();
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    nlohmann::json o = {{"name", p.graph.outputs()[i]->name}, {"type", ir::type_str(p.graph.outputs()[i]->type)}};
+    if (r.outputs[i].numel() == 1) o["value"] = r.outputs[i].item();
+    outs.push_back(o);
+  }
+  j["outputs"] = outs;
+  bool match = true;
+  if (!opt.expect.empty()) {
+    if (r.outputs.empty()) DT_THROW(ValueError) << "model " << opt.model << " has no output to compare";
+    Tensor expected = io::SafetensorsFile::open(opt.expect).get("output");
+    DiffReport d = compare(r.outputs[0], expected, opt.rtol, opt.atol);
+    match = d.shapes_match && d.mismatches == 0;
+    j["expect"] = {{"file", opt.expect},   {"max_abs_diff", d.max_abs_diff}, {"max_rel_diff", d.max_rel_diff},
+                   {"mismatches", d.mismatches}, {"rtol", opt.rtol}, {"atol", opt.atol},
+                   {"shapes_match", d.shapes_match}, {"match", match}};
+    if (!d.shapes_match)
+      j["expect"]["expected_shape"] = shape_str(expected.shape());
+  }
+  if (opt.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return match;
+  }
+  std::printf("model %s: %zu nodes, %zu parameters\n", opt.model.c_str(), p.graph.nodes().size(), p.graph.params().size());
+  std::printf("ran on %d rank%s in %.3f ms, peak memory %.2f MiB (%zu bytes of live intermediates)\n", r.ranks,
+              r.ranks == 1 ? "" : "s", r.stats.seconds * 1e3, double(r.stats.peak_bytes) / (1 << 20), r.stats.peak_bytes);
+  for (const auto& o : outs) {
+    std::printf("output %%%s : %s", o["name"].get<std::string>().c_str(), o["type"].get<std::string>().c_str());
+    if (o.contains("value")) std::printf(" = %.9g", o["value"].get<double>());
+    std::printf("\n");
+  }
+  if (j.contains("expect")) {
+    const auto& e = j["expect"];
+    std::printf("expect %s: max_abs_diff %.3g, max_rel_diff %.3g, mismatches %lld (rtol %g, atol %g): %s\n",
+                opt.expect.c_str(), e["max_abs_diff"].get<double>(), e["max_rel_diff"].get<double>(),
+                (long long)e["mismatches"].get<int64_t>(), opt.rtol, opt.atol, match ? "match" : "MISMATCH");
+  }
+  return match;
+}
+
+void run_command(const RunOptions& opt) {
+  Program p = load_program(opt);
+  RunResult r = run_single_device(p, opt.repeat);
+  if (!report(opt, p, r)) command_exit_code() = 1;
+}
+
+void setup(CLI::App& app) {
+  static RunOptions opt;
+  CLI::App* cmd = app.add_subcommand("run", "Run a model (IR file) on CPU; compare with --expect");
+  cmd->add_option("model", opt.model, "IR file (.dt)")->required();
+  cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model");
+  cmd->add_option("--inputs", opt.inputs, "safetensors file with the data inputs, by name (extra tensors ignored)");
+  cmd->add_option("--expect", opt.expect, "safetensors file whose tensor `output` output 0 must match");
+  cmd->add_option("--rtol", opt.rtol, "relative tolerance of --expect")->capture_default_str();
+  cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
+  cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
+  cmd->add_flag("--json", opt.json, "print the report as JSON");
+  cmd->callback([] { run_command(opt); });
+}
+
+CommandRegistrar reg("run", setup);
+
+}  // namespace
+}  // namespace dt::tools
