@@ -5,7 +5,8 @@
 //
 // Planning times are means over many calls after a warm-up (uncached: plan_uncached; cached:
 // RedistributePlanner::plan on a warm cache). Redistribution times are medians over --iters
-// calls, each between two barriers, on rank 0.
+// calls, each between two barriers, on rank 0; the same move in PyTorch's greedy order (all_gather
+// then chunk for S(0) -> S(1)) runs through our executor for comparison.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/redistribute/dtensor.h"
+#include "dtensor/redistribute/executor.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 #include "tools/command.h"
 
@@ -102,7 +104,9 @@ nlohmann::json bench_redistribution(const PlanBenchOptions& opt) {
   double memcpy_ms = seconds_since(t0) * 1e3;
   for (auto [src, dst] : {std::pair{"S(0)", "R"}, std::pair{"S(0)", "S(1)"}}) {
     auto plan = default_planner().plan({n}, parse_placements(src), parse_placements(dst), shape, DType::f32);
-    std::vector<double> times;
+    // PyTorch's order for the same move (all_gather then chunk for S(0) -> S(1)), run by our executor.
+    auto greedy = pytorch_greedy_plan({n}, plan->src, plan->dst, shape, DType::f32);
+    std::vector<double> times, greedy_times;
     bool ok = true;
     run_ranks(n, [&](ProcessGroup& world) {
       auto groups = MeshGroups::create(world, DeviceMesh({n}));
@@ -115,16 +119,35 @@ nlohmann::json bench_redistribution(const PlanBenchOptions& opt) {
         world.barrier()->wait();
         if (world.rank() == 0) times.push_back(seconds_since(start) * 1e3);
       }
+      if (greedy) {
+        Tensor g = execute_plan(*greedy, x.to_local(), *groups);  // warm-up
+        for (int i = 0; i < opt.iters; ++i) {
+          world.barrier()->wait();
+          auto start = Clock::now();
+          g = execute_plan(*greedy, x.to_local(), *groups);
+          world.barrier()->wait();
+          if (world.rank() == 0) greedy_times.push_back(seconds_since(start) * 1e3);
+        }
+        if (g.shape() != y.to_local().shape() || g.to_doubles() != y.to_local().to_doubles()) ok = false;
+      }
       // Spot-check the result: the first element of the local shard.
       Shape off = y.spec().global_offset(groups->global_rank());
       if (y.to_local().numel() > 0 && y.to_local().at(Shape(size_t(2), 0)) != full.at(off)) ok = false;
     });
-    std::sort(times.begin(), times.end());
-    double ms = times[times.size() / 2];
-    out.push_back({{"from", src}, {"to", dst}, {"ranks", n}, {"tensor_bytes", full.nbytes()},
-                   {"bytes_per_rank", plan->total_bytes}, {"collectives", plan->collective_counts()},
-                   {"median_ms", ms}, {"gbs_per_rank", double(plan->total_bytes) / (ms * 1e-3) / 1e9},
-                   {"memcpy_tensor_ms", memcpy_ms}, {"correct", ok}});
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    double ms = median(times);
+    nlohmann::json r = {{"from", src}, {"to", dst}, {"ranks", n}, {"tensor_bytes", full.nbytes()},
+                        {"bytes_per_rank", plan->total_bytes}, {"collectives", plan->collective_counts()},
+                        {"median_ms", ms}, {"gbs_per_rank", double(plan->total_bytes) / (ms * 1e-3) / 1e9},
+                        {"memcpy_tensor_ms", memcpy_ms}, {"correct", ok}};
+    if (greedy) {
+      r["pytorch_order_ms"] = median(greedy_times);
+      r["pytorch_order_bytes_per_rank"] = greedy->total_bytes;
+    }
+    out.push_back(r);
     if (!ok) command_exit_code() = 1;
   }
   return out;
@@ -185,6 +208,11 @@ void run_bench(const PlanBenchOptions& opt) {
                r["from"].get<std::string>(), r["to"].get<std::string>(), r["bytes_per_rank"].get<int64_t>(),
                r["median_ms"].get<double>(), r["gbs_per_rank"].get<double>(), r["memcpy_tensor_ms"].get<double>(),
                r["correct"].get<bool>() ? "" : "  WRONG RESULT");
+  for (const auto& r : redist)
+    if (r.contains("pytorch_order_ms"))
+      fmt::print("  {:>5} -> {:<5} in PyTorch's order: {:>10} bytes/rank  {:8.2f} ms\n", r["from"].get<std::string>(),
+                 r["to"].get<std::string>(), r["pytorch_order_bytes_per_rank"].get<int64_t>(),
+                 r["pytorch_order_ms"].get<double>());
   fmt::print("anchor cases (bytes per rank, ours vs PyTorch's greedy order):\n");
   for (const auto& a : anchors) {
     int64_t b = a["bytes"], t = a["pytorch_bytes"];

