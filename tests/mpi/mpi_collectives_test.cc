@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -44,7 +45,8 @@ struct Buffer {
 };
 
 // Returns the reference reduction of the group members' values at element i, rounded like the
-// backend: exact integer sum, then avg divides in the compute type and stores in dtype.
+// backend: exact integer sum, then avg divides in the compute type (f32 for bf16, with one
+// rounding to bf16; truncating integer division for i64).
 double reference(const std::vector<int>& ranks, size_t i, ReduceOp op, DType t) {
   double acc = value(ranks[0], i);
   for (size_t k = 1; k < ranks.size(); ++k) {
@@ -52,10 +54,12 @@ double reference(const std::vector<int>& ranks, size_t i, ReduceOp op, DType t) 
     acc = op == ReduceOp::max ? std::max(acc, v) : op == ReduceOp::min ? std::min(acc, v) : acc + v;
   }
   if (op != ReduceOp::avg) return acc;
-  Buffer b(t, 1);
-  double n = double(ranks.size());
-  DT_DISPATCH(t, { reinterpret_cast<T*>(b.data())[0] = T(compute_t<T>(acc) / compute_t<T>(n)); });
-  return b.get(0);
+  int64_t n = int64_t(ranks.size());
+  switch (t) {
+    case DType::i64: return double(int64_t(acc) / n);
+    case DType::bf16: return double(float(bf16(float(acc) / float(n))));
+    default: return double(float(acc) / float(n));
+  }
 }
 
 // Returns the groups this rank belongs to: the world, the world in reverse order, and the
@@ -90,6 +94,36 @@ TEST(MpiCollectives, AllReduceMatrix) {
                             << reference(g->global_ranks(), i, op, t);
           EXPECT_EQ(bad, 0u);
         }
+}
+
+TEST(MpiCollectives, AllReducePathFollowsTheEnvironment) {
+  auto& world = dynamic_cast<MpiProcessGroup&>(*g_world);
+  const char* mode = std::getenv("DTENSOR_MPI_ALL_REDUCE");
+  if (mode != nullptr && std::string(mode) == "mpi") {
+    EXPECT_EQ(world.all_reduce_algorithm(4000), "mpi:iallreduce");
+  } else {  // every process of the test runs on this host
+    EXPECT_EQ(world.all_reduce_algorithm(4000), "shm_one_shot");
+    EXPECT_EQ(world.all_reduce_algorithm(size_t(64) << 20), "shm_two_shot");
+  }
+  EXPECT_EQ(world.all_reduce_algorithm(0), "mpi:iallreduce");
+}
+
+// Two-shot on counts below and around the group size: chunks are short or empty (torch.chunk).
+TEST(MpiCollectives, TwoShotWithShortAndEmptyChunks) {
+  CommOptions options;
+  options.one_shot_threshold = 0;
+  ProcessGroupPtr world = MpiRuntime::current()->world(options);
+  for (DType t : kDTypes)
+    for (size_t count : {size_t(1), size_t(2), size_t(5), size_t(7), size_t(1001)})
+      for (ReduceOp op : kOps) {
+        SCOPED_TRACE(label(*world, t, count) + " op " + std::string(reduce_op_name(op)));
+        Buffer buf(t, count);
+        for (size_t i = 0; i < count; ++i) buf.set(i, value(world->rank(), i));
+        world->all_reduce(buf.data(), count, t, op)->wait();
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += buf.get(i) != reference(world->global_ranks(), i, op, t);
+        EXPECT_EQ(bad, 0u);
+      }
 }
 
 TEST(MpiCollectives, AllGatherMatrix) {

@@ -7,8 +7,13 @@ mpiexec=$1 driver=$2 case=$3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 flags=(--oversubscribe --allow-run-as-root -np 3)
-mode=$case
 expect_status=nonzero
+# A *_mpipath case forces all_reduce through MPI_Iallreduce instead of the shared-memory arena.
+if [[ $case == *_mpipath ]]; then
+  export DTENSOR_MPI_ALL_REDUCE=mpi
+  case=${case%_mpipath}
+fi
+mode=$case
 case $case in
   exit_default) mode=exit ;;  # plain mpirun: Open MPI itself kills the job when a rank exits early
   exit_recovery | kill_recovery)

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <set>
 
+#include "dtensor/comm/mpi/all_reduce_shared.h"
 #include "dtensor/comm/mpi/collective_check.h"
 #include "dtensor/comm/mpi/mpi_datatypes.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
+#include "dtensor/comm/reduce_kernel.h"
 
 namespace dt::mpi {
 namespace {
@@ -26,6 +29,18 @@ std::string mpi_error_text(int rc) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   return std::string(text, len);
+}
+
+// Largest all_reduce routed through the shared arena (its segments grow to this size).
+constexpr size_t kMaxSharedBytes = size_t(1) << 30;
+
+// Returns the DTENSOR_MPI_ALL_REDUCE setting: "mpi", "shm" or "auto" (default).
+std::string all_reduce_mode() {
+  const char* v = std::getenv("DTENSOR_MPI_ALL_REDUCE");
+  std::string mode = v ? v : "auto";
+  if (mode != "mpi" && mode != "shm" && mode != "auto")
+    DT_THROW(ValueError) << "DTENSOR_MPI_ALL_REDUCE must be mpi, shm or auto, got '" << mode << "'";
+  return mode;
 }
 
 // Returns the descriptor of one call (all_to_all adds its counts afterwards).
@@ -56,6 +71,28 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, C
     MPI_Comm_set_errhandler(check_comm_, MPI_ERRORS_RETURN);
   }
   progress_ = register_group(global_ranks_);
+  if (all_reduce_mode() != "mpi" && size > 1) {
+    // Collective over the members, like the constructor's callers (world(), new_group()).
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, /*key=*/0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    int node_size = 0;
+    MPI_Comm_size(node, &node_size);
+    if (node_size == size) {
+      // key 0 everywhere keeps comm_'s order, so member index = group index.
+      node_comm_ = node;
+      MPI_Comm_set_errhandler(node_comm_, MPI_ERRORS_RETURN);
+      arena_ = std::make_unique<SharedArena>(node_comm_, global_ranks_);
+    } else {
+      MPI_Comm_free(&node);
+    }
+  }
+}
+
+std::string MpiProcessGroup::all_reduce_algorithm(size_t nbytes) const {
+  if (arena_ && nbytes > 0 && nbytes <= kMaxSharedBytes)
+    return std::string(shared_all_reduce_algorithm(nbytes, options_));
+  return "mpi:iallreduce";
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
@@ -63,9 +100,21 @@ MpiProcessGroup::~MpiProcessGroup() {
   MPI_Finalized(&finalized);
   // After a fault a peer may be gone; freeing is skipped since the process is about to abort.
   if (finalized || comm_fault_happened()) return;
+  arena_.reset();
   MpiCallGuard guard;
+  if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
   if (check_comm_ != MPI_COMM_NULL) MPI_Comm_free(&check_comm_);
   if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+}
+
+std::shared_ptr<std::vector<std::byte>> MpiProcessGroup::scratch(size_t bytes) {
+  if (scratch_ && scratch_.use_count() == 1) {
+    if (scratch_->size() < bytes) scratch_->resize(bytes);
+    return scratch_;
+  }
+  auto fresh = std::make_shared<std::vector<std::byte>>(bytes);
+  if (!scratch_) scratch_ = fresh;
+  return fresh;
 }
 
 WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
@@ -108,6 +157,19 @@ WorkPtr MpiProcessGroup::all_reduce(void* buf, size_t count, DType dtype, Reduce
   int n = mpi_count(count, "all_reduce");
   MPI_Op mpi_op = mpi_reduce_op(dtype, op, "all_reduce");
   WorkContext context = begin(make_desc(CollectiveOp::all_reduce, dtype, count, op), true);
+  if (all_reduce_algorithm(count * itemsize(dtype)) != "mpi:iallreduce") {
+    flight_recorder().record_started(context.flight_id);
+    auto work = std::make_shared<MpiWork>(context, std::vector<MPI_Request>{}, nullptr, options_.timeout);
+    try {
+      all_reduce_shared(*arena_, buf, count, dtype, op, options_);
+    } catch (const ArenaTimeout& e) {
+      std::string message = timeout_message(context, options_.timeout);
+      work->set_failed(record_failure(context, message + fmt::format(" (in the shared-memory all_reduce at {})", e.what())));
+    } catch (const CommError& e) {
+      work->set_failed(record_failure(context, e.what()));
+    }
+    return work;
+  }
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
@@ -135,20 +197,30 @@ WorkPtr MpiProcessGroup::all_gather(const void* in, void* out, size_t count, DTy
   return finish(std::move(context), rc, std::move(requests));
 }
 
+// reduce_scatter as MPI_Ialltoall of the blocks followed by a local reduction: Open MPI's
+// MPI_Ireduce_scatter_block (libnbc) reduces the whole buffer onto rank 0 and scatters from there,
+// funnelling every byte through one process. The all-to-all moves the (n-1)/n of the input a ring
+// would, and the local reduce_buffers combines the n blocks in group order in f32 for bf16/f16,
+// so the result is the same on every run and matches the threads backend.
 WorkPtr MpiProcessGroup::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
   int n = mpi_count(count, "reduce_scatter");
   mpi_count(count * size_t(size()), "reduce_scatter input");
-  MPI_Op mpi_op = mpi_reduce_op(dtype, op, "reduce_scatter");
-  WorkContext context =
-      begin(make_desc(CollectiveOp::reduce_scatter, dtype, count, op), true);
+  mpi_reduce_op(dtype, op, "reduce_scatter");  // rejects bool avg before anything is issued
+  WorkContext context = begin(make_desc(CollectiveOp::reduce_scatter, dtype, count, op), true);
+  size_t block_bytes = count * itemsize(dtype);
+  std::shared_ptr<std::vector<std::byte>> blocks = scratch(block_bytes * size_t(size()));
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
     MpiCallGuard guard;
-    rc = MPI_Ireduce_scatter_block(in, out, n, mpi_datatype(dtype), mpi_op, comm_, &requests[0]);
+    MPI_Datatype t = mpi_datatype(dtype);
+    rc = MPI_Ialltoall(in, n, t, blocks->data(), n, t, comm_, &requests[0]);
   }
-  std::function<void()> on_complete;
-  if (op == ReduceOp::avg) on_complete = [=, group_size = size()] { divide_in_place(out, count, dtype, group_size); };
+  auto on_complete = [=, group_size = size()] {
+    std::vector<const void*> inputs(static_cast<size_t>(group_size));
+    for (int j = 0; j < group_size; ++j) inputs[size_t(j)] = blocks->data() + size_t(j) * block_bytes;
+    reduce_buffers(inputs.data(), group_size, out, count, dtype, op);
+  };
   return finish(std::move(context), rc, std::move(requests), std::move(on_complete));
 }
 

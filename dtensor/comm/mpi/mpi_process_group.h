@@ -8,11 +8,22 @@
 // Collectives are numbered per group (#1, #2, ...) for error messages, the flight recorder and the
 // peer-state agent; with CommOptions::check_collectives a descriptor exchange on a duplicate
 // communicator precedes each collective (collective_check.h).
+//
+// all_reduce has two paths, chosen per group when it is created and by size per call:
+//  * `mpi`: MPI_Iallreduce (any group, any host);
+//  * `shm`: when every member runs on this host, the one-shot / two-shot algorithms over an
+//    MPI-3 shared window (all_reduce_shared.h); it runs at issue time and returns a completed
+//    Work (or one whose wait() rethrows the failure).
+// DTENSOR_MPI_ALL_REDUCE=mpi|shm|auto selects (auto, the default: shm when the group is on one
+// host). The choice is the same on every member because it depends only on the group and count.
 #pragma once
 
 #include <mpi.h>
 
+#include <memory>
+
 #include "dtensor/comm/mpi/group_progress.h"
+#include "dtensor/comm/mpi/shared_arena.h"
 #include "dtensor/comm/mpi/mpi_work.h"
 #include "dtensor/comm/process_group.h"
 
@@ -42,6 +53,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks) override;
 
   MPI_Comm comm() const { return comm_; }
+  // Returns "mpi:iallreduce", "shm_one_shot" or "shm_two_shot": the all_reduce path for nbytes.
+  std::string all_reduce_algorithm(size_t nbytes) const;
   int64_t group_id() const { return progress_->id; }
 
  private:
@@ -58,6 +71,13 @@ class MpiProcessGroup final : public ProcessGroup {
   CommOptions options_;
   int rank_ = 0;
   std::shared_ptr<GroupProgress> progress_;
+  // Returns a buffer of at least `bytes` for one in-flight operation: the cached one when no
+  // earlier operation still holds it (no page faults on the repeat calls of a training step).
+  std::shared_ptr<std::vector<std::byte>> scratch(size_t bytes);
+
+  std::shared_ptr<std::vector<std::byte>> scratch_;
+  MPI_Comm node_comm_ = MPI_COMM_NULL;  // comm_ again when every member shares this host
+  std::unique_ptr<SharedArena> arena_;  // created with node_comm_, grown on first use
 };
 
 }  // namespace dt::mpi

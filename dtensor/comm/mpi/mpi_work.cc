@@ -124,6 +124,11 @@ void MpiWork::fail_locked(const std::string& message) {
   std::rethrow_exception(error_);
 }
 
+void MpiWork::set_failed(const std::string& message) {
+  std::lock_guard lock(mu_);
+  error_ = std::make_exception_ptr(CommError(message));
+}
+
 void MpiWork::wait(Duration timeout) {
   std::lock_guard lock(mu_);
   if (error_) std::rethrow_exception(error_);

@@ -45,6 +45,9 @@ class MpiWork final : public Work {
   bool is_completed() override;
 
   const WorkContext& context() const { return context_; }
+  // Makes the work failed with a CommError(message) that wait() rethrows (for collectives that
+  // ran synchronously at issue time, like the shared-memory all_reduce).
+  void set_failed(const std::string& message);
 
  private:
   // Tests the requests once; runs finish on completion. Throws CommError on an MPI error.
