@@ -18,12 +18,14 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/runtime/interpreter.h"
 #include "tools/command.h"
+#include "tools/run_distributed.h"
 
 namespace dt::tools {
 namespace {
 
 struct RunOptions {
   std::string model, weights, inputs, expect;
+  std::string mesh, plan;  // multi-rank run (tools/run_distributed.cc)
   bool json = false;
   double rtol = 1e-5, atol = 1e-5;
   int repeat = 1;
@@ -117,6 +119,13 @@ bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
 }
 
 void run_command(const RunOptions& opt) {
+  if (!opt.mesh.empty() || !opt.plan.empty()) {
+    if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
+    DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
+                            opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat};
+    if (!run_distributed(d)) command_exit_code() = 1;
+    return;
+  }
   Program p = load_program(opt);
   RunResult r = run_single_device(p, opt.repeat);
   if (!report(opt, p, r)) command_exit_code() = 1;
@@ -133,6 +142,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
+  cmd->add_option("--mesh", opt.mesh, "run sharded on this device mesh (e.g. 4, 2x2) on the threads backend");
+  cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md); compares with the single-device run");
   cmd->callback([] { run_command(opt); });
 }
 

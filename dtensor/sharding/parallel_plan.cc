@@ -96,6 +96,7 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
         ms.style = parse_style(m.at("style").get<std::string>(), where);
         if (m.contains("mesh_dim")) ms.mesh_dim = m["mesh_dim"].get<std::string>();
         else if (plan.mesh_dims.size() == 1) ms.mesh_dim = plan.mesh_dims[0];
+        else if (plan.mesh_dims.empty()) ms.mesh_dim = "tp";  // the default name of a 1-d mesh
         else DT_THROW(ValueError) << where << " needs a mesh_dim";
         if (m.contains("dim")) ms.dim = m["dim"].get<int64_t>();
         for (auto& [key, value] : m.items())
