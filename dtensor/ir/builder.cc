@@ -57,7 +57,7 @@ std::vector<Value*> Builder::record(OpKind op, std::vector<Value*> operands, con
   def.infer(probe, g_, types_);
   std::vector<std::string> names;
   if (!next_name_.empty()) names.push_back(std::exchange(next_name_, {}));
-  Node* node = g_.append(op, std::move(probe.operands), std::move(probe.attrs), types_, names);
+  Node* node = g_.append(op, std::move(probe.operands), std::move(probe.attrs), types_, std::move(names));
   return node->results;
 }
 

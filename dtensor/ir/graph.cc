@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
@@ -26,16 +27,102 @@ const Attr& Node::attr(std::string_view name) const {
   return attrs[size_t(i)];
 }
 
-Value* Graph::new_value(const std::string& name, TensorType type, ValueKind kind, SourceLoc loc) {
+Value* NameTable::tombstone() {
+  static Value t;
+  return &t;
+}
+
+// FNV-1a with a final avalanche so that the low bits (the slot index) depend on every byte.
+uint64_t NameTable::hash(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 32);
+}
+
+Value* NameTable::find(std::string_view name) const {
+  if (slots_.empty()) return nullptr;
+  const uint64_t h = hash(name);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (!s.value) return nullptr;
+    if (s.hash == h && s.value != tombstone() && s.value->name == name) return s.value;
+  }
+}
+
+bool NameTable::insert(Value* v) {
+  if ((used_ + 1) * 2 > slots_.size()) grow(std::max<size_t>(16, slots_.size() * 2));
+  const uint64_t h = hash(v->name);
+  const size_t mask = slots_.size() - 1;
+  Slot* reuse = nullptr;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (!s.value) {
+      if (!reuse) {
+        reuse = &s;
+        ++used_;
+      }
+      break;
+    }
+    if (s.value == tombstone()) {
+      if (!reuse) reuse = &s;
+    } else if (s.hash == h && s.value->name == v->name) {
+      return false;
+    }
+  }
+  *reuse = Slot{h, v};
+  return true;
+}
+
+void NameTable::erase(std::string_view name) {
+  if (slots_.empty()) return;
+  const uint64_t h = hash(name);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (!s.value) return;
+    if (s.hash == h && s.value != tombstone() && s.value->name == name) {
+      s.value = tombstone();
+      return;
+    }
+  }
+}
+
+void NameTable::reserve(size_t n) {
+  size_t want = 16;
+  while (want < 2 * n) want *= 2;
+  if (want > slots_.size()) grow(want);
+}
+
+void NameTable::grow(size_t min_slots) {
+  size_t n = 16;
+  while (n < min_slots) n *= 2;
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(n, Slot{});
+  used_ = 0;
+  for (const Slot& s : old) {
+    if (!s.value || s.value == tombstone()) continue;
+    for (size_t i = size_t(s.hash) & (n - 1);; i = (i + 1) & (n - 1)) {
+      if (!slots_[i].value) {
+        slots_[i] = s;
+        ++used_;
+        break;
+      }
+    }
+  }
+}
+
+Value* Graph::new_value(std::string name, TensorType type, ValueKind kind, SourceLoc loc) {
   auto v = std::make_unique<Value>();
   v->id = int(values_.size());
-  v->name = name.empty() ? fresh_name() : name;
+  v->name = name.empty() ? fresh_name() : std::move(name);
   v->type = std::move(type);
   v->kind = kind;
   v->loc = loc;
   Value* p = v.get();
-  auto [it, inserted] = by_name_.emplace(std::string_view(p->name), p);
-  if (!inserted) DT_THROW(ValueError) << "value %" << p->name << " is defined twice";
+  if (!by_name_.insert(p)) DT_THROW(ValueError) << "value %" << p->name << " is defined twice";
   values_.push_back(std::move(v));
   return p;
 }
@@ -43,7 +130,7 @@ Value* Graph::new_value(const std::string& name, TensorType type, ValueKind kind
 std::string Graph::fresh_name() {
   while (true) {
     std::string s = std::to_string(next_auto_name_++);
-    if (!by_name_.count(s)) return s;
+    if (!by_name_.find(s)) return s;
   }
 }
 
@@ -64,10 +151,8 @@ void Graph::add_group(const std::string& name, std::vector<int> ranks, SourceLoc
   groups_.push_back(GroupDecl{name, std::move(ranks), loc});
 }
 
-std::unique_ptr<Node> Graph::make_node(OpKind op, std::vector<Value*> operands,
-                                       std::vector<Attr> attrs,
-                                       const std::vector<TensorType>& result_types,
-                                       const std::vector<std::string>& result_names,
+std::unique_ptr<Node> Graph::make_node(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
+                                       std::vector<TensorType> result_types, std::vector<std::string> result_names,
                                        SourceLoc loc) {
   auto n = std::make_unique<Node>();
   n->op = op;
@@ -75,10 +160,9 @@ std::unique_ptr<Node> Graph::make_node(OpKind op, std::vector<Value*> operands,
   n->attrs = std::move(attrs);
   n->loc = loc;
   n->results.reserve(result_types.size());
-  static const std::string kEmpty;
   for (size_t i = 0; i < result_types.size(); ++i) {
-    const std::string& name = i < result_names.size() ? result_names[i] : kEmpty;
-    Value* v = new_value(name, result_types[i], ValueKind::result, loc);
+    Value* v = new_value(i < result_names.size() ? std::move(result_names[i]) : std::string(),
+                         std::move(result_types[i]), ValueKind::result, loc);
     v->producer = n.get();
     v->result_index = int(i);
     n->results.push_back(v);
@@ -87,20 +171,18 @@ std::unique_ptr<Node> Graph::make_node(OpKind op, std::vector<Value*> operands,
 }
 
 Node* Graph::append(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-                    const std::vector<TensorType>& result_types,
-                    const std::vector<std::string>& result_names, SourceLoc loc) {
-  nodes_.push_back(make_node(op, std::move(operands), std::move(attrs), result_types,
-                             result_names, loc));
+                    std::vector<TensorType> result_types, std::vector<std::string> result_names, SourceLoc loc) {
+  nodes_.push_back(make_node(op, std::move(operands), std::move(attrs), std::move(result_types),
+                             std::move(result_names), loc));
   return nodes_.back().get();
 }
 
 Node* Graph::insert(size_t pos, OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-                    const std::vector<TensorType>& result_types,
-                    const std::vector<std::string>& result_names) {
+                    std::vector<TensorType> result_types, std::vector<std::string> result_names) {
   DT_CHECK(pos <= nodes_.size()) << pos << " > " << nodes_.size();
   auto it = nodes_.insert(nodes_.begin() + ptrdiff_t(pos),
-                          make_node(op, std::move(operands), std::move(attrs), result_types,
-                                    result_names, SourceLoc{}));
+                          make_node(op, std::move(operands), std::move(attrs), std::move(result_types),
+                                    std::move(result_names), SourceLoc{}));
   return it->get();
 }
 
@@ -121,10 +203,36 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     if (v == from) v = to;
 }
 
-Value* Graph::find(std::string_view name) const {
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? nullptr : it->second;
+void Graph::set_node_order(const std::vector<Node*>& order) {
+  std::unordered_map<const Node*, size_t> slot;
+  slot.reserve(nodes_.size() * 2);
+  for (size_t i = 0; i < nodes_.size(); ++i) slot.emplace(nodes_[i].get(), i);
+  std::vector<std::unique_ptr<Node>> next;
+  next.reserve(order.size());
+  for (Node* n : order) {
+    auto it = slot.find(n);
+    DT_CHECK(it != slot.end() && nodes_[it->second]) << "set_node_order: node not in the graph or listed twice";
+    next.push_back(std::move(nodes_[it->second]));
+  }
+  for (auto& dropped : nodes_) {
+    if (!dropped) continue;
+    for (Value* r : dropped->results) {
+      if (by_name_.find(r->name) == r) by_name_.erase(r->name);
+      r->producer = nullptr;
+    }
+  }
+  nodes_ = std::move(next);
 }
+
+void Graph::rename(Value* v, const std::string& name) {
+  if (v->name == name) return;
+  if (by_name_.find(name)) DT_THROW(ValueError) << "value %" << name << " is defined twice";
+  if (by_name_.find(v->name) == v) by_name_.erase(v->name);
+  v->name = name;
+  by_name_.insert(v);
+}
+
+Value* Graph::find(std::string_view name) const { return by_name_.find(name); }
 
 const GroupDecl* Graph::find_group(std::string_view name) const {
   for (const GroupDecl& g : groups_)
@@ -155,11 +263,8 @@ Graph Graph::clone() const {
     c->producer = nullptr;
     g.values_.push_back(std::move(c));
   }
-  for (const auto& v : values_) {
-    bool live = find(v->name) == v.get();
-    if (live) g.by_name_.emplace(std::string_view(g.values_[size_t(v->id)]->name),
-                                 g.values_[size_t(v->id)].get());
-  }
+  for (const auto& v : values_)
+    if (find(v->name) == v.get()) g.by_name_.insert(g.values_[size_t(v->id)].get());
   auto map = [&](const Value* v) { return g.values_[size_t(v->id)].get(); };
   for (Value* v : inputs_) g.inputs_.push_back(map(v));
   for (Value* v : params_) g.params_.push_back(map(v));

@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "dtensor/core/dtype.h"
@@ -84,6 +83,30 @@ struct GroupDecl {
   SourceLoc loc;
 };
 
+// Maps value names to values: open addressing with linear probing over (hash, Value*) slots, the
+// keys being the values' own names (values are heap-allocated, so they never move). The parser
+// does several lookups per node, so this is on the hot path of parsing.
+class NameTable {
+ public:
+  Value* find(std::string_view name) const;
+  // Returns false (and changes nothing) when the name is already present.
+  bool insert(Value* v);
+  void erase(std::string_view name);
+  void reserve(size_t n);
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    Value* value = nullptr;  // nullptr: empty; tombstone(): erased
+  };
+  static Value* tombstone();
+  static uint64_t hash(std::string_view s);
+  void grow(size_t min_slots);
+
+  std::vector<Slot> slots_;  // size is 0 or a power of two
+  size_t used_ = 0;          // live entries + tombstones
+};
+
 class Graph {
  public:
   explicit Graph(std::string name = "main") : name_(std::move(name)) {}
@@ -107,16 +130,21 @@ class Graph {
   // ("%0", "%1", ...). Attributes must be complete and in schema order (the builder and the
   // parser fill defaults).
   Node* append(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-               const std::vector<TensorType>& result_types,
-               const std::vector<std::string>& result_names = {}, SourceLoc loc = {});
+               std::vector<TensorType> result_types, std::vector<std::string> result_names = {},
+               SourceLoc loc = {});
   // Same, inserting before position `pos` of nodes().
   Node* insert(size_t pos, OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-               const std::vector<TensorType>& result_types,
-               const std::vector<std::string>& result_names = {});
+               std::vector<TensorType> result_types, std::vector<std::string> result_names = {});
   // Removes the node at `pos`; its results must have no remaining users (not checked here).
   void erase(size_t pos);
   // Makes every operand and output that reads `from` read `to` instead.
   void replace_all_uses(Value* from, Value* to);
+  // Replaces nodes() by `order`, a permutation of a subset of the current nodes; nodes left out
+  // are destroyed and their results' names freed (their values stay in values(), unnamed). For
+  // passes that reorder in one sweep: insert/erase are O(n) each.
+  void set_node_order(const std::vector<Node*>& order);
+  // Renames value `v` (ValueError when `name` is taken by another value).
+  void rename(Value* v, const std::string& name);
 
   void set_outputs(std::vector<Value*> outputs) { outputs_ = std::move(outputs); }
 
@@ -140,10 +168,10 @@ class Graph {
   Graph clone() const;
 
  private:
-  Value* new_value(const std::string& name, TensorType type, ValueKind kind, SourceLoc loc);
+  Value* new_value(std::string name, TensorType type, ValueKind kind, SourceLoc loc);
   std::unique_ptr<Node> make_node(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-                                  const std::vector<TensorType>& result_types,
-                                  const std::vector<std::string>& result_names, SourceLoc loc);
+                                  std::vector<TensorType> result_types, std::vector<std::string> result_names,
+                                  SourceLoc loc);
   std::string fresh_name();
 
   std::string name_;
@@ -154,8 +182,7 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> outputs_;
   std::vector<std::unique_ptr<Value>> values_;
-  // Keys view the names stored in values_ (heap-allocated, so the views stay valid).
-  std::unordered_map<std::string_view, Value*> by_name_;
+  NameTable by_name_;
   int64_t next_auto_name_ = 0;
 };
 

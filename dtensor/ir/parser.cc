@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <optional>
 #include <fstream>
@@ -314,20 +315,26 @@ class Parser {
     g_->add_group(std::string(name.text), std::move(ranks), {kw.line, kw.col});
   }
 
-  void check_new_name(const Token& t) {
-    if (const Value* prev = g_->find(t.text))
-      fail(t) << "value %" << t.text << " is already defined at line " << prev->loc.line;
+  // Fails with "already defined" for name token `t` (called when the graph refused a duplicate).
+  [[noreturn]] void fail_redefined(const Token& t) {
+    const Value* prev = g_->find(t.text);
+    fail(t) << "value %" << t.text << " is already defined at line " << (prev ? prev->loc.line : 0);
+    std::abort();  // not reached: the Thrower above throws
   }
 
   void parse_signature_value() {
     const bool is_input = tok_.text == "input";
     advance();
     Token v = expect(Tok::value, "a value name like %x");
-    check_new_name(v);
     expect(Tok::colon, "':' before the type");
     TensorType t = parse_type();
-    if (is_input) g_->add_input(std::string(v.text), std::move(t), {v.line, v.col});
-    else g_->add_param(std::string(v.text), std::move(t), {v.line, v.col});
+    // The graph refuses duplicate names; checking through it saves a lookup per line.
+    try {
+      if (is_input) g_->add_input(std::string(v.text), std::move(t), {v.line, v.col});
+      else g_->add_param(std::string(v.text), std::move(t), {v.line, v.col});
+    } catch (const ValueError&) {
+      fail_redefined(v);
+    }
   }
 
   Value* lookup(const Token& t) {
@@ -431,7 +438,6 @@ class Parser {
     results_.clear();
     while (true) {
       Token r = expect(Tok::value, "a result name");
-      check_new_name(r);
       for (const Token& prev : results_)
         if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
       results_.push_back(r);
@@ -504,7 +510,20 @@ class Parser {
           << "expected " << results_.size() << " result types, found " << types_.size();
     names_.clear();
     for (const Token& r : results_) names_.emplace_back(r.text);
-    Node* node = g_->append(*op, std::move(operands), std::move(attrs), types_, names_, {op_tok.line, op_tok.col});
+    // A result name already in use makes append throw (after defining the results before it,
+    // which are ours: their location is this op's).
+    Node* node = nullptr;
+    try {
+      node = g_->append(*op, std::move(operands), std::move(attrs), std::move(types_), std::move(names_),
+                        {op_tok.line, op_tok.col});
+    } catch (const ValueError&) {
+      for (const Token& r : results_) {
+        const Value* prev = g_->find(r.text);
+        if (prev && !(prev->kind == ValueKind::result && prev->loc.line == op_tok.line && prev->loc.col == op_tok.col))
+          fail_redefined(r);
+      }
+      throw;
+    }
     for (size_t i = 0; i < node->results.size(); ++i) node->results[i]->loc = type_locs_[i];
   }
 
