@@ -40,6 +40,11 @@ class CsePass : public Pass {
         edit.set_key(kept_wait, std::min(edit.key(kept_wait), edit.key(n)));
         continue;
       }
+      // A buffer that an in-place collective writes is not a pure value: never merge it.
+      bool mutated = false;
+      for (const ir::Value* r : n->results)
+        for (const ir::Node* u : uses.users(r)) mutated = mutated || u->op == ir::OpKind::all_reduce_;
+      if (mutated) continue;
       sig.clear();
       fmt::format_to(std::back_inserter(sig), "{}(", int(n->op));
       for (const ir::Value* v : n->operands) fmt::format_to(std::back_inserter(sig), "{},", edit.resolve(v)->id);

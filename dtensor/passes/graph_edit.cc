@@ -122,38 +122,22 @@ bool GraphEdit::commit() {
     return false;
   }
 
-  ir::Graph out(g_.name());
-  out.set_source(g_.source());
-  out.reserve(kept);
-  for (const ir::GroupDecl& grp : g_.groups()) out.add_group(grp.name, grp.ranks, grp.loc);
-  std::vector<ir::Value*> map(g_.num_values(), nullptr);
-  for (const ir::Value* v : g_.inputs()) map[size_t(v->id)] = out.add_input(v->name, v->type, v->loc);
-  for (const ir::Value* v : g_.params()) map[size_t(v->id)] = out.add_param(v->name, v->type, v->loc);
-  auto mapped = [&](const ir::Value* v) {
-    ir::Value* m = map[size_t(resolve(v)->id)];
-    DT_CHECK(m) << "value %" << resolve(v)->name << " used before it is emitted";
-    return m;
-  };
-  std::vector<ir::Value*> operands;
-  std::vector<ir::TensorType> types;
-  std::vector<std::string> names;
+  // Apply in place: operands and outputs read the replacements, the node list takes the new
+  // order (freeing dropped nodes' names), then new values take the names of the values they
+  // replace.
+  std::vector<ir::Node*> ordered;
+  ordered.reserve(order.size());
   for (size_t i : order) {
-    const ir::Node& node = *nodes[i];
-    operands.clear();
-    for (const ir::Value* v : node.operands) operands.push_back(mapped(v));
-    types.clear();
-    names.clear();
-    for (const ir::Value* r : node.results) {
-      types.push_back(r->type);
-      names.push_back(name_of[size_t(r->id)] ? *name_of[size_t(r->id)] : r->name);
-    }
-    ir::Node* copy = out.append(node.op, operands, node.attrs, types, names, node.loc);
-    for (size_t k = 0; k < node.results.size(); ++k) map[size_t(node.results[k]->id)] = copy->results[k];
+    ir::Node* node = nodes[i].get();
+    for (ir::Value*& v : node->operands) v = resolve(v);
+    ordered.push_back(node);
   }
   std::vector<ir::Value*> outputs;
-  for (const ir::Value* v : g_.outputs()) outputs.push_back(mapped(v));
-  out.set_outputs(std::move(outputs));
-  g_ = std::move(out);
+  for (const ir::Value* v : g_.outputs()) outputs.push_back(resolve(v));
+  g_.set_outputs(std::move(outputs));
+  g_.set_node_order(ordered);
+  for (size_t id = 0; id < name_of.size(); ++id)
+    if (name_of[id]) g_.rename(g_.values()[id].get(), *name_of[id]);
   return true;
 }
 

@@ -1,0 +1,59 @@
+#include "dtensor/runtime/trace.h"
+
+#include <fstream>
+#include <unordered_map>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::runtime {
+
+TraceRecorder::TraceRecorder(int world_size) : origin_(Clock::now()), events_(size_t(world_size)) {}
+
+NodeHook TraceRecorder::hook(int rank) {
+  DT_CHECK(rank >= 0 && size_t(rank) < events_.size()) << rank;
+  auto issued = std::make_shared<std::unordered_map<const ir::Value*, int64_t>>();
+  return [this, rank, issued](const ir::Node& node, size_t, Clock::time_point start, Clock::time_point end) {
+    auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
+    std::vector<Event>& ev = events_[size_t(rank)];
+    const bool collective = ir::op_def(node.op).is_collective;
+    const bool comm = collective || node.op == ir::OpKind::wait_tensor || node.op == ir::OpKind::one_shot_all_reduce;
+    std::string label = std::string(ir::op_name(node.op)) + " %" + (node.results.empty() ? "" : node.result()->name);
+    ev.push_back({label, comm ? "comm" : "compute", us(start), us(end) - us(start), 'X', 0});
+    if (collective) {
+      const int64_t id = int64_t(rank) << 32 | int64_t(issued->size() + 1);
+      (*issued)[node.result()] = id;
+      ev.push_back({label, "collective", us(start), 0, 'b', id});
+    } else if (node.op == ir::OpKind::wait_tensor) {
+      auto it = issued->find(node.operands[0]);
+      if (it != issued->end()) {
+        const std::string name = std::string(ir::op_name(node.operands[0]->producer->op)) + " %" + node.operands[0]->name;
+        ev.push_back({name, "collective", us(end), 0, 'e', it->second});
+        issued->erase(it);
+      }
+    }
+  };
+}
+
+nlohmann::json TraceRecorder::to_json() const {
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t r = 0; r < events_.size(); ++r) {
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    for (const Event& e : events_[r]) {
+      nlohmann::json j = {{"name", e.name}, {"cat", e.cat}, {"ph", std::string(1, e.ph)}, {"ts", e.ts_us}, {"pid", 0}, {"tid", r}};
+      if (e.ph == 'X') j["dur"] = e.dur_us;
+      if (e.ph == 'b' || e.ph == 'e') j["id"] = e.id;
+      events.push_back(std::move(j));
+    }
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void TraceRecorder::write(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) DT_THROW(IoError) << "cannot write trace " << path;
+  out << to_json().dump() << '\n';
+  if (!out) DT_THROW(IoError) << "cannot write trace " << path;
+}
+
+}  // namespace dt::runtime
