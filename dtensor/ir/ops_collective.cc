@@ -35,7 +35,8 @@ void infer_all_gather(const Node& node, const Graph& graph, std::vector<TensorTy
   int n = group_size_of(node, graph);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
-  t.shape[0] *= n;
+  if (__builtin_mul_overflow(t.shape[0], int64_t(n), &t.shape[0]))
+    DT_THROW(ShapeError) << "all_gather_into_tensor output of " << type_str(node.operands[0]->type) << " is too large";
   out.push_back(std::move(t));
 }
 
@@ -68,7 +69,8 @@ void infer_all_to_all(const Node& node, const Graph& graph, std::vector<TensorTy
     int64_t total = 0;
     for (int64_t s : splits) {
       if (s < 0) DT_THROW(ValueError) << "all_to_all_single " << name << " " << shape_str(splits) << " has a negative size";
-      total += s;
+      if (__builtin_add_overflow(total, s, &total))
+        DT_THROW(ValueError) << "all_to_all_single " << name << " " << shape_str(splits) << " overflow";
     }
     return total;
   };

@@ -116,7 +116,8 @@ std::vector<int64_t> split_sizes(const Node& node, int64_t dim_size) {
     int64_t total = 0;
     for (int64_t s : sizes) {
       if (s < 0) DT_THROW(ValueError) << "split sizes " << shape_str(sizes) << " has a negative size";
-      total += s;
+      if (__builtin_add_overflow(total, s, &total))
+        DT_THROW(ValueError) << "split sizes " << shape_str(sizes) << " overflow";
     }
     if (total != dim_size)
       DT_THROW(ShapeError) << "split sizes " << shape_str(sizes) << " sum to " << total
@@ -124,6 +125,11 @@ std::vector<int64_t> split_sizes(const Node& node, int64_t dim_size) {
     return sizes;
   }
   if (split_size < 0) DT_THROW(ValueError) << "split split_size must be positive, got " << split_size;
+  // One result per piece: refuse absurd counts before allocating them.
+  constexpr int64_t kMaxPieces = int64_t(1) << 20;
+  if (dim_size / split_size > kMaxPieces)
+    DT_THROW(ValueError) << "split of a dim of size " << dim_size << " into pieces of " << split_size
+                         << " makes more than " << kMaxPieces << " results";
   std::vector<int64_t> out;
   for (int64_t at = 0; at < dim_size; at += split_size) out.push_back(std::min(split_size, dim_size - at));
   if (out.empty()) out.push_back(0);  // torch.split of an empty dim returns one empty piece
