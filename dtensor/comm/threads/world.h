@@ -145,10 +145,10 @@ class World {
   std::vector<RankState> ranks_;
   int failures_ = 0;
   std::map<RendezvousKey, std::shared_ptr<Rendezvous>> rendezvous_;
-  std::map<std::vector<int>, int> group_ids_;
-  // Endpoints by (group id, global rank); guarded by endpoints_mu_ (not mu_: creating a thread
-  // while holding the rendezvous lock is needless contention).
+  // Group ids by rank list and endpoints by (group id, global rank); guarded by endpoints_mu_
+  // (not mu_: creating a thread while holding the rendezvous lock is needless contention).
   std::mutex endpoints_mu_;
+  std::map<std::vector<int>, int> group_ids_;
   std::map<std::pair<int, int>, std::unique_ptr<Endpoint>> endpoints_;
 };
 
