@@ -33,8 +33,10 @@ class RankPartitioner {
       const NodeSharding& ns = s_.nodes[i];
       operands.clear();
       for (size_t k = 0; k < n.operands.size(); ++k) {
+        // Redistribute even a skipped operand: every rank must issue the same collectives.
+        Value* x = moved(n.operands[k], ns.operands[k]);
         if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) continue;
-        operands.push_back(moved(n.operands[k], ns.operands[k]));
+        operands.push_back(x);
       }
       types.clear();
       names.clear();

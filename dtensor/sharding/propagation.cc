@@ -127,6 +127,9 @@ class NodePropagator {
     if (src == dst) return 0;
     try {
       auto plan = planner_.plan(s_.mesh.shape(), src, dst, t.shape, t.dtype);
+      // A `zero` step (into a partial) has no lowering in per-rank programs.
+      for (const RedistributeStep& step : plan->steps)
+        if (step.kind == StepKind::zero) return kInfinite;
       return plan->total_time_us;
     } catch (const Error&) {
       return kInfinite;

@@ -148,14 +148,17 @@ class StepLowering {
     Value* flat = b_.reshape(p, {p->type.numel()});
     named(".a2a", x);
     Value* got = wait(b_.all_to_all_single(flat, group_, out_splits, in_splits));
-    named(".pieces", x);
-    std::vector<Value*> pieces = b_.split_sizes(got, out_splits, 0);
+    std::vector<Value*> pieces;
+    int64_t at = 0;
     for (int64_t j = 0; j < n_; ++j) {
       Shape s = ps;
       s[0] = bl[size_t(i_)];
       s[size_t(tp)] = a[size_t(j)];
       named(".piece", x);
-      pieces[size_t(j)] = b_.view(pieces[size_t(j)], s);
+      Value* piece = b_.slice(got, 0, at, at + out_splits[size_t(j)]);
+      at += out_splits[size_t(j)];
+      named(".piece", x);
+      pieces.push_back(b_.view(piece, s));
     }
     Value* joined;
     if (pieces.size() == 1) {

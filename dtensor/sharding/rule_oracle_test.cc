@@ -1,0 +1,177 @@
+// The rule oracle: for every op with a sharding rule, a one-op graph whose inputs start in every
+// combination of placements (R, S(d) for each dim, P(sum) for floating inputs) on mesh [2], and a
+// seeded random sample of combinations on mesh [2, 2] (every combination there would be 5^(2k)),
+// is propagated, partitioned, run on the threads backend and compared with the unsharded op.
+// Shapes include sizes that do not divide the mesh (3, 5, 7). The test prints the ops without a
+// rule and every incorrect (op, placements) pair, and fails on any incorrect one.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+
+#include "dtensor/core/ops.h"
+#include "dtensor/core/rng.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/sharding_rule.h"
+#include "tests/sharding/sharded_run.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Builder;
+using ir::OpKind;
+using ir::Value;
+
+struct OpCase {
+  std::string name;
+  std::function<void(Builder&)> build;  // declares inputs in0, in1, ... and the output
+};
+
+Value* in(Builder& b, int i, const Shape& s, DType t = DType::f32) { return b.input("in" + std::to_string(i), t, s); }
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> c;
+  auto add = [&](std::string name, std::function<void(Builder&)> f) { c.push_back({std::move(name), std::move(f)}); };
+  add("linear", [](Builder& b) { b.outputs({b.linear(in(b, 0, {3, 5}), in(b, 1, {7, 5}), in(b, 2, {7}))}); });
+  add("linear 3d no bias", [](Builder& b) { b.outputs({b.linear(in(b, 0, {2, 3, 5}), in(b, 1, {3, 5}))}); });
+  add("matmul", [](Builder& b) { b.outputs({b.matmul(in(b, 0, {3, 5}), in(b, 1, {5, 3}))}); });
+  add("matmul batch", [](Builder& b) { b.outputs({b.matmul(in(b, 0, {2, 3, 5}), in(b, 1, {5, 2}))}); });
+  add("matmul 1d", [](Builder& b) { b.outputs({b.matmul(in(b, 0, {5}), in(b, 1, {5, 3}))}); });
+  add("bmm", [](Builder& b) { b.outputs({b.bmm(in(b, 0, {2, 3, 5}), in(b, 1, {2, 5, 3}))}); });
+  add("add broadcast", [](Builder& b) { b.outputs({b.add(in(b, 0, {2, 3, 5}), in(b, 1, {3, 5}))}); });
+  add("sub", [](Builder& b) { b.outputs({b.sub(in(b, 0, {3, 5}), in(b, 1, {3, 5}))}); });
+  add("mul broadcast 1", [](Builder& b) { b.outputs({b.mul(in(b, 0, {3, 5}), in(b, 1, {1, 5}))}); });
+  add("div", [](Builder& b) { b.outputs({b.div(in(b, 0, {3, 5}), in(b, 1, {3, 5}))}); });
+  add("relu", [](Builder& b) { b.outputs({b.relu(in(b, 0, {3, 5}))}); });
+  add("gelu", [](Builder& b) { b.outputs({b.gelu(in(b, 0, {3, 5}), "tanh")}); });
+  add("silu", [](Builder& b) { b.outputs({b.silu(in(b, 0, {3, 5}))}); });
+  add("cast", [](Builder& b) { b.outputs({b.cast(in(b, 0, {3, 5}), DType::f64)}); });
+  add("layer_norm", [](Builder& b) { b.outputs({b.layer_norm(in(b, 0, {3, 5}), {5}, in(b, 1, {5}), in(b, 2, {5}))}); });
+  add("rms_norm", [](Builder& b) { b.outputs({b.rms_norm(in(b, 0, {3, 5}), {5}, in(b, 1, {5}))}); });
+  add("softmax", [](Builder& b) { b.outputs({b.softmax(in(b, 0, {3, 5}), 1)}); });
+  add("embedding", [](Builder& b) { b.outputs({b.embedding(in(b, 0, {3, 2}, DType::i64), in(b, 1, {7, 5}))}); });
+  add("view merge", [](Builder& b) { b.outputs({b.view(in(b, 0, {2, 3, 4}), {6, 4})}); });
+  add("view split heads", [](Builder& b) { b.outputs({b.view(in(b, 0, {3, 8}), {3, 2, 4})}); });
+  add("reshape", [](Builder& b) { b.outputs({b.reshape(in(b, 0, {6, 5}), {2, 3, 5})}); });
+  add("transpose", [](Builder& b) { b.outputs({b.transpose(in(b, 0, {2, 3, 5}), 0, 2)}); });
+  add("permute", [](Builder& b) { b.outputs({b.permute(in(b, 0, {2, 3, 5}), {2, 0, 1})}); });
+  add("slice", [](Builder& b) { b.outputs({b.slice(in(b, 0, {5, 3}), 0, 1, 4)}); });
+  add("split", [](Builder& b) { b.outputs(b.split_sizes(in(b, 0, {5, 3}), {2, 3}, 0)); });
+  add("cat", [](Builder& b) { b.outputs({b.cat({in(b, 0, {2, 3}), in(b, 1, {3, 3})}, 0)}); });
+  add("arange", [](Builder& b) { b.outputs({b.add(b.cast(b.arange(5), DType::f32), in(b, 0, {5}))}); });
+  add("sdpa causal", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 2, 3, 4}), in(b, 1, {2, 2, 3, 4}), in(b, 2, {2, 2, 3, 4}), true)});
+  });
+  add("sdpa", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 4}), in(b, 1, {2, 5, 4}), in(b, 2, {2, 5, 3}), false)});
+  });
+  add("sum", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}), {1})}); });
+  add("sum all", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}))}); });
+  add("mean keepdim", [](Builder& b) { b.outputs({b.mean(in(b, 0, {3, 5}), {0}, true)}); });
+  add("mse_loss", [](Builder& b) { b.outputs({b.mse_loss(in(b, 0, {3, 5}), in(b, 1, {3, 5}))}); });
+  add("cross_entropy", [](Builder& b) { b.outputs({b.cross_entropy(in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64))}); });
+  return c;
+}
+
+// Returns every placement a value may start in on one mesh dim.
+std::vector<Placement> options_for(const Value* v) {
+  std::vector<Placement> o{Placement::replicate()};
+  for (int64_t d = 0; d < v->type.rank(); ++d) o.push_back(Placement::shard(d));
+  if (is_floating(v->type.dtype)) o.push_back(Placement::partial(ReduceOp::sum));
+  return o;
+}
+
+TensorMap inputs_for(const ir::Graph& g) {
+  Generator gen(3);
+  TensorMap m;
+  for (const Value* v : g.inputs()) {
+    if (v->type.dtype == DType::i64) m[v->name] = randint(v->type.shape, 0, 5, gen);
+    else m[v->name] = rand(v->type.shape, gen, v->type.dtype, 0.5, 1.5);  // keeps div away from 0
+  }
+  return m;
+}
+
+// Returns "" when the sharded run equals the single run, else what differs.
+std::string check(const ir::Graph& g, const DeviceMesh& mesh, const std::vector<Placements>& start, const TensorMap& x,
+                  const std::vector<Tensor>& expected) {
+  ResolvedPlan plan;
+  plan.mesh_dim_names = mesh.ndim() == 1 ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"};
+  plan.value_placements.assign(g.num_values(), {});
+  plan.stored_only.assign(g.num_values(), 0);
+  for (size_t i = 0; i < g.inputs().size(); ++i) plan.value_placements[size_t(g.inputs()[i]->id)] = start[i];
+  plan.output_placements.assign(g.outputs().size(), Placements(size_t(mesh.ndim())));
+  try {
+    Sharding s = propagate(g, mesh, plan);
+    std::vector<ir::Graph> programs;
+    std::vector<const ir::Graph*> ptrs;
+    std::vector<runtime::Bindings> bindings;
+    for (int r : mesh.ranks()) {
+      programs.push_back(partition(g, s, r));
+      bindings.push_back(shard_inputs(g, s, x, r));
+    }
+    for (auto& p : programs) ptrs.push_back(&p);
+    auto results = runtime::launch(ptrs, bindings);
+    for (size_t r = 0; r < results.size(); ++r)  // outputs are replicated: every rank holds them
+      for (size_t k = 0; k < expected.size(); ++k) {
+        DiffReport d = compare(results[r].outputs[k], expected[k], 1e-5, 1e-5);
+        if (!d.shapes_match || d.mismatches)
+          return "rank " + std::to_string(r) + " output " + std::to_string(k) + " max_abs_diff " +
+                 std::to_string(d.max_abs_diff);
+      }
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return "";
+}
+
+TEST(RuleOracle, EveryRuleIsCorrectForEveryStartingPlacement) {
+  install_sharding_rules();
+  std::string missing;
+  for (size_t i = 0; i < ir::kNumOps; ++i)
+    if (!rule_of(OpKind(i))) missing += std::string(missing.empty() ? "" : ", ") + std::string(ir::kOpNames[i]);
+  std::printf("ops without a sharding rule (replicated fallback): %s\n", missing.c_str());
+  EXPECT_EQ(rule_of(OpKind::linear) != nullptr, true);
+
+  std::mt19937 rng(42);
+  int checked = 0;
+  std::vector<std::string> incorrect;
+  for (const OpCase& oc : cases()) {
+    ir::Graph g(oc.name);
+    Builder b(g);
+    oc.build(b);
+    TensorMap x = inputs_for(g);
+    std::vector<Tensor> expected = testing::run_single(g, {}, x);
+    for (const DeviceMesh& mesh : {DeviceMesh({2}), DeviceMesh({2, 2})}) {
+      const size_t nd = size_t(mesh.ndim());
+      // Slots: (input, mesh dim); the combination index enumerates or samples them.
+      std::vector<std::vector<Placement>> slots;
+      for (const Value* v : g.inputs())
+        for (size_t m = 0; m < nd; ++m) slots.push_back(options_for(v));
+      size_t total = 1;
+      for (auto& s : slots) total *= s.size();
+      const size_t samples = nd == 1 ? total : std::min<size_t>(total, 24);
+      for (size_t k = 0; k < samples; ++k) {
+        size_t code = nd == 1 ? k : std::uniform_int_distribution<size_t>(0, total - 1)(rng);
+        std::vector<Placements> start(g.inputs().size(), Placements(nd));
+        for (size_t si = 0; si < slots.size(); ++si) {
+          start[si / nd][si % nd] = slots[si][code % slots[si].size()];
+          code /= slots[si].size();
+        }
+        std::string what = check(g, mesh, start, x, expected);
+        ++checked;
+        if (what.empty()) continue;
+        std::string desc = oc.name + " on " + mesh.str() + " from";
+        for (auto& p : start) desc += " " + placements_str(p);
+        incorrect.push_back(desc + ": " + what);
+      }
+    }
+  }
+  std::printf("rule oracle: %d (op, placements) combinations checked, %zu incorrect\n", checked, incorrect.size());
+  for (const auto& s : incorrect) std::printf("  incorrect: %s\n", s.c_str());
+  EXPECT_TRUE(incorrect.empty());
+}
+
+}  // namespace
+}  // namespace dt::sharding
