@@ -16,6 +16,7 @@
 #include "dtensor/ir/printer.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/command.h"
+#include "tools/passes_cli.h"
 
 namespace dt::tools {
 namespace {
@@ -24,6 +25,7 @@ struct CompileCliOptions {
   std::string model, mesh = "1", plan, output;
   int rank = -1;
   bool report = false, json = false;
+  PassCliOptions passes;
 };
 
 std::string rank_path(const std::string& path, int rank) {
@@ -99,6 +101,7 @@ void compile_command(const CompileCliOptions& opt) {
   }
   sharding::CompiledModel c = sharding::compile(model, plan, mesh, co);
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (size_t i = 0; i < c.programs.size(); ++i) run_pass_pipeline(c.programs[i], opt.passes, c.ranks[i]);
   if (opt.report || opt.json) {
     nlohmann::json j = report_json(c, model);
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());
@@ -126,6 +129,7 @@ void setup(CLI::App& app) {
   cmd->add_option("-o,--output", opt.output, "write the program(s) here (FILE.rank<r>.dt per rank without --rank)");
   cmd->add_flag("--report", opt.report, "print the inserted collectives and per-rank parameter memory instead");
   cmd->add_flag("--json", opt.json, "print the report as JSON");
+  add_pass_options(cmd, opt.passes, /*with_print=*/true);
   cmd->callback([] { compile_command(opt); });
 }
 

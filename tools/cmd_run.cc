@@ -29,6 +29,8 @@ struct RunOptions {
   bool json = false;
   double rtol = 1e-5, atol = 1e-5;
   int repeat = 1;
+  PassCliOptions passes;  // --mesh runs only
+  std::string trace;      // --mesh runs only
 };
 
 struct Program {
@@ -122,7 +124,7 @@ void run_command(const RunOptions& opt) {
   if (!opt.mesh.empty() || !opt.plan.empty()) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
-                            opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat};
+                            opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace};
     if (!run_distributed(d)) command_exit_code() = 1;
     return;
   }
@@ -144,6 +146,8 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", opt.json, "print the report as JSON");
   cmd->add_option("--mesh", opt.mesh, "run sharded on this device mesh (e.g. 4, 2x2) on the threads backend");
   cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md); compares with the single-device run");
+  add_pass_options(cmd, opt.passes, /*with_print=*/false);
+  cmd->add_option("--trace", opt.trace, "write a Chrome trace (Perfetto) of the --mesh run: one track per rank");
   cmd->callback([] { run_command(opt); });
 }
 

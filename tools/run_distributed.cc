@@ -12,6 +12,7 @@
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/runtime/launcher.h"
+#include "dtensor/runtime/trace.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/tensor_sharding.h"
 
@@ -42,9 +43,16 @@ bool run_distributed(const DistributedRunOptions& opt) {
     bindings[size_t(r)] = sharding::shard_weights(model, c.sharding, weights, r);
     for (auto& [k, v] : sharding::shard_inputs(model, c.sharding, inputs, r)) bindings[size_t(r)][k] = v;
   }
+  for (size_t i = 0; i < c.programs.size(); ++i) run_pass_pipeline(c.programs[i], opt.passes, c.ranks[i]);
   runtime::LaunchOptions lo;
   lo.repeat = opt.repeat;
+  std::unique_ptr<runtime::TraceRecorder> trace;
+  if (!opt.trace.empty()) {
+    trace = std::make_unique<runtime::TraceRecorder>(mesh.size());
+    lo.node_hook = [&](int rank) { return trace->hook(rank); };
+  }
   std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+  if (trace) trace->write(opt.trace);
   std::vector<Tensor> outputs;
   for (size_t k = 0; k < model.outputs().size(); ++k) {
     std::vector<Tensor> locals;

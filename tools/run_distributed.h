@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "tools/passes_cli.h"
+
 namespace dt::tools {
 
 struct DistributedRunOptions {
@@ -12,6 +14,8 @@ struct DistributedRunOptions {
   bool json = false;
   double rtol = 1e-4, atol = 1e-5;
   int repeat = 1;
+  PassCliOptions passes;  // pipeline run on every rank's program before launch
+  std::string trace;     // Chrome trace JSON of the (last) run, one track per rank
 };
 
 // Runs and prints the report; returns false when the comparison failed.

@@ -20,6 +20,7 @@ std::vector<RankResult> launch(const std::vector<const ir::Graph*>& programs, co
         const ir::Graph& g = *programs[r];
         GroupMap groups = make_groups(g, world);
         Interpreter interp(g);
+        if (options.node_hook) interp.set_node_hook(options.node_hook(int(r)));
         RankResult& out = results[r];
         for (int i = 0; i < std::max(options.repeat, 1); ++i) {
           RunStats s;

@@ -5,6 +5,7 @@
 // the timeout, so nothing hangs).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "dtensor/comm/process_group.h"
@@ -21,6 +22,8 @@ struct RankResult {
 struct LaunchOptions {
   int repeat = 1;  // runs per rank (the stats keep the fastest)
   CommOptions comm;
+  // When set, rank r's interpreter gets node_hook(r) (traces: runtime/trace.h).
+  std::function<NodeHook(int rank)> node_hook;
 };
 
 // Runs programs[r] on global rank r for r in [0, programs.size()).

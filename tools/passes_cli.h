@@ -1,0 +1,25 @@
+// The pass-pipeline flags shared by `dtensor compile` and `dtensor run`: --passes,
+// --print-after-all, --bucket-cap-mb, --one-shot-threshold.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "dtensor/ir/graph.h"
+
+namespace dt::tools {
+
+struct PassCliOptions {
+  std::string passes = "none";  // default | none | a,b,c
+  std::string bucket_cap_mb = "4";
+  size_t one_shot_threshold = 256 * 1024;
+  bool print_after_all = false;
+};
+
+// Adds the flags to `cmd` (--print-after-all only when `with_print` is set).
+void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print);
+// Runs the pipeline on `program` (printing the IR after each pass to stderr when asked; the
+// header names the rank). Throws ValueError for unknown pass names.
+void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank);
+
+}  // namespace dt::tools
