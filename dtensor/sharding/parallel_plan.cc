@@ -30,7 +30,9 @@ std::map<std::string, Placement> parse_io_placements(const json& j, const std::v
       Placements ps = parse_placements(j.get<std::string>());
       if (!dims.empty() && ps.size() != dims.size())
         DT_THROW(ValueError) << where << ": " << ps.size() << " placements for " << dims.size() << " mesh dims";
-      for (size_t m = 0; m < ps.size(); ++m) out[m < dims.size() ? dims[m] : "mesh" + std::to_string(m)] = ps[m];
+      // Without mesh_dims, the default names of resolve_plan: "tp" for a 1-d mesh, else "mesh<m>".
+      for (size_t m = 0; m < ps.size(); ++m)
+        out[m < dims.size() ? dims[m] : ps.size() == 1 ? "tp" : "mesh" + std::to_string(m)] = ps[m];
     } else if (j.is_object()) {
       for (auto& [dim, p] : j.items()) out[dim] = Placement::parse(p.get<std::string>());
     } else {
