@@ -200,20 +200,29 @@ class BucketPass : public Pass {
       ir::Value* piece = nullptr;
       if (kind_ == Kind::all_gather) {
         piece = edit.add(ir::OpKind::bucket_split_out, {waited},
-                         {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}}, edit.key(m.wait));
+                         {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
+                         piece_name(base, m));
         offset += in.numel();
       } else if (kind_ == Kind::reduce_scatter) {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait));
+        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
+                         piece_name(base, m));
         int64_t d0 = in.shape[0], inner = d0 ? in.numel() / d0 : 0;
         offset += chunk_size(d0, n) * inner;
       } else {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait));
+        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
+                         piece_name(base, m));
         offset += in.numel();
       }
       edit.drop(m.coll);
       edit.drop(m.wait);
       edit.replace(m.wait->result(), piece);
     }
+  }
+
+  // Names a bucket's output piece (it takes the replaced wait's name at commit; an explicit
+  // name avoids scanning for a fresh numeric one).
+  static std::string piece_name(const std::string& base, const Member& m) {
+    return base + "_" + m.wait->result()->name;
   }
 
   Kind kind_;
