@@ -161,6 +161,21 @@ TEST(Partitioner, UnevenSizesStayCorrect) {
   expect_matches_single(ir::build_mlp({.hidden = 2, .layers = 1, .batch = 1}), mlp_plan(), DeviceMesh({3}));
 }
 
+TEST(Partitioner, SequenceStyleTurnsAllReduceIntoReduceScatterAndAllGather) {
+  ParallelPlan plan = ParallelPlan::parse(R"J({"mesh_dims": ["tp"], "inputs": {"input": "S(0)"}, "modules": [
+      {"pattern": "layers.*.ln", "style": "sequence", "dim": 0},
+      {"pattern": "layers.*.fc1", "style": "colwise"}, {"pattern": "layers.*.fc2", "style": "rowwise"}]})J");
+  ir::Graph g = ir::build_mlp({.hidden = 8, .layers = 2, .batch = 4});
+  CompiledModel c = compile(g, plan, DeviceMesh({2}));
+  for (const ir::Graph& p : c.programs) {
+    EXPECT_EQ(count_ops(p, ir::OpKind::all_reduce), 0) << ir::print(p);
+    EXPECT_EQ(count_ops(p, ir::OpKind::reduce_scatter_tensor), 2);
+    EXPECT_EQ(count_ops(p, ir::OpKind::all_gather_into_tensor), 3);  // before each fc1, and the output
+  }
+  expect_matches_single(g, plan, DeviceMesh({2}));
+  expect_matches_single(ir::build_mlp({.hidden = 8, .layers = 2, .batch = 5}), plan, DeviceMesh({2}));  // uneven
+}
+
 TEST(Partitioner, EveryProgramVerifiesAndKeepsNames) {
   ir::Graph g = ir::build_gpt({.vocab = 32, .hidden = 16, .heads = 2, .layers = 2, .max_seq = 8, .batch = 1, .seq = 4});
   CompiledModel c = compile(g, gpt_plan(), DeviceMesh({2}));
