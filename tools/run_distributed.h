@@ -15,7 +15,7 @@ struct DistributedRunOptions {
   double rtol = 1e-4, atol = 1e-5;
   int repeat = 1;
   PassCliOptions passes;  // pipeline run on every rank's program before launch
-  std::string trace;     // Chrome trace JSON of the (last) run, one track per rank
+  std::string trace;     // Chrome trace JSON (every --repeat run), one track per rank
 };
 
 // Runs and prints the report; returns false when the comparison failed.

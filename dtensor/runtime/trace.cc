@@ -13,7 +13,8 @@ TraceRecorder::TraceRecorder(int world_size) : origin_(Clock::now()), events_(si
 NodeHook TraceRecorder::hook(int rank) {
   DT_CHECK(rank >= 0 && size_t(rank) < events_.size()) << rank;
   auto issued = std::make_shared<std::unordered_map<const ir::Value*, int64_t>>();
-  return [this, rank, issued](const ir::Node& node, size_t, Clock::time_point start, Clock::time_point end) {
+  auto next_id = std::make_shared<int64_t>(0);
+  return [this, rank, issued, next_id](const ir::Node& node, size_t, Clock::time_point start, Clock::time_point end) {
     auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
     std::vector<Event>& ev = events_[size_t(rank)];
     const bool collective = ir::op_def(node.op).is_collective;
@@ -21,7 +22,7 @@ NodeHook TraceRecorder::hook(int rank) {
     std::string label = std::string(ir::op_name(node.op)) + " %" + (node.results.empty() ? "" : node.result()->name);
     ev.push_back({label, comm ? "comm" : "compute", us(start), us(end) - us(start), 'X', 0});
     if (collective) {
-      const int64_t id = int64_t(rank) << 32 | int64_t(issued->size() + 1);
+      const int64_t id = int64_t(rank) << 32 | ++*next_id;
       (*issued)[node.result()] = id;
       ev.push_back({label, "collective", us(start), 0, 'b', id});
     } else if (node.op == ir::OpKind::wait_tensor) {
