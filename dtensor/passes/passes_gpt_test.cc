@@ -26,7 +26,7 @@ size_t count_collectives(const ir::Graph& g) {
 
 TEST(PassesGpt, FsdpTpSameBitsWithPassesOnAndOff) {
   const std::string root = DTENSOR_SOURCE_DIR;
-  const std::string ref = root + "/../shared/reference/gpt";
+  const std::string ref = root + "/tests/reference/gpt";
   ir::Graph model = ir::parse_file(root + "/examples/gpt.dt");
   io::TensorMap weights = io::bind_params(model, io::SafetensorsFile::open(ref + "/weights.safetensors"));
   io::TensorMap inputs = io::bind_inputs(model, io::SafetensorsFile::open(ref + "/inputs.safetensors"));
