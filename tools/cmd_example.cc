@@ -4,11 +4,13 @@
 //   dtensor example mlp --hidden 64 --layers 2 --batch 8 -o mlp.dt --weights mlp.safetensors
 //   dtensor example gpt --vocab 512 --hidden 128 --heads 4 --layers 2 --max-seq 64 --batch 2
 //     --seq 32 -o gpt.dt
-//   --loss adds a `target` input and a loss output; --seed picks the random weights.
+//   --loss adds a `target` input and a loss output; --weights / --inputs write seeded random
+//   parameters / data inputs; --seed picks them.
 #include <cstdio>
 #include <fstream>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/rng.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/printer.h"
@@ -20,10 +22,23 @@ namespace {
 struct ExampleOptions {
   std::string output;   // "" or "-": stdout
   std::string weights;  // "" : none
+  std::string inputs;   // "" : none
   uint64_t seed = 0;
 };
 
-void write_example(const ir::Graph& g, const ExampleOptions& opt) {
+// Returns seeded random data inputs for `g`, by name: floating inputs normal(0, 1), integer
+// inputs (token ids, targets) uniform in [0, int_high).
+io::TensorMap random_inputs(const ir::Graph& g, uint64_t seed, int64_t int_high) {
+  Generator gen(seed ^ 0x5eedf00dull);
+  io::TensorMap out;
+  for (const ir::Value* v : g.inputs()) {
+    const ir::TensorType& t = v->type;
+    out[v->name] = is_floating(t.dtype) ? randn(t.shape, gen, t.dtype) : randint(t.shape, 0, int_high, gen, t.dtype);
+  }
+  return out;
+}
+
+void write_example(const ir::Graph& g, const ExampleOptions& opt, int64_t int_high) {
   const std::string text = ir::print(g);
   if (opt.output.empty() || opt.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -37,6 +52,8 @@ void write_example(const ir::Graph& g, const ExampleOptions& opt) {
     auto w = ir::random_weights(g, opt.seed);
     io::write_safetensors(opt.weights, io::TensorMap(w.begin(), w.end()), {{"seed", std::to_string(opt.seed)}});
   }
+  if (!opt.inputs.empty())
+    io::write_safetensors(opt.inputs, random_inputs(g, opt.seed, int_high), {{"seed", std::to_string(opt.seed)}});
   if (!opt.output.empty() && opt.output != "-")
     std::fprintf(stderr, "wrote %s (%zu nodes, %zu parameters)%s%s\n", opt.output.c_str(), g.nodes().size(),
                  g.params().size(), opt.weights.empty() ? "" : " and ", opt.weights.c_str());
@@ -45,6 +62,7 @@ void write_example(const ir::Graph& g, const ExampleOptions& opt) {
 void add_common(CLI::App* cmd, ExampleOptions& opt) {
   cmd->add_option("-o,--output", opt.output, "IR file to write (default: stdout)");
   cmd->add_option("--weights", opt.weights, "also write seeded random weights to this safetensors file");
+  cmd->add_option("--inputs", opt.inputs, "also write seeded random data inputs (`input`, `target`) to this safetensors file");
   cmd->add_option("--seed", opt.seed, "seed of the random weights")->capture_default_str();
 }
 
@@ -60,7 +78,7 @@ void setup(CLI::App& app) {
   m->add_option("--batch", mlp.batch, "batch size")->capture_default_str();
   m->add_flag("--loss", mlp.loss, "add input `target` and output mse_loss(output, target)");
   add_common(m, mlp_opt);
-  m->callback([] { write_example(ir::build_mlp(mlp), mlp_opt); });
+  m->callback([] { write_example(ir::build_mlp(mlp), mlp_opt, /*int_high=*/1); });
 
   static ExampleOptions gpt_opt;
   static ir::GptConfig gpt;
@@ -74,7 +92,7 @@ void setup(CLI::App& app) {
   g->add_option("--seq", gpt.seq, "sequence length")->capture_default_str();
   g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
   add_common(g, gpt_opt);
-  g->callback([] { write_example(ir::build_gpt(gpt), gpt_opt); });
+  g->callback([] { write_example(ir::build_gpt(gpt), gpt_opt, /*int_high=*/gpt.vocab); });
 }
 
 CommandRegistrar reg("example", setup);
