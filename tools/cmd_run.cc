@@ -2,8 +2,8 @@
 // on CPU and reports time and peak memory; with --expect, compares output 0 with tensor `output`
 // of E (max_abs_diff, max_rel_diff, match; exit code 1 when it does not match).
 //
-// The single-device path is run_single_device(); a multi-rank path (--mesh/--plan) plugs in next
-// to it in run_command() and reuses load_program() and report().
+// The single-device path is run_single_device(); the multi-rank path (--mesh/--plan) is
+// tools/run_distributed.cc, on the threads backend or, under mpirun, the mpi backend (--backend).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +17,10 @@
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/runtime/interpreter.h"
+#include "dtensor/runtime/launcher.h"
+#ifdef DTENSOR_WITH_MPI
+#include "dtensor/comm/mpi/mpi_runtime.h"
+#endif
 #include "tools/command.h"
 #include "tools/run_distributed.h"
 
@@ -31,6 +35,9 @@ struct RunOptions {
   int repeat = 1;
   PassCliOptions passes;  // --mesh runs only
   std::string trace;      // --mesh runs only
+  std::string backend;    // --mesh runs only: threads | mpi; empty: mpi when started by mpirun
+  bool check_collectives = false;
+  double timeout_s = 0;   // 0: CommOptions' default
 };
 
 struct Program {
@@ -58,7 +65,7 @@ Program load_program(const RunOptions& opt) {
 }
 
 // Runs the program on one rank (a threads world of size 1, so collectives on a 1-rank group work).
-RunResult run_single_device(const Program& p, int repeat) {
+RunResult run_single_device(const Program& p, int repeat, const CommOptions& comm) {
   RunResult r;
   run_ranks(1, [&](ProcessGroup& world) {
     runtime::GroupMap groups = runtime::make_groups(p.graph, world);
@@ -68,7 +75,7 @@ RunResult run_single_device(const Program& p, int repeat) {
       r.outputs = interp.run(p.bindings, groups, &s);
       if (i == 0 || s.seconds < r.stats.seconds) r.stats = s;
     }
-  });
+  }, comm);
   return r;
 }
 
@@ -120,16 +127,37 @@ bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
   return match;
 }
 
+// Returns the CommOptions of --timeout-s and --check-collectives.
+CommOptions comm_options(const RunOptions& opt) {
+  CommOptions comm;
+  if (opt.timeout_s < 0) DT_THROW(ValueError) << "--timeout-s must be positive, got " << opt.timeout_s;
+  if (opt.timeout_s > 0) comm.timeout = Duration(int64_t(opt.timeout_s * 1e3 + 0.5));
+  comm.check_collectives = opt.check_collectives;
+  return comm;
+}
+
+// Returns --backend, or mpi when the process was started by mpirun (threads otherwise).
+runtime::Backend choose_backend(const RunOptions& opt) {
+  if (!opt.backend.empty()) return runtime::parse_backend(opt.backend);
+#ifdef DTENSOR_WITH_MPI
+  if (mpi::launched_by_mpi_launcher()) return runtime::Backend::mpi;
+#endif
+  return runtime::Backend::threads;
+}
+
 void run_command(const RunOptions& opt) {
   if (!opt.mesh.empty() || !opt.plan.empty()) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
-                            opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace};
+                            opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace,
+                            choose_backend(opt), comm_options(opt)};
     if (!run_distributed(d)) command_exit_code() = 1;
     return;
   }
+  if (!opt.backend.empty() && runtime::parse_backend(opt.backend) == runtime::Backend::mpi)
+    DT_THROW(ValueError) << "--backend mpi needs --mesh and --plan (a sharded run)";
   Program p = load_program(opt);
-  RunResult r = run_single_device(p, opt.repeat);
+  RunResult r = run_single_device(p, opt.repeat, comm_options(opt));
   if (!report(opt, p, r)) command_exit_code() = 1;
 }
 
@@ -144,10 +172,17 @@ void setup(CLI::App& app) {
   cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
-  cmd->add_option("--mesh", opt.mesh, "run sharded on this device mesh (e.g. 4, 2x2) on the threads backend");
+  cmd->add_option("--mesh", opt.mesh, "run sharded on this device mesh (e.g. 4, 2x2)");
   cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md); compares with the single-device run");
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--trace", opt.trace, "write a Chrome trace (Perfetto) of the --mesh run: one track per rank");
+  cmd->add_option("--backend", opt.backend,
+                  "backend of a --mesh run: threads (one thread per rank) or mpi (one process per rank, under "
+                  "mpirun -np <mesh size>); default: mpi when started by mpirun, else threads")
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  cmd->add_flag("--check-collectives", opt.check_collectives,
+                "debug: compare op, dtype, shape and sequence number across ranks before each collective");
+  cmd->add_option("--timeout-s", opt.timeout_s, "per-collective timeout in seconds (default 60)");
   cmd->callback([] { run_command(opt); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/error.h"
@@ -17,49 +18,66 @@
 #include "dtensor/sharding/tensor_sharding.h"
 
 namespace dt::tools {
+namespace {
 
-bool run_distributed(const DistributedRunOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.model);
-  if (!model.params().empty() && opt.weights.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has " << model.params().size() << " parameters: pass --weights";
-  if (!model.inputs().empty() && opt.inputs.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
+// Everything every process derives from the command line: the model, the (memory-mapped) full
+// weights and inputs, and the compiled per-rank programs.
+struct Setup {
+  ir::Graph model;
   io::TensorMap weights, inputs;
-  if (!opt.weights.empty()) weights = io::bind_params(model, io::SafetensorsFile::open(opt.weights));
-  if (!opt.inputs.empty()) inputs = io::bind_inputs(model, io::SafetensorsFile::open(opt.inputs));
-  const DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
+  DeviceMesh mesh;
+  sharding::CompiledModel c;
+  std::vector<int> program_of_rank;  // rank -> index into c.programs
+};
+
+// One rank's numbers for the report.
+struct RankReport {
+  int rank = 0;
+  double time_ms = 0;
+  double peak_bytes = 0, param_bytes = 0, bytes_sent = 0, collectives = 0;
+};
+
+void load_setup(const DistributedRunOptions& opt, Setup& s) {
+  s.model = ir::parse_file(opt.model);
+  if (!s.model.params().empty() && opt.weights.empty())
+    DT_THROW(ValueError) << "model " << opt.model << " has " << s.model.params().size() << " parameters: pass --weights";
+  if (!s.model.inputs().empty() && opt.inputs.empty())
+    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
+  if (!opt.weights.empty()) s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
+  if (!opt.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(opt.inputs));
+  s.mesh = DeviceMesh::parse(opt.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
-  sharding::CompiledModel c = sharding::compile(model, plan, mesh);
-  for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  s.c = sharding::compile(s.model, plan, s.mesh);
+  s.program_of_rank.assign(size_t(s.mesh.size()), -1);
+  for (size_t i = 0; i < s.c.ranks.size(); ++i) {
+    const int r = s.c.ranks[i];
+    if (r < 0 || r >= s.mesh.size())
+      DT_THROW(ValueError) << "mesh " << s.mesh.str() << " uses rank " << r << ": the " << backend_name(opt.backend)
+                           << " backend runs ranks 0.." << s.mesh.size() - 1;
+    s.program_of_rank[size_t(r)] = int(i);
+  }
+  for (size_t r = 0; r < s.program_of_rank.size(); ++r)
+    if (s.program_of_rank[r] < 0) DT_THROW(ValueError) << "mesh " << s.mesh.str() << " has no program for rank " << r;
+}
 
-  std::vector<const ir::Graph*> programs(size_t(mesh.size()), nullptr);
-  std::vector<runtime::Bindings> bindings(size_t(mesh.size()));
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const int r = c.ranks[i];
-    if (r < 0 || r >= mesh.size())
-      DT_THROW(ValueError) << "mesh " << mesh.str() << " uses rank " << r << ": the threads backend runs ranks 0.."
-                           << mesh.size() - 1;
-    programs[size_t(r)] = &c.programs[i];
-    bindings[size_t(r)] = sharding::shard_weights(model, c.sharding, weights, r);
-    for (auto& [k, v] : sharding::shard_inputs(model, c.sharding, inputs, r)) bindings[size_t(r)][k] = v;
-  }
-  for (size_t i = 0; i < c.programs.size(); ++i) run_pass_pipeline(c.programs[i], opt.passes, c.ranks[i]);
-  runtime::LaunchOptions lo;
-  lo.repeat = opt.repeat;
-  std::unique_ptr<runtime::TraceRecorder> trace;
-  if (!opt.trace.empty()) {
-    trace = std::make_unique<runtime::TraceRecorder>(mesh.size());
-    lo.node_hook = [&](int rank) { return trace->hook(rank); };
-  }
-  std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
-  if (trace) trace->write(opt.trace);
-  std::vector<Tensor> outputs;
-  for (size_t k = 0; k < model.outputs().size(); ++k) {
-    std::vector<Tensor> locals;
-    for (auto& r : results) locals.push_back(r.outputs[k]);
-    outputs.push_back(sharding::assemble_tensor(locals, mesh, c.sharding.outputs[k], model.outputs()[k]->type.shape));
-  }
+// Returns rank r's parameter shards and data inputs (views of the mapped files are sliced, so a
+// process only reads the bytes of its own shards).
+runtime::Bindings rank_bindings(const Setup& s, int r) {
+  runtime::Bindings b = sharding::shard_weights(s.model, s.c.sharding, s.weights, r);
+  for (auto& [k, v] : sharding::shard_inputs(s.model, s.c.sharding, s.inputs, r)) b[k] = v;
+  return b;
+}
 
+// Returns the report numbers of rank r from its (already pass-transformed) program and stats.
+RankReport rank_report(const ir::Graph& program, int r, const runtime::RunStats& st) {
+  sharding::CollectiveStats cs = sharding::collective_stats(program, r);
+  return {r, st.seconds * 1e3, double(st.peak_bytes), double(sharding::param_bytes(program)), double(cs.total_bytes),
+          double(cs.total)};
+}
+
+// Compares with the reference, prints the report; returns whether every output matched.
+bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<Tensor>& outputs,
+            const std::vector<RankReport>& ranks, const std::map<std::string, int>& kinds) {
   // The reference: --expect's `output` for output 0, else a single-device run of every output.
   std::vector<Tensor> reference;
   std::string compared_with;
@@ -68,9 +86,11 @@ bool run_distributed(const DistributedRunOptions& opt) {
     reference.push_back(io::SafetensorsFile::open(opt.expect).get("output"));
     compared_with = opt.expect;
   } else {
-    runtime::Bindings full = weights;
-    for (auto& [k, v] : inputs) full[k] = v;
-    auto single = runtime::launch({&model}, {full}, lo);
+    runtime::Bindings full = s.weights;
+    for (auto& [k, v] : s.inputs) full[k] = v;
+    runtime::LaunchOptions lo;
+    lo.repeat = opt.repeat;
+    auto single = runtime::launch({&s.model}, {full}, lo);
     reference = single[0].outputs;
     single_ms = single[0].stats.seconds * 1e3;
     compared_with = "single-device run";
@@ -78,8 +98,9 @@ bool run_distributed(const DistributedRunOptions& opt) {
   nlohmann::json j;
   j["model"] = opt.model;
   j["plan"] = opt.plan;
-  j["mesh"] = mesh.str();
-  j["ranks"] = mesh.size();
+  j["mesh"] = s.mesh.str();
+  j["ranks"] = s.mesh.size();
+  j["backend"] = runtime::backend_name(opt.backend);
   j["compared_with"] = compared_with;
   bool match = true;
   double max_abs = 0, max_rel = 0;
@@ -90,7 +111,7 @@ bool run_distributed(const DistributedRunOptions& opt) {
     match = match && ok;
     max_abs = std::max(max_abs, d.max_abs_diff);
     max_rel = std::max(max_rel, d.max_rel_diff);
-    outs.push_back({{"name", model.outputs()[k]->name}, {"max_abs_diff", d.max_abs_diff}, {"match", ok}});
+    outs.push_back({{"name", s.model.outputs()[k]->name}, {"max_abs_diff", d.max_abs_diff}, {"match", ok}});
   }
   j["outputs"] = outs;
   j["max_abs_diff"] = max_abs;
@@ -100,34 +121,30 @@ bool run_distributed(const DistributedRunOptions& opt) {
   j["atol"] = opt.atol;
   double time_ms = 0;
   nlohmann::json per_rank = nlohmann::json::array();
-  std::map<std::string, int> kinds;
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const int r = c.ranks[i];
-    sharding::CollectiveStats s = sharding::collective_stats(c.programs[i], r);
-    const auto& st = results[size_t(r)].stats;
-    time_ms = std::max(time_ms, st.seconds * 1e3);
-    if (i == 0) kinds = s.count;
-    per_rank.push_back({{"rank", r},
-                        {"time_ms", st.seconds * 1e3},
-                        {"peak_bytes", st.peak_bytes},
-                        {"param_bytes", sharding::param_bytes(c.programs[i])},
-                        {"bytes_sent", s.total_bytes},
-                        {"collectives", s.total}});
+  for (const RankReport& r : ranks) {
+    time_ms = std::max(time_ms, r.time_ms);
+    per_rank.push_back({{"rank", r.rank},
+                        {"time_ms", r.time_ms},
+                        {"peak_bytes", int64_t(r.peak_bytes)},
+                        {"param_bytes", int64_t(r.param_bytes)},
+                        {"bytes_sent", int64_t(r.bytes_sent)},
+                        {"collectives", int64_t(r.collectives)}});
   }
   j["time_ms"] = time_ms;
   if (single_ms > 0) j["single_device_time_ms"] = single_ms;
   j["collectives_per_kind"] = kinds;
   j["per_rank"] = per_rank;
-  j["compile_ms"] = c.propagate_ms + c.partition_ms;
+  j["compile_ms"] = s.c.propagate_ms + s.c.partition_ms;
 
   if (opt.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return match;
   }
-  std::printf("model %s with plan %s on mesh %s (%lld ranks, threads backend): %.3f ms", opt.model.c_str(),
-              opt.plan.c_str(), mesh.str().c_str(), (long long)mesh.size(), time_ms);
+  std::printf("model %s with plan %s on mesh %s (%lld ranks, %s backend): %.3f ms", opt.model.c_str(),
+              opt.plan.c_str(), s.mesh.str().c_str(), (long long)s.mesh.size(),
+              std::string(runtime::backend_name(opt.backend)).c_str(), time_ms);
   if (single_ms > 0) std::printf(" (single device %.3f ms)", single_ms);
-  std::printf(", compile %.3f ms\n", c.propagate_ms + c.partition_ms);
+  std::printf(", compile %.3f ms\n", s.c.propagate_ms + s.c.partition_ms);
   std::string kinds_text;
   for (const auto& [k, n] : kinds) kinds_text += fmt::format("{}{} {}", kinds_text.empty() ? "" : ", ", n, k);
   std::printf("collectives per rank: %s\n", kinds_text.empty() ? "none" : kinds_text.c_str());
@@ -138,6 +155,136 @@ bool run_distributed(const DistributedRunOptions& opt) {
   std::printf("compared with %s: max_abs_diff %.3g, max_rel_diff %.3g (rtol %g, atol %g): %s\n", compared_with.c_str(),
               max_abs, max_rel, opt.rtol, opt.atol, match ? "match" : "MISMATCH");
   return match;
+}
+
+// Assembles output k of the model from every rank's local shard.
+Tensor assemble_output(const Setup& s, size_t k, const std::vector<Tensor>& locals) {
+  return sharding::assemble_tensor(locals, s.mesh, s.c.sharding.outputs[k], s.model.outputs()[k]->type.shape);
+}
+
+// Runs every rank as a thread of this process.
+bool run_threads(const DistributedRunOptions& opt, Setup& s) {
+  const int n = int(s.mesh.size());
+  std::vector<const ir::Graph*> programs(size_t(n), nullptr);
+  std::vector<runtime::Bindings> bindings{size_t(n)};
+  for (int r = 0; r < n; ++r) {
+    programs[size_t(r)] = &s.c.programs[size_t(s.program_of_rank[size_t(r)])];
+    bindings[size_t(r)] = rank_bindings(s, r);
+  }
+  for (size_t i = 0; i < s.c.programs.size(); ++i) run_pass_pipeline(s.c.programs[i], opt.passes, s.c.ranks[i]);
+  runtime::LaunchOptions lo;
+  lo.repeat = opt.repeat;
+  lo.comm = opt.comm;
+  std::unique_ptr<runtime::TraceRecorder> trace;
+  if (!opt.trace.empty()) {
+    trace = std::make_unique<runtime::TraceRecorder>(n);
+    lo.node_hook = [&](int rank) { return trace->hook(rank); };
+  }
+  std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+  if (trace) trace->write(opt.trace);
+  std::vector<Tensor> outputs;
+  for (size_t k = 0; k < s.model.outputs().size(); ++k) {
+    std::vector<Tensor> locals;
+    for (auto& r : results) locals.push_back(r.outputs[k]);
+    outputs.push_back(assemble_output(s, k, locals));
+  }
+  std::vector<RankReport> ranks;
+  for (size_t i = 0; i < s.c.ranks.size(); ++i)
+    ranks.push_back(rank_report(s.c.programs[i], s.c.ranks[i], results[size_t(s.c.ranks[i])].stats));
+  const std::map<std::string, int> kinds =
+      s.c.programs.empty() ? std::map<std::string, int>{}
+                           : sharding::collective_stats(s.c.programs[0], s.c.ranks[0]).count;
+  return report(opt, s, outputs, ranks, kinds);
+}
+
+// Gathers output tensors on every rank: all_gather of the local shards padded to the largest
+// shard (local shapes come from the compiled programs, which every process has). Returns rank
+// r's local shard of every output at [k][r].
+std::vector<std::vector<Tensor>> gather_outputs(const Setup& s, const std::vector<Tensor>& mine, ProcessGroup& world) {
+  const int n = world.size();
+  std::vector<std::vector<Tensor>> all(mine.size());
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Tensor local = mine[k].contiguous();
+    const DType dtype = local.dtype();
+    std::vector<Shape> shapes;
+    size_t max_numel = 0;
+    for (int r = 0; r < n; ++r) {
+      const ir::Graph& g = s.c.programs[size_t(s.program_of_rank[size_t(r)])];
+      shapes.push_back(g.outputs()[k]->type.shape);
+      max_numel = std::max(max_numel, size_t(dt::numel(shapes.back())));
+    }
+    DT_CHECK(size_t(local.numel()) <= max_numel) << "output " << k << " of rank " << world.rank() << " has "
+                                                  << local.numel() << " elements, more than the compiled " << max_numel;
+    const size_t item = itemsize(dtype);
+    std::vector<std::byte> send(max_numel * item), recv(max_numel * item * size_t(n));
+    std::memcpy(send.data(), local.raw_data(), local.nbytes());
+    world.all_gather(send.data(), recv.data(), max_numel, dtype)->wait();
+    for (int r = 0; r < n; ++r) {
+      Tensor t = Tensor::uninitialized(shapes[size_t(r)], dtype);
+      std::memcpy(t.raw_data(), recv.data() + size_t(r) * max_numel * item, t.nbytes());
+      all[k].push_back(t);
+    }
+  }
+  return all;
+}
+
+// Runs this process's rank of an mpirun job; rank 0 gathers the outputs and statistics and prints.
+bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
+  if (!opt.trace.empty())
+    DT_THROW(ValueError) << "--trace " << opt.trace << " is only supported on the threads backend";
+  bool match = false;
+  runtime::run_world(
+      runtime::Backend::mpi, int(s.mesh.size()),
+      [&](ProcessGroup& world) {
+        const int r = world.rank();
+        ir::Graph& program = s.c.programs[size_t(s.program_of_rank[size_t(r)])];
+        if (r == 0)
+          for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        const runtime::Bindings bindings = rank_bindings(s, r);
+        run_pass_pipeline(program, opt.passes, r);
+        runtime::LaunchOptions lo;
+        lo.repeat = opt.repeat;
+        lo.comm = opt.comm;
+        runtime::RankResult res = runtime::run_rank(program, bindings, world, lo);
+
+        // Per-rank numbers to rank 0 (as f64: exact for byte counts below 2^53).
+        const RankReport mine = rank_report(program, r, res.stats);
+        std::vector<double> row = {mine.time_ms, mine.peak_bytes, mine.param_bytes, mine.bytes_sent, mine.collectives};
+        std::vector<double> rows(row.size() * size_t(world.size()));
+        world.all_gather(row.data(), rows.data(), row.size(), DType::f64)->wait();
+        std::vector<std::vector<Tensor>> locals = gather_outputs(s, res.outputs, world);
+
+        // Rank 0 compares and prints; the verdict goes to every rank so they all exit alike.
+        double verdict = 0;
+        if (r == 0) {
+          std::vector<RankReport> ranks;
+          for (int q = 0; q < world.size(); ++q) {
+            const double* v = rows.data() + size_t(q) * row.size();
+            ranks.push_back({q, v[0], v[1], v[2], v[3], v[4]});
+          }
+          std::vector<Tensor> outputs;
+          for (size_t k = 0; k < locals.size(); ++k) outputs.push_back(assemble_output(s, k, locals[k]));
+          verdict = report(opt, s, outputs, ranks, sharding::collective_stats(program, r).count) ? 1 : 0;
+          std::fflush(stdout);
+        }
+        world.broadcast(&verdict, 1, DType::f64, /*root=*/0)->wait();
+        match = verdict != 0;
+      },
+      opt.comm);
+  return match;
+}
+
+}  // namespace
+
+bool run_distributed(const DistributedRunOptions& opt) {
+  if (opt.backend == runtime::Backend::mpi && !runtime::mpi_backend_available())
+    DT_THROW(ValueError) << "--backend mpi requested, but this dtensor was built without Open MPI "
+                            "(DTENSOR_WITH_MPI off): rebuild with Open MPI installed or use --backend threads";
+  Setup s;
+  load_setup(opt, s);
+  if (opt.backend == runtime::Backend::mpi) return run_mpi_rank(opt, s);
+  for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return run_threads(opt, s);
 }
 
 }  // namespace dt::tools

@@ -4,8 +4,62 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
+#ifdef DTENSOR_WITH_MPI
+#include "dtensor/comm/mpi/mpi_runtime.h"
+#endif
 
 namespace dt::runtime {
+
+Backend parse_backend(std::string_view text) {
+  if (text == "mpi") return Backend::mpi;
+  if (text != "threads") DT_THROW(ValueError) << "unknown backend '" << text << "' (expected threads or mpi)";
+  return Backend::threads;
+}
+
+std::string_view backend_name(Backend backend) { return backend == Backend::mpi ? "mpi" : "threads"; }
+
+bool mpi_backend_available() {
+#ifdef DTENSOR_WITH_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+RankResult run_rank(const ir::Graph& program, const Bindings& bindings, ProcessGroup& world,
+                    const LaunchOptions& options) {
+  GroupMap groups = make_groups(program, world);
+  Interpreter interp(program);
+  if (options.node_hook) interp.set_node_hook(options.node_hook(world.rank()));
+  RankResult out;
+  for (int i = 0; i < std::max(options.repeat, 1); ++i) {
+    RunStats s;
+    out.outputs = interp.run(bindings, groups, &s);
+    if (i == 0 || s.seconds < out.stats.seconds) out.stats = s;
+  }
+  return out;
+}
+
+void run_world(Backend backend, int ranks, const std::function<void(ProcessGroup& world)>& fn,
+               const CommOptions& comm) {
+  if (backend == Backend::threads) {
+    run_ranks(ranks, fn, comm);
+    return;
+  }
+#ifdef DTENSOR_WITH_MPI
+  mpi::run_mpi(
+      [&](ProcessGroup& world) {
+        if (world.size() != ranks)
+          DT_THROW(ValueError) << "mpirun started " << world.size() << " processes but the mesh has " << ranks
+                               << " ranks: run with mpirun -np " << ranks;
+        fn(world);
+      },
+      comm);
+#else
+  DT_THROW(ValueError) << "backend mpi requested for " << ranks
+                       << " ranks, but this dtensor was built without Open MPI (DTENSOR_WITH_MPI off)";
+#endif
+}
 
 std::vector<RankResult> launch(const std::vector<const ir::Graph*>& programs, const std::vector<Bindings>& bindings,
                                const LaunchOptions& options) {
@@ -17,16 +71,7 @@ std::vector<RankResult> launch(const std::vector<const ir::Graph*>& programs, co
       int(programs.size()),
       [&](ProcessGroup& world) {
         const size_t r = size_t(world.rank());
-        const ir::Graph& g = *programs[r];
-        GroupMap groups = make_groups(g, world);
-        Interpreter interp(g);
-        if (options.node_hook) interp.set_node_hook(options.node_hook(int(r)));
-        RankResult& out = results[r];
-        for (int i = 0; i < std::max(options.repeat, 1); ++i) {
-          RunStats s;
-          out.outputs = interp.run(bindings[r], groups, &s);
-          if (i == 0 || s.seconds < out.stats.seconds) out.stats = s;
-        }
+        results[r] = run_rank(*programs[r], bindings[r], world, options);
       },
       options.comm);
   return results;
