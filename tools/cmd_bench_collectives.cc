@@ -19,6 +19,9 @@
 #include "dtensor/comm/threads/algorithms.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "tools/command.h"
+#ifdef DTENSOR_WITH_MPI
+#include "tools/bench_collectives_mpi.h"
+#endif
 
 namespace dt::tools {
 namespace {
@@ -111,8 +114,19 @@ std::vector<CollectiveResult> time_collectives(const BenchOptions& opt, bool& co
 }
 
 void run_bench(const BenchOptions& opt) {
+  if (opt.backend == "mpi") {
+    // Under mpirun: one rank per process (the world size is -np; --ranks does not apply).
+#ifdef DTENSOR_WITH_MPI
+    if (opt.iters < 1) DT_THROW(ValueError) << "bench collectives: --iters must be >= 1, got " << opt.iters;
+    run_collectives_bench_mpi(opt.bytes, opt.iters, opt.json);
+    return;
+#else
+    DT_THROW(ValueError) << "bench collectives: --backend mpi requested, but this dtensor was built without Open MPI "
+                            "(DTENSOR_WITH_MPI off)";
+#endif
+  }
   if (opt.backend != "threads")
-    DT_THROW(ValueError) << "bench collectives: backend '" << opt.backend << "' is not available here (expected threads)";
+    DT_THROW(ValueError) << "bench collectives: unknown backend '" << opt.backend << "' (expected threads or mpi)";
   if (opt.ranks < 1) DT_THROW(ValueError) << "bench collectives: --ranks must be >= 1, got " << opt.ranks;
   if (opt.iters < 1) DT_THROW(ValueError) << "bench collectives: --iters must be >= 1, got " << opt.iters;
   double memcpy_s = time_memcpy(opt.bytes, opt.iters);
@@ -159,7 +173,8 @@ BenchRegistrar reg("collectives", [](CLI::App& bench) {
   cmd->add_option("--iters", opt->iters, "Timed calls per collective")->capture_default_str();
   cmd->add_option("--one-shot-threshold", opt->one_shot_threshold, "all_reduce bytes at or under: one-shot")
       ->capture_default_str();
-  cmd->add_option("--backend", opt->backend, "Collective backend")->capture_default_str();
+  cmd->add_option("--backend", opt->backend, "Collective backend: threads, or mpi (under mpirun, one rank per process)")
+      ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print JSON");
   cmd->callback([opt] { run_bench(*opt); });
 });
