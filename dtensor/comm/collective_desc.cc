@@ -60,6 +60,7 @@ bool descs_agree(const CollectiveDesc& a, const CollectiveDesc& b, MatchLevel le
   } else if (a.count != b.count) {
     return false;
   }
+  if (a.op == CollectiveOp::all_reduce && a.algo != b.algo) return false;
   if (level == MatchLevel::memory_safety) return true;
   if (a.dtype != b.dtype) return false;
   if ((a.op == CollectiveOp::all_reduce || a.op == CollectiveOp::reduce_scatter) && a.reduce_op != b.reduce_op)
@@ -87,9 +88,15 @@ std::string find_collective_mismatch(const std::vector<const CollectiveDesc*>& d
   }
   const CollectiveDesc& first = *descs[0];
   for (size_t i = 1; i < descs.size(); ++i) {
-    if (!descs_agree(first, *descs[i], level))
-      return where + fmt::format("rank {} issued {}, rank {} issued {}", global_ranks[0], first.str(),
-                                 global_ranks[i], descs[i]->str());
+    if (!descs_agree(first, *descs[i], level)) {
+      std::string text = where + fmt::format("rank {} issued {}, rank {} issued {}", global_ranks[0], first.str(),
+                                             global_ranks[i], descs[i]->str());
+      // str() omits the algorithm; name it when it is what differs.
+      if (first.op == CollectiveOp::all_reduce && descs[i]->op == CollectiveOp::all_reduce &&
+          first.algo != descs[i]->algo)
+        text += fmt::format(" (algorithm {} vs {})", all_reduce_algo_name(first.algo), all_reduce_algo_name(descs[i]->algo));
+      return text;
+    }
   }
   if (first.op == CollectiveOp::all_to_all) {
     size_t n = descs.size();

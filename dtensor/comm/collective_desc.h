@@ -37,6 +37,9 @@ struct CollectiveDesc {
   DType dtype = DType::f32;
   size_t count = 0;  // elements per rank block (see ProcessGroup); unused for all_to_all
   ReduceOp reduce_op = ReduceOp::sum;  // all_reduce, reduce_scatter
+  // all_reduce only: the algorithm the backend resolved (a mismatch is memory-unsafe: the
+  // algorithms run different phases).
+  AllReduceAlgo algo = AllReduceAlgo::automatic;
   int root = -1;                   // broadcast root, send dst or recv src (group-local index)
   std::vector<size_t> send_counts;  // all_to_all only
   std::vector<size_t> recv_counts;  // all_to_all only

@@ -64,9 +64,9 @@ std::vector<int64_t> resolve_splits(const std::vector<int64_t>& splits, int64_t 
 
 }  // namespace
 
-WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op) {
+WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo) {
   check_defined_contiguous(t, "all_reduce", "tensor");
-  return std::make_shared<TensorWork>(pg.all_reduce(t.raw_data(), size_t(t.numel()), t.dtype(), op),
+  return std::make_shared<TensorWork>(pg.all_reduce_with_algo(t.raw_data(), size_t(t.numel()), t.dtype(), op, algo),
                                       std::vector<Tensor>{t});
 }
 

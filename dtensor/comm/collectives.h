@@ -12,7 +12,7 @@
 namespace dt {
 
 // In place: t becomes the reduction of t over the group.
-WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op);
+WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo = AllReduceAlgo::automatic);
 // out has size(0) == group size * in.size(0) and the same trailing dims; rank i's `in` lands in
 // rows [i*in.size(0), (i+1)*in.size(0)).
 WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in);

@@ -21,6 +21,12 @@ enum class ReduceOp : uint8_t { sum, avg, max, min };
 std::string_view reduce_op_name(ReduceOp op);
 ReduceOp parse_reduce_op(std::string_view text);  // "sum" | "avg" | "max" | "min"
 
+// The all_reduce algorithm a caller may request (comm lowering's `algo` attribute). `automatic`
+// lets the backend pick (threads: by CommOptions::one_shot_threshold).
+enum class AllReduceAlgo : uint8_t { automatic, one_shot, two_shot };
+std::string_view all_reduce_algo_name(AllReduceAlgo algo);  // "auto" | "one_shot" | "two_shot"
+AllReduceAlgo parse_all_reduce_algo(std::string_view text);  // inverse; ValueError otherwise
+
 using Duration = std::chrono::milliseconds;
 
 struct CommOptions {
@@ -52,6 +58,12 @@ class ProcessGroup {
 
   // In place: buf holds `count` elements on every rank and ends with the reduction.
   virtual WorkPtr all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) = 0;
+  // all_reduce with a requested algorithm; every rank must request the same one. This default
+  // ignores the hint, for backends that have no choice to make (or choose themselves, like mpi).
+  virtual WorkPtr all_reduce_with_algo(void* buf, size_t count, DType dtype, ReduceOp op, AllReduceAlgo algo) {
+    (void)algo;
+    return all_reduce(buf, count, dtype, op);
+  }
   // out[i*count ..] = rank i's in[0..count).
   virtual WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) = 0;
   // in holds size()*count elements; out[0..count) = reduction over ranks of in[rank*count ..].

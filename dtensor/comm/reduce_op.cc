@@ -21,3 +21,23 @@ ReduceOp parse_reduce_op(std::string_view s) {
 }
 
 }  // namespace dt
+
+namespace dt {
+
+std::string_view all_reduce_algo_name(AllReduceAlgo algo) {
+  switch (algo) {
+    case AllReduceAlgo::automatic: return "auto";
+    case AllReduceAlgo::one_shot: return "one_shot";
+    case AllReduceAlgo::two_shot: return "two_shot";
+  }
+  return "?";
+}
+
+AllReduceAlgo parse_all_reduce_algo(std::string_view s) {
+  if (s == "auto") return AllReduceAlgo::automatic;
+  if (s == "one_shot") return AllReduceAlgo::one_shot;
+  if (s == "two_shot") return AllReduceAlgo::two_shot;
+  DT_THROW(ValueError) << "unknown all_reduce algo '" << s << "' (expected auto, one_shot or two_shot)";
+}
+
+}  // namespace dt

@@ -165,7 +165,8 @@ void infer_all_reduce_inplace(const Node& node, const Graph& graph, std::vector<
 void run_all_reduce_inplace(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
   Tensor t = a.in[0].contiguous();
-  WorkPtr w = dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")));
+  WorkPtr w = dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")),
+                              parse_all_reduce_algo(a.node.attr_str("algo")));
   a.comm->issue(a.node.result(), std::move(w), {t});
   a.out[0] = t;
 }
@@ -180,7 +181,7 @@ void infer_one_shot(const Node& node, const Graph& graph, std::vector<TensorType
 void run_one_shot(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
   Tensor t = a.in[0].clone();
-  dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")))->wait();
+  dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")), AllReduceAlgo::one_shot)->wait();
   a.out[0] = t;
 }
 

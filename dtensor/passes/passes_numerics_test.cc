@@ -6,10 +6,13 @@
 // Then the default pipeline on each input must give the same bits too.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
 #include "dtensor/comm/threads/run_ranks.h"
+#include "dtensor/comm/threads/threads_process_group.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/passes/golden_case.h"
@@ -87,6 +90,64 @@ TEST(PassesNumerics, GoldenOutputsComputeTheSameBits) {
     }
   }
   EXPECT_GE(n, 15u);
+}
+
+// The `algo` that comm lowering puts on all_reduce_ (and one_shot_all_reduce's one-shot) is the
+// algorithm the threads backend runs, whatever its size threshold would pick, and both
+// algorithms give the same bits.
+TEST(PassesNumerics, AllReduceAlgoAttributeIsHonoured) {
+  ir::Graph g = ir::parse(R"(graph algo {
+  group w = [0, 1, 2, 3]
+  input %x : f32[4, 64]
+  %x1 = clone(%x) : f32[4, 64]
+  %a = all_reduce_(%x1) {group = w, algo = "one_shot"} : f32[4, 64]
+  %aw = wait_tensor(%a) : f32[4, 64]
+  %x2 = clone(%x) : f32[4, 64]
+  %b = all_reduce_(%x2) {group = w, algo = "two_shot"} : f32[4, 64]
+  %bw = wait_tensor(%b) : f32[4, 64]
+  %c = one_shot_all_reduce(%x) {group = w} : f32[4, 64]
+  return %aw, %bw, %c
+})");
+  // 1 KiB buffers: threshold 0 would pick two-shot for all, SIZE_MAX one-shot for all.
+  for (size_t threshold : {size_t(0), SIZE_MAX}) {
+    SCOPED_TRACE(testing::Message() << "one_shot_threshold " << threshold);
+    CommOptions options;
+    options.one_shot_threshold = threshold;
+    options.check_collectives = true;
+    std::vector<std::vector<Tensor>> outs(4);
+    std::array<int64_t, 3> runs{};
+    run_ranks(
+        4,
+        [&](ProcessGroup& world) {
+          runtime::GroupMap groups = runtime::make_groups(g, world);
+          runtime::Interpreter interp(g);
+          outs[size_t(world.rank())] = interp.run(random_bindings(g, world.rank()), groups);
+          world.barrier()->wait();  // every rank's all_reduce runs are counted
+          if (world.rank() == 0) {
+            auto& tw = dynamic_cast<threads::ThreadsProcessGroup&>(world).world();
+            for (AllReduceAlgo a : {AllReduceAlgo::automatic, AllReduceAlgo::one_shot, AllReduceAlgo::two_shot})
+              runs[size_t(a)] = tw.all_reduce_runs(a);
+          }
+        },
+        options);
+    EXPECT_EQ(runs[size_t(AllReduceAlgo::one_shot)], 8);  // %a and %c on 4 ranks
+    EXPECT_EQ(runs[size_t(AllReduceAlgo::two_shot)], 4);  // %b on 4 ranks
+    EXPECT_EQ(runs[size_t(AllReduceAlgo::automatic)], 0);
+    for (size_t r = 0; r < 4; ++r) {
+      SCOPED_TRACE(testing::Message() << "rank " << r);
+      ASSERT_EQ(outs[r].size(), 3u);
+      for (int i : {1, 2})
+        EXPECT_EQ(std::memcmp(outs[r][0].contiguous().raw_data(), outs[r][size_t(i)].contiguous().raw_data(),
+                              outs[r][0].nbytes()),
+                  0)
+            << "output " << i;
+      if (r > 0) {
+        EXPECT_EQ(std::memcmp(outs[0][0].contiguous().raw_data(), outs[r][0].contiguous().raw_data(),
+                              outs[0][0].nbytes()),
+                  0);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ struct AlgorithmContext {
 
 // Returns "one_shot" or "two_shot": the all_reduce algorithm used for a buffer of `nbytes`.
 std::string_view all_reduce_algorithm(size_t nbytes, const CommOptions& options);
+// Returns the same choice as an AllReduceAlgo (never `automatic`).
+AllReduceAlgo resolve_all_reduce_algo(size_t nbytes, const CommOptions& options);
 
 void all_reduce_one_shot(AlgorithmContext& ctx);
 void all_reduce_two_shot(AlgorithmContext& ctx);
@@ -42,7 +44,8 @@ void broadcast(AlgorithmContext& ctx);
 void send_recv(AlgorithmContext& ctx);
 void barrier(AlgorithmContext& ctx);
 
-// Runs the algorithm for the descriptor's op (picking one- or two-shot all_reduce by size).
-void run_algorithm(AlgorithmContext& ctx);
+// Runs the algorithm for the descriptor's op (all_reduce: the descriptor's algo, by size when
+// `automatic`); returns the all_reduce algorithm that ran (`automatic` for other ops).
+AllReduceAlgo run_algorithm(AlgorithmContext& ctx);
 
 }  // namespace dt::threads

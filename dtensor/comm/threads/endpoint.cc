@@ -169,7 +169,8 @@ void Endpoint::execute(Task& task) {
   if (error.empty()) {
     try {
       AlgorithmContext ctx{*rv, task.index, scratch_, world_.options()};
-      run_algorithm(ctx);
+      AllReduceAlgo ran = run_algorithm(ctx);
+      if (ran != AllReduceAlgo::automatic) world_.count_all_reduce(ran);
     } catch (const std::exception& e) {
       error = fmt::format("{} failed on rank {}: {}", st.label, global_rank(), e.what());
     }

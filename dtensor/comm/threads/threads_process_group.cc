@@ -1,6 +1,7 @@
 #include "dtensor/comm/threads/threads_process_group.h"
 
 #include "dtensor/comm/collective_desc.h"
+#include "dtensor/comm/threads/algorithms.h"
 
 namespace dt::threads {
 
@@ -20,12 +21,19 @@ void ThreadsProcessGroup::check_peer(int peer, std::string_view what) const {
 }
 
 WorkPtr ThreadsProcessGroup::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) {
+  return all_reduce_with_algo(buf, count, dtype, op, AllReduceAlgo::automatic);
+}
+
+WorkPtr ThreadsProcessGroup::all_reduce_with_algo(void* buf, size_t count, DType dtype, ReduceOp op,
+                                                  AllReduceAlgo algo) {
   check_reduce_dtype(dtype, op, "all_reduce");
   CollectiveDesc d;
   d.op = CollectiveOp::all_reduce;
   d.dtype = dtype;
   d.count = count;
   d.reduce_op = op;
+  // Resolved here, on the caller's thread, so the rendezvous compares concrete algorithms.
+  d.algo = algo != AllReduceAlgo::automatic ? algo : resolve_all_reduce_algo(d.bytes(), options());
   return endpoint_.submit(d, buf, buf);
 }
 

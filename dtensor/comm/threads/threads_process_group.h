@@ -24,6 +24,8 @@ class ThreadsProcessGroup : public ProcessGroup {
   const CommOptions& options() const override { return world_->options(); }
 
   WorkPtr all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
+  // Honours `algo`; `automatic` picks by CommOptions::one_shot_threshold.
+  WorkPtr all_reduce_with_algo(void* buf, size_t count, DType dtype, ReduceOp op, AllReduceAlgo algo) override;
   WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) override;
   WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
   WorkPtr all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,

@@ -20,6 +20,8 @@
 //    timeout.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -96,6 +98,9 @@ class World {
   int size() const { return size_; }
   const CommOptions& options() const { return options_; }
   FlightRecorder& recorder(int rank) { return *recorders_[size_t(rank)]; }
+  // Counts all_reduce runs per algorithm that ran (one per participant), so tests can check it.
+  void count_all_reduce(AllReduceAlgo algo) { all_reduce_runs_[size_t(algo)].fetch_add(1); }
+  int64_t all_reduce_runs(AllReduceAlgo algo) const { return all_reduce_runs_[size_t(algo)].load(); }
 
   // Returns rank's endpoint in the group of exactly `ranks` (in this order), creating the group
   // and the endpoint on first use. Validates ranks (ValueError).
@@ -139,6 +144,7 @@ class World {
   const int size_;
   const CommOptions options_;
   std::vector<std::unique_ptr<FlightRecorder>> recorders_;
+  std::array<std::atomic<int64_t>, 3> all_reduce_runs_{};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // signalled on arrivals, aborts and rank status changes
