@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <cmath>
@@ -59,9 +60,16 @@ std::string with_article(AttrKind kind) {
   return std::string(name[0] == 'i' ? "an " : "a ") + std::string(name);
 }
 
-bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
+constexpr bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+constexpr bool is_name_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
+
+// is_name_char as a table, for the lexer's inner loop.
+constexpr auto kNameChar = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[size_t(c)] = is_name_char(char(c));
+  return t;
+}();
 
 class Parser {
  public:
@@ -98,21 +106,38 @@ class Parser {
   }
 
   // ---- lexer ----
+  // Scans with local pointers: stores to the member pos_ inside the loops would be reloaded on
+  // every character (char loads may alias it), which made the lexer the hottest function.
   void skip_space() {
-    while (pos_ < src_.size()) {
-      char c = src_[pos_];
-      if (c == '\n') {
-        ++pos_;
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    while (p < end) {
+      const char c = *p;
+      if (c == ' ') {
+        ++p;
+      } else if (c == '\n') {
+        ++p;
         ++line_;
-        line_start_ = pos_;
-      } else if (c == ' ' || c == '\t' || c == '\r') {
-        ++pos_;
+        line_start_ = size_t(p - begin);
+      } else if (c == '\t' || c == '\r') {
+        ++p;
       } else if (c == '#') {
-        while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
+        while (p < end && *p != '\n') ++p;
       } else {
         break;
       }
     }
+    pos_ = size_t(p - begin);
+  }
+
+  // Returns the end of the run of name characters starting at `from`.
+  size_t scan_name(size_t from) const {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + from;
+    while (p < end && kNameChar[uint8_t(*p)]) ++p;
+    return size_t(p - begin);
   }
 
   void advance() {
@@ -144,15 +169,14 @@ class Parser {
       default: break;
     }
     if (c == '%') {
-      ++pos_;
-      while (pos_ < src_.size() && is_name_char(src_[pos_])) ++pos_;
+      pos_ = scan_name(pos_ + 1);
       if (pos_ == start + 1) fail(tok_) << "expected a value name after '%'";
       tok_.kind = Tok::value;
       tok_.text = src_.substr(start + 1, pos_ - start - 1);
       return;
     }
     if (is_ident_start(c)) {
-      while (pos_ < src_.size() && is_name_char(src_[pos_])) ++pos_;
+      pos_ = scan_name(pos_);
       tok_.kind = Tok::ident;
       tok_.text = src_.substr(start, pos_ - start);
       return;
@@ -271,6 +295,8 @@ class Parser {
     }
     expect(Tok::lbrack, "'[' after the dtype");
     int64_t numel = 1;
+    // Dims are collected in a reused scratch vector so the shape is allocated once, at its size.
+    dims_.clear();
     if (tok_.kind != Tok::rbrack) {
       while (true) {
         Token d = tok_;
@@ -278,7 +304,7 @@ class Parser {
         if (v < 0 || v > kMaxDim) fail(d) << "dim size " << v << " out of range [0, " << kMaxDim << "]";
         if (v != 0 && numel > kMaxNumel / v) fail(d) << "shape has more than " << kMaxNumel << " elements";
         numel *= v;
-        t.shape.push_back(v);
+        dims_.push_back(v);
         advance();
         if (accept(Tok::rbrack)) break;
         expect(Tok::comma, "',' or ']' in the shape");
@@ -286,6 +312,7 @@ class Parser {
     } else {
       advance();
     }
+    t.shape.assign(dims_.begin(), dims_.end());
     return t;
   }
 
@@ -449,15 +476,17 @@ class Parser {
     if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
     expect(Tok::lparen, "'(' after the op name");
-    std::vector<Value*> operands;
+    operands_.clear();
     if (!accept(Tok::rparen)) {
       while (true) {
         Token v = expect(Tok::value, "an operand like %x");
-        operands.push_back(lookup(v));
+        operands_.push_back(lookup(v));
         if (accept(Tok::rparen)) break;
         expect(Tok::comma, "',' or ')' after an operand");
       }
     }
+    // Copied out of the scratch vector: one allocation of the exact size per node.
+    std::vector<Value*> operands(operands_.begin(), operands_.end());
     const int n = int(operands.size());
     if (n < def.min_operands() || (def.max_operands() >= 0 && n > def.max_operands())) {
       auto f = fail(op_tok);
@@ -536,6 +565,8 @@ class Parser {
   Graph* g_ = nullptr;
   // Scratch reused across nodes.
   std::vector<Token> results_;
+  std::vector<Value*> operands_;
+  std::vector<int64_t> dims_;
   std::vector<TensorType> types_;
   std::vector<SourceLoc> type_locs_;
   std::vector<std::string> names_;
