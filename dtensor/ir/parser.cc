@@ -105,6 +105,24 @@ class Parser {
     return ::dt::detail::Thrower<ParseError>(fmt::format("{}:{}:{}: ", file_, line, col).c_str());
   }
 
+  // Error paths of the per-token functions, kept out of line: an inlined Thrower puts an
+  // ostringstream in the caller's frame, whose setup then runs for every token.
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_here(std::string_view a, std::string_view b = {},
+                                                        std::string_view c = {}) {
+    fail(tok_) << a << b << c;
+    std::abort();  // not reached: the Thrower throws
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what) {
+    fail(tok_) << "expected " << what << ", found " << describe(tok_);
+    std::abort();  // not reached: the Thrower throws
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_unexpected_char(char c) {
+    if (uint8_t(c) < 0x20 || uint8_t(c) >= 0x7f)
+      fail(tok_) << "unexpected character 0x" << fmt::format("{:02x}", uint8_t(c));
+    fail(tok_) << "unexpected character '" << c << "'";
+    std::abort();  // not reached: the Thrower throws
+  }
+
   // ---- lexer ----
   // Scans with local pointers: stores to the member pos_ inside the loops would be reloaded on
   // every character (char loads may alias it), which made the lexer the hottest function.
@@ -170,7 +188,7 @@ class Parser {
     }
     if (c == '%') {
       pos_ = scan_name(pos_ + 1);
-      if (pos_ == start + 1) fail(tok_) << "expected a value name after '%'";
+      if (pos_ == start + 1) fail_here("expected a value name after '%'");
       tok_.kind = Tok::value;
       tok_.text = src_.substr(start + 1, pos_ - start - 1);
       return;
@@ -190,7 +208,7 @@ class Parser {
         tok_.text = src_.substr(start, pos_ - start);
         return;
       } else if (pos_ >= src_.size() || !is_digit(src_[pos_])) {
-        fail(tok_) << "expected a digit after '" << c << "'";
+        fail_here("expected a digit after '", std::string_view(&c, 1), "'");
       }
       while (pos_ < src_.size()) {
         char d = src_[pos_];
@@ -214,19 +232,17 @@ class Parser {
         if (src_[pos_] == '\\') ++pos_;
         ++pos_;
       }
-      if (pos_ >= src_.size() || src_[pos_] != '"') fail(tok_) << "unterminated string";
+      if (pos_ >= src_.size() || src_[pos_] != '"') fail_here("unterminated string");
       tok_.kind = Tok::string;
       tok_.text = src_.substr(start + 1, pos_ - start - 1);
       ++pos_;
       return;
     }
-    if (uint8_t(c) < 0x20 || uint8_t(c) >= 0x7f)
-      fail(tok_) << "unexpected character 0x" << fmt::format("{:02x}", uint8_t(c));
-    fail(tok_) << "unexpected character '" << c << "'";
+    fail_unexpected_char(c);
   }
 
   Token expect(Tok kind, const char* what) {
-    if (tok_.kind != kind) fail(tok_) << "expected " << what << ", found " << describe(tok_);
+    if (tok_.kind != kind) fail_expected(what);
     Token t = tok_;
     advance();
     return t;
