@@ -60,7 +60,9 @@ TEST(Backward, NumericsOnThreads) {
       // A P(sum) input on every mesh dim gets the full gradient on every rank.
       bool all_sum = true;
       for (const Placement& p : src) all_sum &= p.is_partial() && p.op() == ReduceOp::sum;
-      if (all_sum) EXPECT_EQ(grad_x.to_local().to_doubles(), g_full.to_doubles());
+      if (all_sum) {
+        EXPECT_EQ(grad_x.to_local().to_doubles(), g_full.to_doubles());
+      }
     });
     EXPECT_EQ(check_locals(DTensorSpec(mesh, expected, {7, 6}, DType::f32), grads, g_full), "")
         << src_text << " -> " << dst_text;

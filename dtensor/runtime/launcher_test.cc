@@ -27,7 +27,9 @@ TEST(Launcher, RunsOneProgramPerRankWithItsBindings) {
   std::vector<const ir::Graph*> programs(n, &g);
   std::vector<Bindings> bindings(n);
   for (int r = 0; r < n; ++r) bindings[size_t(r)]["x"] = Tensor::full({2, 4}, double(r + 1));
-  auto results = launch(programs, bindings, {.repeat = 2});
+  LaunchOptions options;
+  options.repeat = 2;
+  auto results = launch(programs, bindings, options);
   ASSERT_EQ(results.size(), size_t(n));
   for (const RankResult& r : results) {
     ASSERT_EQ(r.outputs.size(), 1u);

@@ -30,9 +30,16 @@ std::string OpShardingRule::str() const {
     return s + "]";
   };
   std::string s;
-  for (size_t i = 0; i < operands.size(); ++i) s += (i ? " " : "") + tensor(operands[i]);
+  // Appends piece by piece: `"literal" + std::string&&` trips GCC 12's -Wrestrict false positive.
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i) s += ' ';
+    s += tensor(operands[i]);
+  }
   s += " ->";
-  for (const TensorFactors& r : results) s += " " + tensor(r);
+  for (const TensorFactors& r : results) {
+    s += ' ';
+    s += tensor(r);
+  }
   return s;
 }
 
