@@ -122,12 +122,7 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
                                                     DType dtype) const {
   check_limits(mesh_shape, shape);
   const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
-  RedistributePlan plan;
-  plan.mesh_shape = mesh_shape;
-  plan.src = normalize_placements(src_in, ndim, rank);
-  plan.dst = normalize_placements(dst_in, ndim, rank);
-  plan.shape = shape;
-  plan.dtype = dtype;
+  RedistributePlan plan = RedistributePlan::empty_for(mesh_shape, src_in, dst_in, shape, dtype);
   const Placements& dst = plan.dst;
   for (int64_t m = 0; m < ndim; ++m) {
     const Placement &a = plan.src[size_t(m)], &b = dst[size_t(m)];

@@ -45,13 +45,7 @@ int64_t sort_key(const Move& m) {
 std::optional<RedistributePlan> pytorch_greedy_plan(const Shape& mesh_shape, const Placements& src_in,
                                                     const Placements& dst_in, const Shape& shape, DType dtype,
                                                     const CostModel& model) {
-  const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
-  RedistributePlan plan;
-  plan.mesh_shape = mesh_shape;
-  plan.src = normalize_placements(src_in, ndim, rank);
-  plan.dst = normalize_placements(dst_in, ndim, rank);
-  plan.shape = shape;
-  plan.dtype = dtype;
+  RedistributePlan plan = RedistributePlan::empty_for(mesh_shape, src_in, dst_in, shape, dtype);
   std::vector<Move> moves = decompose(plan.src, plan.dst);
   std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return sort_key(a) < sort_key(b); });
   Placements state = plan.src;

@@ -1,5 +1,7 @@
 #include "dtensor/redistribute/redistribute_plan.h"
 
+#include "dtensor/dist/dtensor_spec.h"
+
 #include <fmt/format.h>
 
 namespace dt {
@@ -20,6 +22,18 @@ std::string_view step_kind_name(StepKind kind) {
 bool is_collective(StepKind kind) {
   return kind == StepKind::all_gather || kind == StepKind::all_reduce || kind == StepKind::reduce_scatter ||
          kind == StepKind::all_to_all;
+}
+
+RedistributePlan RedistributePlan::empty_for(const Shape& mesh_shape, const Placements& src,
+                                             const Placements& dst, const Shape& shape, DType dtype) {
+  const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
+  RedistributePlan plan;
+  plan.mesh_shape = mesh_shape;
+  plan.src = normalize_placements(src, ndim, rank);
+  plan.dst = normalize_placements(dst, ndim, rank);
+  plan.shape = shape;
+  plan.dtype = dtype;
+  return plan;
 }
 
 int RedistributePlan::num_collectives() const {

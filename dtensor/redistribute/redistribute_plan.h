@@ -57,6 +57,10 @@ struct RedistributePlan {
   std::map<std::string, int> collective_counts() const;
   // Returns a printable table: one line per step, then the totals.
   std::string table() const;
+  // Returns a plan with no steps yet whose src/dst are normalised against the mesh and tensor
+  // ranks (shared by the planner and the PyTorch-greedy baseline).
+  static RedistributePlan empty_for(const Shape& mesh_shape, const Placements& src, const Placements& dst,
+                                    const Shape& shape, DType dtype);
   bool operator==(const RedistributePlan& o) const {
     return mesh_shape == o.mesh_shape && src == o.src && dst == o.dst && shape == o.shape && dtype == o.dtype &&
            steps == o.steps && total_bytes == o.total_bytes && total_time_us == o.total_time_us;
