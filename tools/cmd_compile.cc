@@ -14,6 +14,7 @@
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
+#include "dtensor/passes/buffer_planner.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/command.h"
 #include "tools/passes_cli.h"
@@ -57,7 +58,8 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
                      {"collectives_per_kind", s.count},
                      {"bytes_sent_per_kind", s.bytes},
                      {"bytes_sent", s.total_bytes},
-                     {"param_bytes", sharding::param_bytes(p)}});
+                     {"param_bytes", sharding::param_bytes(p)},
+                     {"arena_bytes", passes::check_comm_buffer_plan(p)}});
   }
   return {{"model", model.name()},
           {"nodes", model.nodes().size()},
@@ -90,18 +92,34 @@ void print_report(const nlohmann::json& j) {
   }
 }
 
+// Drops every program but rank's.
+void keep_only_rank(sharding::CompiledModel& c, int rank) {
+  for (size_t i = 0; i < c.ranks.size(); ++i)
+    if (c.ranks[i] == rank) {
+      ir::Graph keep = std::move(c.programs[i]);
+      c.programs.clear();
+      c.programs.push_back(std::move(keep));
+      c.ranks = {rank};
+      return;
+    }
+  DT_THROW(ValueError) << "rank " << rank << " has no program";
+}
+
 void compile_command(const CompileCliOptions& opt) {
   ir::Graph model = ir::parse_file(opt.model);
   DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
   sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
   sharding::CompileOptions co;
+  // With passes every rank is compiled: comm buffers are planned over all programs together.
+  const bool with_passes = opt.passes.passes != "none";
   if (opt.rank >= 0) {
     if (!mesh.contains(opt.rank)) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
-    co.ranks = {opt.rank};
+    if (!with_passes) co.ranks = {opt.rank};
   }
   sharding::CompiledModel c = sharding::compile(model, plan, mesh, co);
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  for (size_t i = 0; i < c.programs.size(); ++i) run_pass_pipeline(c.programs[i], opt.passes, c.ranks[i]);
+  run_pass_pipelines(c.programs, c.ranks, opt.passes);
+  if (opt.rank >= 0 && with_passes) keep_only_rank(c, opt.rank);
   if (opt.report || opt.json) {
     nlohmann::json j = report_json(c, model);
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());

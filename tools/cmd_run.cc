@@ -38,6 +38,7 @@ struct RunOptions {
   std::string backend;    // --mesh runs only: threads | mpi; empty: mpi when started by mpirun
   bool check_collectives = false;
   double timeout_s = 0;   // 0: CommOptions' default
+  bool no_comm_arena = false;
 };
 
 struct Program {
@@ -150,7 +151,7 @@ void run_command(const RunOptions& opt) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
                             opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace,
-                            choose_backend(opt), comm_options(opt)};
+                            choose_backend(opt), comm_options(opt), !opt.no_comm_arena};
     if (!run_distributed(d)) command_exit_code() = 1;
     return;
   }
@@ -175,6 +176,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--mesh", opt.mesh, "run sharded on this device mesh (e.g. 4, 2x2)");
   cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md); compares with the single-device run");
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
+  cmd->add_flag("--no-comm-arena", opt.no_comm_arena,
+                "allocate comm buffers normally instead of at their planned symmetric-arena offsets");
   cmd->add_option("--trace", opt.trace, "write a Chrome trace (Perfetto) of the --mesh run: one track per rank");
   cmd->add_option("--backend", opt.backend,
                   "backend of a --mesh run: threads (one thread per rank) or mpi (one process per rank, under "

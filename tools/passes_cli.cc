@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/pass_manager.h"
 
 namespace dt::tools {
@@ -29,6 +30,18 @@ void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank) 
     pm.enable_print_after_all(std::cerr);
   }
   pm.run(program);
+}
+
+void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt) {
+  bool placed = false;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    run_pass_pipeline(programs[i], opt, ranks[i]);
+    placed = placed || passes::check_comm_buffer_plan(programs[i]) > 0;
+  }
+  if (!placed || programs.size() < 2) return;
+  std::vector<ir::Graph*> all;
+  for (ir::Graph& g : programs) all.push_back(&g);
+  passes::plan_symmetric_comm_buffers(all);
 }
 
 }  // namespace dt::tools

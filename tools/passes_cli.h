@@ -4,13 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "dtensor/ir/graph.h"
 
 namespace dt::tools {
 
 struct PassCliOptions {
-  std::string passes = "none";  // default | none | a,b,c
+  std::string passes = "default";  // default | none | a,b,c
   std::string bucket_cap_mb = "4";
   size_t one_shot_threshold = 256 * 1024;
   bool print_after_all = false;
@@ -21,5 +22,9 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print);
 // Runs the pipeline on `program` (printing the IR after each pass to stderr when asked; the
 // header names the rank). Throws ValueError for unknown pass names.
 void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank);
+// Runs the pipeline on every rank's program; when it placed comm buffers (plan-comm-buffers),
+// plans them again over all the programs together so that each buffer has the same arena offset
+// on every rank (uneven shards make per-rank plans differ). programs[i] is rank ranks[i]'s.
+void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt);
 
 }  // namespace dt::tools

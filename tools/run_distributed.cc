@@ -171,10 +171,11 @@ bool run_threads(const DistributedRunOptions& opt, Setup& s) {
     programs[size_t(r)] = &s.c.programs[size_t(s.program_of_rank[size_t(r)])];
     bindings[size_t(r)] = rank_bindings(s, r);
   }
-  for (size_t i = 0; i < s.c.programs.size(); ++i) run_pass_pipeline(s.c.programs[i], opt.passes, s.c.ranks[i]);
+  run_pass_pipelines(s.c.programs, s.c.ranks, opt.passes);
   runtime::LaunchOptions lo;
   lo.repeat = opt.repeat;
   lo.comm = opt.comm;
+  lo.comm_arena = opt.comm_arena;
   std::unique_ptr<runtime::TraceRecorder> trace;
   if (!opt.trace.empty()) {
     trace = std::make_unique<runtime::TraceRecorder>(n);
@@ -245,6 +246,7 @@ bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
         runtime::LaunchOptions lo;
         lo.repeat = opt.repeat;
         lo.comm = opt.comm;
+        lo.comm_arena = opt.comm_arena;
         runtime::RankResult res = runtime::run_rank(program, bindings, world, lo);
 
         // Per-rank numbers to rank 0 (as f64: exact for byte counts below 2^53).

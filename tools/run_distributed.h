@@ -21,6 +21,7 @@ struct DistributedRunOptions {
   std::string trace;     // Chrome trace JSON (every --repeat run), one track per rank
   runtime::Backend backend = runtime::Backend::threads;
   CommOptions comm;  // --timeout-s, --check-collectives
+  bool comm_arena = true;  // place planned comm buffers in the symmetric arena (--no-comm-arena: off)
 };
 
 // Runs and prints the report (on the mpi backend: rank 0 prints, every rank returns the same

@@ -7,8 +7,9 @@
 // Allocation is a bump allocator reset by begin_iteration(); a buffer plan (dtensor/passes
 // buffer_planner.h) gives the offsets directly so that buffers with disjoint lifetimes share
 // space. Each rank records its (offset, bytes) sequence per iteration; the first rank to allocate
-// the k-th buffer of an iteration fixes it, and any rank or iteration that asks for a different
-// size at position k fails with CommError instead of silently breaking symmetry.
+// the k-th buffer of an iteration fixes its offset, and any rank or iteration that puts its k-th
+// buffer at a different offset fails with CommError instead of silently breaking symmetry. Sizes
+// may differ between ranks (uneven shards: the plan reserves the largest at that offset).
 //
 // Thread safety: each rank uses only its own region and cursor; the shared sequence is guarded.
 #pragma once

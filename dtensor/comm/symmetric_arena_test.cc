@@ -47,11 +47,16 @@ TEST(SymmetricArena, RejectsAsymmetricSequencesAndOverflow) {
   arena.begin_iteration(0);
   arena.begin_iteration(1);
   arena.allocate(0, 100);
+  arena.allocate(0, 100);  // at 128
+  arena.allocate(1, 200);  // same offset 0, another size (an uneven shard): fine
   try {
-    arena.allocate(1, 200);
+    arena.allocate(1, 50);  // at 256, but rank 0's second buffer is at 128
     FAIL() << "no error";
   } catch (const CommError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 buffer 0 is 200 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1 buffer 1 is 50 bytes at offset 256, but the agreed buffer is 100 "
+                                         "bytes at offset 128"),
+              std::string::npos)
+        << e.what();
   }
   arena.begin_iteration(0);
   EXPECT_THROW(arena.place(0, 0, 4096), CommError);

@@ -52,6 +52,9 @@ void OpTable::add(OpDef def) {
   OpDef& slot = defs_[size_t(def.kind)];
   DT_CHECK(slot.kind == OpKind::count) << op_name(def.kind) << " registered twice";
   DT_CHECK(def.infer && def.kernel) << op_name(def.kind) << " lacks inference or kernel";
+  const bool has_offset = !def.attrs.empty() && def.attrs.back().name == "arena_offset";
+  DT_CHECK(has_offset == def.writes_preallocated_out)
+      << op_name(def.kind) << ": arena_offset must be the last attribute exactly of ops that write preallocated outputs";
   slot = std::move(def);
 }
 
@@ -83,6 +86,17 @@ const OpDef& op_def(OpKind op) {
 
 void set_sharding_rule(OpKind op, const void* rule) { table().defs_[size_t(op)].sharding_rule = rule; }
 
+AttrSpec arena_offset_attr() { return {"arena_offset", AttrKind::i64, Attr(int64_t(-1))}; }
+
+Tensor output_buffer(const KernelArgs& a, size_t k) {
+  const TensorType& want = a.node.results[k]->type;
+  const Tensor& pre = a.out[k];
+  if (!pre.defined()) return Tensor::empty(want.shape, want.dtype);
+  DT_CHECK(pre.dtype() == want.dtype && pre.shape() == want.shape && pre.is_contiguous())
+      << op_name(a.node.op) << ": preallocated output " << pre.str() << " does not match " << type_str(want);
+  return pre;
+}
+
 namespace infer_util {
 
 void require_same_dtype(const Node& node) {
@@ -107,6 +121,13 @@ void require_rank(const Node& node, int i, int64_t rank) {
     DT_THROW(ShapeError) << op_name(node.op) << " expects operand "
                          << op_def(node.op).operands[std::min(size_t(i), op_def(node.op).operands.size() - 1)].name
                          << " of rank " << rank << ", got " << type_str(t);
+}
+
+void check_arena_offset(const Node& node) {
+  const int64_t offset = std::get<int64_t>(node.attrs.back());
+  if (offset < -1 || (offset >= 0 && offset % 64 != 0))
+    DT_THROW(ValueError) << op_name(node.op) << " arena_offset must be -1 or a non-negative multiple of 64, got "
+                         << offset;
 }
 
 }  // namespace infer_util

@@ -44,6 +44,9 @@ class CommContext {
 };
 
 // Arguments of one kernel call: the node, its operand tensors, its result slots (to be filled).
+// A result slot the caller already holds a tensor in is a preallocated destination (a comm buffer
+// in the symmetric arena): kernels of ops with OpDef::writes_preallocated_out write into it
+// (output_buffer() below) instead of allocating.
 struct KernelArgs {
   const Node& node;
   std::span<const Tensor> in;
@@ -63,6 +66,12 @@ struct OpDef {
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
   bool is_collective = false;  // issues asynchronously; its result must go through wait_tensor
+  // The kernel writes result 0 into a preallocated out[0] when given one (comm buffers; only
+  // these ops carry the `arena_offset` attribute).
+  bool writes_preallocated_out = false;
+  // Results may share operand 0's storage (views, waits, in-place collectives): the buffer
+  // planner follows these to find how long a comm buffer is read.
+  bool result_aliases_operand = false;
   const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
 
   std::string_view name() const { return op_name(kind); }
@@ -102,6 +111,15 @@ void register_collective_ops(OpTable& table);
 void register_bucketing_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
+
+// `arena_offset`: byte offset of the op's result in the rank's symmetric arena, set by the
+// plan-comm-buffers pass (-1: allocate normally). Last attribute of every op with
+// writes_preallocated_out.
+AttrSpec arena_offset_attr();
+// Returns out[k] when the interpreter preallocated it (checking dtype and shape against the
+// node's result type), else a new tensor of the result's type.
+Tensor output_buffer(const KernelArgs& args, size_t k = 0);
+
 namespace infer_util {
 // Throws DTypeError unless every operand has the same dtype.
 void require_same_dtype(const Node& node);
@@ -109,6 +127,8 @@ void require_same_dtype(const Node& node);
 void require_floating(const Node& node, int i);
 // Throws ShapeError "<op> expects operand <name> of rank <r>, got <type>".
 void require_rank(const Node& node, int i, int64_t rank);
+// Throws ValueError unless the node's arena_offset is -1 or a non-negative multiple of 64.
+void check_arena_offset(const Node& node);
 }  // namespace infer_util
 
 }  // namespace dt::ir

@@ -43,12 +43,14 @@ int64_t positive_attr(const Node& node, std::string_view name) {
 
 // bucket_copy_in(x...) {dtype}: the flattened inputs one after another, cast to dtype.
 void infer_copy_in(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int64_t total = 0;
   for (const Value* v : node.operands) total += v->type.numel();
   out.push_back({node.attr_dtype("dtype"), {total}});
 }
 void run_copy_in(const KernelArgs& a) {
-  Tensor out = Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+  Tensor out = a.out[0].defined() ? output_buffer(a)
+                                   : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
   int64_t off = 0;
   for (const Tensor& x : a.in) {
     if (x.numel() > 0) out.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
@@ -94,6 +96,7 @@ void run_split_out(const KernelArgs& a) {
 // chunk_cat(x...) {chunks}: chunk r of every input (dim 0 padded to a multiple of chunks with
 // zeros) one after another, for r = 0..chunks-1.
 void infer_chunk_cat(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int64_t chunks = positive_attr(node, "chunks");
   require_all_rank1(node);
   infer_util::require_same_dtype(node);
@@ -103,7 +106,8 @@ void infer_chunk_cat(const Node& node, const Graph&, std::vector<TensorType>& ou
 }
 void run_chunk_cat(const KernelArgs& a) {
   int64_t chunks = a.node.attr_int("chunks");
-  Tensor out = Tensor::empty(a.node.result()->type.shape, a.in[0].dtype());  // zeros: the padding
+  Tensor out = output_buffer(a);
+  if (a.out[0].defined()) out.fill_(0);  // zeros: the padding (a new buffer starts zeroed)
   int64_t row = out.numel() / chunks, off = 0;
   Tensor rows = out.view({chunks, row});
   for (const Tensor& x : a.in) {
@@ -135,8 +139,15 @@ void run_flat_view(const KernelArgs& a) {
   a.out[0] = a.in[0].contiguous().narrow(0, a.node.attr_int("offset"), numel(shape)).view(shape);
 }
 
-void infer_same(const Node& node, const Graph&, std::vector<TensorType>& out) { out.push_back(node.operands[0]->type); }
-void run_clone(const KernelArgs& a) { a.out[0] = a.in[0].clone(); }
+void infer_clone(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
+  out.push_back(node.operands[0]->type);
+}
+void run_clone(const KernelArgs& a) {
+  Tensor out = output_buffer(a);
+  out.copy_(a.in[0]);
+  a.out[0] = out;
+}
 
 ProcessGroup& group_of(const KernelArgs& a) {
   DT_CHECK(a.comm) << op_name(a.node.op) << " run without a communication context";
@@ -192,20 +203,24 @@ AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("su
 
 void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::bucket_copy_in, .operands = {{"x", false, true}},
-         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}}, .infer = infer_copy_in, .kernel = run_copy_in});
+         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()}, .infer = infer_copy_in,
+         .kernel = run_copy_in, .writes_preallocated_out = true});
   t.add({.kind = OpKind::bucket_split_out, .operands = {{"w"}},
          .attrs = {{"chunks", AttrKind::i64, std::nullopt}, {"offset", AttrKind::i64, std::nullopt},
                    {"shape", AttrKind::ints, std::nullopt}},
          .infer = infer_split_out, .kernel = run_split_out});
   t.add({.kind = OpKind::chunk_cat, .operands = {{"x", false, true}},
-         .attrs = {{"chunks", AttrKind::i64, std::nullopt}}, .infer = infer_chunk_cat, .kernel = run_chunk_cat});
+         .attrs = {{"chunks", AttrKind::i64, std::nullopt}, arena_offset_attr()}, .infer = infer_chunk_cat,
+         .kernel = run_chunk_cat, .writes_preallocated_out = true});
   t.add({.kind = OpKind::flat_view, .operands = {{"w"}},
          .attrs = {{"offset", AttrKind::i64, std::nullopt}, {"shape", AttrKind::ints, std::nullopt}},
-         .infer = infer_flat_view, .kernel = run_flat_view});
-  t.add({.kind = OpKind::clone, .operands = {{"x"}}, .attrs = {}, .infer = infer_same, .kernel = run_clone});
+         .infer = infer_flat_view, .kernel = run_flat_view, .result_aliases_operand = true});
+  t.add({.kind = OpKind::clone, .operands = {{"x"}}, .attrs = {arena_offset_attr()}, .infer = infer_clone,
+         .kernel = run_clone, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
          .attrs = {group_attr(), reduce_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
-         .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true});
+         .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true,
+         .result_aliases_operand = true});
   t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
          .infer = infer_one_shot, .kernel = run_one_shot});
 }

@@ -32,6 +32,7 @@ void require_rank_at_least_1(const Node& node) {
 void check_reduce_op(const Node& node) { parse_reduce_op(node.attr_str("op")); }
 
 void infer_all_gather(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int n = group_size_of(node, graph);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
@@ -41,6 +42,7 @@ void infer_all_gather(const Node& node, const Graph& graph, std::vector<TensorTy
 }
 
 void infer_reduce_scatter(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int n = group_size_of(node, graph);
   check_reduce_op(node);
   require_rank_at_least_1(node);
@@ -52,12 +54,14 @@ void infer_reduce_scatter(const Node& node, const Graph& graph, std::vector<Tens
 }
 
 void infer_all_reduce(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   group_size_of(node, graph);
   check_reduce_op(node);
   out.push_back(node.operands[0]->type);
 }
 
 void infer_all_to_all(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int n = group_size_of(node, graph);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
@@ -86,6 +90,7 @@ void infer_all_to_all(const Node& node, const Graph& graph, std::vector<TensorTy
 }
 
 void infer_broadcast(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
   int n = group_size_of(node, graph);
   int64_t src = node.attr_int("src");
   if (src < 0 || src >= n) DT_THROW(ValueError) << "broadcast src " << src << " out of range for group size " << n;
@@ -104,12 +109,10 @@ ProcessGroup& group_of(const KernelArgs& a) {
   return a.comm->group(a.node.attr_str("group"));
 }
 
-Tensor new_output(const KernelArgs& a) { return Tensor::empty(a.node.result()->type.shape, a.in[0].dtype()); }
-
 void run_all_gather(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
   Tensor in = a.in[0].contiguous();
-  Tensor out = new_output(a);
+  Tensor out = output_buffer(a);
   WorkPtr w = dt::all_gather_into_tensor(pg, out, in);
   a.comm->issue(a.node.result(), std::move(w), {in, out});
   a.out[0] = out;
@@ -118,7 +121,7 @@ void run_all_gather(const KernelArgs& a) {
 void run_reduce_scatter(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
   Tensor in = a.in[0].contiguous();
-  Tensor out = new_output(a);
+  Tensor out = output_buffer(a);
   WorkPtr w = dt::reduce_scatter_tensor(pg, out, in, parse_reduce_op(a.node.attr_str("op")));
   a.comm->issue(a.node.result(), std::move(w), {in, out});
   a.out[0] = out;
@@ -126,7 +129,8 @@ void run_reduce_scatter(const KernelArgs& a) {
 
 void run_all_reduce(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
-  Tensor out = a.in[0].clone();  // functional: the input stays unchanged for its other readers
+  Tensor out = output_buffer(a);  // functional: the input stays unchanged for its other readers
+  out.copy_(a.in[0]);
   WorkPtr w = dt::all_reduce_(pg, out, parse_reduce_op(a.node.attr_str("op")));
   a.comm->issue(a.node.result(), std::move(w), {out});
   a.out[0] = out;
@@ -135,7 +139,7 @@ void run_all_reduce(const KernelArgs& a) {
 void run_all_to_all(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
   Tensor in = a.in[0].contiguous();
-  Tensor out = new_output(a);
+  Tensor out = output_buffer(a);
   WorkPtr w = dt::all_to_all_single(pg, out, in, a.node.attr_ints("out_split_sizes"), a.node.attr_ints("in_split_sizes"));
   a.comm->issue(a.node.result(), std::move(w), {in, out});
   a.out[0] = out;
@@ -143,7 +147,8 @@ void run_all_to_all(const KernelArgs& a) {
 
 void run_broadcast(const KernelArgs& a) {
   ProcessGroup& pg = group_of(a);
-  Tensor out = a.in[0].clone();
+  Tensor out = output_buffer(a);
+  out.copy_(a.in[0]);
   WorkPtr w = dt::broadcast_(pg, out, int(a.node.attr_int("src")));
   a.comm->issue(a.node.result(), std::move(w), {out});
   a.out[0] = out;
@@ -161,20 +166,22 @@ AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("su
 }  // namespace
 
 void register_collective_ops(OpTable& t) {
-  t.add({.kind = OpKind::all_gather_into_tensor, .operands = {{"x"}}, .attrs = {group_attr()},
-         .infer = infer_all_gather, .kernel = run_all_gather, .is_collective = true});
-  t.add({.kind = OpKind::reduce_scatter_tensor, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
-         .infer = infer_reduce_scatter, .kernel = run_reduce_scatter, .is_collective = true});
-  t.add({.kind = OpKind::all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
-         .infer = infer_all_reduce, .kernel = run_all_reduce, .is_collective = true});
+  t.add({.kind = OpKind::all_gather_into_tensor, .operands = {{"x"}}, .attrs = {group_attr(), arena_offset_attr()},
+         .infer = infer_all_gather, .kernel = run_all_gather, .is_collective = true, .writes_preallocated_out = true});
+  t.add({.kind = OpKind::reduce_scatter_tensor, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr(), arena_offset_attr()},
+         .infer = infer_reduce_scatter, .kernel = run_reduce_scatter, .is_collective = true,
+         .writes_preallocated_out = true});
+  t.add({.kind = OpKind::all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr(), arena_offset_attr()},
+         .infer = infer_all_reduce, .kernel = run_all_reduce, .is_collective = true, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_to_all_single, .operands = {{"x"}},
          .attrs = {group_attr(),
                    {"out_split_sizes", AttrKind::ints, Attr(std::vector<int64_t>{})},
-                   {"in_split_sizes", AttrKind::ints, Attr(std::vector<int64_t>{})}},
-         .infer = infer_all_to_all, .kernel = run_all_to_all, .is_collective = true});
-  t.add({.kind = OpKind::broadcast, .operands = {{"x"}}, .attrs = {group_attr(), {"src", AttrKind::i64, Attr(int64_t(0))}},
-         .infer = infer_broadcast, .kernel = run_broadcast, .is_collective = true});
-  t.add({.kind = OpKind::wait_tensor, .operands = {{"x"}}, .attrs = {}, .infer = infer_wait, .kernel = run_wait});
+                   {"in_split_sizes", AttrKind::ints, Attr(std::vector<int64_t>{})}, arena_offset_attr()},
+         .infer = infer_all_to_all, .kernel = run_all_to_all, .is_collective = true, .writes_preallocated_out = true});
+  t.add({.kind = OpKind::broadcast, .operands = {{"x"}}, .attrs = {group_attr(), {"src", AttrKind::i64, Attr(int64_t(0))}, arena_offset_attr()},
+         .infer = infer_broadcast, .kernel = run_broadcast, .is_collective = true, .writes_preallocated_out = true});
+  t.add({.kind = OpKind::wait_tensor, .operands = {{"x"}}, .attrs = {}, .infer = infer_wait, .kernel = run_wait,
+         .result_aliases_operand = true});
 }
 
 }  // namespace dt::ir

@@ -198,23 +198,28 @@ void register_shape_ops(OpTable& t) {
          .infer = infer_embedding, .kernel = run_embedding});
   for (OpKind k : {OpKind::view, OpKind::reshape})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"shape", AttrKind::ints, std::nullopt}},
-           .infer = infer_view, .kernel = run_view});
+           .infer = infer_view, .kernel = run_view,
+           .result_aliases_operand = true});
   t.add({.kind = OpKind::transpose, .operands = {{"x"}},
          .attrs = {{"dim0", AttrKind::i64, std::nullopt}, {"dim1", AttrKind::i64, std::nullopt}},
-         .infer = infer_transpose, .kernel = run_transpose});
+         .infer = infer_transpose, .kernel = run_transpose,
+         .result_aliases_operand = true});
   t.add({.kind = OpKind::permute, .operands = {{"x"}}, .attrs = {{"dims", AttrKind::ints, std::nullopt}},
-         .infer = infer_permute, .kernel = run_permute});
+         .infer = infer_permute, .kernel = run_permute,
+         .result_aliases_operand = true});
   t.add({.kind = OpKind::slice, .operands = {{"x"}},
          .attrs = {{"dim", AttrKind::i64, std::nullopt},
                    {"start", AttrKind::i64, Attr(int64_t(0))},
                    {"end", AttrKind::i64, Attr(std::numeric_limits<int64_t>::max())},
                    {"step", AttrKind::i64, Attr(int64_t(1))}},
-         .infer = infer_slice, .kernel = run_slice});
+         .infer = infer_slice, .kernel = run_slice,
+         .result_aliases_operand = true});
   t.add({.kind = OpKind::split, .operands = {{"x"}},
          .attrs = {{"split_size", AttrKind::i64, Attr(int64_t(0))},
                    {"sizes", AttrKind::ints, Attr(std::vector<int64_t>{})},
                    {"dim", AttrKind::i64, Attr(int64_t(0))}},
-         .infer = infer_split, .kernel = run_split});
+         .infer = infer_split, .kernel = run_split,
+         .result_aliases_operand = true});
   t.add({.kind = OpKind::cat, .operands = {{"xs", false, /*variadic=*/true}},
          .attrs = {{"dim", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_cat, .kernel = run_cat});
   t.add({.kind = OpKind::arange, .operands = {},

@@ -50,7 +50,8 @@ TEST(Verifier, UndeclaredGroup) {
   Graph g("groups");
   Builder b(g);
   Value* x = b.input("x", DType::f32, {4});
-  g.append(OpKind::all_reduce, {x}, {Attr(std::string("dp")), Attr(std::string("sum"))}, {x->type}, {"ar"});
+  g.append(OpKind::all_reduce, {x}, {Attr(std::string("dp")), Attr(std::string("sum")), Attr(int64_t(-1))}, {x->type},
+           {"ar"});
   EXPECT_EQ(verify_error(g), "graph groups, node 0 (all_reduce): all_reduce names undeclared group dp");
 }
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/pass.h"
 
 namespace dt::passes {
 namespace {
@@ -11,14 +13,65 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-bool is_alias(ir::OpKind op) {
-  return op == ir::OpKind::wait_tensor || op == ir::OpKind::flat_view || op == ir::OpKind::view ||
-         op == ir::OpKind::reshape;
+// Live ranges of node results, following aliases (the part shared by planning and checking).
+class LiveRanges {
+ public:
+  explicit LiveRanges(const ir::Graph& graph)
+      : num_nodes_(graph.nodes().size()), uses_(graph), pos_(graph.num_values(), 0) {
+    for (size_t i = 0; i < num_nodes_; ++i)
+      for (const ir::Value* r : graph.nodes()[i]->results) pos_[size_t(r->id)] = i;
+  }
+
+  size_t position(const ir::Value* v) const { return pos_[size_t(v->id)]; }
+  const UseLists& uses() const { return uses_; }
+
+  // Returns the last position at which v or a value aliasing it is read, or nodes().size() when
+  // one of them is a graph output. A collective reading the buffer keeps it until its wait.
+  size_t last_use(const ir::Value* v) {
+    size_t last = position(v);
+    stack_.assign(1, v);
+    while (!stack_.empty()) {
+      const ir::Value* x = stack_.back();
+      stack_.pop_back();
+      if (uses_.is_output(x)) return num_nodes_;
+      for (const ir::Node* u : uses_.users(x)) {
+        last = std::max(last, position(u->result()));
+        const ir::OpDef& def = ir::op_def(u->op);
+        if (def.result_aliases_operand) {
+          for (const ir::Value* r : u->results) stack_.push_back(r);
+        } else if (def.is_collective) {
+          for (const ir::Node* w : uses_.users(u->result()))
+            if (w->op == ir::OpKind::wait_tensor) last = std::max(last, position(w->result()));
+        }
+      }
+    }
+    return last;
+  }
+
+ private:
+  size_t num_nodes_;
+  UseLists uses_;
+  std::vector<size_t> pos_;
+  std::vector<const ir::Value*> stack_;
+};
+
+bool overlaps(const CommBuffer& a, const CommBuffer& b) {
+  return a.first <= b.last && b.first <= a.last && a.offset < b.offset + align_up(b.bytes) &&
+         b.offset < a.offset + align_up(a.bytes);
 }
 
-bool is_copy_in(ir::OpKind op) {
-  return op == ir::OpKind::bucket_copy_in || op == ir::OpKind::chunk_cat || op == ir::OpKind::clone;
-}
+class PlanCommBuffersPass : public Pass {
+ public:
+  std::string_view name() const override { return "plan-comm-buffers"; }
+  std::string_view summary() const override {
+    return "place comm buffers at fixed offsets of the symmetric arena (arena_offset), sharing bytes across lifetimes";
+  }
+  bool run(ir::Graph& graph) override {
+    CommBufferPlan plan = plan_comm_buffers(graph);
+    apply_comm_buffer_plan(graph, plan);
+    return !plan.buffers.empty();
+  }
+};
 
 }  // namespace
 
@@ -28,59 +81,42 @@ const CommBuffer* CommBufferPlan::find(const ir::Value* v) const {
   return nullptr;
 }
 
-CommBufferPlan plan_comm_buffers(const ir::Graph& graph) {
+namespace {
+
+// The comm buffers of a program with their live ranges (offsets not yet placed).
+std::vector<CommBuffer> collect_buffers(const ir::Graph& graph) {
   const auto& nodes = graph.nodes();
-  UseLists uses(graph);
-  std::vector<size_t> pos(graph.num_values(), 0);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (const ir::Value* r : nodes[i]->results) pos[size_t(r->id)] = i;
-  auto node_pos = [&](const ir::Node* n) { return pos[size_t(n->result()->id)]; };
-
-  // Returns the last position at which v or a value aliasing it is read.
-  std::vector<const ir::Value*> stack;
-  auto last_use = [&](const ir::Value* v) {
-    size_t last = pos[size_t(v->id)];
-    stack.assign(1, v);
-    while (!stack.empty()) {
-      const ir::Value* x = stack.back();
-      stack.pop_back();
-      if (uses.is_output(x)) last = nodes.size();
-      for (const ir::Node* u : uses.users(x)) {
-        last = std::max(last, node_pos(u));
-        if (is_alias(u->op)) stack.push_back(u->result());
-      }
-    }
-    return last;
-  };
-
-  CommBufferPlan plan;
+  LiveRanges live(graph);
+  std::vector<CommBuffer> buffers;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = *nodes[i];
-    bool comm_out = ir::op_def(n.op).is_collective;
-    bool copy_in = false;
-    if (is_copy_in(n.op))
-      for (const ir::Node* u : uses.users(n.result())) copy_in = copy_in || ir::op_def(u->op).is_collective;
-    if (!comm_out && !copy_in) continue;
-    // An in-place collective's output is its input's buffer, already planned.
-    if (n.op == ir::OpKind::all_reduce_ && plan.find(n.operands[0])) continue;
-    plan.buffers.push_back({n.result(), 0, n.result()->type.nbytes(), i, last_use(n.result())});
+    const ir::OpDef& def = ir::op_def(n.op);
+    if (!def.writes_preallocated_out) continue;
+    bool read_by_collective = false;
+    for (const ir::Node* u : live.uses().users(n.result())) read_by_collective |= ir::op_def(u->op).is_collective;
+    if (!def.is_collective && !read_by_collective) continue;
+    const size_t last = live.last_use(n.result());
+    if (last >= nodes.size()) continue;  // aliases a graph output
+    buffers.push_back({n.result(), 0, n.result()->type.nbytes(), i, last});
   }
-  // An in-place collective extends its input buffer's life to its own readers'.
-  for (CommBuffer& b : plan.buffers)
-    for (const ir::Node* u : uses.users(b.value))
-      if (u->op == ir::OpKind::all_reduce_) b.last = std::max(b.last, last_use(u->result()));
+  return buffers;
+}
 
-  std::vector<size_t> order(plan.buffers.size());
+// Places buffers largest first at the lowest aligned offset clear of every placed buffer they
+// conflict with (conflict(i, j): live at the same time); returns the arena bytes used.
+template <typename Conflict>
+size_t place_buffers(std::vector<CommBuffer>& buffers, Conflict conflict) {
+  std::vector<size_t> order(buffers.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return plan.buffers[a].bytes > plan.buffers[b].bytes; });
-  std::vector<const CommBuffer*> placed;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
+  std::vector<size_t> placed;
   std::vector<std::pair<size_t, size_t>> taken;
+  size_t total = 0;
   for (size_t k : order) {
-    CommBuffer& b = plan.buffers[k];
+    CommBuffer& b = buffers[k];
     taken.clear();
-    for (const CommBuffer* p : placed)
-      if (p->first <= b.last && b.first <= p->last) taken.push_back({p->offset, p->offset + align_up(p->bytes)});
+    for (size_t p : placed)
+      if (conflict(p, k)) taken.push_back({buffers[p].offset, buffers[p].offset + align_up(buffers[p].bytes)});
     std::sort(taken.begin(), taken.end());
     size_t offset = 0;
     for (const auto& [lo, hi] : taken) {
@@ -88,10 +124,98 @@ CommBufferPlan plan_comm_buffers(const ir::Graph& graph) {
       offset = std::max(offset, hi);
     }
     b.offset = offset;
-    plan.total_bytes = std::max(plan.total_bytes, offset + align_up(b.bytes));
-    placed.push_back(&b);
+    total = std::max(total, offset + align_up(b.bytes));
+    placed.push_back(k);
   }
+  return total;
+}
+
+bool live_together(const CommBuffer& a, const CommBuffer& b) { return a.first <= b.last && b.first <= a.last; }
+
+}  // namespace
+
+CommBufferPlan plan_comm_buffers(const ir::Graph& graph) {
+  CommBufferPlan plan;
+  plan.buffers = collect_buffers(graph);
+  plan.total_bytes =
+      place_buffers(plan.buffers, [&](size_t a, size_t b) { return live_together(plan.buffers[a], plan.buffers[b]); });
   return plan;
 }
+
+size_t plan_symmetric_comm_buffers(const std::vector<ir::Graph*>& programs) {
+  if (programs.empty()) return 0;
+  std::vector<std::vector<CommBuffer>> per(programs.size());
+  for (size_t r = 0; r < programs.size(); ++r) per[r] = collect_buffers(*programs[r]);
+  // Buffer k of every program must be the same comm buffer: same producing op, in the same order.
+  for (size_t r = 1; r < programs.size(); ++r) {
+    if (per[r].size() != per[0].size())
+      DT_THROW(ValueError) << "programs " << programs[0]->name() << " and " << programs[r]->name() << " have "
+                           << per[0].size() << " and " << per[r].size()
+                           << " comm buffers: a symmetric arena needs the same collectives on every rank";
+    for (size_t k = 0; k < per[0].size(); ++k)
+      if (per[r][k].value->producer->op != per[0][k].value->producer->op)
+        DT_THROW(ValueError) << "comm buffer " << k << " is %" << per[0][k].value->name << " ("
+                             << ir::op_name(per[0][k].value->producer->op) << ") in program 0 but %"
+                             << per[r][k].value->name << " (" << ir::op_name(per[r][k].value->producer->op)
+                             << ") in program " << r;
+  }
+  // One slot per buffer index: the largest size, in conflict with another slot when the two
+  // buffers are live together in any program.
+  std::vector<CommBuffer> slots = per[0];
+  for (size_t k = 0; k < slots.size(); ++k)
+    for (const auto& p : per) slots[k].bytes = std::max(slots[k].bytes, p[k].bytes);
+  const size_t total = place_buffers(slots, [&](size_t a, size_t b) {
+    for (const auto& p : per)
+      if (live_together(p[a], p[b])) return true;
+    return false;
+  });
+  for (size_t r = 0; r < programs.size(); ++r) {
+    CommBufferPlan plan;
+    plan.buffers = per[r];
+    for (size_t k = 0; k < slots.size(); ++k) plan.buffers[k].offset = slots[k].offset;
+    apply_comm_buffer_plan(*programs[r], plan);
+  }
+  return total;
+}
+
+void apply_comm_buffer_plan(ir::Graph& graph, const CommBufferPlan& plan) {
+  for (const auto& n : graph.nodes())
+    if (ir::op_def(n->op).writes_preallocated_out) n->attrs.back() = int64_t(-1);
+  for (const CommBuffer& b : plan.buffers) b.value->producer->attrs.back() = int64_t(b.offset);
+}
+
+size_t check_comm_buffer_plan(const ir::Graph& graph) {
+  const auto& nodes = graph.nodes();
+  std::vector<CommBuffer> placed;
+  std::vector<size_t> at;  // node index per placed buffer
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = *nodes[i];
+    if (!ir::op_def(n.op).writes_preallocated_out) continue;
+    const int64_t offset = std::get<int64_t>(n.attrs.back());
+    if (offset >= 0) placed.push_back({n.result(), size_t(offset), n.result()->type.nbytes(), i, 0});
+  }
+  if (placed.empty()) return 0;
+  LiveRanges live(graph);
+  size_t total = 0;
+  for (CommBuffer& b : placed) {
+    b.last = live.last_use(b.value);
+    if (b.last >= nodes.size())
+      DT_THROW(ValueError) << "%" << b.value->name << " has arena_offset " << b.offset
+                           << " but aliases a graph output (the arena is reused by the next run)";
+    total = std::max(total, b.offset + align_up(b.bytes));
+  }
+  // Sorted by offset, a buffer can only collide with the ones starting before its end.
+  std::sort(placed.begin(), placed.end(), [](const CommBuffer& a, const CommBuffer& b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < placed.size(); ++i)
+    for (size_t j = i + 1; j < placed.size() && placed[j].offset < placed[i].offset + align_up(placed[i].bytes); ++j)
+      if (overlaps(placed[i], placed[j]))
+        DT_THROW(ValueError) << "arena buffers %" << placed[i].value->name << " (" << placed[i].bytes
+                             << " bytes at offset " << placed[i].offset << ") and %" << placed[j].value->name << " ("
+                             << placed[j].bytes << " bytes at offset " << placed[j].offset
+                             << ") share bytes while both are live";
+  return total;
+}
+
+PassPtr make_plan_comm_buffers_pass() { return std::make_unique<PlanCommBuffersPass>(); }
 
 }  // namespace dt::passes

@@ -15,6 +15,7 @@ namespace {
 PassPtr wait_placement(const PassOptions&) { return make_wait_placement_pass(); }
 PassPtr dce(const PassOptions&) { return make_dce_pass(); }
 PassPtr cse(const PassOptions&) { return make_cse_pass(); }
+PassPtr plan_comm_buffers(const PassOptions&) { return make_plan_comm_buffers_pass(); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -39,6 +40,8 @@ const std::vector<PassInfo>& registered_passes() {
       {"wait-placement", "sink every wait_tensor to just before the first reader of its result", wait_placement},
       {"comm-lowering", "in-place all_reduce (clone when the input is read later), one-shot under a size",
        make_comm_lowering_pass},
+      {"plan-comm-buffers", "place comm buffers at fixed offsets of the symmetric arena (arena_offset)",
+       plan_comm_buffers},
   };
   return passes;
 }
@@ -46,7 +49,7 @@ const std::vector<PassInfo>& registered_passes() {
 const std::vector<std::string_view>& default_pipeline() {
   static const std::vector<std::string_view> names = {
       "cse", "dce", "bucket-all-gather", "bucket-reduce-scatter", "bucket-all-reduce",
-      "overlap-scheduling", "wait-placement", "comm-lowering", "dce"};
+      "overlap-scheduling", "wait-placement", "comm-lowering", "dce", "plan-comm-buffers"};
   return names;
 }
 

@@ -15,6 +15,7 @@
 #include "dtensor/comm/threads/threads_process_group.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/parser.h"
+#include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/golden_case.h"
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/runtime/interpreter.h"
@@ -43,15 +44,19 @@ runtime::Bindings random_bindings(const ir::Graph& g, int rank) {
   return b;
 }
 
-// Returns, per rank, the outputs of `g` run on its world.
+// Returns, per rank, the outputs of `g` run on its world; comm buffers the program placed
+// (arena_offset) live in a symmetric arena shared by the ranks, as in `dtensor run`.
 std::vector<std::vector<Tensor>> run_on_ranks(const ir::Graph& g, int n) {
   std::vector<std::vector<Tensor>> outs(static_cast<size_t>(n));
+  const size_t arena_bytes = check_comm_buffer_plan(g);
+  auto arena = arena_bytes ? std::make_shared<SymmetricArena>(n, arena_bytes) : nullptr;
   run_ranks(n, [&](ProcessGroup& world) {
     runtime::GroupMap groups = runtime::make_groups(g, world);
     // A per-rank program runs on the ranks of its groups; the others ([1, 3, 5] for a group
     // [0, 2, 4, 6]) have nothing to do.
     if (groups.size() != g.groups().size()) return;
     runtime::Interpreter interp(g);
+    if (arena) interp.set_comm_arena(arena, world.rank());
     outs[size_t(world.rank())] = interp.run(random_bindings(g, world.rank()), groups);
   });
   return outs;

@@ -6,6 +6,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/buffer_planner.h"
 
 namespace dt::runtime {
 namespace {
@@ -99,6 +100,10 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     for (const ir::Value* r : nodes[i]->results)
       if (last_use[size_t(r->id)] == kNever) last_use[size_t(r->id)] = int(i);
   }
+  arena_bytes_ = passes::check_comm_buffer_plan(g_);
+  arena_offset_.assign(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (ir::op_def(nodes[i]->op).writes_preallocated_out) arena_offset_[i] = std::get<int64_t>(nodes[i]->attrs.back());
   release_after_.assign(nodes.size(), {});
   for (size_t id = 0; id < last_use.size(); ++id) {
     const ir::Value& v = *g_.values()[id];
@@ -106,6 +111,19 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     if (last_use[id] == kNever || is_output[id] || v.kind != ir::ValueKind::result) continue;
     release_after_[size_t(last_use[id])].push_back(int(id));
   }
+}
+
+void Interpreter::set_comm_arena(std::shared_ptr<SymmetricArena> arena, int arena_rank) {
+  if (arena) {
+    if (arena_rank < 0 || arena_rank >= arena->world_size())
+      DT_THROW(ValueError) << "arena rank " << arena_rank << " out of range for an arena of " << arena->world_size()
+                           << " ranks";
+    if (arena->capacity() < arena_bytes_)
+      DT_THROW(ValueError) << "symmetric arena of " << arena->capacity() << " bytes per rank is smaller than the "
+                           << arena_bytes_ << " bytes the program's comm buffers need";
+  }
+  arena_ = std::move(arena);
+  arena_rank_ = arena_rank;
 }
 
 std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& groups, RunStats* stats) {
@@ -126,13 +144,26 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
   RunCommContext comm(groups);
   std::vector<Tensor> in, out;
   const auto& nodes = g_.nodes();
+  const bool use_arena = arena_ && arena_bytes_ > 0;
+  if (use_arena) arena_->begin_iteration(arena_rank_);
+  placements_.clear();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = *nodes[i];
     const Clock::time_point t0 = hook_ ? Clock::now() : Clock::time_point{};
     in.clear();
     for (const ir::Value* v : n.operands) in.push_back(env[size_t(v->id)]);
     out.assign(n.results.size(), Tensor());
+    void* placed = nullptr;
+    if (use_arena && arena_offset_[i] >= 0) {
+      const ir::TensorType& t = n.result()->type;
+      const size_t offset = arena_->place(arena_rank_, size_t(arena_offset_[i]), t.nbytes());
+      out[0] = arena_->tensor(arena_rank_, offset, t.dtype, t.shape);
+      placed = out[0].raw_data();
+      placements_.emplace_back(n.result(), offset);
+    }
     ir::op_def(n.op).kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+    DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))
+        << ir::op_name(n.op) << " kernel did not write into its arena buffer";
     for (size_t k = 0; k < out.size(); ++k) {
       const ir::TensorType& want = n.results[k]->type;
       DT_CHECK(out[k].defined() && out[k].shape() == want.shape && out[k].dtype() == want.dtype)
@@ -155,6 +186,8 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
     stats->seconds = std::chrono::duration<double>(Clock::now() - start).count();
     stats->peak_bytes = meter.peak();
     stats->nodes = nodes.size();
+    stats->arena_bytes = use_arena ? arena_bytes_ : 0;
+    stats->arena_buffers = placements_.size();
   }
   return results;
 }

@@ -5,6 +5,12 @@
 // set of simultaneously live results, which RunStats reports. Collectives are issued without
 // blocking: the Work and the buffers it touches are kept until the matching wait_tensor, which
 // blocks on it. Node hooks see the start and end time of every node (for traces).
+//
+// Comm buffers: a program whose nodes carry `arena_offset` attributes (the plan-comm-buffers
+// pass) gets those results placed in a SymmetricArena when one is set: the kernel writes straight
+// into the arena at that offset, the same on every rank and in every run. The plan is checked
+// when the interpreter is built (passes/buffer_planner.h); without an arena the offsets are
+// ignored and buffers are allocated as usual.
 #pragma once
 
 #include <chrono>
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "dtensor/comm/process_group.h"
+#include "dtensor/comm/symmetric_arena.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/graph.h"
 
@@ -30,6 +37,8 @@ struct RunStats {
   double seconds = 0;     // wall time of run()
   size_t peak_bytes = 0;  // peak bytes of live node results (views of inputs and params excluded)
   size_t nodes = 0;
+  size_t arena_bytes = 0;  // bytes of the symmetric arena the program's comm buffers occupy
+  size_t arena_buffers = 0;  // results placed in the arena during the run
 };
 
 // Called after every node with its index and start/end times.
@@ -41,6 +50,13 @@ class Interpreter {
   explicit Interpreter(const ir::Graph& graph);
 
   void set_node_hook(NodeHook hook) { hook_ = std::move(hook); }
+  // Places the program's planned comm buffers in `arena`'s region of `arena_rank` (ValueError
+  // when the arena is smaller than the plan). Pass null to allocate them normally again.
+  void set_comm_arena(std::shared_ptr<SymmetricArena> arena, int arena_rank);
+  // Arena bytes the program's plan needs (0: no arena_offset set).
+  size_t arena_bytes() const { return arena_bytes_; }
+  // The (value, offset) of each comm buffer placed in the arena during the last run, in order.
+  const std::vector<std::pair<const ir::Value*, size_t>>& last_placements() const { return placements_; }
   // Returns the graph outputs. Every data input and parameter must be bound with its declared
   // dtype and shape (IoError otherwise). Graphs with collectives need `groups` holding this
   // rank's group for each group its collectives name.
@@ -54,6 +70,11 @@ class Interpreter {
   std::vector<std::vector<int>> release_after_;
   bool has_collectives_ = false;
   NodeHook hook_;
+  std::vector<int64_t> arena_offset_;  // per node: arena offset of result 0, or -1
+  size_t arena_bytes_ = 0;
+  std::shared_ptr<SymmetricArena> arena_;
+  int arena_rank_ = 0;
+  std::vector<std::pair<const ir::Value*, size_t>> placements_;
 };
 
 // Returns this rank's groups for the graph's declarations: `world` itself for a group whose ranks

@@ -179,5 +179,56 @@ TEST(Interpreter, CollectiveOnAGroupThisRankIsNotInFails) {
                CommError);
 }
 
+// A program with arena_offset attributes writes those results into the arena (the kernel gets
+// the arena tensor as its output), computes the same values as without, and refuses an arena
+// smaller than its plan.
+TEST(Interpreter, PlacesCommBuffersInTheArena) {
+  ir::Graph g = ir::parse(R"(graph arena {
+  group dp = [0, 1]
+  input %x : f32[2, 8]
+  %c = clone(%x) {arena_offset = 128} : f32[2, 8]
+  %ag = all_gather_into_tensor(%c) {group = dp, arena_offset = 0} : f32[4, 8]
+  %ag_w = wait_tensor(%ag) : f32[4, 8]
+  %y = mul(%ag_w, %ag_w) : f32[4, 8]
+  return %y
+}
+)");
+  Interpreter probe(g);
+  EXPECT_EQ(probe.arena_bytes(), 192u);
+  try {
+    probe.set_comm_arena(std::make_shared<SymmetricArena>(2, 64), 0);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "symmetric arena of 64 bytes per rank is smaller than the 192 bytes the program's comm buffers need");
+  }
+  auto arena = std::make_shared<SymmetricArena>(2, 192);
+  std::vector<Tensor> with(2), without(2);
+  std::vector<std::vector<std::pair<const ir::Value*, size_t>>> placed(2);
+  run_ranks(2, [&](ProcessGroup& world) {
+    const int r = world.rank();
+    GroupMap groups = make_groups(g, world);
+    Bindings b = {{"x", Tensor::full({2, 8}, double(r + 1), DType::f32)}};
+    Interpreter interp(g);
+    without[size_t(r)] = interp.run(b, groups)[0];
+    interp.set_comm_arena(arena, r);
+    RunStats st;
+    with[size_t(r)] = interp.run(b, groups, &st)[0];
+    placed[size_t(r)] = interp.last_placements();
+    EXPECT_EQ(st.arena_buffers, 2u);
+    EXPECT_EQ(st.arena_bytes, 192u);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(allclose(with[size_t(r)], without[size_t(r)], 0, 0));
+    ASSERT_EQ(placed[size_t(r)].size(), 2u);
+    EXPECT_EQ(placed[size_t(r)][0].second, 128u);  // %c
+    EXPECT_EQ(placed[size_t(r)][1].second, 0u);    // %ag
+  }
+  // The gathered rows: rank 0's ones then rank 1's twos, squared.
+  const Tensor y = with[0].contiguous();
+  EXPECT_EQ(y.data<float>()[0], 1.0f);
+  EXPECT_EQ(y.data<float>()[31], 4.0f);
+}
+
 }  // namespace
 }  // namespace dt::runtime

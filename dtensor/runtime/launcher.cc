@@ -4,6 +4,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
+#include "dtensor/passes/buffer_planner.h"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/comm/mpi/mpi_runtime.h"
 #endif
@@ -31,6 +32,12 @@ RankResult run_rank(const ir::Graph& program, const Bindings& bindings, ProcessG
   GroupMap groups = make_groups(program, world);
   Interpreter interp(program);
   if (options.node_hook) interp.set_node_hook(options.node_hook(world.rank()));
+  if (options.comm_arena && interp.arena_bytes() > 0) {
+    if (options.arena)
+      interp.set_comm_arena(options.arena, world.rank());
+    else
+      interp.set_comm_arena(std::make_shared<SymmetricArena>(1, interp.arena_bytes()), 0);
+  }
   RankResult out;
   for (int i = 0; i < std::max(options.repeat, 1); ++i) {
     RunStats s;
@@ -67,11 +74,17 @@ std::vector<RankResult> launch(const std::vector<const ir::Graph*>& programs, co
     DT_THROW(ValueError) << programs.size() << " programs but " << bindings.size() << " binding sets";
   if (programs.empty()) DT_THROW(ValueError) << "launch needs at least one program";
   std::vector<RankResult> results(programs.size());
+  LaunchOptions rank_options = options;
+  if (options.comm_arena && !options.arena) {
+    size_t bytes = 0;
+    for (const ir::Graph* p : programs) bytes = std::max(bytes, passes::check_comm_buffer_plan(*p));
+    if (bytes > 0) rank_options.arena = std::make_shared<SymmetricArena>(int(programs.size()), bytes);
+  }
   run_ranks(
       int(programs.size()),
       [&](ProcessGroup& world) {
         const size_t r = size_t(world.rank());
-        results[r] = run_rank(*programs[r], bindings[r], world, options);
+        results[r] = run_rank(*programs[r], bindings[r], world, rank_options);
       },
       options.comm);
   return results;

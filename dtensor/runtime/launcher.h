@@ -35,6 +35,11 @@ struct LaunchOptions {
   CommOptions comm;
   // When set, rank r's interpreter gets node_hook(r) (traces: runtime/trace.h).
   std::function<NodeHook(int rank)> node_hook;
+  // Place the programs' planned comm buffers (arena_offset) in a symmetric arena: launch()
+  // shares one arena among the rank threads, sized for the largest plan; run_rank() without
+  // `arena` gives its rank a private one. Off: buffers are allocated as usual.
+  bool comm_arena = true;
+  std::shared_ptr<SymmetricArena> arena;  // set by launch(); rank r uses region r
 };
 
 // Runs programs[r] on global rank r for r in [0, programs.size()) on the threads backend.

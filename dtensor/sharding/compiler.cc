@@ -34,7 +34,9 @@ CollectiveStats collective_stats(const ir::Graph& program, int rank) {
   CollectiveStats s;
   for (const auto& np : program.nodes()) {
     const ir::Node& n = *np;
-    if (!ir::op_def(n.op).is_collective) continue;
+    // Lowered forms count as what they are: all_reduce_ and the blocking one-shot are all_reduces.
+    const bool lowered_all_reduce = n.op == ir::OpKind::all_reduce_ || n.op == ir::OpKind::one_shot_all_reduce;
+    if (!ir::op_def(n.op).is_collective && !lowered_all_reduce) continue;
     const ir::GroupDecl* g = program.find_group(n.attr_str("group"));
     DT_CHECK(g) << "undeclared group " << n.attr_str("group");
     const int64_t size = int64_t(g->ranks.size());
@@ -43,7 +45,9 @@ CollectiveStats collective_stats(const ir::Graph& program, int rank) {
     int64_t bytes = 0;
     switch (n.op) {
       case ir::OpKind::all_gather_into_tensor: bytes = in * (size - 1); break;
-      case ir::OpKind::all_reduce: bytes = 2 * (size - 1) * in / size; break;
+      case ir::OpKind::all_reduce: case ir::OpKind::all_reduce_: case ir::OpKind::one_shot_all_reduce:
+        bytes = 2 * (size - 1) * in / size;
+        break;
       case ir::OpKind::reduce_scatter_tensor: bytes = (size - 1) * in / size; break;
       case ir::OpKind::broadcast: bytes = me == n.attr_int("src") ? in : 0; break;
       case ir::OpKind::all_to_all_single: {
