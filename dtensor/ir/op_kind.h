@@ -29,6 +29,7 @@ enum class OpKind : uint8_t {
   wait_tensor,
   // ops_bucketing.cc (introduced by dtensor/passes)
   bucket_copy_in, bucket_split_out, chunk_cat, flat_view, clone, all_reduce_, one_shot_all_reduce,
+  all_gather_copy_in, all_gather_into_tensor_,
   count  // number of ops; keep last
 };
 
@@ -46,7 +47,7 @@ inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "all_to_all_single",
     "broadcast", "wait_tensor",
     "bucket_copy_in", "bucket_split_out", "chunk_cat", "flat_view", "clone", "all_reduce_",
-    "one_shot_all_reduce",
+    "one_shot_all_reduce", "all_gather_copy_in", "all_gather_into_tensor_",
 };
 static_assert(kOpNames.size() == kNumOps, "kOpNames and OpKind disagree");
 
@@ -67,6 +68,7 @@ static_assert(kOpNames[size_t(OpKind::scaled_dot_product_attention)] == "scaled_
 static_assert(kOpNames[size_t(OpKind::cross_entropy)] == "cross_entropy");
 static_assert(kOpNames[size_t(OpKind::wait_tensor)] == "wait_tensor");
 static_assert(kOpNames[size_t(OpKind::one_shot_all_reduce)] == "one_shot_all_reduce");
+static_assert(kOpNames[size_t(OpKind::all_gather_into_tensor_)] == "all_gather_into_tensor_");
 
 inline constexpr std::string_view op_name(OpKind op) { return kOpNames[size_t(op)]; }
 

@@ -1,5 +1,6 @@
 // Ops the collective passes (dtensor/passes) introduce: flat-buffer copy-in and split/view-out for
-// bucketed collectives, and the lowered forms of collectives (in-place, blocking one-shot).
+// bucketed collectives, and the lowered forms of collectives (in-place all_reduce_ and
+// all_gather_into_tensor_ with its all_gather_copy_in, blocking one-shot).
 //
 // Worked example: two all_gathers on a group of n = 4, inputs a f32[2, 3] and b f32[5] merge into
 //   %flat = bucket_copy_in(%a, %b) {dtype = f32}            : f32[11]    a's 6 then b's 5 elements
@@ -48,14 +49,18 @@ void infer_copy_in(const Node& node, const Graph&, std::vector<TensorType>& out)
   for (const Value* v : node.operands) total += v->type.numel();
   out.push_back({node.attr_dtype("dtype"), {total}});
 }
+// Copies the flattened inputs one after another into the flat `dst` (casting to its dtype).
+void copy_flat(std::span<const Tensor> inputs, Tensor dst) {
+  int64_t off = 0;
+  for (const Tensor& x : inputs) {
+    if (x.numel() > 0) dst.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
+    off += x.numel();
+  }
+}
 void run_copy_in(const KernelArgs& a) {
   Tensor out = a.out[0].defined() ? output_buffer(a)
                                    : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
-  int64_t off = 0;
-  for (const Tensor& x : a.in) {
-    if (x.numel() > 0) out.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
-    off += x.numel();
-  }
+  copy_flat(a.in, out);
   a.out[0] = out;
 }
 
@@ -196,6 +201,48 @@ void run_one_shot(const KernelArgs& a) {
   a.out[0] = t;
 }
 
+// all_gather_copy_in(x...) {group, dtype}: the all_gather output buffer of a bucket, with only
+// this rank's block filled: the flattened inputs, cast to dtype, at [me*total, (me+1)*total)
+// (FSDP2's all_gather_copy_in). The other blocks are written by all_gather_into_tensor_.
+void infer_all_gather_copy_in(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
+  check_group(node, graph);
+  int64_t total = 0;
+  for (const Value* v : node.operands) total += v->type.numel();
+  out.push_back({node.attr_dtype("dtype"), {total * graph.group_size(node.attr_str("group"))}});
+}
+void run_all_gather_copy_in(const KernelArgs& a) {
+  ProcessGroup& pg = group_of(a);
+  Tensor out = a.out[0].defined() ? output_buffer(a)
+                                   : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+  const int64_t total = out.numel() / pg.size();
+  copy_flat(a.in, out.narrow(0, pg.rank() * total, total));
+  a.out[0] = out;
+}
+
+// all_gather_into_tensor_(w) {group}: in-place all_gather on a flat buffer whose block of this
+// rank (group index me, blocks of numel/n) already holds the input: the backends skip the own
+// copy (threads) or pass MPI_IN_PLACE (mpi). The result is w once the wait completes.
+void infer_all_gather_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  check_group(node, graph);
+  const TensorType& w = node.operands[0]->type;
+  const int n = graph.group_size(node.attr_str("group"));
+  if (w.rank() != 1 || w.shape[0] % n != 0)
+    DT_THROW(ShapeError) << "all_gather_into_tensor_ expects a flat buffer divisible by group size " << n << ", got "
+                         << type_str(w);
+  out.push_back(w);
+}
+void run_all_gather_inplace(const KernelArgs& a) {
+  ProcessGroup& pg = group_of(a);
+  Tensor t = a.in[0];
+  DT_CHECK(t.is_contiguous()) << "all_gather_into_tensor_ needs a contiguous buffer";
+  const int64_t block = t.numel() / pg.size();
+  Tensor mine = t.narrow(0, pg.rank() * block, block);
+  WorkPtr w = dt::all_gather_into_tensor(pg, t, mine);
+  a.comm->issue(a.node.result(), std::move(w), {t});
+  a.out[0] = t;
+}
+
 AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
 AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("sum"))}; }
 
@@ -220,6 +267,12 @@ void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
          .attrs = {group_attr(), reduce_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
          .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true,
+         .result_aliases_operand = true});
+  t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
+         .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()},
+         .infer = infer_all_gather_copy_in, .kernel = run_all_gather_copy_in, .writes_preallocated_out = true});
+  t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
+         .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .is_collective = true,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
          .infer = infer_one_shot, .kernel = run_one_shot});

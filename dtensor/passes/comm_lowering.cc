@@ -6,8 +6,11 @@
 //    is only legal when nothing reads x afterwards and x is a buffer of its own (the fresh result
 //    of a compute op or of a bucket copy-in, not a view, input or parameter); otherwise
 //    `clone(x)` comes first and the collective works on the clone.
-// Collectives that already are out-of-place by nature (all_gather, reduce_scatter, all_to_all)
-// keep their functional form.
+//  * a bucketed all_gather (bucket_copy_in read only by the all_gather) becomes FSDP2's in-place
+//    form: `all_gather_copy_in(x...)` writes the inputs straight into this rank's block of the
+//    output buffer and `all_gather_into_tensor_` gathers the other blocks around it, which saves
+//    the flat input buffer and one copy of it.
+// Other collectives (single all_gathers, reduce_scatter, all_to_all) keep their functional form.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
 #include "dtensor/passes/pass.h"
@@ -29,6 +32,29 @@ bool owns_buffer(const ir::Value* v) {
     default:
       return false;
   }
+}
+
+// bucket_copy_in -> all_gather_into_tensor  =>  all_gather_copy_in -> all_gather_into_tensor_.
+bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
+  bool any = false;
+  for (size_t i = 0; i < original; ++i) {
+    const ir::Node* ag = graph.nodes()[i].get();
+    if (ag->op != ir::OpKind::all_gather_into_tensor) continue;
+    const ir::Value* flat = ag->operands[0];
+    const ir::Node* copy_in = flat->producer;
+    if (!copy_in || copy_in->op != ir::OpKind::bucket_copy_in || uses.users(flat).size() != 1 || uses.is_output(flat))
+      continue;
+    const std::string& group = ag->attr_str("group");
+    edit.drop(copy_in);
+    edit.drop(ag);
+    ir::Value* buf = edit.add(ir::OpKind::all_gather_copy_in, copy_in->operands,
+                              {{"group", group}, {"dtype", copy_in->attr_dtype("dtype")}}, edit.key(copy_in));
+    edit.replace(flat, buf);
+    ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}}, edit.key(ag));
+    edit.replace(ag->result(), r);
+    any = true;
+  }
+  return any;
 }
 
 class CommLoweringPass : public Pass {
@@ -74,6 +100,7 @@ class CommLoweringPass : public Pass {
       ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
       edit.replace(wait->result(), w);
     }
+    any = lower_all_gather_buckets(graph, uses, edit, original) || any;
     return any && edit.commit();
   }
 
