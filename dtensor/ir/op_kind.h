@@ -27,6 +27,9 @@ enum class OpKind : uint8_t {
   // ops_collective.cc
   all_gather_into_tensor, reduce_scatter_tensor, all_reduce, all_to_all_single, broadcast,
   wait_tensor,
+  // ops_collective_variants.cc
+  all_gather_into_tensor_coalesced, reduce_scatter_tensor_coalesced, all_reduce_coalesced,
+  all_gather_into_tensor_out,
   // ops_bucketing.cc (introduced by dtensor/passes)
   bucket_copy_in, bucket_split_out, chunk_cat, flat_view, clone, all_reduce_, one_shot_all_reduce,
   all_gather_copy_in, all_gather_into_tensor_,
@@ -46,6 +49,8 @@ inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "mse_loss", "cross_entropy",
     "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "all_to_all_single",
     "broadcast", "wait_tensor",
+    "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced", "all_reduce_coalesced",
+    "all_gather_into_tensor_out",
     "bucket_copy_in", "bucket_split_out", "chunk_cat", "flat_view", "clone", "all_reduce_",
     "one_shot_all_reduce", "all_gather_copy_in", "all_gather_into_tensor_",
 };
@@ -67,6 +72,7 @@ static_assert(kOpNames[size_t(OpKind::arange)] == "arange");
 static_assert(kOpNames[size_t(OpKind::scaled_dot_product_attention)] == "scaled_dot_product_attention");
 static_assert(kOpNames[size_t(OpKind::cross_entropy)] == "cross_entropy");
 static_assert(kOpNames[size_t(OpKind::wait_tensor)] == "wait_tensor");
+static_assert(kOpNames[size_t(OpKind::all_gather_into_tensor_out)] == "all_gather_into_tensor_out");
 static_assert(kOpNames[size_t(OpKind::one_shot_all_reduce)] == "one_shot_all_reduce");
 static_assert(kOpNames[size_t(OpKind::all_gather_into_tensor_)] == "all_gather_into_tensor_");
 

@@ -70,6 +70,7 @@ OpTable& table() {
     register_reduce_ops(*tab);
     register_loss_ops(*tab);
     register_collective_ops(*tab);
+    register_collective_variant_ops(*tab);
     register_bucketing_ops(*tab);
     for (size_t i = 0; i < kNumOps; ++i)
       DT_CHECK(tab->at(OpKind(i)).kind == OpKind(i)) << "op " << kOpNames[i] << " is not registered";
@@ -87,6 +88,13 @@ const OpDef& op_def(OpKind op) {
 void set_sharding_rule(OpKind op, const void* rule) { table().defs_[size_t(op)].sharding_rule = rule; }
 
 AttrSpec arena_offset_attr() { return {"arena_offset", AttrKind::i64, Attr(int64_t(-1))}; }
+AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
+AttrSpec reduce_op_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("sum"))}; }
+
+ProcessGroup& kernel_group(const KernelArgs& a) {
+  DT_CHECK(a.comm) << op_name(a.node.op) << " run without a communication context";
+  return a.comm->group(a.node.attr_str("group"));
+}
 
 Tensor output_buffer(const KernelArgs& a, size_t k) {
   const TensorType& want = a.node.results[k]->type;
@@ -121,6 +129,14 @@ void require_rank(const Node& node, int i, int64_t rank) {
     DT_THROW(ShapeError) << op_name(node.op) << " expects operand "
                          << op_def(node.op).operands[std::min(size_t(i), op_def(node.op).operands.size() - 1)].name
                          << " of rank " << rank << ", got " << type_str(t);
+}
+
+int group_size(const Node& node, const Graph& graph) {
+  const std::string& g = node.attr_str("group");
+  const int n = graph.group_size(g);
+  if (n < 0) DT_THROW(ValueError) << op_name(node.op) << " names undeclared group " << g;
+  if (n == 0) DT_THROW(ValueError) << "group " << g << " is empty";
+  return n;
 }
 
 void check_arena_offset(const Node& node) {

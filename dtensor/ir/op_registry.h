@@ -1,8 +1,9 @@
 // The op registry: for every OpKind, its schema (operands and typed attributes with defaults),
 // its shape/dtype inference and its CPU kernel, registered together per op family
 // (ops_linear.cc, ops_elementwise.cc, ops_norm.cc, ops_shape.cc, ops_attention.cc, ops_reduce.cc,
-// ops_loss.cc, ops_collective.cc, ops_bucketing.cc). op_def(kind) is a table lookup; the table is complete (every
-// OpKind registered exactly once, checked when the registry is first built).
+// ops_loss.cc, ops_collective.cc, ops_collective_variants.cc, ops_bucketing.cc). op_def(kind) is a
+// table lookup; the table is complete (every OpKind registered exactly once, checked when the
+// registry is first built).
 //
 // The sharding rule slot: dtensor/sharding sits above ir in the dependency order, so the registry
 // cannot name its rule type. OpDef::sharding_rule is an opaque `const void*` that the sharding
@@ -108,6 +109,7 @@ void register_attention_ops(OpTable& table);
 void register_reduce_ops(OpTable& table);
 void register_loss_ops(OpTable& table);
 void register_collective_ops(OpTable& table);
+void register_collective_variant_ops(OpTable& table);
 void register_bucketing_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
@@ -116,6 +118,11 @@ void register_bucketing_ops(OpTable& table);
 // plan-comm-buffers pass (-1: allocate normally). Last attribute of every op with
 // writes_preallocated_out.
 AttrSpec arena_offset_attr();
+// `group` (required) and `op = sum`, the attributes every collective spells the same way.
+AttrSpec group_attr();
+AttrSpec reduce_op_attr();
+// Returns this rank's process group for the node's `group` (kernels of collectives).
+ProcessGroup& kernel_group(const KernelArgs& args);
 // Returns out[k] when the interpreter preallocated it (checking dtype and shape against the
 // node's result type), else a new tensor of the result's type.
 Tensor output_buffer(const KernelArgs& args, size_t k = 0);
@@ -127,6 +134,8 @@ void require_same_dtype(const Node& node);
 void require_floating(const Node& node, int i);
 // Throws ShapeError "<op> expects operand <name> of rank <r>, got <type>".
 void require_rank(const Node& node, int i, int64_t rank);
+// Returns the size of the node's `group`; throws ValueError when it is undeclared or empty.
+int group_size(const Node& node, const Graph& graph);
 // Throws ValueError unless the node's arena_offset is -1 or a non-negative multiple of 64.
 void check_arena_offset(const Node& node);
 }  // namespace infer_util

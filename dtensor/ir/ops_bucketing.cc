@@ -154,16 +154,6 @@ void run_clone(const KernelArgs& a) {
   a.out[0] = out;
 }
 
-ProcessGroup& group_of(const KernelArgs& a) {
-  DT_CHECK(a.comm) << op_name(a.node.op) << " run without a communication context";
-  return a.comm->group(a.node.attr_str("group"));
-}
-
-void check_group(const Node& node, const Graph& graph) {
-  const std::string& g = node.attr_str("group");
-  if (graph.group_size(g) < 1) DT_THROW(ValueError) << op_name(node.op) << " names undeclared group " << g;
-}
-
 void check_algo(const Node& node) {
   const std::string& algo = node.attr_str("algo");
   if (algo != "auto" && algo != "one_shot" && algo != "two_shot")
@@ -173,13 +163,13 @@ void check_algo(const Node& node) {
 // all_reduce_(x) {group, op, algo}: in place on x's buffer (the pass guarantees nothing reads x
 // afterwards); the result is that buffer once the wait completes.
 void infer_all_reduce_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
-  check_group(node, graph);
+  infer_util::group_size(node, graph);
   parse_reduce_op(node.attr_str("op"));
   check_algo(node);
   out.push_back(node.operands[0]->type);
 }
 void run_all_reduce_inplace(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor t = a.in[0].contiguous();
   WorkPtr w = dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")),
                               parse_all_reduce_algo(a.node.attr_str("algo")));
@@ -190,12 +180,12 @@ void run_all_reduce_inplace(const KernelArgs& a) {
 // one_shot_all_reduce(x) {group, op}: blocking out-of-place all_reduce (symm_mem's one-shot):
 // it returns the reduced value, so it needs no wait_tensor.
 void infer_one_shot(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
-  check_group(node, graph);
+  infer_util::group_size(node, graph);
   parse_reduce_op(node.attr_str("op"));
   out.push_back(node.operands[0]->type);
 }
 void run_one_shot(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor t = a.in[0].clone();
   dt::all_reduce_(pg, t, parse_reduce_op(a.node.attr_str("op")), AllReduceAlgo::one_shot)->wait();
   a.out[0] = t;
@@ -206,13 +196,13 @@ void run_one_shot(const KernelArgs& a) {
 // (FSDP2's all_gather_copy_in). The other blocks are written by all_gather_into_tensor_.
 void infer_all_gather_copy_in(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  check_group(node, graph);
+  const int n = infer_util::group_size(node, graph);
   int64_t total = 0;
   for (const Value* v : node.operands) total += v->type.numel();
-  out.push_back({node.attr_dtype("dtype"), {total * graph.group_size(node.attr_str("group"))}});
+  out.push_back({node.attr_dtype("dtype"), {total * n}});
 }
 void run_all_gather_copy_in(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor out = a.out[0].defined() ? output_buffer(a)
                                    : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
   const int64_t total = out.numel() / pg.size();
@@ -224,16 +214,15 @@ void run_all_gather_copy_in(const KernelArgs& a) {
 // rank (group index me, blocks of numel/n) already holds the input: the backends skip the own
 // copy (threads) or pass MPI_IN_PLACE (mpi). The result is w once the wait completes.
 void infer_all_gather_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
-  check_group(node, graph);
+  const int n = infer_util::group_size(node, graph);
   const TensorType& w = node.operands[0]->type;
-  const int n = graph.group_size(node.attr_str("group"));
   if (w.rank() != 1 || w.shape[0] % n != 0)
     DT_THROW(ShapeError) << "all_gather_into_tensor_ expects a flat buffer divisible by group size " << n << ", got "
                          << type_str(w);
   out.push_back(w);
 }
 void run_all_gather_inplace(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor t = a.in[0];
   DT_CHECK(t.is_contiguous()) << "all_gather_into_tensor_ needs a contiguous buffer";
   const int64_t block = t.numel() / pg.size();
@@ -242,9 +231,6 @@ void run_all_gather_inplace(const KernelArgs& a) {
   a.comm->issue(a.node.result(), std::move(w), {t});
   a.out[0] = t;
 }
-
-AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
-AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("sum"))}; }
 
 }  // namespace
 
@@ -265,7 +251,7 @@ void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::clone, .operands = {{"x"}}, .attrs = {arena_offset_attr()}, .infer = infer_clone,
          .kernel = run_clone, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
-         .attrs = {group_attr(), reduce_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
+         .attrs = {group_attr(), reduce_op_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
          .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
@@ -274,7 +260,7 @@ void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
          .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .is_collective = true,
          .result_aliases_operand = true});
-  t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr()},
+  t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr()},
          .infer = infer_one_shot, .kernel = run_one_shot});
 }
 

@@ -15,14 +15,6 @@
 namespace dt::ir {
 namespace {
 
-int group_size_of(const Node& node, const Graph& graph) {
-  const std::string& g = node.attr_str("group");
-  int n = graph.group_size(g);
-  if (n < 0) DT_THROW(ValueError) << op_name(node.op) << " names undeclared group " << g;
-  if (n == 0) DT_THROW(ValueError) << "group " << g << " is empty";
-  return n;
-}
-
 void require_rank_at_least_1(const Node& node) {
   if (node.operands[0]->type.rank() < 1)
     DT_THROW(ShapeError) << op_name(node.op) << " expects a tensor of rank >= 1, got "
@@ -33,7 +25,7 @@ void check_reduce_op(const Node& node) { parse_reduce_op(node.attr_str("op")); }
 
 void infer_all_gather(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  int n = group_size_of(node, graph);
+  int n = infer_util::group_size(node, graph);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
   if (__builtin_mul_overflow(t.shape[0], int64_t(n), &t.shape[0]))
@@ -43,7 +35,7 @@ void infer_all_gather(const Node& node, const Graph& graph, std::vector<TensorTy
 
 void infer_reduce_scatter(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  int n = group_size_of(node, graph);
+  int n = infer_util::group_size(node, graph);
   check_reduce_op(node);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
@@ -55,14 +47,14 @@ void infer_reduce_scatter(const Node& node, const Graph& graph, std::vector<Tens
 
 void infer_all_reduce(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  group_size_of(node, graph);
+  infer_util::group_size(node, graph);
   check_reduce_op(node);
   out.push_back(node.operands[0]->type);
 }
 
 void infer_all_to_all(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  int n = group_size_of(node, graph);
+  int n = infer_util::group_size(node, graph);
   require_rank_at_least_1(node);
   TensorType t = node.operands[0]->type;
   const auto& out_splits = node.attr_ints("out_split_sizes");
@@ -91,7 +83,7 @@ void infer_all_to_all(const Node& node, const Graph& graph, std::vector<TensorTy
 
 void infer_broadcast(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  int n = group_size_of(node, graph);
+  int n = infer_util::group_size(node, graph);
   int64_t src = node.attr_int("src");
   if (src < 0 || src >= n) DT_THROW(ValueError) << "broadcast src " << src << " out of range for group size " << n;
   out.push_back(node.operands[0]->type);
@@ -104,13 +96,8 @@ void infer_wait(const Node& node, const Graph&, std::vector<TensorType>& out) {
   out.push_back(v->type);
 }
 
-ProcessGroup& group_of(const KernelArgs& a) {
-  DT_CHECK(a.comm) << op_name(a.node.op) << " run without a communication context";
-  return a.comm->group(a.node.attr_str("group"));
-}
-
 void run_all_gather(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor in = a.in[0].contiguous();
   Tensor out = output_buffer(a);
   WorkPtr w = dt::all_gather_into_tensor(pg, out, in);
@@ -119,7 +106,7 @@ void run_all_gather(const KernelArgs& a) {
 }
 
 void run_reduce_scatter(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor in = a.in[0].contiguous();
   Tensor out = output_buffer(a);
   WorkPtr w = dt::reduce_scatter_tensor(pg, out, in, parse_reduce_op(a.node.attr_str("op")));
@@ -128,7 +115,7 @@ void run_reduce_scatter(const KernelArgs& a) {
 }
 
 void run_all_reduce(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor out = output_buffer(a);  // functional: the input stays unchanged for its other readers
   out.copy_(a.in[0]);
   WorkPtr w = dt::all_reduce_(pg, out, parse_reduce_op(a.node.attr_str("op")));
@@ -137,7 +124,7 @@ void run_all_reduce(const KernelArgs& a) {
 }
 
 void run_all_to_all(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor in = a.in[0].contiguous();
   Tensor out = output_buffer(a);
   WorkPtr w = dt::all_to_all_single(pg, out, in, a.node.attr_ints("out_split_sizes"), a.node.attr_ints("in_split_sizes"));
@@ -146,7 +133,7 @@ void run_all_to_all(const KernelArgs& a) {
 }
 
 void run_broadcast(const KernelArgs& a) {
-  ProcessGroup& pg = group_of(a);
+  ProcessGroup& pg = kernel_group(a);
   Tensor out = output_buffer(a);
   out.copy_(a.in[0]);
   WorkPtr w = dt::broadcast_(pg, out, int(a.node.attr_int("src")));
@@ -160,18 +147,15 @@ void run_wait(const KernelArgs& a) {
   a.out[0] = a.in[0];
 }
 
-AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
-AttrSpec reduce_attr() { return {"op", AttrKind::reduce_op, Attr(std::string("sum"))}; }
-
 }  // namespace
 
 void register_collective_ops(OpTable& t) {
   t.add({.kind = OpKind::all_gather_into_tensor, .operands = {{"x"}}, .attrs = {group_attr(), arena_offset_attr()},
          .infer = infer_all_gather, .kernel = run_all_gather, .is_collective = true, .writes_preallocated_out = true});
-  t.add({.kind = OpKind::reduce_scatter_tensor, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr(), arena_offset_attr()},
+  t.add({.kind = OpKind::reduce_scatter_tensor, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr(), arena_offset_attr()},
          .infer = infer_reduce_scatter, .kernel = run_reduce_scatter, .is_collective = true,
          .writes_preallocated_out = true});
-  t.add({.kind = OpKind::all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_attr(), arena_offset_attr()},
+  t.add({.kind = OpKind::all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr(), arena_offset_attr()},
          .infer = infer_all_reduce, .kernel = run_all_reduce, .is_collective = true, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_to_all_single, .operands = {{"x"}},
          .attrs = {group_attr(),

@@ -177,5 +177,17 @@ TEST(ParseErrors, MissingGraphHeaderAndTrailingText) {
   }
 }
 
+// The collective variants check their operands like the single collectives.
+TEST(ParseErrors, CollectiveVariants) {
+  const std::string group = "  group g = [0, 1, 2]\n";
+  EXPECT_EQ(error_of(group + "  %a, %b = reduce_scatter_tensor_coalesced(%x, %w) {group = g} : f32[4, 64], f32[128, 64]\n"
+                             "  return %a\n"),
+            "t.dt:5:12: reduce_scatter_tensor_coalesced input f32[8, 64] dim 0 is not divisible by group size 3");
+  EXPECT_EQ(error_of(group + "  %o = all_gather_into_tensor_out(%x, %w) {group = g} : f32[24, 64]\n  return %o\n"),
+            "t.dt:5:8: all_gather_into_tensor_out: out is f32[256, 64] but gathering f32[8, 64] gives f32[24, 64]");
+  EXPECT_EQ(error_of(group + "  %a = all_reduce_coalesced() {group = g} : f32[8, 64]\n  return %a\n"),
+            "t.dt:5:8: all_reduce_coalesced expects at least 1 operands (x...), got 0");
+}
+
 }  // namespace
 }  // namespace dt::ir

@@ -40,8 +40,9 @@ class LiveRanges {
         if (def.result_aliases_operand) {
           for (const ir::Value* r : u->results) stack_.push_back(r);
         } else if (def.is_collective) {
-          for (const ir::Node* w : uses_.users(u->result()))
-            if (w->op == ir::OpKind::wait_tensor) last = std::max(last, position(w->result()));
+          for (const ir::Value* r : u->results)
+            for (const ir::Node* w : uses_.users(r))
+              if (w->op == ir::OpKind::wait_tensor) last = std::max(last, position(w->result()));
         }
       }
     }

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/parser.h"
 
@@ -228,6 +230,66 @@ TEST(Interpreter, PlacesCommBuffersInTheArena) {
   const Tensor y = with[0].contiguous();
   EXPECT_EQ(y.data<float>()[0], 1.0f);
   EXPECT_EQ(y.data<float>()[31], 4.0f);
+}
+
+// The coalesced and out variants compute exactly what the single functional collectives do.
+TEST(Interpreter, CollectiveVariantsMatchTheSingleCollectives) {
+  const char* header = R"(graph v {
+  group g = [0, 1, 2]
+  input %a : f32[2, 4]
+  input %b : f32[6]
+  input %c : bf16[3, 2]
+)";
+  ir::Graph variants = ir::parse(std::string(header) + R"(  %agc0, %agc1 = all_gather_into_tensor_coalesced(%a, %c) {group = g} : f32[6, 4], bf16[9, 2]
+  %rsc0, %rsc1 = reduce_scatter_tensor_coalesced(%b, %c) {group = g, op = max} : f32[2], bf16[1, 2]
+  %arc0, %arc1 = all_reduce_coalesced(%a, %b) {group = g} : f32[2, 4], f32[6]
+  %buf = mul(%a, %a) : f32[2, 4]
+  %z = cat(%buf, %buf, %buf) : f32[6, 4]
+  %out = all_gather_into_tensor_out(%a, %z) {group = g} : f32[6, 4]
+  %ag0 = wait_tensor(%agc0) : f32[6, 4]
+  %ag1 = wait_tensor(%agc1) : bf16[9, 2]
+  %rs0 = wait_tensor(%rsc0) : f32[2]
+  %rs1 = wait_tensor(%rsc1) : bf16[1, 2]
+  %ar0 = wait_tensor(%arc0) : f32[2, 4]
+  %ar1 = wait_tensor(%arc1) : f32[6]
+  %o = wait_tensor(%out) : f32[6, 4]
+  return %ag0, %ag1, %rs0, %rs1, %ar0, %ar1, %o
+}
+)");
+  ir::Graph singles = ir::parse(std::string(header) + R"(  %ag0 = all_gather_into_tensor(%a) {group = g} : f32[6, 4]
+  %ag1 = all_gather_into_tensor(%c) {group = g} : bf16[9, 2]
+  %rs0 = reduce_scatter_tensor(%b) {group = g, op = max} : f32[2]
+  %rs1 = reduce_scatter_tensor(%c) {group = g, op = max} : bf16[1, 2]
+  %ar0 = all_reduce(%a) {group = g} : f32[2, 4]
+  %ar1 = all_reduce(%b) {group = g} : f32[6]
+  %o = all_gather_into_tensor(%a) {group = g} : f32[6, 4]
+  %ag0_w = wait_tensor(%ag0) : f32[6, 4]
+  %ag1_w = wait_tensor(%ag1) : bf16[9, 2]
+  %rs0_w = wait_tensor(%rs0) : f32[2]
+  %rs1_w = wait_tensor(%rs1) : bf16[1, 2]
+  %ar0_w = wait_tensor(%ar0) : f32[2, 4]
+  %ar1_w = wait_tensor(%ar1) : f32[6]
+  %o_w = wait_tensor(%o) : f32[6, 4]
+  return %ag0_w, %ag1_w, %rs0_w, %rs1_w, %ar0_w, %ar1_w, %o_w
+}
+)");
+  std::vector<std::vector<Tensor>> got(3), want(3);
+  run_ranks(3, [&](ProcessGroup& world) {
+    const int r = world.rank();
+    Generator gen(uint64_t(100 + r));
+    Bindings b = {{"a", randn({2, 4}, gen)}, {"b", randn({6}, gen)}, {"c", randn({3, 2}, gen, DType::bf16)}};
+    GroupMap groups = make_groups(variants, world);
+    got[size_t(r)] = Interpreter(variants).run(b, groups);
+    want[size_t(r)] = Interpreter(singles).run(b, groups);
+  });
+  for (size_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(got[r].size(), 7u);
+    for (size_t k = 0; k < 7; ++k) {
+      const Tensor x = got[r][k].contiguous(), y = want[r][k].contiguous();
+      ASSERT_EQ(x.shape(), y.shape()) << "rank " << r << " output " << k;
+      EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << "rank " << r << " output " << k;
+    }
+  }
 }
 
 }  // namespace
