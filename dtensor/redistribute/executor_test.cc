@@ -19,38 +19,18 @@
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/redistribute/dtensor.h"
+#include "dtensor/redistribute/placement_matrix_test_util.h"
 #include "dtensor/redistribute/plan_check.h"
 
 namespace dt {
 namespace {
 
-const std::vector<Placement> kChoices = {
-    Placement::replicate(),            Placement::shard(0),
-    Placement::shard(1),               Placement::partial(ReduceOp::sum),
-    Placement::partial(ReduceOp::avg), Placement::partial(ReduceOp::max),
-    Placement::partial(ReduceOp::min)};
+using test::kChoices;
+using test::nth;
+using test::refused_pair;
+using test::valid;
+
 const std::vector<DType> kDTypes = {DType::f32, DType::bf16, DType::i64};
-
-Placements nth(int64_t i, size_t ndim) {
-  Placements p;
-  for (size_t m = 0; m < ndim; ++m, i /= int64_t(kChoices.size())) p.push_back(kChoices[size_t(i % int64_t(kChoices.size()))]);
-  return p;
-}
-
-bool valid(const Placements& p) {
-  try {
-    normalize_placements(p, int64_t(p.size()), 2);
-    return true;
-  } catch (const ValueError&) {
-    return false;
-  }
-}
-
-bool refused(const Placements& a, const Placements& b) {
-  for (size_t m = 0; m < a.size(); ++m)
-    if (a[m].is_partial() && b[m].is_partial() && a[m].op() != b[m].op()) return true;
-  return false;
-}
 
 // Shapes k·n, k·n+1, k·n+2 (on both dims), smaller than the mesh, and empty.
 std::vector<Shape> shapes_for(int64_t n) {
@@ -95,7 +75,7 @@ void run_matrix(const Shape& mesh_shape, const std::vector<Case>& cases) {
           const Case& c = cases[k];
           std::string what = placements_str(c.src) + " -> " + placements_str(c.dst) + " " + shape_str(c.shape) +
                              " " + std::string(dtype_name(c.dtype)) + " on " + mesh.str() + ": ";
-          bool expect_error = !valid(c.src) || !valid(c.dst) || refused(c.src, c.dst);
+          bool expect_error = !valid(c.src, c.src.size()) || !valid(c.dst, c.dst.size()) || refused_pair(c.src, c.dst);
           for (int q = 0; q < n; ++q)
             if (threw[k - b0][size_t(q)] != int(expect_error))
               failures.push_back(what + (expect_error ? "no error on rank " : "unexpected error on rank ") + std::to_string(q));

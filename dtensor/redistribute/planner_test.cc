@@ -5,38 +5,16 @@
 #include <random>
 
 #include "dtensor/core/error.h"
+#include "dtensor/redistribute/placement_matrix_test_util.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 
 namespace dt {
 namespace {
 
-const std::vector<Placement> kChoices = {
-    Placement::replicate(),          Placement::shard(0),
-    Placement::shard(1),             Placement::partial(ReduceOp::sum),
-    Placement::partial(ReduceOp::avg), Placement::partial(ReduceOp::max),
-    Placement::partial(ReduceOp::min)};
-
-// Returns the i-th placement list of the matrix over kChoices (mixed radix).
-Placements nth(int64_t i, size_t ndim) {
-  Placements p;
-  for (size_t m = 0; m < ndim; ++m, i /= int64_t(kChoices.size())) p.push_back(kChoices[size_t(i % int64_t(kChoices.size()))]);
-  return p;
-}
-
-bool valid(const Placements& p, size_t ndim) {
-  try {
-    normalize_placements(p, int64_t(ndim), 2);
-    return true;
-  } catch (const ValueError&) {
-    return false;
-  }
-}
-
-bool refused_pair(const Placements& a, const Placements& b) {
-  for (size_t m = 0; m < a.size(); ++m)
-    if (a[m].is_partial() && b[m].is_partial() && a[m].op() != b[m].op()) return true;
-  return false;
-}
+using test::kChoices;
+using test::nth;
+using test::refused_pair;
+using test::valid;
 
 RedistributePlan plan(const char* mesh, const char* src, const char* dst, Shape shape, DType dtype = DType::f32) {
   RedistributePlanner planner;

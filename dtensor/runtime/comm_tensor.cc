@@ -33,20 +33,9 @@ CommTensor all_gather(ProcessGroup& pg, const Tensor& t) {
   DT_CHECK(!s.empty()) << "all_gather of a 0-d tensor";
   s[0] *= pg.size();
   Tensor out = Tensor::uninitialized(s, in.dtype());
+  // The Work keeps `in` and `out` alive until the collective completes (dt::all_gather_into_tensor).
   WorkPtr w = dt::all_gather_into_tensor(pg, out, in);
-  // The input must outlive the collective: the Work's completion is awaited before `in` could
-  // be released only if someone holds it, so keep it in a wrapper Work.
-  struct KeepAlive : Work {
-    WorkPtr inner;
-    Tensor in;
-    void wait() override { inner->wait(); }
-    void wait(Duration t) override { inner->wait(t); }
-    bool is_completed() override { return inner->is_completed(); }
-  };
-  auto k = std::make_shared<KeepAlive>();
-  k->inner = std::move(w);
-  k->in = std::move(in);
-  return CommTensor(std::move(out), std::move(k));
+  return CommTensor(std::move(out), std::move(w));
 }
 
 CommTensor reduce_scatter(ProcessGroup& pg, const Tensor& t, ReduceOp op) {
@@ -56,17 +45,7 @@ CommTensor reduce_scatter(ProcessGroup& pg, const Tensor& t, ReduceOp op) {
   s[0] /= pg.size();
   Tensor out = Tensor::uninitialized(s, in.dtype());
   WorkPtr w = dt::reduce_scatter_tensor(pg, out, in, op);
-  struct KeepAlive : Work {
-    WorkPtr inner;
-    Tensor in;
-    void wait() override { inner->wait(); }
-    void wait(Duration t) override { inner->wait(t); }
-    bool is_completed() override { return inner->is_completed(); }
-  };
-  auto k = std::make_shared<KeepAlive>();
-  k->inner = std::move(w);
-  k->in = std::move(in);
-  return CommTensor(std::move(out), std::move(k));
+  return CommTensor(std::move(out), std::move(w));
 }
 
 CommTensor all_reduce_(ir::Builder& b, ir::Value* x, const std::string& group, ReduceOp op) {

@@ -59,10 +59,10 @@ Outcome run_reference(const ir::Graph& built, const std::string& model) {
   return o;
 }
 
-TEST(ReferenceModels, MlpMatchesPyTorch) {
-  ASSERT_TRUE(std::filesystem::exists(kRef + "/mlp")) << "reference folder absent: " << kRef;
-  const char* model = "mlp";
-  Outcome o = run_reference(ir::build_mlp({.loss = true}), model);
+// Runs `graph` on reference folder `model` and checks output and loss against PyTorch's.
+void expect_matches_pytorch(const ir::Graph& graph, const char* model) {
+  ASSERT_TRUE(std::filesystem::exists(kRef + "/" + model)) << "reference folder absent: " << kRef;
+  Outcome o = run_reference(graph, model);
   EXPECT_TRUE(o.diff.shapes_match);
   std::printf("%s: max_abs_diff %.3g, max |torch| %.3g, loss %.9g vs torch %.9g\n", model, o.diff.max_abs_diff,
               o.max_abs_expected, o.loss, o.expected_loss);
@@ -71,17 +71,9 @@ TEST(ReferenceModels, MlpMatchesPyTorch) {
   EXPECT_NEAR(o.loss, o.expected_loss, 1e-5 * std::abs(o.expected_loss));
 }
 
-TEST(ReferenceModels, GptMatchesPyTorch) {
-  ASSERT_TRUE(std::filesystem::exists(kRef + "/gpt")) << "reference folder absent: " << kRef;
-  const char* model = "gpt";
-  Outcome o = run_reference(ir::build_gpt({.loss = true}), model);
-  EXPECT_TRUE(o.diff.shapes_match);
-  std::printf("%s: max_abs_diff %.3g, max |torch| %.3g, loss %.9g vs torch %.9g\n", model, o.diff.max_abs_diff,
-              o.max_abs_expected, o.loss, o.expected_loss);
-  EXPECT_EQ(o.diff.mismatches, 0) << "max_abs_diff " << o.diff.max_abs_diff << " max_rel_diff " << o.diff.max_rel_diff;
-  EXPECT_LE(o.diff.max_abs_diff, 1e-5 * o.max_abs_expected);
-  EXPECT_NEAR(o.loss, o.expected_loss, 1e-5 * std::abs(o.expected_loss));
-}
+TEST(ReferenceModels, MlpMatchesPyTorch) { expect_matches_pytorch(ir::build_mlp({.loss = true}), "mlp"); }
+
+TEST(ReferenceModels, GptMatchesPyTorch) { expect_matches_pytorch(ir::build_gpt({.loss = true}), "gpt"); }
 
 }  // namespace
 }  // namespace dt::runtime
