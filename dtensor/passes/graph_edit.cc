@@ -1,5 +1,6 @@
 #include "dtensor/passes/graph_edit.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "dtensor/core/error.h"
@@ -101,10 +102,27 @@ bool GraphEdit::commit() {
       ++pending[i];
     }
   }
+  // A node wanted early pulls its producers along: the effective key of a node is the smallest
+  // key among itself and everything that (transitively) reads it, computed in reverse
+  // topological order. Without this a producer left at its old key (a split-out feeding a copy-in
+  // issued one bucket ahead) would hold its early reader back.
+  std::vector<double> eff(keys_);
+  {
+    std::vector<int> left(pending);
+    std::vector<size_t> topo;
+    topo.reserve(kept);
+    for (size_t i = 0; i < n; ++i)
+      if (!dropped_[i] && left[i] == 0) topo.push_back(i);
+    for (size_t k = 0; k < topo.size(); ++k)
+      for (size_t u : users[topo[k]])
+        if (--left[u] == 0) topo.push_back(u);
+    for (size_t k = topo.size(); k-- > 0;)
+      for (size_t u : users[topo[k]]) eff[topo[k]] = std::min(eff[topo[k]], eff[u]);
+  }
   using Item = std::pair<double, size_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
   for (size_t i = 0; i < n; ++i)
-    if (!dropped_[i] && pending[i] == 0) ready.push({keys_[i], i});
+    if (!dropped_[i] && pending[i] == 0) ready.push({eff[i], i});
   std::vector<size_t> order;
   order.reserve(kept);
   while (!ready.empty()) {
@@ -112,7 +130,7 @@ bool GraphEdit::commit() {
     ready.pop();
     order.push_back(i);
     for (size_t u : users[i])
-      if (--pending[u] == 0) ready.push({keys_[u], u});
+      if (--pending[u] == 0) ready.push({eff[u], u});
   }
   DT_CHECK(order.size() == kept) << "graph edit made a cycle: " << order.size() << " of " << kept << " nodes ordered";
   bool reordered = kept != original_nodes_ || changed_;

@@ -6,7 +6,8 @@
 // operands are all emitted, the one with the smallest (key, creation index) goes first. With no
 // key changes this is exactly the original order; a pass moves a node by changing its key (a
 // wait to just before its first reader: key(reader) - 0.5), and data dependencies always win
-// over keys, so no rewrite can produce an invalid order.
+// over keys, so no rewrite can produce an invalid order. A node's key also pulls its producers:
+// each node is ordered by the smallest key among itself and its transitive readers.
 //
 // A value replaced by a new value whose producer is new hands it its name when the replaced
 // value's node is dropped, so readers print unchanged (`%ag_w` stays `%ag_w` after bucketing).
