@@ -213,7 +213,7 @@ class BucketPass : public Pass {
       }
       close();
     }
-    if (memory_aware) place(graph, per_key_buckets);
+    if (memory_aware) place(graph, uses, edit, per_key_buckets);
     std::vector<Bucket> buckets;
     for (auto& kb : per_key_buckets)
       for (Bucket& b : kb)
@@ -233,9 +233,10 @@ class BucketPass : public Pass {
   // bucket (or member left alone) is put back before the next is placed. When nothing fits the
   // bucket is issued just before its first use. Default budget: the input's estimated peak plus
   // twice its largest gather (the bucket in use and the one in flight).
-  void place(const ir::Graph& graph, std::vector<std::vector<Bucket>>& per_key_buckets) const {
+  void place(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit,
+             std::vector<std::vector<Bucket>>& per_key_buckets) const {
     const size_t n = graph.nodes().size();
-    std::vector<int64_t> live = live_bytes_profile(graph);
+    std::vector<int64_t> live = live_bytes_profile(graph, uses, edit);
     int64_t peak = 0, largest = 0;
     for (int64_t v : live) peak = std::max(peak, v);
     std::vector<int64_t> delta(n + 1, 0);
@@ -330,36 +331,26 @@ class BucketPass : public Pass {
                         base);
     }
     ir::Value* waited = edit.add(ir::OpKind::wait_tensor, {coll}, {}, wait_key, base + "_w");
+    // Each member's wait becomes its piece in place (same result value, so its name and readers
+    // stay and no node is created or freed per member).
     int64_t offset = 0;
     for (const Member& m : bucket) {
       const ir::TensorType& out = m.wait->result()->type;
       const ir::TensorType& in = m.coll->operands[0]->type;
-      ir::Value* piece = nullptr;
       if (kind_ == Kind::all_gather) {
-        piece = edit.add(ir::OpKind::bucket_split_out, {waited},
-                         {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::bucket_split_out, {waited},
+                   {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}});
         offset += in.numel();
       } else if (kind_ == Kind::reduce_scatter) {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
         int64_t d0 = in.shape[0], inner = d0 ? in.numel() / d0 : 0;
         offset += chunk_size(d0, n) * inner;
       } else {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
         offset += in.numel();
       }
       edit.drop(m.coll);
-      edit.drop(m.wait);
-      edit.replace(m.wait->result(), piece);
     }
-  }
-
-  // Names a bucket's output piece (it takes the replaced wait's name at commit; an explicit
-  // name avoids scanning for a fresh numeric one).
-  static std::string piece_name(const std::string& base, const Member& m) {
-    return base + "_" + m.wait->result()->name;
   }
 
   Kind kind_;

@@ -10,15 +10,13 @@ namespace {
 constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
 }  // namespace
 
-std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
+namespace {
+
+template <typename PositionFn>
+std::vector<int64_t> profile(const ir::Graph& graph, const UseLists& uses, const PositionFn& pos) {
   const auto& nodes = graph.nodes();
   const size_t n = nodes.size();
   std::vector<int64_t> delta(n + 1, 0);
-  UseLists uses(graph);
-  std::unordered_map<const ir::Node*, size_t> index;
-  index.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) index.emplace(nodes[i].get(), i);
-  auto pos = [&](const ir::Node* u) { return index.at(u); };
   for (size_t i = 0; i < n; ++i) {
     if (nodes[i]->op == ir::OpKind::wait_tensor) continue;  // counted with its collective
     for (const ir::Value* r : nodes[i]->results) {
@@ -31,6 +29,20 @@ std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
   int64_t acc = 0;
   for (size_t i = 0; i < n; ++i) live[i] = acc += delta[i];
   return live;
+}
+
+}  // namespace
+
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
+  const auto& nodes = graph.nodes();
+  std::unordered_map<const ir::Node*, size_t> index;
+  index.reserve(nodes.size() * 2);
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].get(), i);
+  return profile(graph, UseLists(graph), [&](const ir::Node* u) { return index.at(u); });
+}
+
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit) {
+  return profile(graph, uses, [&](const ir::Node* u) { return edit.index(u); });
 }
 
 int64_t estimate_peak_bytes(const ir::Graph& graph) {

@@ -35,6 +35,8 @@ size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos,
 
 // Returns live bytes at each position of the graph's current order (see the model above).
 std::vector<int64_t> live_bytes_profile(const ir::Graph& graph);
+// Same, for a pass that already has the graph's use lists and node positions.
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit);
 // Returns the largest entry of live_bytes_profile(graph) (0 for an empty graph).
 int64_t estimate_peak_bytes(const ir::Graph& graph);
 
