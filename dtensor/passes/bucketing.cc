@@ -110,7 +110,7 @@ class BucketPass : public Pass {
     std::map<std::string, size_t> key_index;
     std::vector<std::vector<Member>> per_key;
     std::string key;
-    std::unordered_map<const ir::Node*, size_t> ready_of;  // of every gather seen so far
+    std::vector<size_t> ready_of(n, SIZE_MAX);  // by collective position, for every candidate seen so far
     for (size_t i = 0; i < n; ++i) {
       const ir::Node* c = graph.nodes()[i].get();
       if (c->op != op) continue;
@@ -132,10 +132,10 @@ class BucketPass : public Pass {
       // Reading the wait of an earlier gather (tp then dp on a 2-d mesh): that wait moves up with
       // its own bucket, so this member is ready when that gather's input is.
       if (x->producer && x->producer->op == ir::OpKind::wait_tensor) {
-        auto it = ready_of.find(x->producer->operands[0]->producer);
-        if (it != ready_of.end()) m.ready = it->second;
+        const ir::Node* gather = x->producer->operands[0]->producer;
+        if (gather && gather->op == op && ready_of[edit.index(gather)] != SIZE_MAX) m.ready = ready_of[edit.index(gather)];
       }
-      ready_of.emplace(c, m.ready);
+      ready_of[i] = m.ready;
       const ir::Value* w = m.wait->result();
       m.first_use = uses.is_output(w) ? n - 1 : n;
       for (const ir::Node* u : uses.users(w)) m.first_use = std::min(m.first_use, edit.index(u));
