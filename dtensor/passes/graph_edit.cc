@@ -173,8 +173,22 @@ bool GraphEdit::commit() {
     for (size_t k = 0; k < topo.size(); ++k)
       for (size_t u : users(topo[k]))
         if (--left[u] == 0) topo.push_back(u);
-    for (size_t k = topo.size(); k-- > 0;)
+    // Order against an in-place collective is not a data dependency (a reader of its buffer
+    // must stay on its side of it), so it and the readers of its buffer are never pulled.
+    std::vector<bool> inplace_buffer(g_.num_values(), false);
+    for (size_t i = 0; i < n; ++i)
+      if (!dropped_[i] && nodes[i]->op == ir::OpKind::all_reduce_)
+        for (const ir::Value* v : nodes[i]->operands) inplace_buffer[size_t(resolve(v)->id)] = true;
+    auto pinned = [&](size_t i) {
+      if (nodes[i]->op == ir::OpKind::all_reduce_) return true;
+      for (const ir::Value* v : nodes[i]->operands)
+        if (inplace_buffer[size_t(resolve(v)->id)]) return true;
+      return false;
+    };
+    for (size_t k = topo.size(); k-- > 0;) {
+      if (pinned(topo[k])) continue;
       for (size_t u : users(topo[k])) eff[topo[k]] = std::min(eff[topo[k]], eff[u]);
+    }
   }
   using Item = std::pair<double, size_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;

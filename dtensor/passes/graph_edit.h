@@ -7,7 +7,8 @@
 // key changes this is exactly the original order; a pass moves a node by changing its key (a
 // wait to just before its first reader: key(reader) - 0.5), and data dependencies always win
 // over keys, so no rewrite can produce an invalid order. A node's key also pulls its producers:
-// each node is ordered by the smallest key among itself and its transitive readers.
+// each node is ordered by the smallest key among itself and its transitive readers, except an
+// in-place collective and the readers of its buffer, whose order is not a data dependency.
 //
 // A value replaced by a new value whose producer is new hands it its name when the replaced
 // value's node is dropped, so readers print unchanged (`%ag_w` stays `%ag_w` after bucketing).
