@@ -132,8 +132,11 @@ class BucketPass : public Pass {
       if (kind_ != Kind::all_gather) key += c->attr_str("op");
       key += '|';
       key += dtype_name(c->result()->type.dtype);
-      auto [it, inserted] = key_index.emplace(key, per_key.size());
-      if (inserted) per_key.emplace_back();
+      auto it = key_index.find(key);  // find first: emplace would allocate a node per candidate
+      if (it == key_index.end()) {
+        it = key_index.emplace(key, per_key.size()).first;
+        per_key.emplace_back();
+      }
       Member m{c, readers[0]};
       m.pos = i;
       const ir::Value* x = c->operands[0];
