@@ -15,6 +15,9 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print) {
       ->capture_default_str();
   cmd->add_option("--one-shot-threshold", opt.one_shot_threshold, "all_reduce bytes at or under: blocking one-shot")
       ->capture_default_str();
+  cmd->add_option("--memory-budget", opt.memory_budget,
+                  "peak live bytes per rank that bucketing and overlap scheduling may reach (0: input peak + 2 x largest gather)")
+      ->capture_default_str();
   if (with_print) cmd->add_flag("--print-after-all", opt.print_after_all, "print each rank's IR after every pass (stderr)");
 }
 
@@ -22,6 +25,7 @@ void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank) 
   passes::PassOptions po;
   po.bucket_cap_mb = passes::parse_bucket_caps(opt.bucket_cap_mb);
   po.one_shot_threshold_bytes = opt.one_shot_threshold;
+  po.memory_budget_bytes = opt.memory_budget;
   passes::PassManager pm;
   pm.add(passes::parse_pipeline(opt.passes, po));
   if (pm.size() == 0) return;

@@ -1,5 +1,5 @@
 // The pass-pipeline flags shared by `dtensor compile` and `dtensor run`: --passes,
-// --print-after-all, --bucket-cap-mb, --one-shot-threshold.
+// --print-after-all, --bucket-cap-mb, --one-shot-threshold, --memory-budget.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +14,7 @@ struct PassCliOptions {
   std::string passes = "default";  // default | none | a,b,c
   std::string bucket_cap_mb = "4";
   size_t one_shot_threshold = 256 * 1024;
+  size_t memory_budget = 0;  // bytes; 0: the passes' default (see PassOptions)
   bool print_after_all = false;
 };
 

@@ -7,26 +7,40 @@
 // (group, dtype) for all_gather and (group, reduce op, dtype) for the others, in graph order.
 // Per key, a bucket fills until adding the next collective would pass the cap of the bucket's
 // index (caps[min(index, caps.size() - 1)] MiB; all_gather counts output bytes, the others input
-// bytes), or until the next collective is a transitive reader of one already in the bucket
-// (merging them would make a cycle). Buckets of one collective are left alone.
+// bytes), would pass the bucket byte limit (all_gather only, see assign()), or until the next
+// collective is a transitive reader of one already in the bucket (merging them would make a
+// cycle). Buckets of one collective are left alone. Membership only depends on the group's own
+// collectives, so every member of a group forms the same buckets although per-rank programs
+// differ.
 //
-// Step 2 (rewrite), per bucket of k collectives on a group of n ranks:
+// Step 2 (place, all_gather only): FSDP-style prefetch within a memory budget. Bucket j is
+// issued about one bucket ahead of its first use (at the first use of bucket j-1) or later if the
+// live-bytes estimate would pass PassOptions::memory_budget_bytes (see place()). Without this,
+// every parameter bucket of a program is issued at its start (parameters are ready there) and all
+// gathered parameters are live at once: on the example gpt with fsdp x tp on 2x2, 2.7 MB of peak
+// memory instead of 0.43 MB without passes.
+//
+// Step 3 (rewrite), per bucket of k collectives on a group of n ranks:
 //   all_gather:     bucket_copy_in(x_1..x_k) -> all_gather -> wait -> k bucket_split_out (copies)
 //   reduce_scatter: chunk_cat(x_1..x_k) {chunks = n} -> reduce_scatter -> wait -> k flat_view
 //   all_reduce:     bucket_copy_in(x_1..x_k) -> all_reduce -> wait -> k flat_view
 // A cast whose only reader is a bucketed all_gather is folded into the copy-in (one batched
-// cast-and-copy for the bucket). The merged collective takes the position key of the bucket's
-// first member and the merged wait the earliest member wait's; GraphEdit's stable topological
-// order then issues it right after the last input is ready. Data lands by group-local index
-// because the ProcessGroup places rank i's block at i: groups like [0,2,4,6] need nothing more.
+// cast-and-copy for the bucket). Each member's wait node becomes its piece in place (its value,
+// name and readers stay). The merged collective takes the placed key (all_gather) or the first
+// member's (the others), the merged wait the earliest member wait's; GraphEdit's stable
+// topological order issues it once its inputs are ready, pulling their producers up if needed.
+// Data lands by group-local index because the ProcessGroup places rank i's block at i: groups
+// like [0,2,4,6] need nothing more.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
-#include <unordered_map>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
@@ -43,14 +57,29 @@ ir::OpKind op_of(Kind k) {
   return ir::OpKind::count;
 }
 
+// Gathers below this size are latency-bound (at ~10 GB/s, 64 KiB moves in ~6 us, the order of a
+// collective's fixed cost): by default a bucket may always grow to this size.
+constexpr size_t kLatencyBoundBytes = 64 * 1024;
+
 struct Member {
   const ir::Node* coll;
   const ir::Node* wait;
+  size_t pos = 0;        // position of the collective
+  size_t ready = 0;      // first position after its input (or the folded cast's input) is produced
+  size_t first_use = 0;  // first reader of its wait (the graph end when only returned or unread)
+  size_t last_use = 0;   // last reader of its buffer (through the wait)
+  size_t bytes = 0;      // bytes counted against the cap
+};
+
+struct Bucket {
+  std::vector<Member> members;
+  double issue_key = 0;  // position key of the merged collective (and its copy-in)
 };
 
 class BucketPass : public Pass {
  public:
-  BucketPass(Kind kind, const PassOptions& options) : kind_(kind), caps_(options.bucket_cap_mb) {
+  BucketPass(Kind kind, const PassOptions& options)
+      : kind_(kind), caps_(options.bucket_cap_mb), budget_(options.memory_budget_bytes) {
     if (caps_.empty()) caps_ = {4.0};
   }
   std::string_view name() const override {
@@ -65,11 +94,11 @@ class BucketPass : public Pass {
 
   bool run(ir::Graph& graph) override {
     UseLists uses(graph);
-    std::vector<std::vector<Member>> buckets = assign(graph, uses);
-    if (buckets.empty()) return false;
     GraphEdit edit(graph);
+    std::vector<Bucket> buckets = assign(graph, uses, edit);
+    if (buckets.empty()) return false;
     int serial = 0;
-    for (const auto& b : buckets) rewrite(edit, uses, b, serial++);
+    for (const Bucket& b : buckets) rewrite(edit, uses, b, serial++);
     return edit.commit();
   }
 
@@ -83,38 +112,93 @@ class BucketPass : public Pass {
     return kind_ == Kind::all_gather ? coll->result()->type.nbytes() : coll->operands[0]->type.nbytes();
   }
 
-  std::vector<std::vector<Member>> assign(const ir::Graph& graph, const UseLists& uses) const {
+  // Collectives whose only reader is their wait, per key, with their positions; keys in order
+  // of first appearance, members in graph order.
+  std::vector<std::vector<Member>> candidates(const ir::Graph& graph, const UseLists& uses,
+                                              const GraphEdit& edit) const {
     const ir::OpKind op = op_of(kind_);
-    // Candidates per key, in graph order; keys in order of first appearance.
+    const size_t n = graph.nodes().size();
     std::map<std::string, size_t> key_index;
     std::vector<std::vector<Member>> per_key;
-    std::unordered_map<const ir::Node*, size_t> node_index;
-    node_index.reserve(graph.nodes().size() * 2);
-    for (size_t i = 0; i < graph.nodes().size(); ++i) node_index.emplace(graph.nodes()[i].get(), i);
-    for (const auto& n : graph.nodes()) {
-      if (n->op != op) continue;
-      const auto& readers = uses.users(n->result());
-      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(n->result())) continue;
-      std::string key = n->attr_str("group");
+    std::string key;
+    std::vector<size_t> ready_of(n, SIZE_MAX);  // by collective position, for every candidate seen so far
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Node* c = graph.nodes()[i].get();
+      if (c->op != op) continue;
+      const auto& readers = uses.users(c->result());
+      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) continue;
+      key = c->attr_str("group");
       key += '|';
-      if (kind_ != Kind::all_gather) key += n->attr_str("op");
+      if (kind_ != Kind::all_gather) key += c->attr_str("op");
       key += '|';
-      key += dtype_name(n->result()->type.dtype);
-      auto [it, inserted] = key_index.emplace(key, per_key.size());
-      if (inserted) per_key.emplace_back();
-      per_key[it->second].push_back({n.get(), readers[0]});
+      key += dtype_name(c->result()->type.dtype);
+      auto it = key_index.find(key);  // find first: emplace would allocate a node per candidate
+      if (it == key_index.end()) {
+        it = key_index.emplace(key, per_key.size()).first;
+        per_key.emplace_back();
+      }
+      Member m{c, readers[0]};
+      m.pos = i;
+      const ir::Value* x = c->operands[0];
+      if (kind_ == Kind::all_gather)
+        if (const ir::Node* cast = foldable_cast(c, uses)) x = cast->operands[0];
+      m.ready = x->producer ? edit.index(x->producer) + 1 : 0;
+      // Reading the wait of an earlier gather (tp then dp on a 2-d mesh): that wait moves up with
+      // its own bucket, so this member is ready when that gather's input is.
+      if (x->producer && x->producer->op == ir::OpKind::wait_tensor) {
+        const ir::Node* gather = x->producer->operands[0]->producer;
+        if (gather && gather->op == op && ready_of[edit.index(gather)] != SIZE_MAX) m.ready = ready_of[edit.index(gather)];
+      }
+      ready_of[i] = m.ready;
+      const ir::Value* w = m.wait->result();
+      m.first_use = uses.is_output(w) ? n - 1 : n;
+      for (const ir::Node* u : uses.users(w)) m.first_use = std::min(m.first_use, edit.index(u));
+      if (m.first_use == n) m.first_use = edit.index(m.wait);
+      m.last_use = last_use(c->result(), uses, [&](const ir::Node* u) { return edit.index(u); }, n, i);
+      m.bytes = bytes_of(c);
+      per_key[it->second].push_back(m);
     }
+    return per_key;
+  }
 
-    std::vector<std::vector<Member>> buckets;
+  // Fills buckets per key, in graph order: a bucket closes when the next member would pass the
+  // cap of the bucket's index, would pass the bucket byte limit, or reads a member (transitively).
+  //
+  // Every member of a process group must form the same buckets, yet per-rank programs differ
+  // (a rowwise bias is added on one tp rank only), so membership uses only what all members of
+  // the group see alike: the group's collectives in order and their sizes. The byte limit is what
+  // makes all_gather memory-aware: by default the larger of the key's largest single gather and
+  // an eighth of all its gathered bytes (about a layer's parameters rather than the whole model,
+  // and at least 8 buckets to prefetch one by one when the model has many small parameters) and
+  // kLatencyBoundBytes (small gathers cost latency, not memory: always merge those), or a
+  // quarter of memory_budget_bytes when one is set (two buckets in flight, each counted twice:
+  // see place()). reduce_scatter and all_reduce have
+  // no byte limit beyond the cap.
+  std::vector<Bucket> assign(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit) const {
+    std::vector<std::vector<Member>> per_key = candidates(graph, uses, edit);
+    if (per_key.empty()) return {};
+    const size_t n = graph.nodes().size();
+    const bool memory_aware = kind_ == Kind::all_gather;
+    std::vector<std::vector<Bucket>> per_key_buckets(per_key.size());
     // mark[i] == stamp: node i transitively reads a member of the open bucket.
-    std::vector<int> mark(graph.nodes().size(), -1);
+    std::vector<int> mark(n, -1);
     int stamp = 0;
     std::vector<const ir::Node*> stack;
-    for (const auto& members : per_key) {
+    for (size_t k = 0; k < per_key.size(); ++k) {
+      const std::vector<Member>& members = per_key[k];
+      size_t limit = SIZE_MAX;
+      if (memory_aware) {
+        size_t largest = 0, total = 0;
+        for (const Member& m : members) {
+          largest = std::max(largest, m.bytes);
+          total += m.bytes;
+        }
+        limit = budget_ ? budget_ / 4 : std::max({largest, total / 8, kLatencyBoundBytes});
+      }
       std::vector<Member> cur;
       size_t cur_bytes = 0, index = 0;
       auto close = [&] {
-        if (cur.size() > 1) buckets.push_back(cur);
+        if (!cur.empty()) per_key_buckets[k].push_back({cur, double(cur.front().pos)});
         if (!cur.empty()) ++index;
         cur.clear();
         cur_bytes = 0;
@@ -122,11 +206,11 @@ class BucketPass : public Pass {
       };
       ++stamp;
       for (const Member& m : members) {
-        size_t bytes = bytes_of(m.coll);
-        bool depends = mark[node_index.at(m.coll)] == stamp;
-        if (!cur.empty() && (depends || cur_bytes + bytes > cap_bytes(index))) close();
+        bool depends = mark[m.pos] == stamp;
+        size_t bytes = cur_bytes + m.bytes;
+        if (!cur.empty() && (depends || bytes > cap_bytes(index) || bytes > limit)) close();
         cur.push_back(m);
-        cur_bytes += bytes;
+        cur_bytes += m.bytes;
         // Mark every transitive reader of the new member.
         stack.assign(1, m.coll);
         while (!stack.empty()) {
@@ -134,7 +218,7 @@ class BucketPass : public Pass {
           stack.pop_back();
           for (const ir::Value* r : x->results)
             for (const ir::Node* u : uses.users(r)) {
-              int& mk = mark[node_index.at(u)];
+              int& mk = mark[edit.index(u)];
               if (mk == stamp) continue;
               mk = stamp;
               stack.push_back(u);
@@ -143,7 +227,76 @@ class BucketPass : public Pass {
       }
       close();
     }
+    if (memory_aware) place(graph, uses, edit, per_key_buckets);
+    std::vector<Bucket> buckets;
+    for (auto& kb : per_key_buckets)
+      for (Bucket& b : kb)
+        if (b.members.size() > 1) buckets.push_back(std::move(b));
     return buckets;
+  }
+
+  // Chooses where each all_gather bucket is issued (this may differ between ranks: only the
+  // order of a group's collectives must agree). As FSDP2's forward prefetch, bucket j of a key is
+  // issued no earlier than the first use of bucket j-1, so about one bucket is in flight while
+  // the previous one is used (nor later than its first member was; bucket 0 stays there). Within
+  // the window [max(ready, min(first use of bucket j-1, first member)), first use of bucket j]
+  // the earliest position is taken at
+  // which the live-bytes estimate stays within the budget up to the bucket's last use, counting
+  // the bucket twice (gathered flat buffer plus split-out copies). The estimate starts from the
+  // input's profile (memory_estimate.h) with every candidate gather taken out, and each placed
+  // bucket (or member left alone) is put back before the next is placed. When nothing fits the
+  // bucket is issued just before its first use. Default budget: the input's estimated peak plus
+  // twice its largest gather (the bucket in use and the one in flight).
+  void place(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit,
+             std::vector<std::vector<Bucket>>& per_key_buckets) const {
+    const size_t n = graph.nodes().size();
+    std::vector<int64_t> live = live_bytes_profile(graph, uses, edit);
+    int64_t peak = 0, largest = 0;
+    for (int64_t v : live) peak = std::max(peak, v);
+    std::vector<int64_t> delta(n + 1, 0);
+    for (const auto& kb : per_key_buckets)
+      for (const Bucket& b : kb)
+        for (const Member& m : b.members) {
+          delta[m.pos] -= int64_t(m.bytes);
+          delta[m.last_use + 1] += int64_t(m.bytes);
+          largest = std::max(largest, int64_t(m.bytes));
+        }
+    int64_t acc = 0;
+    for (size_t i = 0; i < n; ++i) live[i] += acc += delta[i];
+    const int64_t budget = budget_ ? int64_t(budget_) : peak + 2 * largest;
+    MaxSegmentTree profile(live);
+    for (auto& kb : per_key_buckets) {
+      size_t prev_first_use = 0;
+      for (size_t j = 0; j < kb.size(); ++j) {
+        Bucket& b = kb[j];
+        size_t bytes = 0, ready = 0, first_use = SIZE_MAX, last = 0;
+        for (const Member& m : b.members) {
+          bytes += m.bytes;
+          ready = std::max(ready, m.ready);
+          first_use = std::min(first_use, m.first_use);
+          last = std::max(last, m.last_use);
+        }
+        if (b.members.size() == 1) {
+          profile.add(b.members[0].pos, last, int64_t(bytes));
+        } else {
+          const int64_t need = 2 * int64_t(bytes);
+          size_t lo = b.members.front().pos;
+          if (j > 0) lo = std::min(lo, prev_first_use);
+          lo = std::max(lo, ready);
+          size_t hi = std::max(lo, first_use);
+          // profile.max(q, last) only shrinks as q grows: binary search the first q that fits.
+          size_t a = lo, z = hi;
+          while (a < z) {
+            size_t mid = (a + z) / 2;
+            if (profile.max(mid, last) + need <= budget) z = mid;
+            else a = mid + 1;
+          }
+          profile.add(a, last, need);
+          b.issue_key = double(a) - 0.75;  // ahead of the node there (and of the previous bucket's wait)
+        }
+        prev_first_use = first_use;
+      }
+    }
   }
 
   // Returns the cast feeding an all_gather when the all_gather is its only reader.
@@ -154,17 +307,16 @@ class BucketPass : public Pass {
     return x->producer;
   }
 
-  void rewrite(GraphEdit& edit, const UseLists& uses, const std::vector<Member>& bucket, int serial) const {
+  void rewrite(GraphEdit& edit, const UseLists& uses, const Bucket& b, int serial) const {
+    const std::vector<Member>& bucket = b.members;
     ir::Graph& g = edit.graph();
     const ir::Node* first = bucket.front().coll;
     const std::string& group = first->attr_str("group");
     const int n = g.group_size(group);
     const DType dtype = first->result()->type.dtype;
-    double coll_key = edit.key(first), wait_key = edit.key(bucket.front().wait);
-    for (const Member& m : bucket) {
-      coll_key = std::min(coll_key, edit.key(m.coll));
-      wait_key = std::min(wait_key, edit.key(m.wait));
-    }
+    const double coll_key = b.issue_key;
+    double wait_key = edit.key(bucket.front().wait);
+    for (const Member& m : bucket) wait_key = std::min(wait_key, edit.key(m.wait));
     std::vector<ir::Value*> inputs;
     for (const Member& m : bucket) {
       ir::Value* x = m.coll->operands[0];
@@ -193,40 +345,31 @@ class BucketPass : public Pass {
                         base);
     }
     ir::Value* waited = edit.add(ir::OpKind::wait_tensor, {coll}, {}, wait_key, base + "_w");
+    // Each member's wait becomes its piece in place (same result value, so its name and readers
+    // stay and no node is created or freed per member).
     int64_t offset = 0;
     for (const Member& m : bucket) {
       const ir::TensorType& out = m.wait->result()->type;
       const ir::TensorType& in = m.coll->operands[0]->type;
-      ir::Value* piece = nullptr;
       if (kind_ == Kind::all_gather) {
-        piece = edit.add(ir::OpKind::bucket_split_out, {waited},
-                         {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::bucket_split_out, {waited},
+                   {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}});
         offset += in.numel();
       } else if (kind_ == Kind::reduce_scatter) {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
         int64_t d0 = in.shape[0], inner = d0 ? in.numel() / d0 : 0;
         offset += chunk_size(d0, n) * inner;
       } else {
-        piece = edit.add(ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}}, edit.key(m.wait),
-                         piece_name(base, m));
+        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
         offset += in.numel();
       }
       edit.drop(m.coll);
-      edit.drop(m.wait);
-      edit.replace(m.wait->result(), piece);
     }
-  }
-
-  // Names a bucket's output piece (it takes the replaced wait's name at commit; an explicit
-  // name avoids scanning for a fresh numeric one).
-  static std::string piece_name(const std::string& base, const Member& m) {
-    return base + "_" + m.wait->result()->name;
   }
 
   Kind kind_;
   std::vector<double> caps_;
+  size_t budget_;
 };
 
 }  // namespace

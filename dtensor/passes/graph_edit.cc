@@ -1,36 +1,63 @@
 #include "dtensor/passes/graph_edit.h"
 
+#include <algorithm>
 #include <queue>
+#include <span>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::passes {
 
-UseLists::UseLists(const ir::Graph& graph) : users_(graph.num_values()), is_output_(graph.num_values(), false) {
-  for (const auto& n : graph.nodes())
-    for (const ir::Value* v : n->operands) {
-      auto& u = users_[size_t(v->id)];
-      if (u.empty() || u.back() != n.get()) u.push_back(n.get());
+UseLists::UseLists(const ir::Graph& graph) : begin_(graph.num_values() + 1, 0), is_output_(graph.num_values(), false) {
+  // One sweep over the nodes collects (value, reader) pairs (a node reading a value twice counts
+  // once: its operands are few, so compare with the earlier ones); a counting sort by value then
+  // places them. The graph is walked once because on large graphs each node visit is a cache miss.
+  std::vector<std::pair<uint32_t, const ir::Node*>> reads;
+  reads.reserve(graph.nodes().size() * 2);
+  for (const auto& n : graph.nodes()) {
+    const auto& ops = n->operands;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      bool seen = false;
+      for (size_t q = 0; q < k && !seen; ++q) seen = ops[q] == ops[k];
+      if (seen) continue;
+      reads.emplace_back(uint32_t(ops[k]->id), n.get());
+      ++begin_[size_t(ops[k]->id) + 1];
     }
+  }
+  const size_t nv = graph.num_values();
+  for (size_t id = 0; id < nv; ++id) begin_[id + 1] += begin_[id];
+  users_.resize(reads.size());
+  std::vector<size_t> fill(begin_.begin(), begin_.end() - 1);
+  for (const auto& [id, node] : reads) users_[fill[id]++] = node;
   for (const ir::Value* v : graph.outputs()) is_output_[size_t(v->id)] = true;
 }
 
 GraphEdit::GraphEdit(ir::Graph& graph) : g_(graph), builder_(graph) {
   const auto& nodes = g_.nodes();
   original_nodes_ = nodes.size();
-  index_.reserve(nodes.size() * 2);
+  index_by_result_.assign(g_.num_values(), kNone);
   keys_.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    index_.emplace(nodes[i].get(), i);
+    record_index(nodes[i].get(), i);
     keys_.push_back(double(i));
   }
   dropped_.assign(nodes.size(), false);
 }
 
-size_t GraphEdit::index(const ir::Node* node) const {
-  auto it = index_.find(node);
-  DT_CHECK(it != index_.end()) << "node not in the edited graph";
+void GraphEdit::record_index(const ir::Node* node, size_t i) {
+  if (node->results.empty()) {
+    index_no_result_.emplace(node, i);
+    return;
+  }
+  const size_t id = size_t(node->results[0]->id);
+  if (id >= index_by_result_.size()) index_by_result_.resize(std::max(id + 1, index_by_result_.size() * 2), kNone);
+  index_by_result_[id] = i;
+}
+
+size_t GraphEdit::index_slow(const ir::Node* node) const {
+  auto it = index_no_result_.find(node);
+  DT_CHECK(it != index_no_result_.end()) << "node not in the edited graph";
   return it->second;
 }
 
@@ -46,11 +73,29 @@ ir::Value* GraphEdit::add(ir::OpKind op, std::vector<ir::Value*> operands, const
                           const std::string& name) {
   if (!name.empty()) builder_.named(unique_name(name));
   ir::Value* r = builder_.record(op, std::move(operands), attrs).at(0);
-  index_.emplace(r->producer, keys_.size());
+  record_index(r->producer, keys_.size());
   keys_.push_back(key);
   dropped_.push_back(false);
   changed_ = true;
   return r;
+}
+
+void GraphEdit::morph(const ir::Node* node, ir::OpKind op, std::vector<ir::Value*> operands,
+                      const ir::NamedAttrs& attrs) {
+  DT_CHECK(node->results.size() == 1 && index(node) < original_nodes_) << "morph of a new or multi-result node";
+  ir::Node probe;
+  probe.op = op;
+  probe.operands = std::move(operands);
+  probe.attrs = ir::complete_attrs(op, attrs);
+  std::vector<ir::TensorType> types;
+  ir::op_def(op).infer(probe, g_, types);
+  DT_CHECK(types.size() == 1 && types[0] == node->result()->type)
+      << ir::op_name(op) << " would change the type of %" << node->result()->name;
+  auto* n = const_cast<ir::Node*>(node);  // the edit owns the graph's nodes until commit()
+  n->op = op;
+  n->operands = std::move(probe.operands);
+  n->attrs = std::move(probe.attrs);
+  changed_ = true;
 }
 
 void GraphEdit::replace(const ir::Value* from, ir::Value* to) {
@@ -86,8 +131,11 @@ bool GraphEdit::commit() {
   }
 
   // Dependencies between kept nodes, through resolved operands.
+  // Edges producer -> reader as one array sliced per producer (users of j: edge_to[edge_begin[j],
+  // edge_begin[j + 1])), built in two sweeps without a vector per node.
   std::vector<int> pending(n, 0);
-  std::vector<std::vector<size_t>> users(n);
+  std::vector<size_t> edge_begin(n + 1, 0);
+  std::vector<std::pair<size_t, size_t>> edges;  // (producer, reader)
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (dropped_[i]) continue;
@@ -97,22 +145,63 @@ bool GraphEdit::commit() {
       if (!r->producer) continue;
       size_t j = index(r->producer);
       DT_CHECK(!dropped_[j]) << ir::op_name(nodes[i]->op) << " reads %" << r->name << " of a dropped node";
-      users[j].push_back(i);
+      edges.emplace_back(j, i);
+      ++edge_begin[j + 1];
       ++pending[i];
+    }
+  }
+  for (size_t j = 0; j < n; ++j) edge_begin[j + 1] += edge_begin[j];
+  std::vector<size_t> edge_to(edges.size());
+  {
+    std::vector<size_t> fill(edge_begin.begin(), edge_begin.end() - 1);
+    for (const auto& [j, i] : edges) edge_to[fill[j]++] = i;
+  }
+  auto users = [&](size_t j) {
+    return std::span<const size_t>(edge_to.data() + edge_begin[j], edge_begin[j + 1] - edge_begin[j]);
+  };
+  // A node wanted early pulls its producers along: the effective key of a node is the smallest
+  // key among itself and everything that (transitively) reads it, computed in reverse
+  // topological order. Without this a producer left at its old key (a split-out feeding a copy-in
+  // issued one bucket ahead) would hold its early reader back.
+  std::vector<double> eff(keys_);
+  {
+    std::vector<int> left(pending);
+    std::vector<size_t> topo;
+    topo.reserve(kept);
+    for (size_t i = 0; i < n; ++i)
+      if (!dropped_[i] && left[i] == 0) topo.push_back(i);
+    for (size_t k = 0; k < topo.size(); ++k)
+      for (size_t u : users(topo[k]))
+        if (--left[u] == 0) topo.push_back(u);
+    // Order against an in-place collective is not a data dependency (a reader of its buffer
+    // must stay on its side of it), so it and the readers of its buffer are never pulled.
+    std::vector<bool> inplace_buffer(g_.num_values(), false);
+    for (size_t i = 0; i < n; ++i)
+      if (!dropped_[i] && nodes[i]->op == ir::OpKind::all_reduce_)
+        for (const ir::Value* v : nodes[i]->operands) inplace_buffer[size_t(resolve(v)->id)] = true;
+    auto pinned = [&](size_t i) {
+      if (nodes[i]->op == ir::OpKind::all_reduce_) return true;
+      for (const ir::Value* v : nodes[i]->operands)
+        if (inplace_buffer[size_t(resolve(v)->id)]) return true;
+      return false;
+    };
+    for (size_t k = topo.size(); k-- > 0;) {
+      if (pinned(topo[k])) continue;
+      for (size_t u : users(topo[k])) eff[topo[k]] = std::min(eff[topo[k]], eff[u]);
     }
   }
   using Item = std::pair<double, size_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
   for (size_t i = 0; i < n; ++i)
-    if (!dropped_[i] && pending[i] == 0) ready.push({keys_[i], i});
+    if (!dropped_[i] && pending[i] == 0) ready.push({eff[i], i});
   std::vector<size_t> order;
   order.reserve(kept);
   while (!ready.empty()) {
     size_t i = ready.top().second;
     ready.pop();
     order.push_back(i);
-    for (size_t u : users[i])
-      if (--pending[u] == 0) ready.push({keys_[u], u});
+    for (size_t u : users(i))
+      if (--pending[u] == 0) ready.push({eff[u], u});
   }
   DT_CHECK(order.size() == kept) << "graph edit made a cycle: " << order.size() << " of " << kept << " nodes ordered";
   bool reordered = kept != original_nodes_ || changed_;

@@ -19,8 +19,11 @@ struct PassOptions {
   // all_reduce of at most this many bytes is lowered to a blocking one-shot; above: in-place
   // two-shot. 0 disables one-shot lowering.
   size_t one_shot_threshold_bytes = 256 * 1024;
-  // Peak live bytes the overlap scheduler may reach; 0 means "the original schedule's peak"
-  // (moving collectives earlier never raises peak memory).
+  // Peak live bytes (memory_estimate.h) a rank's schedule may reach. Bucketing of all_gathers
+  // sizes buckets to a quarter of it and issues each as early as it allows (bucketing.cc); the
+  // overlap scheduler moves collectives earlier only within it. 0: bucketing uses the input's
+  // peak plus twice its largest all_gather (the bucket in use and the one in flight), and the
+  // overlap scheduler the peak of the schedule it is given (so it never raises peak memory).
   size_t memory_budget_bytes = 0;
 };
 

@@ -1,0 +1,92 @@
+#include "dtensor/passes/memory_estimate.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+namespace dt::passes {
+namespace {
+// Padding leaves and empty ranges; far from INT64_MIN so that adding to it cannot overflow.
+constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
+}  // namespace
+
+namespace {
+
+template <typename PositionFn>
+std::vector<int64_t> profile(const ir::Graph& graph, const UseLists& uses, const PositionFn& pos) {
+  const auto& nodes = graph.nodes();
+  const size_t n = nodes.size();
+  std::vector<int64_t> delta(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (reuses_operand_buffer(nodes[i]->op)) continue;  // counted with the buffer it reuses
+    for (const ir::Value* r : nodes[i]->results) {
+      size_t last = last_use(r, uses, pos, n, i);
+      delta[i] += int64_t(r->type.nbytes());
+      delta[last + 1] -= int64_t(r->type.nbytes());
+    }
+  }
+  std::vector<int64_t> live(n);
+  int64_t acc = 0;
+  for (size_t i = 0; i < n; ++i) live[i] = acc += delta[i];
+  return live;
+}
+
+}  // namespace
+
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
+  const auto& nodes = graph.nodes();
+  std::unordered_map<const ir::Node*, size_t> index;
+  index.reserve(nodes.size() * 2);
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].get(), i);
+  return profile(graph, UseLists(graph), [&](const ir::Node* u) { return index.at(u); });
+}
+
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit) {
+  return profile(graph, uses, [&](const ir::Node* u) { return edit.index(u); });
+}
+
+int64_t estimate_peak_bytes(const ir::Graph& graph) {
+  std::vector<int64_t> live = live_bytes_profile(graph);
+  return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+}
+
+MaxSegmentTree::MaxSegmentTree(const std::vector<int64_t>& values) : n_(values.size()) {
+  size_t size = 1;
+  while (size < n_) size *= 2;
+  max_.assign(2 * size, kNone);
+  pending_.assign(2 * size, 0);
+  for (size_t i = 0; i < n_; ++i) max_[size + i] = values[i];
+  for (size_t i = size - 1; i >= 1; --i) max_[i] = std::max(max_[2 * i], max_[2 * i + 1]);
+  n_ = size;  // positions past values.size() hold INT64_MIN and are never asked for
+}
+
+void MaxSegmentTree::add(size_t lo, size_t hi, int64_t delta) {
+  if (lo <= hi && n_) add(1, 0, n_ - 1, lo, hi, delta);
+}
+
+void MaxSegmentTree::add(size_t node, size_t l, size_t r, size_t lo, size_t hi, int64_t delta) {
+  if (hi < l || r < lo) return;
+  if (lo <= l && r <= hi) {
+    max_[node] += delta;
+    pending_[node] += delta;
+    return;
+  }
+  size_t mid = (l + r) / 2;
+  add(2 * node, l, mid, lo, hi, delta);
+  add(2 * node + 1, mid + 1, r, lo, hi, delta);
+  max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + pending_[node];
+}
+
+int64_t MaxSegmentTree::max(size_t lo, size_t hi) const {
+  if (lo > hi || !n_) return kNone;
+  return max(1, 0, n_ - 1, lo, hi);
+}
+
+int64_t MaxSegmentTree::max(size_t node, size_t l, size_t r, size_t lo, size_t hi) const {
+  if (hi < l || r < lo) return kNone;
+  if (lo <= l && r <= hi) return max_[node];
+  size_t mid = (l + r) / 2;
+  return std::max(max(2 * node, l, mid, lo, hi), max(2 * node + 1, mid + 1, r, lo, hi)) + pending_[node];
+}
+
+}  // namespace dt::passes
