@@ -57,7 +57,7 @@ TEST(Builder, RecordsNodesWithInferredTypes) {
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[2]->type.shape, (Shape{8, 56}));
   EXPECT_EQ(g.nodes()[0]->op, OpKind::linear);
-  EXPECT_EQ(h->producer, g.nodes()[1].get());
+  EXPECT_EQ(h->producer, g.nodes()[1]);
   EXPECT_EQ(g.find("fc.weight"), w);
   EXPECT_NO_THROW(verify(g));
 }
@@ -109,7 +109,7 @@ TEST(Graph, CloneIsIndependentAndPrintsTheSame) {
   Graph c = g.clone();
   EXPECT_EQ(print(c), print(g));
   EXPECT_NO_THROW(verify(c));
-  EXPECT_NE(c.nodes()[0].get(), g.nodes()[0].get());
+  EXPECT_NE(c.nodes()[0], g.nodes()[0]);
   EXPECT_EQ(c.nodes()[0]->operands[0], c.inputs()[0]);
 }
 

@@ -314,9 +314,9 @@ class Parser {
     return out;
   }
 
-  TensorType parse_type() {
+  // Parses a type into `t` (whose shape is replaced).
+  void parse_type(TensorType& t) {
     Token dt = expect(Tok::ident, "a type like f32[8, 64]");
-    TensorType t;
     try {
       t.dtype = parse_dtype(dt.text);
     } catch (const ValueError&) {
@@ -342,7 +342,6 @@ class Parser {
       advance();
     }
     t.shape.assign(dims_.begin(), dims_.end());
-    return t;
   }
 
   // ---- statements ----
@@ -383,11 +382,12 @@ class Parser {
     advance();
     Token v = expect(Tok::value, "a value name like %x");
     expect(Tok::colon, "':' before the type");
-    TensorType t = parse_type();
+    TensorType t;
+    parse_type(t);
     // The graph refuses duplicate names; checking through it saves a lookup per line.
     try {
-      if (is_input) g_->add_input(std::string(v.text), std::move(t), {v.line, v.col});
-      else g_->add_param(std::string(v.text), std::move(t), {v.line, v.col});
+      if (is_input) g_->add_input(v.text, std::move(t), {v.line, v.col});
+      else g_->add_param(v.text, std::move(t), {v.line, v.col});
     } catch (const ValueError&) {
       fail_redefined(v);
     }
@@ -514,9 +514,7 @@ class Parser {
         expect(Tok::comma, "',' or ')' after an operand");
       }
     }
-    // Copied out of the scratch vector: one allocation of the exact size per node.
-    std::vector<Value*> operands(operands_.begin(), operands_.end());
-    const int n = int(operands.size());
+    const int n = int(operands_.size());
     if (n < def.min_operands() || (def.max_operands() >= 0 && n > def.max_operands())) {
       auto f = fail(op_tok);
       f << def.name() << " expects ";
@@ -556,24 +554,29 @@ class Parser {
       attrs[i] = *def.attrs[i].default_value;
     }
     expect(Tok::colon, "':' before the result types");
+    // types_ keeps its capacity; append moves each shape out of it into the result value.
     types_.clear();
     type_locs_.clear();
     while (true) {
       type_locs_.push_back({tok_.line, tok_.col});
-      types_.push_back(parse_type());
+      parse_type(types_.emplace_back());
       if (!accept(Tok::comma)) break;
     }
     if (types_.size() != results_.size())
       fail(type_locs_.back().line, type_locs_.back().col)
           << "expected " << results_.size() << " result types, found " << types_.size();
     names_.clear();
-    for (const Token& r : results_) names_.emplace_back(r.text);
+    for (const Token& r : results_) names_.push_back(r.text);
     // A result name already in use makes append throw (after defining the results before it,
     // which are ours: their location is this op's).
     Node* node = nullptr;
     try {
-      node = g_->append(*op, std::move(operands), std::move(attrs), std::move(types_), std::move(names_),
-                        {op_tok.line, op_tok.col});
+      node = g_->append(NodeParts{.op = *op,
+                                  .operands = operands_,
+                                  .attrs = std::move(attrs),
+                                  .result_types = types_,
+                                  .result_names = names_,
+                                  .loc = {op_tok.line, op_tok.col}});
     } catch (const ValueError&) {
       for (const Token& r : results_) {
         const Value* prev = g_->find(r.text);
@@ -598,7 +601,7 @@ class Parser {
   std::vector<int64_t> dims_;
   std::vector<TensorType> types_;
   std::vector<SourceLoc> type_locs_;
-  std::vector<std::string> names_;
+  std::vector<std::string_view> names_;
   std::vector<bool> set_;
 };
 

@@ -28,7 +28,7 @@ class Verifier {
     for (const auto& n : nodes)
       for (const Value* r : n->results)
         if (wait_[size_t(r->id)] == WaitState::pending)
-          fail_at(n->loc, 0, n.get()) << "result %" << r->name << " of " << op_name(n->op)
+          fail_at(n->loc, 0, n) << "result %" << r->name << " of " << op_name(n->op)
                                       << " has no wait_tensor (every collective needs exactly one)";
   }
 
@@ -45,7 +45,7 @@ class Verifier {
   }
 
   void define(const Value* v, const Node* node, size_t index) {
-    DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)].get() == v) << "foreign value";
+    DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)] == v) << "foreign value";
     if (defined_[size_t(v->id)])
       fail_at(v->loc, index, node) << "value %" << v->name << " is defined twice";
     defined_[size_t(v->id)] = true;

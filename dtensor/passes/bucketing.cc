@@ -90,7 +90,7 @@ class BucketPass : public Pass {
     std::vector<std::vector<Member>> per_key;
     std::unordered_map<const ir::Node*, size_t> node_index;
     node_index.reserve(graph.nodes().size() * 2);
-    for (size_t i = 0; i < graph.nodes().size(); ++i) node_index.emplace(graph.nodes()[i].get(), i);
+    for (size_t i = 0; i < graph.nodes().size(); ++i) node_index.emplace(graph.nodes()[i], i);
     for (const auto& n : graph.nodes()) {
       if (n->op != op) continue;
       const auto& readers = uses.users(n->result());
@@ -102,7 +102,7 @@ class BucketPass : public Pass {
       key += dtype_name(n->result()->type.dtype);
       auto [it, inserted] = key_index.emplace(key, per_key.size());
       if (inserted) per_key.emplace_back();
-      per_key[it->second].push_back({n.get(), readers[0]});
+      per_key[it->second].push_back({n, readers[0]});
     }
 
     std::vector<std::vector<Member>> buckets;

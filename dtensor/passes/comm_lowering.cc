@@ -46,7 +46,7 @@ class CommLoweringPass : public Pass {
     // Index loop: edit.add appends to graph.nodes(), which may reallocate.
     const size_t original = graph.nodes().size();
     for (size_t i = 0; i < original; ++i) {
-      const ir::Node* ar = graph.nodes()[i].get();
+      const ir::Node* ar = graph.nodes()[i];
       if (ar->op != ir::OpKind::all_reduce) continue;
       const auto& readers = uses.users(ar->result());
       if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor) continue;

@@ -11,7 +11,7 @@ UseLists::UseLists(const ir::Graph& graph) : users_(graph.num_values()), is_outp
   for (const auto& n : graph.nodes())
     for (const ir::Value* v : n->operands) {
       auto& u = users_[size_t(v->id)];
-      if (u.empty() || u.back() != n.get()) u.push_back(n.get());
+      if (u.empty() || u.back() != n) u.push_back(n);
     }
   for (const ir::Value* v : graph.outputs()) is_output_[size_t(v->id)] = true;
 }
@@ -22,7 +22,7 @@ GraphEdit::GraphEdit(ir::Graph& graph) : g_(graph), builder_(graph) {
   index_.reserve(nodes.size() * 2);
   keys_.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    index_.emplace(nodes[i].get(), i);
+    index_.emplace(nodes[i], i);
     keys_.push_back(double(i));
   }
   dropped_.assign(nodes.size(), false);
@@ -77,7 +77,7 @@ bool GraphEdit::commit() {
   std::vector<bool> name_taken(g_.num_values(), false);
   for (size_t id = 0; id < replaced_by_.size(); ++id) {
     ir::Value* to = replaced_by_[id];
-    const ir::Value* from = g_.values()[id].get();
+    const ir::Value* from = g_.values()[id];
     if (!to || !from->producer || !dropped_[index(from->producer)]) continue;
     if (!to->producer || index(to->producer) < original_nodes_) continue;
     if (name_taken[size_t(to->id)]) continue;
@@ -128,7 +128,7 @@ bool GraphEdit::commit() {
   std::vector<ir::Node*> ordered;
   ordered.reserve(order.size());
   for (size_t i : order) {
-    ir::Node* node = nodes[i].get();
+    ir::Node* node = nodes[i];
     for (ir::Value*& v : node->operands) v = resolve(v);
     ordered.push_back(node);
   }
@@ -137,7 +137,7 @@ bool GraphEdit::commit() {
   g_.set_outputs(std::move(outputs));
   g_.set_node_order(ordered);
   for (size_t id = 0; id < name_of.size(); ++id)
-    if (name_of[id]) g_.rename(g_.values()[id].get(), *name_of[id]);
+    if (name_of[id]) g_.rename(g_.values()[id], *name_of[id]);
   return true;
 }
 
