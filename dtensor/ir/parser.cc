@@ -72,6 +72,36 @@ constexpr auto kNameChar = [] {
   return t;
 }();
 
+// What a token starting with a given character is.
+enum class CharClass : uint8_t { other, punct, value, ident, number, quote };
+constexpr auto kCharClass = [] {
+  std::array<CharClass, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    const char ch = char(c);
+    if (is_ident_start(ch)) t[size_t(c)] = CharClass::ident;
+    else if (is_digit(ch) || ch == '-' || ch == '+') t[size_t(c)] = CharClass::number;
+  }
+  for (char ch : std::string_view("{}()[],:=")) t[uint8_t(ch)] = CharClass::punct;
+  t[uint8_t('%')] = CharClass::value;
+  t[uint8_t('"')] = CharClass::quote;
+  return t;
+}();
+// The token kind of each single-character punctuation.
+constexpr auto kPunctTok = [] {
+  std::array<Tok, 256> t{};
+  t.fill(Tok::eof);
+  t[uint8_t('{')] = Tok::lbrace;
+  t[uint8_t('}')] = Tok::rbrace;
+  t[uint8_t('(')] = Tok::lparen;
+  t[uint8_t(')')] = Tok::rparen;
+  t[uint8_t('[')] = Tok::lbrack;
+  t[uint8_t(']')] = Tok::rbrack;
+  t[uint8_t(',')] = Tok::comma;
+  t[uint8_t(':')] = Tok::colon;
+  t[uint8_t('=')] = Tok::equal;
+  return t;
+}();
+
 class Parser {
  public:
   Parser(std::string_view text, const std::string& filename) : src_(text), file_(filename) {}
@@ -137,12 +167,14 @@ class Parser {
   }
 
   // ---- lexer ----
-  // Scans with local pointers: stores to the member pos_ inside the loops would be reloaded on
-  // every character (char loads may alias it), which made the lexer the hottest function.
-  void skip_space() {
+  // Scans with local pointers: stores to the members (pos_, tok_) inside the loops would be
+  // reloaded on every character (char loads may alias them), which made the lexer the hottest
+  // function. Each character's class comes from one table lookup (kCharClass).
+  void advance() {
     const char* const begin = src_.data();
     const char* const end = begin + src_.size();
     const char* p = begin + pos_;
+    // Whitespace and comments.
     while (p < end) {
       const char c = *p;
       if (c == ' ') {
@@ -159,99 +191,85 @@ class Parser {
         break;
       }
     }
-    pos_ = size_t(p - begin);
-  }
-
-  // Returns the end of the run of name characters starting at `from`.
-  size_t scan_name(size_t from) const {
-    const char* const begin = src_.data();
-    const char* const end = begin + src_.size();
-    const char* p = begin + from;
-    while (p < end && kNameChar[uint8_t(*p)]) ++p;
-    return size_t(p - begin);
-  }
-
-  void advance() {
-    skip_space();
     tok_.line = line_;
-    tok_.col = int(pos_ - line_start_) + 1;
-    if (pos_ >= src_.size()) {
+    tok_.col = int(size_t(p - begin) - line_start_) + 1;
+    if (p == end) {
+      pos_ = size_t(p - begin);
       tok_.kind = Tok::eof;
       tok_.text = {};
       return;
     }
-    const size_t start = pos_;
-    const char c = src_[pos_];
-    auto single = [&](Tok k) {
-      ++pos_;
-      tok_.kind = k;
-      tok_.text = src_.substr(start, 1);
-    };
-    switch (c) {
-      case '{': return single(Tok::lbrace);
-      case '}': return single(Tok::rbrace);
-      case '(': return single(Tok::lparen);
-      case ')': return single(Tok::rparen);
-      case '[': return single(Tok::lbrack);
-      case ']': return single(Tok::rbrack);
-      case ',': return single(Tok::comma);
-      case ':': return single(Tok::colon);
-      case '=': return single(Tok::equal);
-      default: break;
-    }
-    if (c == '%') {
-      pos_ = scan_name(pos_ + 1);
-      if (pos_ == start + 1) fail_here("expected a value name after '%'");
-      tok_.kind = Tok::value;
-      tok_.text = src_.substr(start + 1, pos_ - start - 1);
-      return;
-    }
-    if (is_ident_start(c)) {
-      pos_ = scan_name(pos_);
-      tok_.kind = Tok::ident;
-      tok_.text = src_.substr(start, pos_ - start);
-      return;
-    }
-    if (is_digit(c) || c == '-' || c == '+') {
-      ++pos_;
-      if (c != '+' && c != '-' ) {
-      } else if (src_.substr(pos_, 3) == "inf") {
-        pos_ += 3;
-        tok_.kind = Tok::number;
-        tok_.text = src_.substr(start, pos_ - start);
-        return;
-      } else if (pos_ >= src_.size() || !is_digit(src_[pos_])) {
-        fail_here("expected a digit after '", std::string_view(&c, 1), "'");
-      }
-      while (pos_ < src_.size()) {
-        char d = src_[pos_];
-        if (is_digit(d) || d == '.') {
-          ++pos_;
-        } else if ((d == 'e' || d == 'E')) {
-          ++pos_;
-          if (pos_ < src_.size() && (src_[pos_] == '-' || src_[pos_] == '+')) ++pos_;
-        } else {
-          break;
+    const char* const start = p;
+    const char c = *p;
+    const CharClass cls = kCharClass[uint8_t(c)];
+    switch (cls) {
+      case CharClass::punct:
+        tok_.kind = kPunctTok[uint8_t(c)];
+        ++p;
+        break;
+      case CharClass::value:
+        ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        if (p == start + 1) {
+          pos_ = size_t(start - begin);
+          fail_here("expected a value name after '%'");
         }
-      }
-      tok_.kind = Tok::number;
-      tok_.text = src_.substr(start, pos_ - start);
-      return;
+        tok_.kind = Tok::value;
+        tok_.text = std::string_view(start + 1, size_t(p - start - 1));
+        pos_ = size_t(p - begin);
+        return;
+      case CharClass::ident:
+        ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        tok_.kind = Tok::ident;
+        break;
+      case CharClass::number:
+        ++p;
+        if (c == '+' || c == '-') {
+          if (end - p >= 3 && std::string_view(p, 3) == "inf") {
+            p += 3;
+            tok_.kind = Tok::number;
+            break;
+          }
+          if (p == end || !is_digit(*p)) {
+            pos_ = size_t(p - begin);
+            fail_here("expected a digit after '", std::string_view(&c, 1), "'");
+          }
+        }
+        while (p < end) {
+          const char d = *p;
+          if (is_digit(d) || d == '.') {
+            ++p;
+          } else if (d == 'e' || d == 'E') {
+            ++p;
+            if (p < end && (*p == '-' || *p == '+')) ++p;
+          } else {
+            break;
+          }
+        }
+        tok_.kind = Tok::number;
+        break;
+      case CharClass::quote:
+        ++p;
+        while (p < end && *p != '"') {
+          if (*p == '\n') break;
+          if (*p == '\\' && p + 1 < end) ++p;  // an escaped character, never past the end
+          ++p;
+        }
+        if (p >= end || *p != '"') {
+          pos_ = size_t(p - begin);
+          fail_here("unterminated string");
+        }
+        tok_.kind = Tok::string;
+        tok_.text = std::string_view(start + 1, size_t(p - start - 1));
+        pos_ = size_t(p + 1 - begin);
+        return;
+      case CharClass::other:
+        pos_ = size_t(p - begin);
+        fail_unexpected_char(c);
     }
-    if (c == '"') {
-      ++pos_;
-      while (pos_ < src_.size() && src_[pos_] != '"') {
-        if (src_[pos_] == '\n') break;
-        if (src_[pos_] == '\\') ++pos_;
-        ++pos_;
-      }
-      if (pos_ >= src_.size() || src_[pos_] != '"') fail_here("unterminated string");
-      tok_.kind = Tok::string;
-      tok_.text = src_.substr(start + 1, pos_ - start - 1);
-      ++pos_;
-      return;
-    }
-    fail_unexpected_char(c);
+    tok_.text = std::string_view(start, size_t(p - start));
+    pos_ = size_t(p - begin);
   }
 
   Token expect(Tok kind, const char* what) {
@@ -314,6 +332,43 @@ class Parser {
     return out;
   }
 
+  // Reads the dims of a shape in its printed spelling, "[8, 256]" (tok_ is its '['), straight from
+  // the text into dims_, and moves tok_ past the ']'. Returns false, having moved nothing, at
+  // anything else (signs, other spacing, newlines, comments, out-of-range sizes): the token path
+  // then parses it or reports the error. Types are two of every three lines, and this skips the
+  // five tokens of each.
+  bool scan_dims_fast() {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    dims_.clear();
+    int64_t numel = 1;
+    if (p < end && *p == ']') {
+      ++p;
+    } else {
+      while (true) {
+        const char* const digits = p;
+        int64_t v = 0;
+        // At most 14 digits: v stays far below int64 overflow; longer runs take the token path.
+        while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
+        if (p == digits || p == end) return false;
+        if (v > kMaxDim || (v != 0 && numel > kMaxNumel / v)) return false;
+        numel *= v;
+        dims_.push_back(v);
+        if (*p == ']') {
+          ++p;
+          break;
+        }
+        if (*p != ',') return false;
+        ++p;
+        if (p < end && *p == ' ') ++p;
+      }
+    }
+    pos_ = size_t(p - begin);
+    advance();
+    return true;
+  }
+
   // Parses a type into `t` (whose shape is replaced).
   void parse_type(TensorType& t) {
     Token dt = expect(Tok::ident, "a type like f32[8, 64]");
@@ -321,6 +376,10 @@ class Parser {
       t.dtype = parse_dtype(dt.text);
     } catch (const ValueError&) {
       fail(dt) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
+    }
+    if (tok_.kind == Tok::lbrack && scan_dims_fast()) {
+      t.shape.assign(dims_.begin(), dims_.end());
+      return;
     }
     expect(Tok::lbrack, "'[' after the dtype");
     int64_t numel = 1;
