@@ -29,11 +29,6 @@ const Attr& Node::attr(std::string_view name) const {
   return attrs[size_t(i)];
 }
 
-Value* NameTable::tombstone() {
-  static Value t;
-  return &t;
-}
-
 // Reads 8 bytes at a time (names are mostly 2 to 25 characters), with a final avalanche so that
 // the low bits (the slot index) depend on every byte.
 uint64_t NameTable::hash(std::string_view s) {
@@ -57,71 +52,71 @@ uint64_t NameTable::hash(std::string_view s) {
   return h ^ (h >> 32);
 }
 
-Value* NameTable::find(std::string_view name) const {
+const NameTable::Slot* NameTable::lookup(std::string_view name, std::span<Value* const> values) const {
   if (slots_.empty()) return nullptr;
   const uint64_t h = hash(name);
+  const uint32_t tag = uint32_t(h >> 32);
   const size_t mask = slots_.size() - 1;
   for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
-    if (!s.value) return nullptr;
-    if (s.hash == h && s.value != tombstone() && s.value->name == name) return s.value;
+    if (s.entry == kEmpty) return nullptr;
+    if (s.tag == tag && s.entry != kErased && values[s.entry - kFirstId]->name == name) return &s;
   }
 }
 
-bool NameTable::insert(Value* v) {
-  if ((used_ + 1) * 2 > slots_.size()) grow(std::max<size_t>(16, slots_.size() * 2));
+Value* NameTable::find(std::string_view name, std::span<Value* const> values) const {
+  const Slot* s = lookup(name, values);
+  return s ? values[s->entry - kFirstId] : nullptr;
+}
+
+bool NameTable::insert(const Value* v, std::span<Value* const> values) {
+  if ((used_ + 1) * 4 > slots_.size() * 3) grow(std::max<size_t>(16, slots_.size() * 2), values);
   const uint64_t h = hash(v->name);
+  const uint32_t tag = uint32_t(h >> 32);
   const size_t mask = slots_.size() - 1;
   Slot* reuse = nullptr;
   for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
-    if (!s.value) {
+    if (s.entry == kEmpty) {
       if (!reuse) {
         reuse = &s;
         ++used_;
       }
       break;
     }
-    if (s.value == tombstone()) {
+    if (s.entry == kErased) {
       if (!reuse) reuse = &s;
-    } else if (s.hash == h && s.value->name == v->name) {
+    } else if (s.tag == tag && values[s.entry - kFirstId]->name == v->name) {
       return false;
     }
   }
-  *reuse = Slot{h, v};
+  *reuse = Slot{tag, uint32_t(v->id) + kFirstId};
   return true;
 }
 
-void NameTable::erase(std::string_view name) {
-  if (slots_.empty()) return;
-  const uint64_t h = hash(name);
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (!s.value) return;
-    if (s.hash == h && s.value != tombstone() && s.value->name == name) {
-      s.value = tombstone();
-      return;
-    }
-  }
+void NameTable::erase(std::string_view name, std::span<Value* const> values) {
+  if (const Slot* s = lookup(name, values)) const_cast<Slot*>(s)->entry = kErased;
 }
 
-void NameTable::reserve(size_t n) {
+void NameTable::reserve(size_t n, std::span<Value* const> values) {
   size_t want = 16;
-  while (want < 2 * n) want *= 2;
-  if (want > slots_.size()) grow(want);
+  while (want * 3 < n * 4) want *= 2;
+  if (want > slots_.size()) grow(want, values);
 }
 
-void NameTable::grow(size_t min_slots) {
+void NameTable::grow(size_t min_slots, std::span<Value* const> values) {
   size_t n = 16;
   while (n < min_slots) n *= 2;
   std::vector<Slot> old = std::move(slots_);
   slots_.assign(n, Slot{});
   used_ = 0;
+  // Slots keep only the hash's high half, so each live name is hashed again for its new index
+  // (growth is rare: the parser reserves the table at its final size).
   for (const Slot& s : old) {
-    if (!s.value || s.value == tombstone()) continue;
-    for (size_t i = size_t(s.hash) & (n - 1);; i = (i + 1) & (n - 1)) {
-      if (!slots_[i].value) {
+    if (s.entry < kFirstId) continue;
+    const size_t mask = n - 1;
+    for (size_t i = size_t(hash(values[s.entry - kFirstId]->name)) & mask;; i = (i + 1) & mask) {
+      if (slots_[i].entry == kEmpty) {
         slots_[i] = s;
         ++used_;
         break;
@@ -139,7 +134,7 @@ Value* Graph::new_value(std::string_view name, TensorType&& type, ValueKind kind
   v->kind = kind;
   v->loc = loc;
   // The pool slot is not handed out again, so a refused value just stays unused (not in values_).
-  if (!by_name_.insert(v)) DT_THROW(ValueError) << "value %" << v->name << " is defined twice";
+  if (!by_name_.insert(v, values_)) DT_THROW(ValueError) << "value %" << v->name << " is defined twice";
   values_.push_back(v);
   return v;
 }
@@ -147,7 +142,7 @@ Value* Graph::new_value(std::string_view name, TensorType&& type, ValueKind kind
 std::string Graph::fresh_name() {
   while (true) {
     std::string s = std::to_string(next_auto_name_++);
-    if (!by_name_.find(s)) return s;
+    if (!by_name_.find(s, values_)) return s;
   }
 }
 
@@ -224,7 +219,7 @@ void Graph::erase(size_t pos) {
   DT_CHECK(pos < nodes_.size()) << pos << " >= " << nodes_.size();
   Node* n = nodes_[pos];
   for (Value* r : n->results) {
-    by_name_.erase(r->name);
+    by_name_.erase(r->name, values_);
     r->producer = nullptr;
   }
   nodes_.erase(nodes_.begin() + ptrdiff_t(pos));
@@ -258,7 +253,7 @@ void Graph::set_node_order(const std::vector<Node*>& order) {
   for (Node* dropped : nodes_) {
     if (!dropped) continue;
     for (Value* r : dropped->results) {
-      if (by_name_.find(r->name) == r) by_name_.erase(r->name);
+      if (by_name_.find(r->name, values_) == r) by_name_.erase(r->name, values_);
       r->producer = nullptr;
     }
     release(dropped);
@@ -268,13 +263,13 @@ void Graph::set_node_order(const std::vector<Node*>& order) {
 
 void Graph::rename(Value* v, const std::string& name) {
   if (v->name == name) return;
-  if (by_name_.find(name)) DT_THROW(ValueError) << "value %" << name << " is defined twice";
-  if (by_name_.find(v->name) == v) by_name_.erase(v->name);
+  if (by_name_.find(name, values_)) DT_THROW(ValueError) << "value %" << name << " is defined twice";
+  if (by_name_.find(v->name, values_) == v) by_name_.erase(v->name, values_);
   v->name = name;
-  by_name_.insert(v);
+  by_name_.insert(v, values_);
 }
 
-Value* Graph::find(std::string_view name) const { return by_name_.find(name); }
+Value* Graph::find(std::string_view name) const { return by_name_.find(name, values_); }
 
 const GroupDecl* Graph::find_group(std::string_view name) const {
   for (const GroupDecl& g : groups_)
@@ -290,7 +285,7 @@ int Graph::group_size(std::string_view name) const {
 void Graph::reserve(size_t nodes) {
   nodes_.reserve(nodes);
   values_.reserve(nodes + 16);
-  by_name_.reserve(nodes + 16);
+  by_name_.reserve(nodes + 16, values_);
 }
 
 Graph Graph::clone() const {
@@ -307,7 +302,7 @@ Graph Graph::clone() const {
     g.values_.push_back(c);
   }
   for (const Value* v : values_)
-    if (find(v->name) == v) g.by_name_.insert(g.values_[size_t(v->id)]);
+    if (find(v->name) == v) g.by_name_.insert(g.values_[size_t(v->id)], g.values_);
   auto map = [&](const Value* v) { return g.values_[size_t(v->id)]; };
   for (Value* v : inputs_) g.inputs_.push_back(map(v));
   for (Value* v : params_) g.params_.push_back(map(v));

@@ -352,8 +352,8 @@ class Parser {
         // At most 14 digits: v stays far below int64 overflow; longer runs take the token path.
         while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
         if (p == digits || p == end) return false;
-        if (v > kMaxDim || (v != 0 && numel > kMaxNumel / v)) return false;
-        numel *= v;
+        // numel * v > kMaxNumel, the token path's test, without its division.
+        if (v > kMaxDim || __builtin_mul_overflow(numel, v, &numel) || numel > kMaxNumel) return false;
         dims_.push_back(v);
         if (*p == ']') {
           ++p;
