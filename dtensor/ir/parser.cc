@@ -369,6 +369,43 @@ class Parser {
     return true;
   }
 
+  // Reads an operand list in its printed spelling, "(%a, %b)" (tok_ is its '('), straight from the
+  // text into operands_, and moves tok_ past the ')'. Returns false, having moved nothing, at
+  // anything else (other spacing, newlines, comments, undefined names): the token path then
+  // parses it or reports the error.
+  bool scan_operands_fast() {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (p < end && *p == ')') {
+      ++p;
+    } else {
+      while (true) {
+        if (p == end || *p != '%') return bail_operands();
+        const char* const name = ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        if (p == name || p == end) return bail_operands();
+        Value* v = g_->find(std::string_view(name, size_t(p - name)));
+        if (!v) return bail_operands();
+        operands_.push_back(v);
+        if (*p == ')') {
+          ++p;
+          break;
+        }
+        if (*p != ',') return bail_operands();
+        ++p;
+        if (p < end && *p == ' ') ++p;
+      }
+    }
+    pos_ = size_t(p - begin);
+    advance();
+    return true;
+  }
+  bool bail_operands() {
+    operands_.clear();
+    return false;
+  }
+
   // Parses a type into `t` (whose shape is replaced).
   void parse_type(TensorType& t) {
     Token dt = expect(Tok::ident, "a type like f32[8, 64]");
@@ -563,18 +600,21 @@ class Parser {
     std::optional<OpKind> op = find_op(op_tok.text);
     if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
-    expect(Tok::lparen, "'(' after the op name");
     operands_.clear();
-    if (!accept(Tok::rparen)) {
-      while (true) {
-        Token v = expect(Tok::value, "an operand like %x");
-        operands_.push_back(lookup(v));
-        if (accept(Tok::rparen)) break;
-        expect(Tok::comma, "',' or ')' after an operand");
+    if (!(tok_.kind == Tok::lparen && scan_operands_fast())) {
+      expect(Tok::lparen, "'(' after the op name");
+      if (!accept(Tok::rparen)) {
+        while (true) {
+          Token v = expect(Tok::value, "an operand like %x");
+          operands_.push_back(lookup(v));
+          if (accept(Tok::rparen)) break;
+          expect(Tok::comma, "',' or ')' after an operand");
+        }
       }
     }
     const int n = int(operands_.size());
-    if (n < def.min_operands() || (def.max_operands() >= 0 && n > def.max_operands())) {
+    const int max_operands = def.max_operands();
+    if (n < def.min_operands() || (max_operands >= 0 && n > max_operands)) {
       auto f = fail(op_tok);
       f << def.name() << " expects ";
       if (def.max_operands() < 0) f << "at least " << def.min_operands();
