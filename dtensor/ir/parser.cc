@@ -332,41 +332,82 @@ class Parser {
     return out;
   }
 
-  // Reads the dims of a shape in its printed spelling, "[8, 256]" (tok_ is its '['), straight from
-  // the text into dims_, and moves tok_ past the ']'. Returns false, having moved nothing, at
-  // anything else (signs, other spacing, newlines, comments, out-of-range sizes): the token path
-  // then parses it or reports the error. Types are two of every three lines, and this skips the
-  // five tokens of each.
-  bool scan_dims_fast() {
-    const char* const begin = src_.data();
-    const char* const end = begin + src_.size();
-    const char* p = begin + pos_;
+  // Reads the dims of a shape in its printed spelling, "8, 256]" (p is just after the '['),
+  // into dims_ and moves p past the ']'. Returns false at anything else (signs, other spacing,
+  // newlines, comments, out-of-range sizes): the token path then parses it or reports the error.
+  bool scan_dims(const char*& p, const char* end) {
     dims_.clear();
     int64_t numel = 1;
     if (p < end && *p == ']') {
       ++p;
-    } else {
-      while (true) {
-        const char* const digits = p;
-        int64_t v = 0;
-        // At most 14 digits: v stays far below int64 overflow; longer runs take the token path.
-        while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
-        if (p == digits || p == end) return false;
-        // numel * v > kMaxNumel, the token path's test, without its division.
-        if (v > kMaxDim || __builtin_mul_overflow(numel, v, &numel) || numel > kMaxNumel) return false;
-        dims_.push_back(v);
-        if (*p == ']') {
-          ++p;
-          break;
-        }
-        if (*p != ',') return false;
-        ++p;
-        if (p < end && *p == ' ') ++p;
-      }
+      return true;
     }
+    while (true) {
+      const char* const digits = p;
+      int64_t v = 0;
+      // At most 14 digits: v stays far below int64 overflow; longer runs take the token path.
+      while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
+      if (p == digits || p == end) return false;
+      // numel * v > kMaxNumel, the token path's test, without its division.
+      if (v > kMaxDim || __builtin_mul_overflow(numel, v, &numel) || numel > kMaxNumel) return false;
+      dims_.push_back(v);
+      if (*p == ']') {
+        ++p;
+        return true;
+      }
+      if (*p != ',') return false;
+      ++p;
+      if (p < end && *p == ' ') ++p;
+    }
+  }
+
+  // Reads a type in its printed spelling, " f32[8, 256]", straight from the text into `t` (tok_
+  // is the ':' or ',' before it), sets `loc` to the dtype's location and moves tok_ past the ']'.
+  // Returns false, having moved nothing, at anything else: the token path then parses it or
+  // reports the error. Types are on two of every three lines, and this skips the seven tokens of
+  // ": f32[8, 256]".
+  bool scan_type_fast(TensorType& t, SourceLoc& loc) {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (p < end && *p == ' ') ++p;
+    const char* const name = p;
+    while (p < end && kNameChar[uint8_t(*p)]) ++p;
+    if (p == name || p == end || *p != '[' || !is_ident_start(*name)) return false;
+    const std::optional<DType> dtype = printed_dtype(std::string_view(name, size_t(p - name)));
+    if (!dtype) return false;
+    ++p;
+    if (!scan_dims(p, end)) return false;
+    t.dtype = *dtype;
+    t.shape.assign(dims_.begin(), dims_.end());
+    loc = {line_, int(size_t(name - begin) - line_start_) + 1};
     pos_ = size_t(p - begin);
     advance();
     return true;
+  }
+
+  // Returns the dtype printed as `name` (dtype_name's spelling), or nullopt for anything else,
+  // including the aliases parse_dtype accepts (the token path reads those).
+  // Names are compared as the integers of their (at most 4) bytes, without a memcmp call.
+  static std::optional<DType> printed_dtype(std::string_view name) {
+    auto code = [](std::string_view n) {
+      uint32_t c = 0;
+      std::memcpy(&c, n.data(), std::min<size_t>(n.size(), 4));
+      return c;
+    };
+    static const std::array<uint32_t, kNumDTypes> codes = [&] {
+      std::array<uint32_t, kNumDTypes> c{};
+      for (int i = 0; i < kNumDTypes; ++i) {
+        DT_CHECK(dtype_name(DType(i)).size() <= 4) << "dtype name longer than 4 bytes: " << dtype_name(DType(i));
+        c[size_t(i)] = code(dtype_name(DType(i)));
+      }
+      return c;
+    }();
+    if (name.size() > 4) return std::nullopt;
+    const uint32_t c = code(name);
+    for (int i = 0; i < kNumDTypes; ++i)
+      if (codes[size_t(i)] == c) return DType(i);
+    return std::nullopt;
   }
 
   // Reads an operand list in its printed spelling, "(%a, %b)" (tok_ is its '('), straight from the
@@ -414,9 +455,14 @@ class Parser {
     } catch (const ValueError&) {
       fail(dt) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
     }
-    if (tok_.kind == Tok::lbrack && scan_dims_fast()) {
-      t.shape.assign(dims_.begin(), dims_.end());
-      return;
+    if (tok_.kind == Tok::lbrack) {
+      const char* p = src_.data() + pos_;
+      if (scan_dims(p, src_.data() + src_.size())) {
+        t.shape.assign(dims_.begin(), dims_.end());
+        pos_ = size_t(p - src_.data());
+        advance();
+        return;
+      }
     }
     expect(Tok::lbrack, "'[' after the dtype");
     int64_t numel = 1;
@@ -477,9 +523,13 @@ class Parser {
     const bool is_input = tok_.text == "input";
     advance();
     Token v = expect(Tok::value, "a value name like %x");
-    expect(Tok::colon, "':' before the type");
+    if (tok_.kind != Tok::colon) fail_expected("':' before the type");
     TensorType t;
-    parse_type(t);
+    SourceLoc type_loc;
+    if (!scan_type_fast(t, type_loc)) {
+      advance();
+      parse_type(t);
+    }
     // The graph refuses duplicate names; checking through it saves a lookup per line.
     try {
       if (is_input) g_->add_input(v.text, std::move(t), {v.line, v.col});
@@ -586,17 +636,40 @@ class Parser {
     return {};
   }
 
+  // Reads " = linear(" after a single result name in its printed spelling (tok_ is the result's
+  // value token), straight from the text: records the result, sets `op_tok` and leaves tok_ at the
+  // '('. Returns false, having moved nothing, at anything else.
+  bool scan_header_fast(Token& op_tok) {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (end - p < 4 || p[0] != ' ' || p[1] != '=' || p[2] != ' ' || !is_ident_start(p[3])) return false;
+    const char* const name = p + 3;
+    p = name + 1;
+    while (p < end && kNameChar[uint8_t(*p)]) ++p;
+    if (p == end || *p != '(') return false;
+    results_.push_back(tok_);
+    op_tok = Token{Tok::ident, std::string_view(name, size_t(p - name)), line_,
+                   int(size_t(name - begin) - line_start_) + 1};
+    tok_ = Token{Tok::lparen, std::string_view(p, 1), line_, op_tok.col + int(op_tok.text.size())};
+    pos_ = size_t(p + 1 - begin);
+    return true;
+  }
+
   void parse_node() {
     results_.clear();
-    while (true) {
-      Token r = expect(Tok::value, "a result name");
-      for (const Token& prev : results_)
-        if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
-      results_.push_back(r);
-      if (!accept(Tok::comma)) break;
+    Token op_tok;
+    if (!(tok_.kind == Tok::value && scan_header_fast(op_tok))) {
+      while (true) {
+        Token r = expect(Tok::value, "a result name");
+        for (const Token& prev : results_)
+          if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
+        results_.push_back(r);
+        if (!accept(Tok::comma)) break;
+      }
+      expect(Tok::equal, "'=' after the result names");
+      op_tok = expect(Tok::ident, "an op name");
     }
-    expect(Tok::equal, "'=' after the result names");
-    Token op_tok = expect(Tok::ident, "an op name");
     std::optional<OpKind> op = find_op(op_tok.text);
     if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
@@ -652,14 +725,20 @@ class Parser {
       if (!def.attrs[i].default_value) fail(op_tok) << def.name() << " needs attribute " << def.attrs[i].name;
       attrs[i] = *def.attrs[i].default_value;
     }
-    expect(Tok::colon, "':' before the result types");
+    if (tok_.kind != Tok::colon) fail_expected("':' before the result types");
     // types_ keeps its capacity; append moves each shape out of it into the result value.
     types_.clear();
     type_locs_.clear();
     while (true) {
-      type_locs_.push_back({tok_.line, tok_.col});
-      parse_type(types_.emplace_back());
-      if (!accept(Tok::comma)) break;
+      // tok_ is the ':' or ',' before a type.
+      TensorType& t = types_.emplace_back();
+      SourceLoc& loc = type_locs_.emplace_back();
+      if (!scan_type_fast(t, loc)) {
+        advance();
+        loc = {tok_.line, tok_.col};
+        parse_type(t);
+      }
+      if (tok_.kind != Tok::comma) break;
     }
     if (types_.size() != results_.size())
       fail(type_locs_.back().line, type_locs_.back().col)
