@@ -55,9 +55,9 @@ uint64_t NameTable::hash(std::string_view s) {
 const NameTable::Slot* NameTable::lookup(std::string_view name, std::span<Value* const> values) const {
   if (slots_.empty()) return nullptr;
   const uint64_t h = hash(name);
-  const uint32_t tag = uint32_t(h >> 32);
+  const uint32_t tag = uint32_t(h);
   const size_t mask = slots_.size() - 1;
-  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+  for (size_t i = tag & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.entry == kEmpty) return nullptr;
     if (s.tag == tag && s.entry != kErased && values[s.entry - kFirstId]->name == name) return &s;
@@ -70,12 +70,12 @@ Value* NameTable::find(std::string_view name, std::span<Value* const> values) co
 }
 
 bool NameTable::insert(const Value* v, std::span<Value* const> values) {
-  if ((used_ + 1) * 4 > slots_.size() * 3) grow(std::max<size_t>(16, slots_.size() * 2), values);
+  if ((used_ + 1) * 4 > slots_.size() * 3) grow(std::max<size_t>(16, slots_.size() * 2));
   const uint64_t h = hash(v->name);
-  const uint32_t tag = uint32_t(h >> 32);
+  const uint32_t tag = uint32_t(h);
   const size_t mask = slots_.size() - 1;
   Slot* reuse = nullptr;
-  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+  for (size_t i = tag & mask;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
     if (s.entry == kEmpty) {
       if (!reuse) {
@@ -98,24 +98,25 @@ void NameTable::erase(std::string_view name, std::span<Value* const> values) {
   if (const Slot* s = lookup(name, values)) const_cast<Slot*>(s)->entry = kErased;
 }
 
-void NameTable::reserve(size_t n, std::span<Value* const> values) {
+void NameTable::reserve(size_t n) {
   size_t want = 16;
   while (want * 3 < n * 4) want *= 2;
-  if (want > slots_.size()) grow(want, values);
+  if (want > slots_.size()) grow(want);
 }
 
-void NameTable::grow(size_t min_slots, std::span<Value* const> values) {
+void NameTable::grow(size_t min_slots) {
   size_t n = 16;
   while (n < min_slots) n *= 2;
+  DT_CHECK(n <= (size_t(1) << 32)) << "name table of " << n << " slots";
   std::vector<Slot> old = std::move(slots_);
   slots_.assign(n, Slot{});
   used_ = 0;
-  // Slots keep only the hash's high half, so each live name is hashed again for its new index
-  // (growth is rare: the parser reserves the table at its final size).
+  // The tag is the hash's low half, which holds the slot index of any table up to 2^32 slots:
+  // growing needs no names.
   for (const Slot& s : old) {
     if (s.entry < kFirstId) continue;
     const size_t mask = n - 1;
-    for (size_t i = size_t(hash(values[s.entry - kFirstId]->name)) & mask;; i = (i + 1) & mask) {
+    for (size_t i = s.tag & mask;; i = (i + 1) & mask) {
       if (slots_[i].entry == kEmpty) {
         slots_[i] = s;
         ++used_;
@@ -285,7 +286,7 @@ int Graph::group_size(std::string_view name) const {
 void Graph::reserve(size_t nodes) {
   nodes_.reserve(nodes);
   values_.reserve(nodes + 16);
-  by_name_.reserve(nodes + 16, values_);
+  by_name_.reserve(nodes + 16);
 }
 
 Graph Graph::clone() const {

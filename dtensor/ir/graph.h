@@ -87,7 +87,8 @@ struct GroupDecl {
 };
 
 // Maps value names to values: open addressing with linear probing over 8-byte slots that hold
-// 32 bits of the name's hash and the value's id, the keys being the values' own names (so every
+// the low 32 bits of the name's hash (the slot index's bits, so growing needs no rehash) and the
+// value's id, the keys being the values' own names (so every
 // call takes the graph's values(), which the ids index). The parser does several lookups per node,
 // and the table is touched all over, so its size matters as much as its probe count: 8-byte slots
 // at up to 3/4 load are a quarter of the (hash, Value*) table at 1/2 load this replaced.
@@ -98,11 +99,11 @@ class NameTable {
   // Returns false (and changes nothing) when the name is already present.
   bool insert(const Value* v, std::span<Value* const> values);
   void erase(std::string_view name, std::span<Value* const> values);
-  void reserve(size_t n, std::span<Value* const> values);
+  void reserve(size_t n);
 
  private:
   struct Slot {
-    uint32_t tag = 0;    // high half of the name's hash
+    uint32_t tag = 0;    // low half of the name's hash
     uint32_t entry = 0;  // kEmpty, kErased, or value id + kFirstId
   };
   static constexpr uint32_t kEmpty = 0;
@@ -111,7 +112,7 @@ class NameTable {
   static uint64_t hash(std::string_view s);
   // Returns the slot holding `name`, or nullptr.
   const Slot* lookup(std::string_view name, std::span<Value* const> values) const;
-  void grow(size_t min_slots, std::span<Value* const> values);
+  void grow(size_t min_slots);
 
   std::vector<Slot> slots_;  // size is 0 or a power of two
   size_t used_ = 0;          // live entries + erased markers
