@@ -4,8 +4,9 @@
 // whose name is its key in the weights file, e.g. `layers.0.fc1.weight`) or as a result of a node.
 // Every value carries its static type (dtype + shape). Nodes reference an op of the registry
 // (op_registry.h), operand values, attributes aligned with the op's schema (defaults filled in) and
-// their result values. Values and nodes are heap-allocated and owned by the graph, so pointers to
-// them stay valid while the graph is edited (insert, erase, replace uses).
+// their result values. Values and nodes live in arenas owned by the graph (stable_pool.h), so
+// pointers to them stay valid while the graph is edited (insert, erase, replace uses) and while
+// the graph is moved; erased nodes keep their memory until the graph is destroyed.
 //
 // Invariants checked by verify() (verifier.h), not by every edit: operands are defined before use,
 // result types agree with the op's inference, every collective result has exactly one wait_tensor
@@ -13,7 +14,7 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "dtensor/core/shape.h"
 #include "dtensor/ir/attr.h"
 #include "dtensor/ir/op_kind.h"
+#include "dtensor/ir/stable_pool.h"
 
 namespace dt::ir {
 
@@ -46,14 +48,16 @@ struct Node;
 
 enum class ValueKind : uint8_t { input, param, result };
 
+// Members ordered to keep padding out (96 bytes with libstdc++): a parsed graph has about two
+// values per node, and their memory is most of a parse's page faults.
 struct Value {
   int id = 0;  // dense index into Graph::values(), stable for the graph's life
+  int result_index = 0;
   std::string name;
   TensorType type;
-  ValueKind kind = ValueKind::result;
   Node* producer = nullptr;  // set for results
-  int result_index = 0;
   SourceLoc loc;
+  ValueKind kind = ValueKind::result;
 };
 
 struct Node {
@@ -83,28 +87,47 @@ struct GroupDecl {
   SourceLoc loc;
 };
 
-// Maps value names to values: open addressing with linear probing over (hash, Value*) slots, the
-// keys being the values' own names (values are heap-allocated, so they never move). The parser
-// does several lookups per node, so this is on the hot path of parsing.
+// Maps value names to values: open addressing with linear probing over 8-byte slots that hold
+// the low 32 bits of the name's hash (the bits of the slot index, so growing needs no rehash) and
+// the value's id. The keys are the values' own names, so every call takes the graph's values(),
+// which the ids index. The parser does several lookups per node and touches the table all over,
+// so its size matters as much as its probe count: 8-byte slots at up to 3/4 load are a quarter
+// of the (hash, Value*) table at 1/2 load this replaced.
 class NameTable {
  public:
-  Value* find(std::string_view name) const;
+  Value* find(std::string_view name, std::span<Value* const> values) const;
+  // Inserts `v`, whose id indexes `values` (or is values.size(): the value about to be added).
   // Returns false (and changes nothing) when the name is already present.
-  bool insert(Value* v);
-  void erase(std::string_view name);
+  bool insert(const Value* v, std::span<Value* const> values);
+  void erase(std::string_view name, std::span<Value* const> values);
   void reserve(size_t n);
 
  private:
   struct Slot {
-    uint64_t hash = 0;
-    Value* value = nullptr;  // nullptr: empty; tombstone(): erased
+    uint32_t tag = 0;    // low half of the name's hash
+    uint32_t entry = 0;  // kEmpty, kErased, or value id + kFirstId
   };
-  static Value* tombstone();
+  static constexpr uint32_t kEmpty = 0;
+  static constexpr uint32_t kErased = 1;
+  static constexpr uint32_t kFirstId = 2;
   static uint64_t hash(std::string_view s);
+  // Returns the slot holding `name`, or nullptr.
+  const Slot* lookup(std::string_view name, std::span<Value* const> values) const;
   void grow(size_t min_slots);
 
   std::vector<Slot> slots_;  // size is 0 or a power of two
-  size_t used_ = 0;          // live entries + tombstones
+  size_t used_ = 0;          // live entries + erased markers
+};
+
+// The parts of a node to append, viewing the caller's storage: the parser appends from its
+// scratch vectors without building per-node temporaries.
+struct NodeParts {
+  OpKind op = OpKind::count;
+  std::span<Value* const> operands;
+  std::vector<Attr> attrs;                         // complete, in schema order
+  std::span<TensorType> result_types;              // moved from
+  std::span<const std::string_view> result_names;  // empty, or one per result ("" for a fresh name)
+  SourceLoc loc;
 };
 
 class Graph {
@@ -122,8 +145,8 @@ class Graph {
   void set_source(std::string source) { source_ = std::move(source); }
 
   // Signature. Names must be unique among all values (ValueError otherwise).
-  Value* add_input(const std::string& name, TensorType type, SourceLoc loc = {});
-  Value* add_param(const std::string& name, TensorType type, SourceLoc loc = {});
+  Value* add_input(std::string_view name, TensorType type, SourceLoc loc = {});
+  Value* add_param(std::string_view name, TensorType type, SourceLoc loc = {});
   void add_group(const std::string& name, std::vector<int> ranks, SourceLoc loc = {});
 
   // Appends a node whose results have the given types. Empty names get fresh numeric names
@@ -132,6 +155,8 @@ class Graph {
   Node* append(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
                std::vector<TensorType> result_types, std::vector<std::string> result_names = {},
                SourceLoc loc = {});
+  // Same, from views (no temporaries needed; the result types are moved from).
+  Node* append(NodeParts parts);
   // Same, inserting before position `pos` of nodes().
   Node* insert(size_t pos, OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
                std::vector<TensorType> result_types, std::vector<std::string> result_names = {});
@@ -140,7 +165,7 @@ class Graph {
   // Makes every operand and output that reads `from` read `to` instead.
   void replace_all_uses(Value* from, Value* to);
   // Replaces nodes() by `order`, a permutation of a subset of the current nodes; nodes left out
-  // are destroyed and their results' names freed (their values stay in values(), unnamed). For
+  // are dropped and their results' names freed (their values stay in values(), unnamed). For
   // passes that reorder in one sweep: insert/erase are O(n) each.
   void set_node_order(const std::vector<Node*>& order);
   // Renames value `v` (ValueError when `name` is taken by another value).
@@ -150,11 +175,11 @@ class Graph {
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& params() const { return params_; }
-  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  const std::vector<Node*>& nodes() const { return nodes_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   const std::vector<GroupDecl>& groups() const { return groups_; }
   // Every value ever created, indexed by Value::id (erased nodes leave theirs unused).
-  const std::vector<std::unique_ptr<Value>>& values() const { return values_; }
+  const std::vector<Value*>& values() const { return values_; }
   size_t num_values() const { return values_.size(); }
 
   Value* find(std::string_view name) const;
@@ -168,10 +193,14 @@ class Graph {
   Graph clone() const;
 
  private:
-  Value* new_value(std::string name, TensorType type, ValueKind kind, SourceLoc loc);
-  std::unique_ptr<Node> make_node(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
-                                  std::vector<TensorType> result_types, std::vector<std::string> result_names,
-                                  SourceLoc loc);
+  // Creates a value named `name` (a fresh name when empty); ValueError when the name is taken.
+  Value* new_value(std::string_view name, TensorType&& type, ValueKind kind, SourceLoc loc);
+  Node* make_node(OpKind op, std::vector<Value*> operands, std::vector<Attr> attrs,
+                  std::vector<TensorType> result_types, std::vector<std::string> result_names, SourceLoc loc);
+  // Appends a result value of the given name and type to `n`.
+  void add_result(Node* n, std::string_view name, TensorType&& type);
+  // Frees the vectors of a node taken out of nodes() (its pool slot stays until the graph dies).
+  void release(Node* n);
   std::string fresh_name();
 
   std::string name_;
@@ -179,9 +208,11 @@ class Graph {
   std::vector<GroupDecl> groups_;
   std::vector<Value*> inputs_;
   std::vector<Value*> params_;
-  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Node*> nodes_;
   std::vector<Value*> outputs_;
-  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<Value*> values_;
+  StablePool<Node> node_pool_;
+  StablePool<Value> value_pool_;
   NameTable by_name_;
   int64_t next_auto_name_ = 0;
 };

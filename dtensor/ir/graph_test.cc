@@ -57,7 +57,7 @@ TEST(Builder, RecordsNodesWithInferredTypes) {
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[2]->type.shape, (Shape{8, 56}));
   EXPECT_EQ(g.nodes()[0]->op, OpKind::linear);
-  EXPECT_EQ(h->producer, g.nodes()[1].get());
+  EXPECT_EQ(h->producer, g.nodes()[1]);
   EXPECT_EQ(g.find("fc.weight"), w);
   EXPECT_NO_THROW(verify(g));
 }
@@ -104,12 +104,120 @@ TEST(Graph, EditsKeepPointersValid) {
   EXPECT_NO_THROW(verify(g));
 }
 
+// Returns "v<i>" (appended, not "v" + to_string: GCC 12 gives a false -Wrestrict for that).
+std::string vname(int i) {
+  std::string s(1, 'v');
+  s.append(std::to_string(i));
+  return s;
+}
+
+// Nodes and values live in the graph's arenas: thousands of appends (several arena chunks, no
+// reserve), inserts, erases, a reorder and moving the graph must leave every pointer handed out
+// valid and pointing at the same node or value.
+TEST(Graph, ArenaKeepsPointersStableAcrossAppendsEditsAndMoves) {
+  Graph g("t");
+  Value* x = g.add_input("x", TensorType{DType::f32, {4}});
+  std::vector<Node*> nodes;
+  std::vector<Value*> results;
+  Value* prev = x;
+  for (int i = 0; i < 5000; ++i) {
+    Node* n = nullptr;
+    if (i % 2 == 0) {
+      n = g.append(OpKind::relu, {prev}, {}, {prev->type}, {vname(i)});
+    } else {
+      std::vector<TensorType> types{prev->type};
+      const std::string name = vname(i);
+      const std::string_view names[] = {name};
+      Value* const operands[] = {prev};
+      n = g.append(NodeParts{.op = OpKind::relu,
+                             .operands = operands,
+                             .attrs = {},
+                             .result_types = types,
+                             .result_names = names,
+                             .loc = {}});
+    }
+    nodes.push_back(n);
+    results.push_back(n->result());
+    prev = n->result();
+  }
+  // Insert a node at the front of the chain and erase another one in the middle.
+  Node* head = g.insert(0, OpKind::gelu, {x}, complete_attrs(OpKind::gelu, {}), {x->type}, {"head"});
+  nodes[0]->operands[0] = head->result();
+  g.replace_all_uses(results[2500], results[2499]);
+  g.erase(2501);  // nodes()[2501] is nodes[2500]: the insert shifted every index by one
+  EXPECT_EQ(g.find("v2500"), nullptr);
+  g.set_outputs({prev});
+  EXPECT_NO_THROW(verify(g));
+
+  Graph moved(std::move(g));
+  ASSERT_EQ(moved.nodes().size(), 5000u);
+  EXPECT_EQ(moved.nodes()[0], head);
+  for (int i = 0; i < 5000; ++i) {
+    if (i == 2500) continue;
+    const size_t pos = size_t(i) + (i < 2500 ? 1 : 0);
+    ASSERT_EQ(moved.nodes()[pos], nodes[size_t(i)]) << i;
+    EXPECT_EQ(nodes[size_t(i)]->result(), results[size_t(i)]);
+    EXPECT_EQ(results[size_t(i)]->producer, nodes[size_t(i)]);
+    EXPECT_EQ(results[size_t(i)]->name, vname(i));
+    EXPECT_EQ(moved.find(results[size_t(i)]->name), results[size_t(i)]);
+    EXPECT_EQ(moved.values()[size_t(results[size_t(i)]->id)], results[size_t(i)]);
+  }
+  EXPECT_NO_THROW(verify(moved));
+
+  // Reordering keeps the kept nodes' addresses and frees the dropped ones' names.
+  std::vector<Node*> order(moved.nodes().begin(), moved.nodes().end() - 1);
+  moved.set_outputs({order.back()->result()});
+  moved.set_node_order(order);
+  EXPECT_EQ(moved.nodes().back(), nodes[4998]);
+  EXPECT_EQ(moved.find("v4999"), nullptr);
+  EXPECT_EQ(moved.find("v4998"), results[4998]);
+  EXPECT_NO_THROW(verify(moved));
+  // Names freed by erase and reorder can be defined again.
+  Node* again = moved.append(OpKind::relu, {results[4998]}, {}, {x->type}, {"v4999"});
+  EXPECT_EQ(moved.find("v4999"), again->result());
+}
+
+TEST(Graph, AppendFromPartsNamesResultsAndRefusesTakenNames) {
+  Graph g("t");
+  Value* x = g.add_input("x", TensorType{DType::f32, {8, 6}});
+  std::vector<TensorType> types{TensorType{DType::f32, {8, 3}}, TensorType{DType::f32, {8, 3}}};
+  const std::string_view names[] = {"a", ""};  // "" takes a fresh numeric name
+  Value* const operands[] = {x};
+  Node* n = g.append(NodeParts{.op = OpKind::split,
+                               .operands = operands,
+                               .attrs = complete_attrs(OpKind::split, {{"split_size", int64_t(3)}, {"dim", int64_t(1)}}),
+                               .result_types = types,
+                               .result_names = names,
+                               .loc = {3, 5}});
+  ASSERT_EQ(n->results.size(), 2u);
+  EXPECT_EQ(n->result(0)->name, "a");
+  EXPECT_EQ(n->result(1)->name, "0");
+  EXPECT_EQ(n->result(1)->type.shape, (Shape{8, 3}));
+  EXPECT_EQ(n->result(1)->result_index, 1);
+  EXPECT_EQ(n->result(0)->loc.line, 3);
+  EXPECT_EQ(n->operands, (std::vector<Value*>{x}));
+  g.set_outputs({n->result(0), n->result(1)});
+  EXPECT_NO_THROW(verify(g));
+  // A taken name throws and leaves the node list as it was.
+  std::vector<TensorType> one{TensorType{DType::f32, {8, 6}}};
+  const std::string_view taken[] = {"a"};
+  EXPECT_THROW(g.append(NodeParts{.op = OpKind::relu,
+                                  .operands = operands,
+                                  .attrs = {},
+                                  .result_types = one,
+                                  .result_names = taken,
+                                  .loc = {}}),
+               ValueError);
+  EXPECT_EQ(g.nodes().size(), 1u);
+  EXPECT_NO_THROW(verify(g));
+}
+
 TEST(Graph, CloneIsIndependentAndPrintsTheSame) {
   Graph g = build_mlp({.hidden = 16, .layers = 3, .batch = 4});
   Graph c = g.clone();
   EXPECT_EQ(print(c), print(g));
   EXPECT_NO_THROW(verify(c));
-  EXPECT_NE(c.nodes()[0].get(), g.nodes()[0].get());
+  EXPECT_NE(c.nodes()[0], g.nodes()[0]);
   EXPECT_EQ(c.nodes()[0]->operands[0], c.inputs()[0]);
 }
 

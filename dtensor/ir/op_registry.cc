@@ -1,20 +1,41 @@
 #include "dtensor/ir/op_registry.h"
 
-#include <unordered_map>
+#include <array>
+#include <cstdint>
 
 #include "dtensor/core/error.h"
 
 namespace dt::ir {
 
+namespace {
+
+// Op names are looked up once per parsed line: a 256-slot open-addressing table hashed on the
+// length and three characters costs a fraction of std::hash over the whole name.
+constexpr size_t kOpSlots = 256;
+static_assert(kNumOps < kOpSlots / 2, "op name table too full");
+
+size_t op_slot(std::string_view s) {
+  return (s.size() * 31 + uint8_t(s.front()) * 7 + uint8_t(s[s.size() / 2]) * 13 + uint8_t(s.back())) &
+         (kOpSlots - 1);
+}
+
+}  // namespace
+
 std::optional<OpKind> find_op(std::string_view name) {
-  static const std::unordered_map<std::string_view, OpKind> by_name = [] {
-    std::unordered_map<std::string_view, OpKind> m;
-    for (size_t i = 0; i < kNumOps; ++i) m.emplace(kOpNames[i], OpKind(i));
-    return m;
+  static const std::array<int16_t, kOpSlots> slots = [] {
+    std::array<int16_t, kOpSlots> t;
+    t.fill(-1);
+    for (size_t i = 0; i < kNumOps; ++i) {
+      size_t k = op_slot(kOpNames[i]);
+      while (t[k] >= 0) k = (k + 1) & (kOpSlots - 1);
+      t[k] = int16_t(i);
+    }
+    return t;
   }();
-  auto it = by_name.find(name);
-  if (it == by_name.end()) return std::nullopt;
-  return it->second;
+  if (name.empty()) return std::nullopt;
+  for (size_t k = op_slot(name); slots[k] >= 0; k = (k + 1) & (kOpSlots - 1))
+    if (kOpNames[size_t(slots[k])] == name) return OpKind(slots[k]);
+  return std::nullopt;
 }
 
 int OpDef::min_operands() const {

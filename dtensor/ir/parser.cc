@@ -72,6 +72,36 @@ constexpr auto kNameChar = [] {
   return t;
 }();
 
+// What a token starting with a given character is.
+enum class CharClass : uint8_t { other, punct, value, ident, number, quote };
+constexpr auto kCharClass = [] {
+  std::array<CharClass, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    const char ch = char(c);
+    if (is_ident_start(ch)) t[size_t(c)] = CharClass::ident;
+    else if (is_digit(ch) || ch == '-' || ch == '+') t[size_t(c)] = CharClass::number;
+  }
+  for (char ch : std::string_view("{}()[],:=")) t[uint8_t(ch)] = CharClass::punct;
+  t[uint8_t('%')] = CharClass::value;
+  t[uint8_t('"')] = CharClass::quote;
+  return t;
+}();
+// The token kind of each single-character punctuation.
+constexpr auto kPunctTok = [] {
+  std::array<Tok, 256> t{};
+  t.fill(Tok::eof);
+  t[uint8_t('{')] = Tok::lbrace;
+  t[uint8_t('}')] = Tok::rbrace;
+  t[uint8_t('(')] = Tok::lparen;
+  t[uint8_t(')')] = Tok::rparen;
+  t[uint8_t('[')] = Tok::lbrack;
+  t[uint8_t(']')] = Tok::rbrack;
+  t[uint8_t(',')] = Tok::comma;
+  t[uint8_t(':')] = Tok::colon;
+  t[uint8_t('=')] = Tok::equal;
+  return t;
+}();
+
 class Parser {
  public:
   Parser(std::string_view text, const std::string& filename) : src_(text), file_(filename) {}
@@ -137,12 +167,14 @@ class Parser {
   }
 
   // ---- lexer ----
-  // Scans with local pointers: stores to the member pos_ inside the loops would be reloaded on
-  // every character (char loads may alias it), which made the lexer the hottest function.
-  void skip_space() {
+  // Scans with local pointers: stores to the members (pos_, tok_) inside the loops would be
+  // reloaded on every character (char loads may alias them), which made the lexer the hottest
+  // function. Each character's class comes from one table lookup (kCharClass).
+  void advance() {
     const char* const begin = src_.data();
     const char* const end = begin + src_.size();
     const char* p = begin + pos_;
+    // Whitespace and comments.
     while (p < end) {
       const char c = *p;
       if (c == ' ') {
@@ -159,99 +191,85 @@ class Parser {
         break;
       }
     }
-    pos_ = size_t(p - begin);
-  }
-
-  // Returns the end of the run of name characters starting at `from`.
-  size_t scan_name(size_t from) const {
-    const char* const begin = src_.data();
-    const char* const end = begin + src_.size();
-    const char* p = begin + from;
-    while (p < end && kNameChar[uint8_t(*p)]) ++p;
-    return size_t(p - begin);
-  }
-
-  void advance() {
-    skip_space();
     tok_.line = line_;
-    tok_.col = int(pos_ - line_start_) + 1;
-    if (pos_ >= src_.size()) {
+    tok_.col = int(size_t(p - begin) - line_start_) + 1;
+    if (p == end) {
+      pos_ = size_t(p - begin);
       tok_.kind = Tok::eof;
       tok_.text = {};
       return;
     }
-    const size_t start = pos_;
-    const char c = src_[pos_];
-    auto single = [&](Tok k) {
-      ++pos_;
-      tok_.kind = k;
-      tok_.text = src_.substr(start, 1);
-    };
-    switch (c) {
-      case '{': return single(Tok::lbrace);
-      case '}': return single(Tok::rbrace);
-      case '(': return single(Tok::lparen);
-      case ')': return single(Tok::rparen);
-      case '[': return single(Tok::lbrack);
-      case ']': return single(Tok::rbrack);
-      case ',': return single(Tok::comma);
-      case ':': return single(Tok::colon);
-      case '=': return single(Tok::equal);
-      default: break;
-    }
-    if (c == '%') {
-      pos_ = scan_name(pos_ + 1);
-      if (pos_ == start + 1) fail_here("expected a value name after '%'");
-      tok_.kind = Tok::value;
-      tok_.text = src_.substr(start + 1, pos_ - start - 1);
-      return;
-    }
-    if (is_ident_start(c)) {
-      pos_ = scan_name(pos_);
-      tok_.kind = Tok::ident;
-      tok_.text = src_.substr(start, pos_ - start);
-      return;
-    }
-    if (is_digit(c) || c == '-' || c == '+') {
-      ++pos_;
-      if (c != '+' && c != '-' ) {
-      } else if (src_.substr(pos_, 3) == "inf") {
-        pos_ += 3;
-        tok_.kind = Tok::number;
-        tok_.text = src_.substr(start, pos_ - start);
-        return;
-      } else if (pos_ >= src_.size() || !is_digit(src_[pos_])) {
-        fail_here("expected a digit after '", std::string_view(&c, 1), "'");
-      }
-      while (pos_ < src_.size()) {
-        char d = src_[pos_];
-        if (is_digit(d) || d == '.') {
-          ++pos_;
-        } else if ((d == 'e' || d == 'E')) {
-          ++pos_;
-          if (pos_ < src_.size() && (src_[pos_] == '-' || src_[pos_] == '+')) ++pos_;
-        } else {
-          break;
+    const char* const start = p;
+    const char c = *p;
+    const CharClass cls = kCharClass[uint8_t(c)];
+    switch (cls) {
+      case CharClass::punct:
+        tok_.kind = kPunctTok[uint8_t(c)];
+        ++p;
+        break;
+      case CharClass::value:
+        ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        if (p == start + 1) {
+          pos_ = size_t(start - begin);
+          fail_here("expected a value name after '%'");
         }
-      }
-      tok_.kind = Tok::number;
-      tok_.text = src_.substr(start, pos_ - start);
-      return;
+        tok_.kind = Tok::value;
+        tok_.text = std::string_view(start + 1, size_t(p - start - 1));
+        pos_ = size_t(p - begin);
+        return;
+      case CharClass::ident:
+        ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        tok_.kind = Tok::ident;
+        break;
+      case CharClass::number:
+        ++p;
+        if (c == '+' || c == '-') {
+          if (end - p >= 3 && std::string_view(p, 3) == "inf") {
+            p += 3;
+            tok_.kind = Tok::number;
+            break;
+          }
+          if (p == end || !is_digit(*p)) {
+            pos_ = size_t(p - begin);
+            fail_here("expected a digit after '", std::string_view(&c, 1), "'");
+          }
+        }
+        while (p < end) {
+          const char d = *p;
+          if (is_digit(d) || d == '.') {
+            ++p;
+          } else if (d == 'e' || d == 'E') {
+            ++p;
+            if (p < end && (*p == '-' || *p == '+')) ++p;
+          } else {
+            break;
+          }
+        }
+        tok_.kind = Tok::number;
+        break;
+      case CharClass::quote:
+        ++p;
+        while (p < end && *p != '"') {
+          if (*p == '\n') break;
+          if (*p == '\\' && p + 1 < end) ++p;  // an escaped character, never past the end
+          ++p;
+        }
+        if (p >= end || *p != '"') {
+          pos_ = size_t(p - begin);
+          fail_here("unterminated string");
+        }
+        tok_.kind = Tok::string;
+        tok_.text = std::string_view(start + 1, size_t(p - start - 1));
+        pos_ = size_t(p + 1 - begin);
+        return;
+      case CharClass::other:
+        pos_ = size_t(p - begin);
+        fail_unexpected_char(c);
     }
-    if (c == '"') {
-      ++pos_;
-      while (pos_ < src_.size() && src_[pos_] != '"') {
-        if (src_[pos_] == '\n') break;
-        if (src_[pos_] == '\\') ++pos_;
-        ++pos_;
-      }
-      if (pos_ >= src_.size() || src_[pos_] != '"') fail_here("unterminated string");
-      tok_.kind = Tok::string;
-      tok_.text = src_.substr(start + 1, pos_ - start - 1);
-      ++pos_;
-      return;
-    }
-    fail_unexpected_char(c);
+    tok_.text = std::string_view(start, size_t(p - start));
+    pos_ = size_t(p - begin);
   }
 
   Token expect(Tok kind, const char* what) {
@@ -314,13 +332,137 @@ class Parser {
     return out;
   }
 
-  TensorType parse_type() {
+  // Reads the dims of a shape in its printed spelling, "8, 256]" (p is just after the '['),
+  // into dims_ and moves p past the ']'. Returns false at anything else (signs, other spacing,
+  // newlines, comments, out-of-range sizes): the token path then parses it or reports the error.
+  bool scan_dims(const char*& p, const char* end) {
+    dims_.clear();
+    int64_t numel = 1;
+    if (p < end && *p == ']') {
+      ++p;
+      return true;
+    }
+    while (true) {
+      const char* const digits = p;
+      int64_t v = 0;
+      // At most 14 digits: v stays far below int64 overflow; longer runs take the token path.
+      while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
+      if (p == digits || p == end) return false;
+      // numel * v > kMaxNumel, the token path's test, without its division.
+      if (v > kMaxDim || __builtin_mul_overflow(numel, v, &numel) || numel > kMaxNumel) return false;
+      dims_.push_back(v);
+      if (*p == ']') {
+        ++p;
+        return true;
+      }
+      if (*p != ',') return false;
+      ++p;
+      if (p < end && *p == ' ') ++p;
+    }
+  }
+
+  // Reads a type in its printed spelling, " f32[8, 256]", straight from the text into `t` (tok_
+  // is the ':' or ',' before it), sets `loc` to the dtype's location and moves tok_ past the ']'.
+  // Returns false, having moved nothing, at anything else: the token path then parses it or
+  // reports the error. Types are on two of every three lines, and this skips the seven tokens of
+  // ": f32[8, 256]".
+  bool scan_type_fast(TensorType& t, SourceLoc& loc) {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (p < end && *p == ' ') ++p;
+    const char* const name = p;
+    while (p < end && kNameChar[uint8_t(*p)]) ++p;
+    if (p == name || p == end || *p != '[' || !is_ident_start(*name)) return false;
+    const std::optional<DType> dtype = printed_dtype(std::string_view(name, size_t(p - name)));
+    if (!dtype) return false;
+    ++p;
+    if (!scan_dims(p, end)) return false;
+    t.dtype = *dtype;
+    t.shape.assign(dims_.begin(), dims_.end());
+    loc = {line_, int(size_t(name - begin) - line_start_) + 1};
+    pos_ = size_t(p - begin);
+    advance();
+    return true;
+  }
+
+  // Returns the dtype printed as `name` (dtype_name's spelling), or nullopt for anything else,
+  // including the aliases parse_dtype accepts (the token path reads those).
+  // Names are compared as the integers of their (at most 4) bytes, without a memcmp call.
+  static std::optional<DType> printed_dtype(std::string_view name) {
+    auto code = [](std::string_view n) {
+      uint32_t c = 0;
+      std::memcpy(&c, n.data(), std::min<size_t>(n.size(), 4));
+      return c;
+    };
+    static const std::array<uint32_t, kNumDTypes> codes = [&] {
+      std::array<uint32_t, kNumDTypes> c{};
+      for (int i = 0; i < kNumDTypes; ++i) {
+        DT_CHECK(dtype_name(DType(i)).size() <= 4) << "dtype name longer than 4 bytes: " << dtype_name(DType(i));
+        c[size_t(i)] = code(dtype_name(DType(i)));
+      }
+      return c;
+    }();
+    if (name.size() > 4) return std::nullopt;
+    const uint32_t c = code(name);
+    for (int i = 0; i < kNumDTypes; ++i)
+      if (codes[size_t(i)] == c) return DType(i);
+    return std::nullopt;
+  }
+
+  // Reads an operand list in its printed spelling, "(%a, %b)" (tok_ is its '('), straight from the
+  // text into operands_, and moves tok_ past the ')'. Returns false, having moved nothing, at
+  // anything else (other spacing, newlines, comments, undefined names): the token path then
+  // parses it or reports the error.
+  bool scan_operands_fast() {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (p < end && *p == ')') {
+      ++p;
+    } else {
+      while (true) {
+        if (p == end || *p != '%') return bail_operands();
+        const char* const name = ++p;
+        while (p < end && kNameChar[uint8_t(*p)]) ++p;
+        if (p == name || p == end) return bail_operands();
+        Value* v = g_->find(std::string_view(name, size_t(p - name)));
+        if (!v) return bail_operands();
+        operands_.push_back(v);
+        if (*p == ')') {
+          ++p;
+          break;
+        }
+        if (*p != ',') return bail_operands();
+        ++p;
+        if (p < end && *p == ' ') ++p;
+      }
+    }
+    pos_ = size_t(p - begin);
+    advance();
+    return true;
+  }
+  bool bail_operands() {
+    operands_.clear();
+    return false;
+  }
+
+  // Parses a type into `t` (whose shape is replaced).
+  void parse_type(TensorType& t) {
     Token dt = expect(Tok::ident, "a type like f32[8, 64]");
-    TensorType t;
     try {
       t.dtype = parse_dtype(dt.text);
     } catch (const ValueError&) {
       fail(dt) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
+    }
+    if (tok_.kind == Tok::lbrack) {
+      const char* p = src_.data() + pos_;
+      if (scan_dims(p, src_.data() + src_.size())) {
+        t.shape.assign(dims_.begin(), dims_.end());
+        pos_ = size_t(p - src_.data());
+        advance();
+        return;
+      }
     }
     expect(Tok::lbrack, "'[' after the dtype");
     int64_t numel = 1;
@@ -342,7 +484,6 @@ class Parser {
       advance();
     }
     t.shape.assign(dims_.begin(), dims_.end());
-    return t;
   }
 
   // ---- statements ----
@@ -382,12 +523,17 @@ class Parser {
     const bool is_input = tok_.text == "input";
     advance();
     Token v = expect(Tok::value, "a value name like %x");
-    expect(Tok::colon, "':' before the type");
-    TensorType t = parse_type();
+    if (tok_.kind != Tok::colon) fail_expected("':' before the type");
+    TensorType t;
+    SourceLoc type_loc;
+    if (!scan_type_fast(t, type_loc)) {
+      advance();
+      parse_type(t);
+    }
     // The graph refuses duplicate names; checking through it saves a lookup per line.
     try {
-      if (is_input) g_->add_input(std::string(v.text), std::move(t), {v.line, v.col});
-      else g_->add_param(std::string(v.text), std::move(t), {v.line, v.col});
+      if (is_input) g_->add_input(v.text, std::move(t), {v.line, v.col});
+      else g_->add_param(v.text, std::move(t), {v.line, v.col});
     } catch (const ValueError&) {
       fail_redefined(v);
     }
@@ -490,34 +636,58 @@ class Parser {
     return {};
   }
 
+  // Reads " = linear(" after a single result name in its printed spelling (tok_ is the result's
+  // value token), straight from the text: records the result, sets `op_tok` and leaves tok_ at the
+  // '('. Returns false, having moved nothing, at anything else.
+  bool scan_header_fast(Token& op_tok) {
+    const char* const begin = src_.data();
+    const char* const end = begin + src_.size();
+    const char* p = begin + pos_;
+    if (end - p < 4 || p[0] != ' ' || p[1] != '=' || p[2] != ' ' || !is_ident_start(p[3])) return false;
+    const char* const name = p + 3;
+    p = name + 1;
+    while (p < end && kNameChar[uint8_t(*p)]) ++p;
+    if (p == end || *p != '(') return false;
+    results_.push_back(tok_);
+    op_tok = Token{Tok::ident, std::string_view(name, size_t(p - name)), line_,
+                   int(size_t(name - begin) - line_start_) + 1};
+    tok_ = Token{Tok::lparen, std::string_view(p, 1), line_, op_tok.col + int(op_tok.text.size())};
+    pos_ = size_t(p + 1 - begin);
+    return true;
+  }
+
   void parse_node() {
     results_.clear();
-    while (true) {
-      Token r = expect(Tok::value, "a result name");
-      for (const Token& prev : results_)
-        if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
-      results_.push_back(r);
-      if (!accept(Tok::comma)) break;
+    Token op_tok;
+    if (!(tok_.kind == Tok::value && scan_header_fast(op_tok))) {
+      while (true) {
+        Token r = expect(Tok::value, "a result name");
+        for (const Token& prev : results_)
+          if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
+        results_.push_back(r);
+        if (!accept(Tok::comma)) break;
+      }
+      expect(Tok::equal, "'=' after the result names");
+      op_tok = expect(Tok::ident, "an op name");
     }
-    expect(Tok::equal, "'=' after the result names");
-    Token op_tok = expect(Tok::ident, "an op name");
     std::optional<OpKind> op = find_op(op_tok.text);
     if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
-    expect(Tok::lparen, "'(' after the op name");
     operands_.clear();
-    if (!accept(Tok::rparen)) {
-      while (true) {
-        Token v = expect(Tok::value, "an operand like %x");
-        operands_.push_back(lookup(v));
-        if (accept(Tok::rparen)) break;
-        expect(Tok::comma, "',' or ')' after an operand");
+    if (!(tok_.kind == Tok::lparen && scan_operands_fast())) {
+      expect(Tok::lparen, "'(' after the op name");
+      if (!accept(Tok::rparen)) {
+        while (true) {
+          Token v = expect(Tok::value, "an operand like %x");
+          operands_.push_back(lookup(v));
+          if (accept(Tok::rparen)) break;
+          expect(Tok::comma, "',' or ')' after an operand");
+        }
       }
     }
-    // Copied out of the scratch vector: one allocation of the exact size per node.
-    std::vector<Value*> operands(operands_.begin(), operands_.end());
-    const int n = int(operands.size());
-    if (n < def.min_operands() || (def.max_operands() >= 0 && n > def.max_operands())) {
+    const int n = int(operands_.size());
+    const int max_operands = def.max_operands();
+    if (n < def.min_operands() || (max_operands >= 0 && n > max_operands)) {
       auto f = fail(op_tok);
       f << def.name() << " expects ";
       if (def.max_operands() < 0) f << "at least " << def.min_operands();
@@ -555,25 +725,36 @@ class Parser {
       if (!def.attrs[i].default_value) fail(op_tok) << def.name() << " needs attribute " << def.attrs[i].name;
       attrs[i] = *def.attrs[i].default_value;
     }
-    expect(Tok::colon, "':' before the result types");
+    if (tok_.kind != Tok::colon) fail_expected("':' before the result types");
+    // types_ keeps its capacity; append moves each shape out of it into the result value.
     types_.clear();
     type_locs_.clear();
     while (true) {
-      type_locs_.push_back({tok_.line, tok_.col});
-      types_.push_back(parse_type());
-      if (!accept(Tok::comma)) break;
+      // tok_ is the ':' or ',' before a type.
+      TensorType& t = types_.emplace_back();
+      SourceLoc& loc = type_locs_.emplace_back();
+      if (!scan_type_fast(t, loc)) {
+        advance();
+        loc = {tok_.line, tok_.col};
+        parse_type(t);
+      }
+      if (tok_.kind != Tok::comma) break;
     }
     if (types_.size() != results_.size())
       fail(type_locs_.back().line, type_locs_.back().col)
           << "expected " << results_.size() << " result types, found " << types_.size();
     names_.clear();
-    for (const Token& r : results_) names_.emplace_back(r.text);
+    for (const Token& r : results_) names_.push_back(r.text);
     // A result name already in use makes append throw (after defining the results before it,
     // which are ours: their location is this op's).
     Node* node = nullptr;
     try {
-      node = g_->append(*op, std::move(operands), std::move(attrs), std::move(types_), std::move(names_),
-                        {op_tok.line, op_tok.col});
+      node = g_->append(NodeParts{.op = *op,
+                                  .operands = operands_,
+                                  .attrs = std::move(attrs),
+                                  .result_types = types_,
+                                  .result_names = names_,
+                                  .loc = {op_tok.line, op_tok.col}});
     } catch (const ValueError&) {
       for (const Token& r : results_) {
         const Value* prev = g_->find(r.text);
@@ -598,7 +779,7 @@ class Parser {
   std::vector<int64_t> dims_;
   std::vector<TensorType> types_;
   std::vector<SourceLoc> type_locs_;
-  std::vector<std::string> names_;
+  std::vector<std::string_view> names_;
   std::vector<bool> set_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -13,7 +16,7 @@ enum class WaitState : uint8_t { none, pending, waited };
 
 class Verifier {
  public:
-  explicit Verifier(const Graph& g) : g_(g), defined_(g.num_values(), false), wait_(g.num_values(), WaitState::none) {}
+  explicit Verifier(const Graph& g) : g_(g), defined_(g.num_values(), 0), wait_(g.num_values(), WaitState::none) {}
 
   void run() {
     for (const Value* v : g_.inputs()) define(v, nullptr, 0);
@@ -28,7 +31,7 @@ class Verifier {
     for (const auto& n : nodes)
       for (const Value* r : n->results)
         if (wait_[size_t(r->id)] == WaitState::pending)
-          fail_at(n->loc, 0, n.get()) << "result %" << r->name << " of " << op_name(n->op)
+          fail_at(n->loc, 0, n) << "result %" << r->name << " of " << op_name(n->op)
                                       << " has no wait_tensor (every collective needs exactly one)";
   }
 
@@ -45,10 +48,10 @@ class Verifier {
   }
 
   void define(const Value* v, const Node* node, size_t index) {
-    DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)].get() == v) << "foreign value";
+    DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)] == v) << "foreign value";
     if (defined_[size_t(v->id)])
       fail_at(v->loc, index, node) << "value %" << v->name << " is defined twice";
-    defined_[size_t(v->id)] = true;
+    defined_[size_t(v->id)] = 1;
   }
 
   void check_group(const GroupDecl& grp) {
@@ -66,7 +69,8 @@ class Verifier {
     DT_CHECK(n.op != OpKind::count) << "node without op";
     const OpDef& def = op_def(n.op);
     const int count = int(n.operands.size());
-    if (count < def.min_operands() || (def.max_operands() >= 0 && count > def.max_operands()))
+    const int max_operands = def.max_operands();
+    if (count < def.min_operands() || (max_operands >= 0 && count > max_operands))
       fail_at(n.loc, index, &n) << op_name(n.op) << " expects operands (" << def.operand_signature() << "), got "
                                 << count;
     for (const Value* v : n.operands) {
@@ -119,7 +123,7 @@ class Verifier {
   }
 
   const Graph& g_;
-  std::vector<bool> defined_;
+  std::vector<uint8_t> defined_;  // bytes, not vector<bool>: the bit arithmetic showed in profiles
   std::vector<WaitState> wait_;
   std::vector<TensorType> types_;
 };

@@ -123,7 +123,7 @@ class BucketPass : public Pass {
     std::string key;
     std::vector<size_t> ready_of(n, SIZE_MAX);  // by collective position, for every candidate seen so far
     for (size_t i = 0; i < n; ++i) {
-      const ir::Node* c = graph.nodes()[i].get();
+      const ir::Node* c = graph.nodes()[i];
       if (c->op != op) continue;
       const auto& readers = uses.users(c->result());
       if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) continue;

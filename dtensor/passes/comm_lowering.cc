@@ -38,7 +38,7 @@ bool owns_buffer(const ir::Value* v) {
 bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
   bool any = false;
   for (size_t i = 0; i < original; ++i) {
-    const ir::Node* ag = graph.nodes()[i].get();
+    const ir::Node* ag = graph.nodes()[i];
     if (ag->op != ir::OpKind::all_gather_into_tensor) continue;
     const ir::Value* flat = ag->operands[0];
     const ir::Node* copy_in = flat->producer;
@@ -72,7 +72,7 @@ class CommLoweringPass : public Pass {
     // Index loop: edit.add appends to graph.nodes(), which may reallocate.
     const size_t original = graph.nodes().size();
     for (size_t i = 0; i < original; ++i) {
-      const ir::Node* ar = graph.nodes()[i].get();
+      const ir::Node* ar = graph.nodes()[i];
       if (ar->op != ir::OpKind::all_reduce) continue;
       const auto& readers = uses.users(ar->result());
       if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor) continue;

@@ -25,7 +25,7 @@ class CsePass : public Pass {
     std::string sig;
     bool any = false;
     for (const auto& holder : graph.nodes()) {
-      const ir::Node* n = holder.get();
+      const ir::Node* n = holder;
       if (n->op == ir::OpKind::wait_tensor) {
         const ir::Value* coll = n->operands[0];
         ir::Value* kept = edit.resolve(coll);

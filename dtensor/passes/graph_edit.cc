@@ -21,7 +21,7 @@ UseLists::UseLists(const ir::Graph& graph) : begin_(graph.num_values() + 1, 0), 
       bool seen = false;
       for (size_t q = 0; q < k && !seen; ++q) seen = ops[q] == ops[k];
       if (seen) continue;
-      reads.emplace_back(uint32_t(ops[k]->id), n.get());
+      reads.emplace_back(uint32_t(ops[k]->id), n);
       ++begin_[size_t(ops[k]->id) + 1];
     }
   }
@@ -39,7 +39,7 @@ GraphEdit::GraphEdit(ir::Graph& graph) : g_(graph), builder_(graph) {
   index_by_result_.assign(g_.num_values(), kNone);
   keys_.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    record_index(nodes[i].get(), i);
+    record_index(nodes[i], i);
     keys_.push_back(double(i));
   }
   dropped_.assign(nodes.size(), false);
@@ -122,7 +122,7 @@ bool GraphEdit::commit() {
   std::vector<bool> name_taken(g_.num_values(), false);
   for (size_t id = 0; id < replaced_by_.size(); ++id) {
     ir::Value* to = replaced_by_[id];
-    const ir::Value* from = g_.values()[id].get();
+    const ir::Value* from = g_.values()[id];
     if (!to || !from->producer || !dropped_[index(from->producer)]) continue;
     if (!to->producer || index(to->producer) < original_nodes_) continue;
     if (name_taken[size_t(to->id)]) continue;
@@ -217,7 +217,7 @@ bool GraphEdit::commit() {
   std::vector<ir::Node*> ordered;
   ordered.reserve(order.size());
   for (size_t i : order) {
-    ir::Node* node = nodes[i].get();
+    ir::Node* node = nodes[i];
     for (ir::Value*& v : node->operands) v = resolve(v);
     ordered.push_back(node);
   }
@@ -226,7 +226,7 @@ bool GraphEdit::commit() {
   g_.set_outputs(std::move(outputs));
   g_.set_node_order(ordered);
   for (size_t id = 0; id < name_of.size(); ++id)
-    if (name_of[id]) g_.rename(g_.values()[id].get(), *name_of[id]);
+    if (name_of[id]) g_.rename(g_.values()[id], *name_of[id]);
   return true;
 }
 

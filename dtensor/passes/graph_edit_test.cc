@@ -25,7 +25,7 @@ TEST(GraphEdit, LowKeyPullsProducers) {
   return %a, %c
 })");
   GraphEdit edit(g);
-  edit.set_key(g.nodes()[2].get(), -1.0);  // %c first: %b comes with it
+  edit.set_key(g.nodes()[2], -1.0);  // %c first: %b comes with it
   edit.commit();
   EXPECT_EQ(order(g), (std::vector<std::string>{"b", "c", "a"}));
 }
@@ -44,7 +44,7 @@ TEST(GraphEdit, NoPullAcrossAnInPlaceCollective) {
   GraphEdit edit(g);
   // %u wants to go first; %z reads the buffer all_reduce_ writes, so it is not pulled above the
   // collective and its wait (and %u cannot go before %z).
-  edit.set_key(g.nodes()[4].get(), -1.0);
+  edit.set_key(g.nodes()[4], -1.0);
   edit.commit();
   EXPECT_EQ(order(g), (std::vector<std::string>{"h", "ar", "ar_w", "z", "u"}));
 }

@@ -37,7 +37,7 @@ std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
   const auto& nodes = graph.nodes();
   std::unordered_map<const ir::Node*, size_t> index;
   index.reserve(nodes.size() * 2);
-  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].get(), i);
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
   return profile(graph, UseLists(graph), [&](const ir::Node* u) { return index.at(u); });
 }
 

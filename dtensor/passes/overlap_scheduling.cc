@@ -57,7 +57,7 @@ class OverlapSchedulingPass : public Pass {
     const int64_t budget = budget_ ? int64_t(budget_) : peak;
 
     for (size_t c = 0; c < n; ++c) {
-      const ir::Node* coll = nodes[c].get();
+      const ir::Node* coll = nodes[c];
       if (!ir::op_def(coll->op).is_collective) continue;
       // The collective moves together with a prep node that only feeds it.
       const ir::Node* prep = nullptr;
@@ -94,7 +94,7 @@ class OverlapSchedulingPass : public Pass {
       if (coll && coll->op == ir::OpKind::all_reduce_)
         for (const ir::Node* u : uses.users(coll->operands[0]))
           if (u != coll && edit.index(u) > edit.index(coll)) first = std::min(first, edit.key(u));
-      edit.set_key(node.get(), first - 0.5);
+      edit.set_key(node, first - 0.5);
     }
     return edit.commit();
   }

@@ -32,7 +32,7 @@ class WaitPlacementPass : public Pass {
           if (edit.key(u) > edit.key(coll) && u != coll) first = std::min(first, edit.key(u));
       }
       // Just before the reader; waits for the same reader keep their relative order.
-      edit.set_key(node.get(), first - 0.5);
+      edit.set_key(node, first - 0.5);
     }
     return edit.commit();
   }

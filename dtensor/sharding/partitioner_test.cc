@@ -122,7 +122,7 @@ TEST(Partitioner, OpWithoutRuleFallsBackToAllGatherBeforeIt) {
   // fc1 (colwise) -> all_gather -> wait -> relu
   const ir::Node* relu = nullptr;
   for (const auto& n : p.nodes())
-    if (n->op == ir::OpKind::relu) relu = n.get();
+    if (n->op == ir::OpKind::relu) relu = n;
   ASSERT_NE(relu, nullptr);
   const ir::Node* producer = relu->operands[0]->producer;
   while (producer && producer->op == ir::OpKind::transpose) producer = producer->operands[0]->producer;
