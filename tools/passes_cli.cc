@@ -45,6 +45,8 @@ void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>
   if (!placed || programs.size() < 2) return;
   std::vector<ir::Graph*> all;
   for (ir::Graph& g : programs) all.push_back(&g);
+  // Programs whose comm buffers do not correspond (groups issuing different collectives) keep
+  // their own plans; launch() then gives each rank a private arena.
   passes::plan_symmetric_comm_buffers(all);
 }
 

@@ -25,7 +25,8 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print);
 void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank);
 // Runs the pipeline on every rank's program; when it placed comm buffers (plan-comm-buffers),
 // plans them again over all the programs together so that each buffer has the same arena offset
-// on every rank (uneven shards make per-rank plans differ). programs[i] is rank ranks[i]'s.
+// on every rank (uneven shards make per-rank plans differ), when the programs' buffers correspond.
+// programs[i] is rank ranks[i]'s.
 void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt);
 
 }  // namespace dt::tools

@@ -143,22 +143,15 @@ CommBufferPlan plan_comm_buffers(const ir::Graph& graph) {
   return plan;
 }
 
-size_t plan_symmetric_comm_buffers(const std::vector<ir::Graph*>& programs) {
+std::optional<size_t> plan_symmetric_comm_buffers(const std::vector<ir::Graph*>& programs) {
   if (programs.empty()) return 0;
   std::vector<std::vector<CommBuffer>> per(programs.size());
   for (size_t r = 0; r < programs.size(); ++r) per[r] = collect_buffers(*programs[r]);
   // Buffer k of every program must be the same comm buffer: same producing op, in the same order.
   for (size_t r = 1; r < programs.size(); ++r) {
-    if (per[r].size() != per[0].size())
-      DT_THROW(ValueError) << "programs " << programs[0]->name() << " and " << programs[r]->name() << " have "
-                           << per[0].size() << " and " << per[r].size()
-                           << " comm buffers: a symmetric arena needs the same collectives on every rank";
+    if (per[r].size() != per[0].size()) return std::nullopt;
     for (size_t k = 0; k < per[0].size(); ++k)
-      if (per[r][k].value->producer->op != per[0][k].value->producer->op)
-        DT_THROW(ValueError) << "comm buffer " << k << " is %" << per[0][k].value->name << " ("
-                             << ir::op_name(per[0][k].value->producer->op) << ") in program 0 but %"
-                             << per[r][k].value->name << " (" << ir::op_name(per[r][k].value->producer->op)
-                             << ") in program " << r;
+      if (per[r][k].value->producer->op != per[0][k].value->producer->op) return std::nullopt;
   }
   // One slot per buffer index: the largest size, in conflict with another slot when the two
   // buffers are live together in any program.
@@ -183,6 +176,24 @@ void apply_comm_buffer_plan(ir::Graph& graph, const CommBufferPlan& plan) {
   for (const auto& n : graph.nodes())
     if (ir::op_def(n->op).writes_preallocated_out) n->attrs.back() = int64_t(-1);
   for (const CommBuffer& b : plan.buffers) b.value->producer->attrs.back() = int64_t(b.offset);
+}
+
+namespace {
+std::vector<int64_t> arena_layout(const ir::Graph& graph) {
+  std::vector<int64_t> offsets;
+  for (const ir::Node* n : graph.nodes())
+    if (ir::op_def(n->op).writes_preallocated_out && std::get<int64_t>(n->attrs.back()) >= 0)
+      offsets.push_back(std::get<int64_t>(n->attrs.back()));
+  return offsets;
+}
+}  // namespace
+
+bool same_arena_layout(const std::vector<const ir::Graph*>& programs) {
+  if (programs.empty()) return true;
+  const std::vector<int64_t> first = arena_layout(*programs[0]);
+  for (size_t r = 1; r < programs.size(); ++r)
+    if (arena_layout(*programs[r]) != first) return false;
+  return true;
 }
 
 size_t check_comm_buffer_plan(const ir::Graph& graph) {

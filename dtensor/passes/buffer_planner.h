@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "dtensor/ir/graph.h"
@@ -40,9 +41,16 @@ CommBufferPlan plan_comm_buffers(const ir::Graph& graph);
 // Plans the comm buffers of the per-rank programs of one job together and sets their
 // arena_offset attributes: buffer k of every program gets the same offset, sized for the largest
 // of them (uneven shards make ranks' buffers differ in size), never sharing bytes with a buffer
-// that is live at the same time in any program. Returns the arena bytes per rank. Throws
-// ValueError when the programs' comm buffers do not correspond (different counts or ops).
-size_t plan_symmetric_comm_buffers(const std::vector<ir::Graph*>& programs);
+// that is live at the same time in any program. Returns the arena bytes per rank, or nullopt
+// (programs unchanged) when the programs' comm buffers do not correspond one to one (different
+// counts or producing ops: ranks of different groups may issue different collectives, e.g. a
+// rowwise bias gathered on one tp rank only); then each program keeps its own plan and
+// same_arena_layout() is false.
+std::optional<size_t> plan_symmetric_comm_buffers(const std::vector<ir::Graph*>& programs);
+
+// Returns whether every program places the same sequence of arena offsets (in node order), so
+// that one SymmetricArena can hold them all with identical offsets on every rank.
+bool same_arena_layout(const std::vector<const ir::Graph*>& programs);
 
 // Sets the arena_offset attribute of every planned buffer's producer (and -1 on all others).
 void apply_comm_buffer_plan(ir::Graph& graph, const CommBufferPlan& plan);

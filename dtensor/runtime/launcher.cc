@@ -75,7 +75,9 @@ std::vector<RankResult> launch(const std::vector<const ir::Graph*>& programs, co
   if (programs.empty()) DT_THROW(ValueError) << "launch needs at least one program";
   std::vector<RankResult> results(programs.size());
   LaunchOptions rank_options = options;
-  if (options.comm_arena && !options.arena) {
+  // One arena for all ranks when their programs agree on the offsets (plan_symmetric_comm_buffers);
+  // otherwise (ranks of different groups issue different collectives) each rank gets its own.
+  if (options.comm_arena && !options.arena && passes::same_arena_layout(programs)) {
     size_t bytes = 0;
     for (const ir::Graph* p : programs) bytes = std::max(bytes, passes::check_comm_buffer_plan(*p));
     if (bytes > 0) rank_options.arena = std::make_shared<SymmetricArena>(int(programs.size()), bytes);

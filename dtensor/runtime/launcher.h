@@ -36,8 +36,9 @@ struct LaunchOptions {
   // When set, rank r's interpreter gets node_hook(r) (traces: runtime/trace.h).
   std::function<NodeHook(int rank)> node_hook;
   // Place the programs' planned comm buffers (arena_offset) in a symmetric arena: launch()
-  // shares one arena among the rank threads, sized for the largest plan; run_rank() without
-  // `arena` gives its rank a private one. Off: buffers are allocated as usual.
+  // shares one arena among the rank threads, sized for the largest plan, when every program
+  // places the same offsets (passes::same_arena_layout); run_rank() without `arena` gives its rank
+  // a private one. Off: buffers are allocated as usual.
   bool comm_arena = true;
   std::shared_ptr<SymmetricArena> arena;  // set by launch(); rank r uses region r
 };
