@@ -48,8 +48,9 @@ struct Node;
 
 enum class ValueKind : uint8_t { input, param, result };
 
-// Members ordered to keep padding out (96 bytes with libstdc++): a parsed graph has about two
-// values per node, and their memory is most of a parse's page faults.
+// Members ordered to keep padding out (136 bytes with libstdc++, of which 64 are the shape with
+// its inline dims): a parsed graph has about two values per node, and their memory is most of a
+// parse's page faults.
 struct Value {
   int id = 0;  // dense index into Graph::values(), stable for the graph's life
   int result_index = 0;
