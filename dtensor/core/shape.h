@@ -5,10 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/core/small_vector.h"
+
 namespace dt {
 
-using Shape = std::vector<int64_t>;
-using Strides = std::vector<int64_t>;
+// Sizes and strides keep up to 6 dims inline (no heap allocation): every tensor and every IR
+// value holds one of each, and ranks above 6 are rare (they still work, on the heap).
+inline constexpr size_t kInlineDims = 6;
+using Shape = SmallVector<int64_t, kInlineDims>;
+using Strides = SmallVector<int64_t, kInlineDims>;
 
 // Returns the product of the sizes (1 for a scalar shape, 0 if any size is 0).
 int64_t numel(const Shape& shape);

@@ -21,6 +21,7 @@
 
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
+#include "dtensor/core/small_vector.h"
 #include "dtensor/ir/attr.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/stable_pool.h"
@@ -48,8 +49,9 @@ struct Node;
 
 enum class ValueKind : uint8_t { input, param, result };
 
-// Members ordered to keep padding out (96 bytes with libstdc++): a parsed graph has about two
-// values per node, and their memory is most of a parse's page faults.
+// Members ordered to keep padding out (136 bytes with libstdc++, of which 64 are the shape with
+// its inline dims): a parsed graph has about two values per node, and their memory is most of a
+// parse's page faults.
 struct Value {
   int id = 0;  // dense index into Graph::values(), stable for the graph's life
   int result_index = 0;
@@ -60,11 +62,16 @@ struct Value {
   ValueKind kind = ValueKind::result;
 };
 
+// Operand and result lists keep their first elements inline: nearly every op has at most 4
+// operands (linear has 3) and 2 results, so a parsed node allocates nothing for them.
+using OperandList = SmallVector<Value*, 4>;
+using ResultList = SmallVector<Value*, 2>;
+
 struct Node {
   OpKind op = OpKind::count;
-  std::vector<Value*> operands;
+  OperandList operands;
   std::vector<Attr> attrs;  // one per AttrSpec of the op's schema, in schema order
-  std::vector<Value*> results;
+  ResultList results;
   SourceLoc loc;  // location of the op name in the text
 
   Value* result(int i = 0) const { return results[size_t(i)]; }
