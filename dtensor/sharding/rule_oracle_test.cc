@@ -162,8 +162,12 @@ TEST(RuleOracle, EveryRuleIsCorrectForEveryStartingPlacement) {
         std::string what = check(g, mesh, start, x, expected);
         ++checked;
         if (what.empty()) continue;
+        // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `" " + string`.
         std::string desc = oc.name + " on " + mesh.str() + " from";
-        for (auto& p : start) desc += " " + placements_str(p);
+        for (auto& p : start) {
+          desc += ' ';
+          desc += placements_str(p);
+        }
         incorrect.push_back(desc + ": " + what);
       }
     }
