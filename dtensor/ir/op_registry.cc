@@ -117,10 +117,14 @@ ProcessGroup& kernel_group(const KernelArgs& a) {
   return a.comm->group(a.node.attr_str("group"));
 }
 
+int64_t arena_offset(const Node& node) {
+  return op_def(node.op).writes_preallocated_out ? std::get<int64_t>(node.attrs.back()) : -1;
+}
+
 Tensor output_buffer(const KernelArgs& a, size_t k) {
   const TensorType& want = a.node.results[k]->type;
   const Tensor& pre = a.out[k];
-  if (!pre.defined()) return Tensor::empty(want.shape, want.dtype);
+  if (!pre.defined()) return Tensor::uninitialized(want.shape, want.dtype);
   DT_CHECK(pre.dtype() == want.dtype && pre.shape() == want.shape && pre.is_contiguous())
       << op_name(a.node.op) << ": preallocated output " << pre.str() << " does not match " << type_str(want);
   return pre;
@@ -161,7 +165,7 @@ int group_size(const Node& node, const Graph& graph) {
 }
 
 void check_arena_offset(const Node& node) {
-  const int64_t offset = std::get<int64_t>(node.attrs.back());
+  const int64_t offset = arena_offset(node);
   if (offset < -1 || (offset >= 0 && offset % 64 != 0))
     DT_THROW(ValueError) << op_name(node.op) << " arena_offset must be -1 or a non-negative multiple of 64, got "
                          << offset;

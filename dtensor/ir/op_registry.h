@@ -123,8 +123,11 @@ AttrSpec group_attr();
 AttrSpec reduce_op_attr();
 // Returns this rank's process group for the node's `group` (kernels of collectives).
 ProcessGroup& kernel_group(const KernelArgs& args);
+// Returns the node's arena_offset, or -1 for ops without one (not writes_preallocated_out).
+int64_t arena_offset(const Node& node);
 // Returns out[k] when the interpreter preallocated it (checking dtype and shape against the
-// node's result type), else a new tensor of the result's type.
+// node's result type), else a new uninitialized tensor of the result's type: kernels using it
+// write every element.
 Tensor output_buffer(const KernelArgs& args, size_t k = 0);
 
 namespace infer_util {

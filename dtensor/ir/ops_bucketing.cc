@@ -58,8 +58,7 @@ void copy_flat(std::span<const Tensor> inputs, Tensor dst) {
   }
 }
 void run_copy_in(const KernelArgs& a) {
-  Tensor out = a.out[0].defined() ? output_buffer(a)
-                                   : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+  Tensor out = output_buffer(a);
   copy_flat(a.in, out);
   a.out[0] = out;
 }
@@ -112,7 +111,7 @@ void infer_chunk_cat(const Node& node, const Graph&, std::vector<TensorType>& ou
 void run_chunk_cat(const KernelArgs& a) {
   int64_t chunks = a.node.attr_int("chunks");
   Tensor out = output_buffer(a);
-  if (a.out[0].defined()) out.fill_(0);  // zeros: the padding (a new buffer starts zeroed)
+  out.fill_(0);  // zeros: the padding
   int64_t row = out.numel() / chunks, off = 0;
   Tensor rows = out.view({chunks, row});
   for (const Tensor& x : a.in) {
@@ -203,8 +202,7 @@ void infer_all_gather_copy_in(const Node& node, const Graph& graph, std::vector<
 }
 void run_all_gather_copy_in(const KernelArgs& a) {
   ProcessGroup& pg = kernel_group(a);
-  Tensor out = a.out[0].defined() ? output_buffer(a)
-                                   : Tensor::uninitialized(a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+  Tensor out = output_buffer(a);
   const int64_t total = out.numel() / pg.size();
   copy_flat(a.in, out.narrow(0, pg.rank() * total, total));
   a.out[0] = out;

@@ -182,8 +182,7 @@ namespace {
 std::vector<int64_t> arena_layout(const ir::Graph& graph) {
   std::vector<int64_t> offsets;
   for (const ir::Node* n : graph.nodes())
-    if (ir::op_def(n->op).writes_preallocated_out && std::get<int64_t>(n->attrs.back()) >= 0)
-      offsets.push_back(std::get<int64_t>(n->attrs.back()));
+    if (ir::arena_offset(*n) >= 0) offsets.push_back(ir::arena_offset(*n));
   return offsets;
 }
 }  // namespace
@@ -199,12 +198,9 @@ bool same_arena_layout(const std::vector<const ir::Graph*>& programs) {
 size_t check_comm_buffer_plan(const ir::Graph& graph) {
   const auto& nodes = graph.nodes();
   std::vector<CommBuffer> placed;
-  std::vector<size_t> at;  // node index per placed buffer
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const ir::Node& n = *nodes[i];
-    if (!ir::op_def(n.op).writes_preallocated_out) continue;
-    const int64_t offset = std::get<int64_t>(n.attrs.back());
-    if (offset >= 0) placed.push_back({n.result(), size_t(offset), n.result()->type.nbytes(), i, 0});
+    const int64_t offset = ir::arena_offset(*nodes[i]);
+    if (offset >= 0) placed.push_back({nodes[i]->result(), size_t(offset), nodes[i]->result()->type.nbytes(), i, 0});
   }
   if (placed.empty()) return 0;
   LiveRanges live(graph);

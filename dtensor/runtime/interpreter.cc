@@ -102,8 +102,7 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   }
   arena_bytes_ = passes::check_comm_buffer_plan(g_);
   arena_offset_.assign(nodes.size(), -1);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (ir::op_def(nodes[i]->op).writes_preallocated_out) arena_offset_[i] = std::get<int64_t>(nodes[i]->attrs.back());
+  for (size_t i = 0; i < nodes.size(); ++i) arena_offset_[i] = ir::arena_offset(*nodes[i]);
   release_after_.assign(nodes.size(), {});
   for (size_t id = 0; id < last_use.size(); ++id) {
     const ir::Value& v = *g_.values()[id];
