@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/pass_manager.h"
+#include "dtensor/passes/rank_pipeline.h"
 
 namespace dt::tools {
 
@@ -18,36 +18,31 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print) {
   cmd->add_option("--memory-budget", opt.memory_budget,
                   "peak live bytes per rank that bucketing and overlap scheduling may reach (0: input peak + 2 x largest gather)")
       ->capture_default_str();
+  cmd->add_flag("!--no-check-ranks", opt.check_ranks,
+                "skip the proof that every process group's members issue the same collectives");
   if (with_print) cmd->add_flag("--print-after-all", opt.print_after_all, "print each rank's IR after every pass (stderr)");
 }
 
-void run_pass_pipeline(ir::Graph& program, const PassCliOptions& opt, int rank) {
+namespace {
+
+passes::PassManager make_pass_manager(const PassCliOptions& opt) {
   passes::PassOptions po;
   po.bucket_cap_mb = passes::parse_bucket_caps(opt.bucket_cap_mb);
   po.one_shot_threshold_bytes = opt.one_shot_threshold;
   po.memory_budget_bytes = opt.memory_budget;
   passes::PassManager pm;
   pm.add(passes::parse_pipeline(opt.passes, po));
-  if (pm.size() == 0) return;
-  if (opt.print_after_all) {
-    std::cerr << "// ===== rank " << rank << " =====\n";
-    pm.enable_print_after_all(std::cerr);
-  }
-  pm.run(program);
+  return pm;
 }
 
+}  // namespace
+
 void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt) {
-  bool placed = false;
-  for (size_t i = 0; i < programs.size(); ++i) {
-    run_pass_pipeline(programs[i], opt, ranks[i]);
-    placed = placed || passes::check_comm_buffer_plan(programs[i]) > 0;
-  }
-  if (!placed || programs.size() < 2) return;
-  std::vector<ir::Graph*> all;
-  for (ir::Graph& g : programs) all.push_back(&g);
-  // Programs whose comm buffers do not correspond (groups issuing different collectives) keep
-  // their own plans; launch() then gives each rank a private arena.
-  passes::plan_symmetric_comm_buffers(all);
+  passes::PassManager pm = make_pass_manager(opt);
+  passes::RankPipelineOptions ro;
+  ro.check_ranks = opt.check_ranks;
+  if (opt.print_after_all) ro.print_after = &std::cerr;
+  passes::run_rank_pipelines(pm, programs, ranks, ro);
 }
 
 }  // namespace dt::tools

@@ -233,6 +233,9 @@ std::vector<std::vector<Tensor>> gather_outputs(const Setup& s, const std::vecto
 bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
   if (!opt.trace.empty())
     DT_THROW(ValueError) << "--trace " << opt.trace << " is only supported on the threads backend";
+  // Every process holds every rank's program: run the passes on all of them so that the
+  // cross-rank check and the symmetric comm-buffer plan see the whole job, as on threads.
+  run_pass_pipelines(s.c.programs, s.c.ranks, opt.passes);
   bool match = false;
   runtime::run_world(
       runtime::Backend::mpi, int(s.mesh.size()),
@@ -242,7 +245,6 @@ bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
         if (r == 0)
           for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
         const runtime::Bindings bindings = rank_bindings(s, r);
-        run_pass_pipeline(program, opt.passes, r);
         runtime::LaunchOptions lo;
         lo.repeat = opt.repeat;
         lo.comm = opt.comm;

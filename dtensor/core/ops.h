@@ -75,6 +75,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // Looks up rows of weight [V, H] for integer indices of any shape -> [..., H]; out-of-range
 // indices throw ValueError naming the index.
 Tensor embedding(const Tensor& indices, const Tensor& weight);
+// The vocabulary-parallel lookup: weight holds rows [vocab_start, vocab_start + V) of the table;
+// an index in that range reads its row, any other index gives a row of zeros (summing the results
+// of every shard gives the full lookup). Indices are not range-checked against the whole table.
+Tensor masked_embedding(const Tensor& indices, const Tensor& weight, int64_t vocab_start);
 
 // ---- shape ops (ops_shape.cc): cat and pad copy; split, chunk and chunk_exact return views of
 // the input, as torch does (call .contiguous()/.clone() for an independent buffer) ----

@@ -4,6 +4,7 @@
 // contiguous, every row is processed on its own in a fixed order, and the result is moved back.
 // Row statistics (softmax's sum of exponentials, the norms' mean and variance) accumulate in
 // double; the elementwise parts run in the compute type (f32 for bf16/f16) and round on store.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -201,12 +202,16 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   return out;
 }
 
-Tensor embedding(const Tensor& indices, const Tensor& weight) {
+namespace {
+
+// Looks up rows of `weight` for `indices` shifted by -vocab_start; out-of-range indices are an
+// error (masked false) or a row of zeros (masked true).
+Tensor lookup_rows(const char* op, const Tensor& indices, const Tensor& weight, int64_t vocab_start, bool masked) {
   if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)
-    DT_THROW(DTypeError) << "embedding does not support index dtype " << dtype_name(indices.dtype())
+    DT_THROW(DTypeError) << op << " does not support index dtype " << dtype_name(indices.dtype())
                          << " (expected i64 or i32)";
   if (weight.dim() != 2)
-    DT_THROW(ShapeError) << "embedding: weight must be 2-d [num_embeddings, dim], got shape "
+    DT_THROW(ShapeError) << op << ": weight must be 2-d [num_embeddings, dim], got shape "
                          << shape_str(weight.shape());
   const int64_t V = weight.shape()[0], H = weight.shape()[1];
   Shape out_shape = indices.shape();
@@ -214,17 +219,23 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   Tensor out = Tensor::uninitialized(out_shape, weight.dtype());
   const Tensor idx = indices.to(DType::i64).contiguous();
   const int64_t* ip = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    if (ip[i] < 0 || ip[i] >= V)
-      DT_THROW(ValueError) << "embedding index " << ip[i] << " out of range for weight with " << V << " rows";
+  if (!masked)
+    for (int64_t i = 0; i < idx.numel(); ++i)
+      if (ip[i] < 0 || ip[i] >= V)
+        DT_THROW(ValueError) << op << " index " << ip[i] << " out of range for weight with " << V << " rows";
   // Rows are read in place, also from a strided weight (e.g. a column shard of the table).
   const int64_t rs = weight.strides()[0], cs = weight.strides()[1];
   DT_DISPATCH(weight.dtype(), {
     const T* wp = static_cast<const T*>(weight.raw_data());
-    T* op = static_cast<T*>(out.raw_data());
+    T* op_ = static_cast<T*>(out.raw_data());
     for (int64_t i = 0; i < idx.numel(); ++i) {
-      const T* row = wp + ip[i] * rs;
-      T* dst = op + i * H;
+      const int64_t r = ip[i] - vocab_start;
+      T* dst = op_ + i * H;
+      if (r < 0 || r >= V) {
+        std::fill(dst, dst + H, T(0));
+        continue;
+      }
+      const T* row = wp + r * rs;
       if (cs == 1)
         std::memcpy(static_cast<void*>(dst), static_cast<const void*>(row), size_t(H) * sizeof(T));
       else
@@ -232,6 +243,16 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
     }
   });
   return out;
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  return lookup_rows("embedding", indices, weight, /*vocab_start=*/0, /*masked=*/false);
+}
+
+Tensor masked_embedding(const Tensor& indices, const Tensor& weight, int64_t vocab_start) {
+  return lookup_rows("masked_embedding", indices, weight, vocab_start, /*masked=*/true);
 }
 
 }  // namespace dt

@@ -1,5 +1,6 @@
 #include "dtensor/dist/dtensor_spec.h"
 
+#include <limits>
 #include <sstream>
 
 #include "dtensor/core/error.h"
@@ -32,12 +33,19 @@ Placements normalize_placements(const Placements& placements, int64_t mesh_ndim,
 std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
                                          int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
                                          int64_t upto_mesh_dim) {
+  const int64_t ndim = int64_t(placements.size());
+  const int64_t limit = upto_mesh_dim < ndim ? split_key(placements[size_t(upto_mesh_dim)], upto_mesh_dim)
+                                             : std::numeric_limits<int64_t>::max();
   int64_t offset = 0, length = size;
-  for (int64_t m = 0; m < upto_mesh_dim; ++m) {
-    if (!placements[size_t(m)].is_shard(tdim)) continue;
-    int64_t n = mesh_shape[size_t(m)], i = coord[size_t(m)];
-    offset += chunk_offset(length, n, i);
-    length = chunk_length(length, n, i);
+  // Two sweeps: plain shards in mesh-dim order, then strided ones (the split order).
+  for (bool strided : {false, true}) {
+    for (int64_t m = 0; m < ndim; ++m) {
+      const Placement& p = placements[size_t(m)];
+      if (!p.is_shard(tdim) || p.is_strided() != strided || split_key(p, m) >= limit) continue;
+      int64_t n = mesh_shape[size_t(m)], i = coord[size_t(m)];
+      offset += chunk_offset(length, n, i);
+      length = chunk_length(length, n, i);
+    }
   }
   return {offset, length};
 }

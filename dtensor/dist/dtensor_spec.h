@@ -5,6 +5,8 @@
 // split again by m2. Worked example: L = 10 on mesh 2x2 with S(0),S(0): m1 gives [0,5) [5,10);
 // m2 splits each into 3 + 2, so coordinates (0,0) (0,1) (1,0) (1,1) hold rows [0,3) [3,5) [5,8)
 // [8,10). L = 3 on the same mesh: [0,2) [2,3) then [0,1) [1,2) [2,3) [3,3) — the last is empty.
+// Strided shards SS(d) split after every plain S(d) (placement.h): the split order of a tensor dim
+// is its plain shards in mesh-dim order, then its strided shards in mesh-dim order.
 #pragma once
 
 #include <utility>
@@ -22,8 +24,14 @@ namespace dt {
 // commute with each other; max or min only with themselves), DimError for a bad shard dim.
 Placements normalize_placements(const Placements& placements, int64_t mesh_ndim, int64_t tensor_rank);
 
+// Returns the position of mesh dim m's split in the split order of the tensor dim it shards: plain
+// shards come first in mesh-dim order, strided ones after them (compare two mesh dims sharding the
+// same tensor dim with it; a larger key splits later, i.e. is more inner).
+inline int64_t split_key(const Placement& p, int64_t m) { return p.is_strided() ? m + 1024 : m; }
+
 // Returns [offset, offset+length) of tensor dim `tdim` (global size `size`) held at mesh coordinate
-// `coord` after the splits of mesh dims [0, upto_mesh_dim) — the extent the next split divides.
+// `coord` after the splits that come before mesh dim `upto_mesh_dim`'s in the split order (all of
+// them when upto_mesh_dim is the mesh's ndim) — the extent the next split divides.
 std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
                                          int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
                                          int64_t upto_mesh_dim);

@@ -16,7 +16,7 @@ std::string_view trim(std::string_view s) {
 }
 
 [[noreturn]] void throw_bad_placement(std::string_view text) {
-  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), R or P(sum|avg|max|min)";
+  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), SS(d), R or P(sum|avg|max|min)";
 }
 
 // Returns the text between "(" and ")" when s is name(...), else nullopt-like empty with ok=false.
@@ -37,12 +37,13 @@ Placement Placement::parse(std::string_view text) {
   if (s == "P" || s == "Partial()" || s == "Partial") return partial(ReduceOp::sum);
   std::string_view name, arg;
   if (!split_call(s, name, arg)) throw_bad_placement(text);
-  if (name == "S" || name == "Shard") {
+  if (name == "S" || name == "Shard" || name == "SS" || name == "StridedShard") {
+    const bool strided = name == "SS" || name == "StridedShard";
     if (arg.substr(0, 4) == "dim=") arg = trim(arg.substr(4));
     int64_t d = 0;
     auto [p, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), d);
     if (arg.empty() || ec != std::errc() || p != arg.data() + arg.size()) throw_bad_placement(text);
-    return shard(d);
+    return strided ? strided_shard(d) : shard(d);
   }
   if (name == "P" || name == "Partial") {
     if (arg == "sum" || arg == "avg" || arg == "max" || arg == "min") return partial(parse_reduce_op(arg));
@@ -56,7 +57,7 @@ Placement Placement::normalized(int64_t rank) const {
   int64_t d = dim_ < 0 ? dim_ + rank : dim_;
   if (d < 0 || d >= rank)
     DT_THROW(DimError) << "shard dim " << dim_ << " out of range for tensor of rank " << rank;
-  return shard(d);
+  return with_dim(d);
 }
 
 std::string Placement::str() const {
@@ -64,6 +65,7 @@ std::string Placement::str() const {
     case Kind::replicate: return "R";
     case Kind::shard: return "S(" + std::to_string(dim_) + ")";
     case Kind::partial: return "P(" + std::string(reduce_op_name(op_)) + ")";
+    case Kind::strided_shard: return "SS(" + std::to_string(dim_) + ")";
   }
   return "?";
 }

@@ -1,9 +1,17 @@
 // How a tensor is laid out along one mesh dim: S(d) sharded on tensor dim d, R replicated, or
 // P(op) partial (the global value is the reduction with op of the local values over that dim).
 //
-// Text form: "S(0)", "S(-1)", "R", "P(sum)" (also "P" for P(sum)); a list is comma-separated,
-// one placement per mesh dim: "S(0),R". A negative shard dim stays negative until normalised
-// against a tensor rank (DTensorSpec does this).
+// SS(d), the strided shard (PyTorch's _StridedShard, FSDP over TP), is S(d) split last: when
+// several mesh dims shard tensor dim d, the plain S(d) ones split it in mesh-dim order and the
+// SS(d) ones then split each resulting chunk (in mesh-dim order among themselves). On a dp x tp
+// mesh, SS(0),S(0) splits rows by tp first and each tp chunk by dp, so an all_gather over dp
+// rebuilds exactly this rank's tp shard. Worked example, 16 rows on mesh 4x2: rank (dp i, tp j)
+// holds rows [8j + 2i, 8j + 2i + 2), row offsets by global rank 0, 8, 2, 10, 4, 12, 6, 14.
+// is_shard() is true for both; is_strided() tells them apart.
+//
+// Text form: "S(0)", "S(-1)", "SS(0)", "R", "P(sum)" (also "P" for P(sum)); a list is
+// comma-separated, one placement per mesh dim: "S(0),R". A negative shard dim stays negative until
+// normalised against a tensor rank (DTensorSpec does this).
 #pragma once
 
 #include <cstdint>
@@ -17,19 +25,23 @@ namespace dt {
 
 class Placement {
  public:
-  enum class Kind : uint8_t { replicate, shard, partial };
+  enum class Kind : uint8_t { replicate, shard, partial, strided_shard };
 
   Placement() = default;  // R
   static Placement replicate() { return Placement(Kind::replicate, 0, ReduceOp::sum); }
   static Placement shard(int64_t dim) { return Placement(Kind::shard, dim, ReduceOp::sum); }
   static Placement partial(ReduceOp op = ReduceOp::sum) { return Placement(Kind::partial, 0, op); }
+  static Placement strided_shard(int64_t dim) { return Placement(Kind::strided_shard, dim, ReduceOp::sum); }
   // Parses one placement; throws ValueError naming the text.
   static Placement parse(std::string_view text);
 
   Kind kind() const { return kind_; }
   bool is_replicate() const { return kind_ == Kind::replicate; }
-  bool is_shard() const { return kind_ == Kind::shard; }
-  bool is_shard(int64_t dim) const { return kind_ == Kind::shard && dim_ == dim; }
+  bool is_shard() const { return kind_ == Kind::shard || kind_ == Kind::strided_shard; }
+  bool is_shard(int64_t dim) const { return is_shard() && dim_ == dim; }
+  bool is_strided() const { return kind_ == Kind::strided_shard; }
+  // The same placement on another dim (shards only).
+  Placement with_dim(int64_t dim) const { return Placement(kind_, dim, op_); }
   bool is_partial() const { return kind_ == Kind::partial; }
   int64_t dim() const { return dim_; }  // the shard dim (0 for non-shards)
   ReduceOp op() const { return op_; }   // the partial op (sum for non-partials)

@@ -17,13 +17,14 @@ enum class OpKind : uint8_t {
   // ops_norm.cc
   layer_norm, rms_norm, softmax,
   // ops_shape.cc
-  embedding, view, reshape, transpose, permute, slice, split, cat, arange,
+  embedding, masked_embedding, view, reshape, transpose, permute, slice, split, cat, arange,
   // ops_attention.cc
   scaled_dot_product_attention,
   // ops_reduce.cc
   sum, mean,
   // ops_loss.cc
-  mse_loss, cross_entropy,
+  mse_loss, cross_entropy, cross_entropy_max, cross_entropy_sum_exp, cross_entropy_target_logit,
+  cross_entropy_combine,
   // ops_collective.cc
   all_gather_into_tensor, reduce_scatter_tensor, all_reduce, all_to_all_single, broadcast,
   wait_tensor,
@@ -43,10 +44,11 @@ inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "linear", "matmul", "bmm",
     "add", "sub", "mul", "div", "relu", "gelu", "silu", "cast",
     "layer_norm", "rms_norm", "softmax",
-    "embedding", "view", "reshape", "transpose", "permute", "slice", "split", "cat", "arange",
+    "embedding", "masked_embedding", "view", "reshape", "transpose", "permute", "slice", "split", "cat", "arange",
     "scaled_dot_product_attention",
     "sum", "mean",
-    "mse_loss", "cross_entropy",
+    "mse_loss", "cross_entropy", "cross_entropy_max", "cross_entropy_sum_exp", "cross_entropy_target_logit",
+    "cross_entropy_combine",
     "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "all_to_all_single",
     "broadcast", "wait_tensor",
     "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced", "all_reduce_coalesced",

@@ -173,4 +173,39 @@ void check_arena_offset(const Node& node) {
 
 }  // namespace infer_util
 
+namespace comm_bytes {
+namespace {
+int64_t operand_bytes(const Node& node, size_t count) {
+  int64_t b = 0;
+  for (size_t i = 0; i < count && i < node.operands.size(); ++i) b += int64_t(node.operands[i]->type.nbytes());
+  return b;
+}
+int64_t all_operand_bytes(const Node& node) { return operand_bytes(node, node.operands.size()); }
+}  // namespace
+
+// The out variant's second operand is the destination, not data sent.
+int64_t gather(const Node& node, int64_t n, int64_t) {
+  const size_t data = node.op == OpKind::all_gather_into_tensor_out ? 1 : node.operands.size();
+  return (n - 1) * operand_bytes(node, data);
+}
+int64_t gather_inplace(const Node& node, int64_t n, int64_t) { return n > 0 ? (n - 1) * all_operand_bytes(node) / n : 0; }
+int64_t reduce(const Node& node, int64_t n, int64_t) { return n > 0 ? 2 * (n - 1) * all_operand_bytes(node) / n : 0; }
+int64_t reduce_scatter(const Node& node, int64_t n, int64_t) {
+  return n > 0 ? (n - 1) * all_operand_bytes(node) / n : 0;
+}
+int64_t broadcast(const Node& node, int64_t, int64_t index) {
+  return index == node.attr_int("src") ? all_operand_bytes(node) : 0;
+}
+int64_t all_to_all(const Node& node, int64_t n, int64_t index) {
+  const int64_t in = all_operand_bytes(node);
+  const auto& splits = node.attr_ints("in_split_sizes");
+  if (splits.empty() || index < 0 || index >= int64_t(splits.size())) return n > 0 ? (n - 1) * in / n : 0;
+  int64_t rows = 0;
+  for (int64_t v : splits) rows += v;
+  const int64_t shape0 = node.operands[0]->type.shape.empty() ? 0 : node.operands[0]->type.shape[0];
+  const int64_t row_bytes = shape0 > 0 ? in / shape0 : 0;
+  return (rows - splits[size_t(index)]) * row_bytes;
+}
+}  // namespace comm_bytes
+
 }  // namespace dt::ir

@@ -67,6 +67,10 @@ struct OpDef {
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
   bool is_collective = false;  // issues asynchronously; its result must go through wait_tensor
+  // Collectives only (null for every other op): the bytes a rank with index `index` in a group
+  // of `group_size` sends when it runs the node. Reports, the cross-rank check and the tests use
+  // it; a node is a collective exactly when its op has this.
+  int64_t (*bytes_sent)(const Node& node, int64_t group_size, int64_t index) = nullptr;
   // The kernel writes result 0 into a preallocated out[0] when given one (comm buffers; only
   // these ops carry the `arena_offset` attribute).
   bool writes_preallocated_out = false;
@@ -129,6 +133,16 @@ int64_t arena_offset(const Node& node);
 // node's result type), else a new uninitialized tensor of the result's type: kernels using it
 // write every element.
 Tensor output_buffer(const KernelArgs& args, size_t k = 0);
+
+// bytes_sent of the collectives, by algorithm family (s: the bytes of all operands, n: group size):
+namespace comm_bytes {
+int64_t gather(const Node& node, int64_t n, int64_t index);          // (n-1)·s: s is this rank's block
+int64_t gather_inplace(const Node& node, int64_t n, int64_t index);  // (n-1)/n·s: s is the whole buffer
+int64_t reduce(const Node& node, int64_t n, int64_t index);          // 2(n-1)/n·s (reduce-scatter + gather)
+int64_t reduce_scatter(const Node& node, int64_t n, int64_t index);  // (n-1)/n·s
+int64_t broadcast(const Node& node, int64_t n, int64_t index);       // s on the root, else 0
+int64_t all_to_all(const Node& node, int64_t n, int64_t index);      // all but its own split
+}  // namespace comm_bytes
 
 namespace infer_util {
 // Throws DTypeError unless every operand has the same dtype.

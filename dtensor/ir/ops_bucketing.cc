@@ -251,15 +251,17 @@ void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
          .attrs = {group_attr(), reduce_op_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
          .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true,
+         .bytes_sent = comm_bytes::reduce,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
          .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()},
          .infer = infer_all_gather_copy_in, .kernel = run_all_gather_copy_in, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
          .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .is_collective = true,
+         .bytes_sent = comm_bytes::gather_inplace,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr()},
-         .infer = infer_one_shot, .kernel = run_one_shot});
+         .infer = infer_one_shot, .kernel = run_one_shot, .bytes_sent = comm_bytes::reduce});
 }
 
 }  // namespace dt::ir

@@ -1,6 +1,19 @@
 // Losses, both reduced to a scalar mean as PyTorch's default reduction="mean":
 //   mse_loss(input, target)        = mean((input - target)^2)
 //   cross_entropy(logits [N, C], target [N] int) = -mean_i log_softmax(logits)[i, target[i]]
+//
+// Loss parallel (logits sharded on the class dim, PyTorch's loss_parallel): the partitioner
+// expands cross_entropy into per-rank pieces joined by three all_reduces of [N] values, never
+// gathering the logits, using -log_softmax(x)[t] = log(sum_c exp(x_c - m)) + m - x_t for any m:
+//   m  = all_reduce(max)(cross_entropy_max(x_local))                 global row max
+//   s  = all_reduce(sum)(cross_entropy_sum_exp(x_local, m))          sum of exp(x - m)
+//   xt = all_reduce(sum)(cross_entropy_target_logit(x_local, t) {class_start})  the target logit:
+//        this rank's column t - class_start when it holds it, else 0
+//   loss = cross_entropy_combine(m, s, xt) = mean(log(s) + m - xt)
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "dtensor/core/ops.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -51,6 +64,79 @@ void run_cross_entropy(const KernelArgs& a) {
   a.out[0] = dt::neg(dt::mean(dt::sum(picked, {1})));
 }
 
+// [N, C] -> [N] row statistics of the loss-parallel pieces.
+void infer_row_stat(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_floating(node, 0);
+  infer_util::require_rank(node, 0, 2);
+  const TensorType& x = node.operands[0]->type;
+  for (size_t i = 1; i < node.operands.size(); ++i) {
+    const TensorType& v = node.operands[i]->type;
+    if (v.rank() != 1 || v.shape[0] != x.shape[0])
+      DT_THROW(ShapeError) << op_name(node.op) << " operand " << type_str(v) << " does not match logits " << type_str(x);
+  }
+  out.push_back({x.dtype, {x.shape[0]}});
+}
+
+void infer_combine(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_same_dtype(node);
+  infer_util::require_floating(node, 0);
+  for (const Value* v : node.operands)
+    if (v->type.rank() != 1 || v->type.shape != node.operands[0]->type.shape)
+      DT_THROW(ShapeError) << "cross_entropy_combine expects three [N] operands, got " << type_str(v->type);
+  out.push_back({node.operands[0]->type.dtype, {}});
+}
+
+// Runs f(row pointer, C, i) per row of contiguous f64 logits and returns the [N] result in the
+// logits' dtype (the statistics are computed in double: they are summed across ranks after).
+template <typename F>
+Tensor per_row(const Tensor& logits, F f) {
+  const Tensor x = logits.to(DType::f64).contiguous();
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor out = Tensor::uninitialized({n}, DType::f64);
+  const double* xp = x.data<double>();
+  double* op = out.data<double>();
+  for (int64_t i = 0; i < n; ++i) op[i] = f(xp + i * c, c, i);
+  return out.to(logits.dtype());
+}
+
+void run_ce_max(const KernelArgs& a) {
+  a.out[0] = per_row(a.in[0], [](const double* row, int64_t c, int64_t) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t k = 0; k < c; ++k) m = std::max(m, row[k]);
+    return m;
+  });
+}
+
+void run_ce_sum_exp(const KernelArgs& a) {
+  const Tensor m = a.in[1].to(DType::f64).contiguous();
+  const double* mp = m.data<double>();
+  a.out[0] = per_row(a.in[0], [&](const double* row, int64_t c, int64_t i) {
+    double s = 0;
+    for (int64_t k = 0; k < c; ++k) s += std::exp(row[k] - mp[i]);
+    return s;
+  });
+}
+
+void run_ce_target_logit(const KernelArgs& a) {
+  const Tensor t = a.in[1].to(DType::i64).contiguous();
+  const int64_t* tp = t.data<int64_t>();
+  const int64_t start = a.node.attr_int("class_start");
+  a.out[0] = per_row(a.in[0], [&](const double* row, int64_t c, int64_t i) {
+    const int64_t k = tp[i] - start;
+    return k >= 0 && k < c ? row[k] : 0.0;
+  });
+}
+
+void run_ce_combine(const KernelArgs& a) {
+  const Tensor m = a.in[0].to(DType::f64).contiguous(), s = a.in[1].to(DType::f64).contiguous();
+  const Tensor xt = a.in[2].to(DType::f64).contiguous();
+  const int64_t n = m.numel();
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::log(s.data<double>()[i]) + m.data<double>()[i] - xt.data<double>()[i];
+  a.out[0] = Tensor::full({}, n > 0 ? total / double(n) : std::numeric_limits<double>::quiet_NaN(), DType::f64)
+                 .to(a.in[0].dtype());
+}
+
 }  // namespace
 
 void register_loss_ops(OpTable& t) {
@@ -58,6 +144,15 @@ void register_loss_ops(OpTable& t) {
          .infer = infer_mse, .kernel = run_mse});
   t.add({.kind = OpKind::cross_entropy, .operands = {{"logits"}, {"target"}}, .attrs = {},
          .infer = infer_cross_entropy, .kernel = run_cross_entropy});
+  t.add({.kind = OpKind::cross_entropy_max, .operands = {{"logits"}}, .attrs = {}, .infer = infer_row_stat,
+         .kernel = run_ce_max});
+  t.add({.kind = OpKind::cross_entropy_sum_exp, .operands = {{"logits"}, {"max"}}, .attrs = {},
+         .infer = infer_row_stat, .kernel = run_ce_sum_exp});
+  t.add({.kind = OpKind::cross_entropy_target_logit, .operands = {{"logits"}, {"target"}},
+         .attrs = {{"class_start", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_row_stat,
+         .kernel = run_ce_target_logit});
+  t.add({.kind = OpKind::cross_entropy_combine, .operands = {{"max"}, {"sum_exp"}, {"target_logit"}}, .attrs = {},
+         .infer = infer_combine, .kernel = run_ce_combine});
 }
 
 }  // namespace dt::ir

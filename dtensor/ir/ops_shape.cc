@@ -1,4 +1,4 @@
-// Shape ops: embedding, view, reshape, transpose, permute, slice, split, cat, arange.
+// Shape ops: embedding, masked_embedding, view, reshape, transpose, permute, slice, split, cat, arange.
 //
 // view and reshape compute the same value: types carry no layout, so the interpreter runs both as
 // Tensor::reshape (a view when the layout allows, a copy otherwise). `view` records the author's
@@ -24,6 +24,12 @@ void infer_embedding(const Node& node, const Graph&, std::vector<TensorType>& ou
   out.push_back({w.dtype, std::move(s)});
 }
 void run_embedding(const KernelArgs& a) { a.out[0] = dt::embedding(a.in[0], a.in[1]); }
+// masked_embedding(indices, weight [V_local, H]) {vocab_start}: the partitioner's local form of a
+// vocabulary-parallel embedding (weight rows sharded): indices outside this rank's rows give zero
+// rows, so the result is a partial sum over the shards (PyTorch's _MaskPartial).
+void run_masked_embedding(const KernelArgs& a) {
+  a.out[0] = dt::masked_embedding(a.in[0], a.in[1], a.node.attr_int("vocab_start"));
+}
 
 // Resolves one -1 in `shape` against numel; throws ShapeError when the sizes disagree.
 Shape resolve_view_shape(const Node& node, const TensorType& x, const std::vector<int64_t>& shape) {
@@ -196,6 +202,9 @@ void run_arange(const KernelArgs& a) {
 void register_shape_ops(OpTable& t) {
   t.add({.kind = OpKind::embedding, .operands = {{"indices"}, {"weight"}}, .attrs = {},
          .infer = infer_embedding, .kernel = run_embedding});
+  t.add({.kind = OpKind::masked_embedding, .operands = {{"indices"}, {"weight"}},
+         .attrs = {{"vocab_start", AttrKind::i64, std::nullopt}}, .infer = infer_embedding,
+         .kernel = run_masked_embedding});
   for (OpKind k : {OpKind::view, OpKind::reshape})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"shape", AttrKind::ints, std::nullopt}},
            .infer = infer_view, .kernel = run_view,

@@ -344,6 +344,9 @@ class BucketPass : public Pass {
         coll = edit.add(ir::OpKind::all_reduce, {flat}, {{"group", group}, {"op", first->attr_str("op")}}, coll_key,
                         base);
     }
+    // In its group's order the merged collective stands where its first member stood (membership
+    // is the same on every member of the group; the issue position may differ per rank).
+    edit.set_order(coll, double(bucket.front().pos));
     ir::Value* waited = edit.add(ir::OpKind::wait_tensor, {coll}, {}, wait_key, base + "_w");
     // Each member's wait becomes its piece in place (same result value, so its name and readers
     // stay and no node is created or freed per member).

@@ -51,6 +51,7 @@ bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, Grap
                               {{"group", group}, {"dtype", copy_in->attr_dtype("dtype")}}, edit.key(copy_in));
     edit.replace(flat, buf);
     ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}}, edit.key(ag));
+    edit.set_order(r, double(i));
     edit.replace(ag->result(), r);
     any = true;
   }
@@ -87,6 +88,7 @@ class CommLoweringPass : public Pass {
       if (threshold_ > 0 && bytes <= threshold_) {
         ir::Value* r = edit.add(ir::OpKind::one_shot_all_reduce, {x}, {{"group", group}, {"op", op}}, edit.key(wait),
                                 ar->result()->name + "_oneshot");
+        edit.set_order(r, double(i));
         edit.replace(wait->result(), r);
         continue;
       }
@@ -96,6 +98,7 @@ class CommLoweringPass : public Pass {
       ir::Value* r = edit.add(ir::OpKind::all_reduce_, {buf},
                               {{"group", group}, {"op", op}, {"algo", std::string(threshold_ > 0 ? "two_shot" : "auto")}},
                               edit.key(ar), ar->result()->name + "_inplace");
+      edit.set_order(r, double(i));
       edit.replace(ar->result(), r);
       ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
       edit.replace(wait->result(), w);

@@ -1,6 +1,9 @@
 #include "dtensor/passes/graph_edit.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <queue>
 #include <span>
 
@@ -42,6 +45,7 @@ GraphEdit::GraphEdit(ir::Graph& graph) : g_(graph), builder_(graph) {
     record_index(nodes[i], i);
     keys_.push_back(double(i));
   }
+  order_.assign(nodes.size(), std::numeric_limits<double>::quiet_NaN());
   dropped_.assign(nodes.size(), false);
 }
 
@@ -75,6 +79,7 @@ ir::Value* GraphEdit::add(ir::OpKind op, std::vector<ir::Value*> operands, const
   ir::Value* r = builder_.record(op, std::move(operands), attrs).at(0);
   record_index(r->producer, keys_.size());
   keys_.push_back(key);
+  order_.push_back(std::numeric_limits<double>::quiet_NaN());
   dropped_.push_back(false);
   changed_ = true;
   return r;
@@ -148,6 +153,23 @@ bool GraphEdit::commit() {
       edges.emplace_back(j, i);
       ++edge_begin[j + 1];
       ++pending[i];
+    }
+  }
+  // Each group's collectives in their order (class comment): an edge from each to the next.
+  {
+    std::map<std::string_view, std::vector<std::pair<double, size_t>>> chains;
+    for (size_t i = 0; i < n; ++i) {
+      if (dropped_[i] || !ir::op_def(nodes[i]->op).bytes_sent) continue;
+      const double o = !std::isnan(order_[i]) ? order_[i] : i < original_nodes_ ? double(i) : keys_[i];
+      chains[nodes[i]->attr_str("group")].emplace_back(o, i);
+    }
+    for (auto& [group, chain] : chains) {
+      std::sort(chain.begin(), chain.end());
+      for (size_t k = 1; k < chain.size(); ++k) {
+        edges.emplace_back(chain[k - 1].second, chain[k].second);
+        ++edge_begin[chain[k - 1].second + 1];
+        ++pending[chain[k].second];
+      }
     }
   }
   for (size_t j = 0; j < n; ++j) edge_begin[j + 1] += edge_begin[j];

@@ -10,6 +10,14 @@
 // each node is ordered by the smallest key among itself and its transitive readers, except an
 // in-place collective and the readers of its buffer, whose order is not a data dependency.
 //
+// Collectives of one process group keep their relative order: commit() chains every group's
+// collectives (an ordering edge from each to the next, which also pulls the earlier one along)
+// in their order in the pass's input; a new collective takes the place given by set_order()
+// (the replaced or first merged member's index), else its key. Passes decide positions from
+// per-rank facts (memory profiles differ where a bias is added on one rank only), and a pull
+// across ranks' programs must never change the sequence a group's members issue: that would hang
+// (rank_consistency.h proves it after every pass).
+//
 // A value replaced by a new value whose producer is new hands it its name when the replaced
 // value's node is dropped, so readers print unchanged (`%ag_w` stays `%ag_w` after bucketing).
 #pragma once
@@ -57,6 +65,9 @@ class GraphEdit {
   }
   double key(const ir::Node* node) const { return keys_[index(node)]; }
   void set_key(const ir::Node* node, double key) { keys_[index(node)] = key; }
+  // Places a new collective (the producer of `result`) in its group's order as if it stood at
+  // index `order` of the input (see the class comment).
+  void set_order(const ir::Value* result, double order) { order_[index(result->producer)] = order; }
 
   // Records a new node (single result) at position `key`; its result is named `name`, or a
   // fresh unique name built from `name` when taken ("" gives a numeric name).
@@ -91,6 +102,7 @@ class GraphEdit {
   std::vector<size_t> index_by_result_;
   std::unordered_map<const ir::Node*, size_t> index_no_result_;
   std::vector<double> keys_;
+  std::vector<double> order_;  // group order of new collectives (NaN: their key)
   std::vector<bool> dropped_;
   std::vector<ir::Value*> replaced_by_;  // by value id
   size_t original_nodes_ = 0;

@@ -49,5 +49,51 @@ TEST(GraphEdit, NoPullAcrossAnInPlaceCollective) {
   EXPECT_EQ(order(g), (std::vector<std::string>{"h", "ar", "ar_w", "z", "u"}));
 }
 
+// The root cause of a hang on fsdp x tp at hidden 512: a bucket of dp gathers placed early on one
+// rank pulled the tp collective feeding it above another tp collective, so the tp group's members
+// issued their collectives in different orders. Pulls never reorder a group's collectives.
+TEST(GraphEdit, PullKeepsEachGroupsCollectivesInOrder) {
+  ir::Graph g = ir::parse(R"(graph g {
+  group tp = [0, 1]
+  group dp = [0, 2]
+  input %x : f32[4]
+  input %y : f32[4]
+  %ar = all_reduce(%x) {group = tp} : f32[4]
+  %ar_w = wait_tensor(%ar) : f32[4]
+  %ag = all_gather_into_tensor(%y) {group = tp} : f32[8]
+  %ag_w = wait_tensor(%ag) : f32[8]
+  %g2 = all_gather_into_tensor(%ag_w) {group = dp} : f32[16]
+  %g2_w = wait_tensor(%g2) : f32[16]
+  return %ar_w, %g2_w
+})");
+  GraphEdit edit(g);
+  edit.set_key(g.nodes()[4], -1.0);  // the dp gather first: it pulls %ag_w and %ag, and %ar with them
+  edit.commit();
+  EXPECT_EQ(order(g), (std::vector<std::string>{"ar", "ag", "ag_w", "g2", "ar_w", "g2_w"}));
+}
+
+TEST(GraphEdit, NewCollectiveTakesTheOrderItIsGiven) {
+  ir::Graph g = ir::parse(R"(graph g {
+  group tp = [0, 1]
+  input %x : f32[4]
+  input %y : f32[4]
+  %a = all_reduce(%x) {group = tp} : f32[4]
+  %a_w = wait_tensor(%a) : f32[4]
+  %b = all_reduce(%y) {group = tp} : f32[4]
+  %b_w = wait_tensor(%b) : f32[4]
+  return %a_w, %b_w
+})");
+  GraphEdit edit(g);
+  // A replacement of %b at a key before %a, but placed where %b stood in the group's order.
+  ir::Value* c = edit.add(ir::OpKind::all_reduce, {g.inputs()[1]}, {{"group", std::string("tp")}}, -1.0, "c");
+  edit.set_order(c, 2.0);
+  ir::Value* cw = edit.add(ir::OpKind::wait_tensor, {c}, {}, 3.0, "c_w");
+  edit.replace(g.nodes()[3]->result(), cw);
+  edit.drop(g.nodes()[2]);
+  edit.drop(g.nodes()[3]);
+  edit.commit();
+  EXPECT_EQ(order(g), (std::vector<std::string>{"a", "c", "a_w", "b_w"}));
+}
+
 }  // namespace
 }  // namespace dt::passes

@@ -89,23 +89,36 @@ void PassManager::add(std::vector<PassPtr> passes) {
   for (PassPtr& p : passes) passes_.push_back(std::move(p));
 }
 
+PassTiming PassManager::run_one(Pass& pass, ir::Graph& graph) {
+  auto t0 = std::chrono::steady_clock::now();
+  bool changed = pass.run(graph);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (verify_each_) {
+    try {
+      ir::verify(graph);
+    } catch (const Error& e) {
+      DT_THROW(ParseError) << "IR after pass " << pass.name() << " is invalid: " << e.what();
+    }
+  }
+  if (print_to_) *print_to_ << "// -----// IR after " << pass.name() << " //----- //\n" << ir::print(graph);
+  return {std::string(pass.name()), s, changed};
+}
+
 std::vector<PassTiming> PassManager::run(ir::Graph& graph) {
   std::vector<PassTiming> timings;
-  for (PassPtr& pass : passes_) {
-    auto t0 = std::chrono::steady_clock::now();
-    bool changed = pass->run(graph);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    timings.push_back({std::string(pass->name()), s, changed});
-    if (verify_each_) {
-      try {
-        ir::verify(graph);
-      } catch (const Error& e) {
-        DT_THROW(ParseError) << "IR after pass " << pass->name() << " is invalid: " << e.what();
-      }
-    }
-    if (print_to_) *print_to_ << "// -----// IR after " << pass->name() << " //----- //\n" << ir::print(graph);
-  }
+  for (PassPtr& pass : passes_) timings.push_back(run_one(*pass, graph));
   return timings;
+}
+
+void PassManager::run_all(std::span<ir::Graph* const> programs, std::span<const std::string> headers,
+                          const std::function<void(std::string_view)>& after_each) {
+  for (PassPtr& pass : passes_) {
+    for (size_t i = 0; i < programs.size(); ++i) {
+      if (print_to_ && i < headers.size()) *print_to_ << headers[i];
+      run_one(*pass, *programs[i]);
+    }
+    if (after_each) after_each(pass->name());
+  }
 }
 
 std::vector<double> parse_bucket_caps(std::string_view text) {

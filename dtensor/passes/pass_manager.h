@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,8 +50,16 @@ class PassManager {
 
   // Runs every pass in order; returns per-pass timings.
   std::vector<PassTiming> run(ir::Graph& graph);
+  // Runs pass 1 on every program, then pass 2 on every program, ...; calls after_each(pass name)
+  // once every program went through that pass (the cross-rank checks hook in there). The
+  // per-program hooks (verify, print with `headers[i]` before program i's IR) apply as in run().
+  void run_all(std::span<ir::Graph* const> programs, std::span<const std::string> headers,
+               const std::function<void(std::string_view pass_name)>& after_each);
 
  private:
+  // Runs one pass on one graph with the hooks.
+  PassTiming run_one(Pass& pass, ir::Graph& graph);
+
   std::vector<PassPtr> passes_;
   std::ostream* print_to_ = nullptr;
   bool verify_each_ = true;

@@ -21,6 +21,7 @@
 #include "dtensor/redistribute/dtensor.h"
 #include "dtensor/redistribute/placement_matrix_test_util.h"
 #include "dtensor/redistribute/plan_check.h"
+#include "dtensor/redistribute/planner.h"
 
 namespace dt {
 namespace {
@@ -130,6 +131,34 @@ TEST(ExecutorMatrix, Mesh2x2) {
 }
 TEST(ExecutorMatrix, Mesh2x4Sampled) { run_matrix({2, 4}, sample({2, 4}, 800, 24)); }
 TEST(ExecutorMatrix, Mesh2x2x2Sampled) { run_matrix({2, 2, 2}, sample({2, 2, 2}, 800, 222)); }
+
+// Strided shards (FSDP over TP): every pair among layouts with SS, plain nested shards, gathers
+// and partials on 2-d meshes, with even, uneven, smaller-than-mesh and empty dims.
+TEST(ExecutorMatrix, StridedShards) {
+  const std::vector<Placements> layouts = {
+      parse_placements("SS(0),S(0)"), parse_placements("SS(1),S(1)"), parse_placements("SS(0),S(1)"),
+      parse_placements("S(0),S(0)"),  parse_placements("R,S(0)"),     parse_placements("S(0),R"),
+      parse_placements("R,R"),        parse_placements("P(sum),S(0)"), parse_placements("SS(0),R")};
+  for (const Shape& mesh : {Shape{2, 2}, Shape{4, 2}, Shape{2, 3}}) {
+    std::vector<Case> cases;
+    for (const Placements& a : layouts)
+      for (const Placements& b : layouts)
+        for (const Shape& s : {Shape{16, 4}, Shape{10, 7}, Shape{3, 5}, Shape{0, 2}}) cases.push_back({a, b, s, DType::f32});
+    run_matrix(mesh, cases);
+  }
+}
+
+TEST(Planner, StridedGatherOverDpIsOneAllGather) {
+  RedistributePlanner planner;
+  auto plan = planner.plan({4, 2}, parse_placements("SS(0),S(0)"), parse_placements("R,S(0)"), {16, 8}, DType::f32);
+  ASSERT_EQ(plan->steps.size(), 1u);
+  EXPECT_EQ(plan->steps[0].kind, StepKind::all_gather);
+  EXPECT_EQ(plan->steps[0].mesh_dim, 0);
+  // Plain nested S(0),S(0) cannot gather mesh dim 0 alone: it needs more than one step.
+  EXPECT_GT(planner.plan({4, 2}, parse_placements("S(0),S(0)"), parse_placements("R,S(0)"), {16, 8}, DType::f32)
+                ->steps.size(),
+            1u);
+}
 
 TEST(Executor, CheckLocalsDetectsWrongData) {
   DeviceMesh mesh({2});

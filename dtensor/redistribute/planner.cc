@@ -1,5 +1,6 @@
 #include "dtensor/redistribute/planner.h"
 
+#include <algorithm>
 #include <queue>
 #include <tuple>
 
@@ -148,6 +149,10 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
   // Candidate placements of a searched mesh dim.
   std::vector<Placement> cand{Placement::replicate()};
   for (int64_t t = 0; t < rank; ++t) cand.push_back(Placement::shard(t));
+  // Strided shards only where the source or target has them (they exist for FSDP over TP).
+  for (const Placements* ps : {&plan.src, &plan.dst})
+    for (const Placement& p : *ps)
+      if (p.is_strided() && std::find(cand.begin(), cand.end(), p) == cand.end()) cand.push_back(p);
   bool has_op[4] = {true, false, false, false};
   for (const Placements* ps : {&plan.src, &plan.dst})
     for (const Placement& p : *ps)

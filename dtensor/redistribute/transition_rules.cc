@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/core/error.h"
+#include "dtensor/dist/dtensor_spec.h"
 
 namespace dt {
 
@@ -23,15 +24,20 @@ TransitionRules::TransitionRules(const Shape& mesh_shape, const Placement* state
     if (p.is_partial()) ++partial_count_[size_t(p.op())];
     if (!p.is_shard() || mesh_[size_t(m)] == 1) continue;
     int64_t t = p.dim();
+    // Nested ceilings commute (ceil(ceil(L/a)/b) = ceil(L/(ab))), so the split order does not
+    // matter for the extent at coordinate 0; it does for which split is innermost.
     loc_[size_t(t)] = chunk_size(loc_[size_t(t)], mesh_[size_t(m)]);
-    innermost_[size_t(t)] = m;
+    const int64_t in = innermost_[size_t(t)];
+    if (in < 0 || split_key(p, m) > split_key(state_[in], in)) innermost_[size_t(t)] = m;
   }
 }
 
 int64_t TransitionRules::parent_extent(int64_t t, int64_t m) const {
   int64_t len = shape_[size_t(t)];
-  for (int64_t k = 0; k < m; ++k)
-    if (state_[k].is_shard(t) && mesh_[size_t(k)] > 1) len = chunk_size(len, mesh_[size_t(k)]);
+  const int64_t key = split_key(state_[m], m);
+  for (int64_t k = 0; k < ndim_; ++k)
+    if (state_[k].is_shard(t) && mesh_[size_t(k)] > 1 && split_key(state_[k], k) < key)
+      len = chunk_size(len, mesh_[size_t(k)]);
   return len;
 }
 
@@ -58,8 +64,11 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
   if (from.is_partial() && to.is_partial()) return std::nullopt;
   if (n == 1) return Transition{StepKind::keep, 0};
   if (to.is_partial() && !partial_allowed(m, to.op())) return std::nullopt;
-  // A new shard on t must be the innermost split of t.
-  auto can_start_shard = [&](int64_t t) { return innermost_[size_t(t)] < m; };
+  // A new shard on t must be the innermost split of t (split_key: strided shards split last).
+  auto can_start_shard = [&](int64_t t) {
+    const int64_t in = innermost_[size_t(t)];
+    return in < 0 || split_key(to, m) > split_key(state_[in], in);
+  };
 
   if (from.is_replicate()) {
     if (to.is_shard()) {

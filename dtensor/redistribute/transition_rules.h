@@ -6,6 +6,8 @@
 // sharding it. Example on mesh 2x4 with (S(0),S(0)): mesh dim 1 can all_gather (its group holds
 // consecutive pieces of one mesh-dim-0 chunk), but mesh dim 0 cannot — its group's pieces are
 // interleaved with mesh dim 1's. Mesh dims of size 1 split nothing and are ignored by these rules.
+// Strided shards SS(t) split after every plain S(t) (dtensor_spec.h split_key): "innermost" and
+// "higher" below are in that split order, so (SS(0),S(0)) lets mesh dim 0 all_gather.
 //
 // Legal transitions on mesh dim m (group size n > 1):
 //   R    -> S(t)   chunk           if m is above every mesh dim sharding t

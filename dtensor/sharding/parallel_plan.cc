@@ -163,6 +163,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
   const size_t nv = graph.num_values();
   r.value_placements.assign(nv, {});
   r.stored_only.assign(nv, 0);
+  r.pinned.assign(nv, 0);
   r.forced_operand0_dim.assign(graph.nodes().size(), {});
   for (const ir::Value* v : graph.inputs()) r.value_placements[size_t(v->id)] = Placements(nd);
   for (const ir::Value* v : graph.params()) r.value_placements[size_t(v->id)] = Placements(nd);
@@ -192,6 +193,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
       const bool embedding = u && u->op == ir::OpKind::embedding;
       Placement& pl = r.value_placements[size_t(p->id)][size_t(m)];
       r.stored_only[size_t(p->id)] &= ~(1u << m);
+      r.pinned[size_t(p->id)] &= ~(1u << m);
       switch (ms.style) {
         case Style::colwise:
         case Style::rowwise: {
@@ -200,6 +202,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
                                  << " is " << ir::type_str(p->type);
           const bool col = ms.style == Style::colwise;
           if (leaf == "weight") pl = Placement::shard(col != embedding ? 0 : 1);
+          if (leaf == "weight") r.pinned[size_t(p->id)] |= 1u << m;
           else if (leaf == "bias") pl = col ? Placement::shard(0) : Placement::replicate();
           else pl = Placement::replicate();
           break;
@@ -224,6 +227,20 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
       }
     }
     if (!matched) DT_THROW(ValueError) << what << " matches no module of " << graph.name();
+  }
+
+  // FSDP over TP: an fsdp shard on mesh dim m of a tensor dim that a later mesh dim also shards
+  // (a colwise weight's rows on tp) would split it first, so gathering it over m alone would need
+  // the other mesh dim's pieces too. Make it a strided shard instead: split after the tp shard, so
+  // the fsdp all_gather rebuilds exactly this rank's tp shard (PyTorch's FSDP2-over-TP layout).
+  for (const ir::Value* p : graph.params()) {
+    Placements& ps = r.value_placements[size_t(p->id)];
+    for (size_t m = 0; m < nd; ++m) {
+      if (!((r.stored_only[size_t(p->id)] >> m) & 1u) || !ps[m].is_shard()) continue;
+      for (size_t k = m + 1; k < nd; ++k)
+        if (ps[k].is_shard(ps[m].dim()) && !((r.stored_only[size_t(p->id)] >> k) & 1u))
+          ps[m] = Placement::strided_shard(ps[m].dim());
+    }
   }
 
   auto placements_for = [&](const std::map<std::string, Placement>& by_dim, int64_t rank, const std::string& what) {

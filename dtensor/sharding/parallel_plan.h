@@ -18,7 +18,8 @@
 //              the output is P(sum)
 //   sequence   parameters R; the nodes that use the module's parameters run with their first
 //              operand sharded on `dim` (default 1, the sequence dim of [B, S, H])
-//   fsdp       every parameter S(0), stored only: it is gathered before use, never propagated
+//   fsdp       every parameter S(0), stored only: it is gathered before use, never propagated;
+//              SS(0) (strided) when a later mesh dim also shards dim 0 (FSDP over a colwise TP)
 //   replicate  every parameter R
 // Later entries override earlier ones for the same parameter and mesh dim. Data inputs and outputs
 // are R on every mesh dim not named. Every problem throws dt::ValueError naming the pattern.
@@ -63,6 +64,10 @@ struct ResolvedPlan {
   std::vector<std::string> mesh_dim_names;
   std::vector<Placements> value_placements;  // by Value::id, for inputs and params (others empty)
   std::vector<uint32_t> stored_only;         // by Value::id: bit m set when mesh dim m is fsdp
+  // By Value::id: bit m set when a colwise/rowwise style fixes the parameter's placement on mesh
+  // dim m: its readers keep that shard (PyTorch's and Megatron's styles never gather a TP weight),
+  // unless no strategy can, when the node falls back to replicated operands.
+  std::vector<uint32_t> pinned;
   // By node index: the sequence dim forced onto operand 0 per mesh dim (-1: none).
   std::vector<std::vector<int64_t>> forced_operand0_dim;
   std::vector<Placements> output_placements;  // per graph output

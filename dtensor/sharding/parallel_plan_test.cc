@@ -60,8 +60,10 @@ TEST(ParallelPlan, ResolvesStylesToParameterPlacements) {
       {"pattern": "wte", "style": "colwise", "mesh_dim": "tp"}]})J");
   ResolvedPlan r = resolve_plan(p, g, DeviceMesh::parse("2x2"));
   auto at = [&](const char* name) { return placements_str(r.value_placements[size_t(g.find(name)->id)]); };
-  EXPECT_EQ(at("h.0.attn.q_proj.weight"), "S(0),S(0)");
-  EXPECT_EQ(at("h.0.attn.q_proj.bias"), "S(0),S(0)");
+  // fsdp on dp over colwise on tp, both on dim 0: a strided shard (tp splits first), so the dp
+  // gather rebuilds the tp shard (FSDP2 over TP).
+  EXPECT_EQ(at("h.0.attn.q_proj.weight"), "SS(0),S(0)");
+  EXPECT_EQ(at("h.0.attn.q_proj.bias"), "SS(0),S(0)");
   EXPECT_EQ(at("h.0.attn.o_proj.weight"), "S(0),S(1)");
   EXPECT_EQ(at("h.0.attn.o_proj.bias"), "S(0),R");
   EXPECT_EQ(at("wte.weight"), "S(0),S(1)");  // an embedding's colwise shards the hidden dim

@@ -1,6 +1,8 @@
 #include "dtensor/sharding/partitioner.h"
 
 #include "dtensor/core/error.h"
+#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/verifier.h"
 #include "dtensor/redistribute/executor.h"
@@ -38,6 +40,7 @@ class RankPartitioner {
         if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) continue;
         operands.push_back(x);
       }
+      if (n.op == ir::OpKind::cross_entropy && expand_loss_parallel(n, ns, operands)) continue;
       types.clear();
       names.clear();
       for (const Value* r : n.results) {
@@ -45,8 +48,9 @@ class RankPartitioner {
         names.push_back(r->name);
       }
       std::vector<ir::Attr> attrs = n.attrs;
-      localize_attrs(n, types, attrs);
-      Node* copy = out_.append(n.op, operands, std::move(attrs), types, names, n.loc);
+      ir::OpKind op = n.op;
+      localize_attrs(n, ns, types, op, attrs);
+      Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
     }
     std::vector<Value*> outputs;
@@ -86,10 +90,64 @@ class RankPartitioner {
     return y;
   }
 
-  // Rewrites attributes that hold sizes of sharded dims to their local values.
-  void localize_attrs(const Node& n, const std::vector<ir::TensorType>& types, std::vector<ir::Attr>& attrs) const {
+  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops_loss.cc):
+  // three all_reduces of [N] row statistics over the mesh dims sharding the classes. Returns false
+  // when the classes are not sharded (the op runs as it is).
+  bool expand_loss_parallel(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
+    const Placements& lp = ns.operands[0];
+    const size_t nd = lp.size();
+    Placements partial_max(nd), partial_sum(nd);
+    bool sharded = false;
+    for (size_t m = 0; m < nd; ++m) {
+      if (!lp[m].is_shard(1)) continue;
+      sharded = true;
+      partial_max[m] = Placement::partial(ReduceOp::max);
+      partial_sum[m] = Placement::partial(ReduceOp::sum);
+    }
+    if (!sharded) return false;
+    const ir::TensorType& logits = n.operands[0]->type;
+    const int64_t rows = logits.shape[0];
+    const ir::TensorType stat{logits.dtype, {rows}};
+    const Placements replicated(nd);
+    const std::string& name = n.result()->name;
+    auto piece = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs, const std::string& suffix) {
+      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {stat}, {ctx_.fresh(name + suffix)}, n.loc)
+          ->results[0];
+    };
+    auto reduce = [&](Value* local, const Placements& src) {
+      auto plan = planner_.plan(s_.mesh.shape(), src, replicated, stat.shape, stat.dtype);
+      return lower_redistribution(ctx_, local, *plan);
+    };
+    const int64_t class_start =
+        shard_extent(s_.mesh.shape(), lp, logits.shape[1], 1, ctx_.coord, s_.mesh.ndim()).first;
+    Value* m = reduce(piece(ir::OpKind::cross_entropy_max, {operands[0]}, {}, ".max"), partial_max);
+    Value* s = reduce(piece(ir::OpKind::cross_entropy_sum_exp, {operands[0], m}, {}, ".sumexp"), partial_sum);
+    Value* t = reduce(piece(ir::OpKind::cross_entropy_target_logit, {operands[0], operands[1]},
+                            {{"class_start", class_start}}, ".target"),
+                      partial_sum);
+    Node* loss = out_.append(ir::OpKind::cross_entropy_combine, {m, s, t}, {}, {local_type(n.result())}, {name}, n.loc);
+    local_[size_t(n.result()->id)] = loss->results[0];
+    return true;
+  }
+
+  // Rewrites attributes that hold sizes of sharded dims to their local values, and ops whose local
+  // form differs (a vocabulary-parallel embedding becomes masked_embedding at its rows' offset).
+  void localize_attrs(const Node& n, const NodeSharding& ns, const std::vector<ir::TensorType>& types, ir::OpKind& op,
+                      std::vector<ir::Attr>& attrs) const {
     const ir::OpDef& def = ir::op_def(n.op);
     switch (n.op) {
+      case ir::OpKind::embedding: {
+        const Placements& w = ns.operands[1];
+        bool rows_sharded = false;
+        for (const Placement& p : w) rows_sharded = rows_sharded || p.is_shard(0);
+        if (!rows_sharded) break;
+        const ir::Value* table = n.operands[1];
+        op = ir::OpKind::masked_embedding;
+        const int64_t start =
+            shard_extent(s_.mesh.shape(), w, table->type.shape[0], 0, ctx_.coord, s_.mesh.ndim()).first;
+        attrs = ir::complete_attrs(op, {{"vocab_start", start}});
+        break;
+      }
       case ir::OpKind::view:
       case ir::OpKind::reshape:
         attrs[size_t(def.attr_index("shape"))] = types[0].shape;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <unordered_map>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
@@ -15,6 +16,10 @@ using ir::Node;
 using ir::Value;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
+// The one reason a strategy is refused that is a plan's choice, not a limit of the op: a colwise
+// or rowwise parameter stays put, so its reader gathers the other operand (Megatron's all_gather
+// before a colwise linear under sequence parallelism). No warning for that.
+constexpr const char* kPinnedReason = "a colwise/rowwise parameter would have to move";
 
 // What a strategy does on one mesh dim.
 struct Option {
@@ -28,6 +33,7 @@ struct Candidate {
   uint32_t drop = 0;
   double cost = kInfinite;
   int sharded = 0;
+  const char* invalid = nullptr;  // why the strategy cannot run (cost infinite)
 };
 
 class NodePropagator {
@@ -36,8 +42,9 @@ class NodePropagator {
                  RedistributePlanner& planner)
       : n_(node), rule_(rule), s_(s), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())) {}
 
-  // Returns the options of mesh dim m (never empty).
-  std::vector<Option> options(size_t m, const std::vector<int64_t>& forced) const {
+  // Returns the options of mesh dim m (never empty). `preferred[m]` >= 0: a reader of result 0
+  // is forced to shard that dim on m (a `sequence` norm), so sharding it here is an option too.
+  std::vector<Option> options(size_t m, const std::vector<int64_t>& forced, const std::vector<int64_t>& preferred) const {
     std::vector<Option> out;
     auto add = [&](Option o) {
       for (const Option& e : out)
@@ -68,6 +75,11 @@ class NodePropagator {
     }
     if (all_partial && rule_.partial_all && (op0 == ReduceOp::sum || op0 == ReduceOp::avg))
       add(Option{Option::partial_all, -1});
+    if (!preferred.empty() && preferred[m] >= 0 && !rule_.results.empty() &&
+        size_t(preferred[m]) < rule_.results[0].size()) {
+      int f = rule_.results[0][size_t(preferred[m])].first();
+      if (f >= 0 && rule_.factor_kinds[size_t(f)] == FactorKind::pass_through) add(Option{Option::factor, int8_t(f)});
+    }
     return out;
   }
 
@@ -79,6 +91,7 @@ class NodePropagator {
     c.drop = 0;
     c.cost = kInfinite;
     c.sharded = 0;
+    c.invalid = "a merged or split dim can only be sharded on its major factor";
     for (size_t m = 0; m < nd_; ++m) {
       const Option& o = choice[m];
       switch (o.kind) {
@@ -88,7 +101,11 @@ class NodePropagator {
             if (!place_factor(rule_.operands[i], o.f, c.operands[i][m])) return;
           for (size_t r = 0; r < nr; ++r) {
             if (place_factor(rule_.results[r], o.f, c.results[r][m]) && !c.results[r][m].is_replicate()) continue;
-            if (rule_.factor_kinds[size_t(o.f)] != FactorKind::reduction) return;
+            if (rule_.factor_kinds[size_t(o.f)] == FactorKind::expanded) continue;  // result stays R
+            if (rule_.factor_kinds[size_t(o.f)] != FactorKind::reduction) {
+              c.invalid = "the result cannot be sharded that way";
+              return;
+            }
             c.results[r][m] = Placement::partial(ReduceOp::sum);
           }
           break;
@@ -108,12 +125,25 @@ class NodePropagator {
         c.operands[size_t(rule_.added_once)][m] = Placement::replicate();
       }
     }
+    c.invalid = "a merged dim's major factor (e.g. attention heads) does not divide evenly over the ranks";
     for (size_t i = 0; i < no; ++i)
       if (!multi_factor_dims_even(rule_.operands[i], c.operands[i])) return;
     for (size_t r = 0; r < nr; ++r) {
       if (!multi_factor_dims_even(rule_.results[r], c.results[r])) return;
       for (const Placement& p : c.results[r]) c.sharded += !p.is_replicate();
     }
+    // A pinned (colwise/rowwise) parameter keeps its shard on its mesh dim.
+    if (!ignore_pins_)
+      for (size_t i = 0; i < no; ++i) {
+        const Value* v = n_.operands[i];
+        const uint32_t pins = size_t(v->id) < plan_.pinned.size() ? plan_.pinned[size_t(v->id)] : 0;
+        for (size_t m = 0; m < nd_; ++m)
+          if (((pins >> m) & 1u) && c.operands[i][m] != s_.values[size_t(v->id)][m]) {
+            c.invalid = kPinnedReason;
+            return;
+          }
+      }
+    c.invalid = "the redistribution it needs has no lowering";
     double cost = 0;
     for (size_t i = 0; i < no; ++i) {
       const Value* v = n_.operands[i];
@@ -121,6 +151,7 @@ class NodePropagator {
       if (cost == kInfinite) return;
     }
     c.cost = cost;
+    c.invalid = nullptr;
   }
 
   double move_cost(const Placements& src, const Placements& dst, const ir::TensorType& t) const {
@@ -170,6 +201,9 @@ class NodePropagator {
   const ResolvedPlan& plan_;
   RedistributePlanner& planner_;
   size_t nd_;
+
+ public:
+  bool ignore_pins_ = false;  // the replicated fallback may move pinned parameters
 };
 
 bool better(const Candidate& a, const Candidate& b) {
@@ -193,6 +227,24 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
   const Placements replicated(nd);
   static const std::vector<int64_t> kNoForce;
 
+  // preferred[i][m]: the dim of node i's result 0 that a reader forces onto mesh dim m (the input
+  // of a `sequence` norm), so that the residual stream is produced sharded, not chunked after.
+  std::vector<std::vector<int64_t>> preferred(graph.nodes().size());
+  {
+    std::unordered_map<const Node*, size_t> index;
+    for (size_t i = 0; i < graph.nodes().size(); ++i) index.emplace(graph.nodes()[i], i);
+    for (size_t i = 0; i < graph.nodes().size() && i < plan.forced_operand0_dim.size(); ++i) {
+      const auto& forced = plan.forced_operand0_dim[i];
+      if (forced.empty() || graph.nodes()[i]->operands.empty()) continue;
+      const Value* x = graph.nodes()[i]->operands[0];
+      if (!x->producer || x->producer->results.empty() || x->producer->results[0] != x) continue;
+      auto& pref = preferred[index.at(x->producer)];
+      if (pref.empty()) pref.assign(nd, -1);
+      for (size_t m = 0; m < nd; ++m)
+        if (forced[m] >= 0) pref[m] = forced[m];
+    }
+  }
+
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& n = *graph.nodes()[i];
     NodeSharding& ns = s.nodes[i];
@@ -215,15 +267,27 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     NodePropagator prop(n, rule, s, plan, planner);
     const auto& forced = i < plan.forced_operand0_dim.size() ? plan.forced_operand0_dim[i] : kNoForce;
     std::vector<std::vector<Option>> opts(nd);
-    for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced);
+    for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced, preferred[i]);
 
     // Odometer over the cartesian product of the mesh dims' options.
     std::vector<size_t> at(nd, 0);
     std::vector<Option> choice(nd);
     Candidate best, cand;
+    // kept[i] bit m: some valid strategy keeps operand i as it is on mesh dim m; why_not[m]: why a
+    // strategy sharding a factor on m could not run (for the warning when a shard is given up).
+    std::vector<uint32_t> kept(n.operands.size(), 0);
+    std::vector<const char*> why_not(nd, nullptr);
     for (;;) {
       for (size_t m = 0; m < nd; ++m) choice[m] = opts[m][at[m]];
       prop.evaluate(choice, cand);
+      if (cand.cost != kInfinite) {
+        for (size_t k = 0; k < n.operands.size(); ++k)
+          for (size_t m = 0; m < nd; ++m)
+            if (cand.operands[k][m] == s.values[size_t(n.operands[k]->id)][m]) kept[k] |= 1u << m;
+      } else {
+        for (size_t m = 0; m < nd; ++m)
+          if (choice[m].kind == Option::factor && !why_not[m]) why_not[m] = cand.invalid;
+      }
       if (cand.cost != kInfinite && (best.cost == kInfinite || better(cand, best))) std::swap(best, cand);
       size_t m = 0;
       while (m < nd && ++at[m] == opts[m].size()) at[m++] = 0;
@@ -232,8 +296,24 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     if (best.cost == kInfinite) {
       // Nothing valid (e.g. a forced factor on an uneven merged dim): replicate everything.
       std::vector<Option> none(nd);
+      prop.ignore_pins_ = true;
       prop.evaluate(none, best);
       DT_CHECK(best.cost != kInfinite) << ir::op_name(n.op) << " cannot even run replicated";
+    }
+    // A shard given up because no strategy could keep it (not a cost decision) gets a warning.
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      const Value* v = n.operands[k];
+      for (size_t m = 0; m < nd; ++m) {
+        const Placement& p = s.values[size_t(v->id)][m];
+        if (!p.is_shard() || ((kept[k] >> m) & 1u) || ((plan.stored_only[size_t(v->id)] >> m) & 1u)) continue;
+        if (why_not[m] == kPinnedReason) continue;
+        s.warnings.push_back(fmt::format(
+            "%{} ({}): operand %{} is {} on mesh dim {} but no sharding of {} keeps it ({}): it is redistributed to {}",
+            n.results.empty() ? std::string("?") : n.results[0]->name, ir::op_name(n.op), v->name, p.str(),
+            s.mesh_dim_names.size() > m ? s.mesh_dim_names[m] : std::to_string(m), ir::op_name(n.op),
+            why_not[m] ? why_not[m] : "its rule has no such factor", best.operands[k][m].str()));
+        break;
+      }
     }
     ns.operands = std::move(best.operands);
     ns.drop_added_once = best.drop;

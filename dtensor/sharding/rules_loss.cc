@@ -1,6 +1,8 @@
 // Sharding rules of the losses: both are means over every element (mse_loss) or row
-// (cross_entropy) of a non-linear function, so every operand dim must be replicated and the scalar
-// result is replicated.
+// (cross_entropy) of a non-linear function, so the scalar result is replicated and the rows are
+// too. mse_loss needs everything replicated. cross_entropy's class dim is an `expanded` factor:
+// logits sharded on it stay sharded and the partitioner computes the loss with three small
+// all_reduces (loss parallel, ir/ops_loss.cc) instead of gathering them.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/sharding/sharding_rule.h"
 
@@ -14,10 +16,19 @@ OpShardingRule replicated_rule(const ir::Node& n) {
   return r;
 }
 
+// cross_entropy(logits [N, C], target [N]) -> []
+OpShardingRule cross_entropy_rule(const ir::Node& n) {
+  OpShardingRule r;
+  const int c = r.add_factor(n.operands[0]->type.shape[1], FactorKind::expanded);
+  r.operands = {{dim_of(-1), dim_of(c)}, {dim_of(-1)}};
+  r.results = {{}};
+  return r;
+}
+
 }  // namespace
 
 std::vector<RuleEntry> loss_rules() {
-  return {{ir::OpKind::cross_entropy, replicated_rule}, {ir::OpKind::mse_loss, replicated_rule}};
+  return {{ir::OpKind::cross_entropy, cross_entropy_rule}, {ir::OpKind::mse_loss, replicated_rule}};
 }
 
 }  // namespace dt::sharding

@@ -1,9 +1,10 @@
 // Sharding rules of the shape ops. view and reshape map merged or split dims onto several factors
 // (sharding_rule.h); transpose and permute move factors; slice, split and cat need their dim whole
 // (replicated) unless the slice keeps everything. All of them are linear, so partial operands pass
-// through. embedding passes the index dims and the hidden dim through; the vocabulary dim must be
-// replicated (a vocabulary-parallel lookup would need masked indices). arange has no operands and
-// a replicated result.
+// through. embedding passes the index dims and the hidden dim through; its vocabulary dim is a
+// reduction factor: a table sharded by rows (vocabulary parallel) gives a P(sum) result, which
+// the partitioner computes with masked_embedding (rows of other shards read as zeros). arange has
+// no operands and a replicated result.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/sharding/sharding_rule.h"
 
@@ -15,10 +16,11 @@ using ir::Node;
 OpShardingRule embedding_rule(const Node& n) {
   OpShardingRule r;
   TensorFactors idx = rule_util::pass_through_dims(r, n.operands[0]->type.shape);
+  const int v = r.add_factor(n.operands[1]->type.shape[0], FactorKind::reduction);
   const int h = r.add_factor(n.operands[1]->type.shape[1]);
   TensorFactors out = idx;
   out.push_back(dim_of(h));
-  r.operands = {std::move(idx), {dim_of(-1), dim_of(h)}};
+  r.operands = {std::move(idx), {dim_of(v), dim_of(h)}};
   r.results = {std::move(out)};
   r.partial_one_of = 0b10;
   return r;

@@ -1,5 +1,6 @@
 // The reference models of ../shared/reference, run sharded with the example plans
-// (examples/mlp_tp.json, examples/gpt_tp.json on meshes 1, 2, 4; examples/gpt_fsdp_tp.json on 2x2),
+// (examples/mlp_tp.json, examples/gpt_tp.json on meshes 1, 2, 4; examples/gpt_fsdp_tp.json on 2x2
+// and 4x2; examples/gpt_tp_vocab.json and examples/gpt_sp.json on 2, 3, 4),
 // match PyTorch's outputs within 1e-4 relative: every element within 1e-5 + 1e-4·|torch| and the
 // largest difference within 1e-4 of the largest |torch|; the losses within 1e-4 relative.
 #include <gtest/gtest.h>
@@ -57,7 +58,10 @@ INSTANTIATE_TEST_SUITE_P(Examples, ReferenceTp,
                          ::testing::Values(Case{"mlp", "mlp_tp.json", "1"}, Case{"mlp", "mlp_tp.json", "2"},
                                            Case{"mlp", "mlp_tp.json", "4"}, Case{"gpt", "gpt_tp.json", "1"},
                                            Case{"gpt", "gpt_tp.json", "2"}, Case{"gpt", "gpt_tp.json", "4"},
-                                           Case{"gpt", "gpt_fsdp_tp.json", "2x2"}));
+                                           Case{"gpt", "gpt_fsdp_tp.json", "2x2"}, Case{"gpt", "gpt_fsdp_tp.json", "4x2"},
+                                           Case{"gpt", "gpt_tp_vocab.json", "2"}, Case{"gpt", "gpt_tp_vocab.json", "3"},
+                                           Case{"gpt", "gpt_tp_vocab.json", "4"}, Case{"gpt", "gpt_sp.json", "2"},
+                                           Case{"gpt", "gpt_sp.json", "3"}, Case{"gpt", "gpt_sp.json", "4"}));
 
 }  // namespace
 }  // namespace dt::sharding

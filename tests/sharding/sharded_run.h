@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/tensor_sharding.h"
@@ -17,10 +18,17 @@ struct ShardedRun {
   std::vector<Tensor> outputs;  // global tensors
 };
 
+// `passes`: a pipeline ("default", "none", "a,b"): run over all ranks' programs with the
+// cross-rank consistency check (passes/rank_pipeline.h).
 inline ShardedRun run_sharded(const ir::Graph& graph, const ParallelPlan& plan, const DeviceMesh& mesh,
-                              const TensorMap& weights, const TensorMap& inputs) {
+                              const TensorMap& weights, const TensorMap& inputs, const std::string& passes = "none") {
   ShardedRun run;
   run.compiled = compile(graph, plan, mesh);
+  {
+    passes::PassManager pm;
+    pm.add(passes::parse_pipeline(passes));
+    passes::run_rank_pipelines(pm, run.compiled.programs, run.compiled.ranks);
+  }
   std::vector<const ir::Graph*> programs;
   std::vector<runtime::Bindings> bindings;
   for (size_t i = 0; i < run.compiled.ranks.size(); ++i) {
