@@ -45,9 +45,9 @@ sharding::ParallelPlan plan_for(const std::string& style, const DeviceMesh& mesh
 void bench(const BenchStylesOptions& opt) {
   ir::Graph g = ir::build_gpt({.vocab = opt.vocab, .hidden = opt.hidden, .heads = opt.heads, .layers = opt.layers,
                                .max_seq = opt.seq, .batch = opt.batch, .seq = opt.seq});
-  const TensorMap weights = ir::random_weights(g, /*seed=*/0);
+  const sharding::TensorMap weights = ir::random_weights(g, /*seed=*/0);
   Generator gen(1);
-  const TensorMap inputs = {{"input", randint({opt.batch, opt.seq}, 0, opt.vocab, gen)}};
+  const sharding::TensorMap inputs = {{"input", randint({opt.batch, opt.seq}, 0, opt.vocab, gen)}};
   nlohmann::json rows = nlohmann::json::array();
   if (!opt.json)
     std::printf("%-6s %-9s %12s %6s %14s %14s %10s\n", "mesh", "plan", "bytes/rank", "colls", "param B/rank",

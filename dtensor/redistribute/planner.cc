@@ -32,14 +32,14 @@ struct Edge {
 
 constexpr int64_t kMaxStates = int64_t(1) << 20;
 
-// Returns the placement code used by the cache key: R=0, P(op)=1+op, S(d)=5+d; -1 when d is out
-// of range (the slow path then reports the error).
+// Returns the placement code used by the cache key: R=0, P(op)=1+op, S(d)=5+d, SS(d)=5+16+d
+// (16 = kMaxPlanTensorRank); -1 when d is out of range (the slow path then reports the error).
 int code_of(const Placement& p, int64_t rank) {
   if (p.is_replicate()) return 0;
   if (p.is_partial()) return 1 + int(p.op());
   int64_t d = p.dim() < 0 ? p.dim() + rank : p.dim();
-  if (d < 0 || d >= rank || d > 200) return -1;
-  return 5 + int(d);
+  if (d < 0 || d >= rank || d >= kMaxPlanTensorRank) return -1;
+  return 5 + int(d) + (p.is_strided() ? int(kMaxPlanTensorRank) : 0);
 }
 
 void check_limits(const Shape& mesh_shape, const Shape& shape) {

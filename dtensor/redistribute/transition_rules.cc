@@ -89,6 +89,13 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
   }
   // from S(t): only the innermost split of t can be undone or moved.
   int64_t t = from.dim();
+  if (to.is_shard(t)) {
+    // S(t) <-> SS(t): the same rows when no other mesh dim splits t (a relabel), else another
+    // interleaving of the same pieces, reached through R.
+    for (int64_t k = 0; k < ndim_; ++k)
+      if (k != m && state_[k].is_shard(t) && mesh_[size_t(k)] > 1) return std::nullopt;
+    return Transition{StepKind::keep, 0};
+  }
   if (innermost_[size_t(t)] != m) return std::nullopt;
   int64_t parent = parent_extent(t, m);
   if (to.is_replicate()) {

@@ -14,6 +14,7 @@
 //   R    -> P(op)  zero (sum) or keep (avg, max, min)
 //   S(t) -> R      all_gather      if m is the innermost mesh dim sharding t
 //   S(t) -> S(u)   all_to_all      if m is innermost for t and above every mesh dim sharding u
+//   S(t) <-> SS(t) keep            if no other mesh dim shards t (the same rows)
 //   S(t) -> P(op)  zero            if m is innermost for t, op in sum|max|min (avg has no exact fill)
 //   P(op)-> R      all_reduce
 //   P(op)-> S(t)   reduce_scatter  if m is above every mesh dim sharding t

@@ -158,21 +158,61 @@ TEST(StylesCounts, SequenceParallelTwoReduceScattersTwoAllGathersNoAllReduce) {
 }
 
 TEST(StylesCounts, VocabularyParallelEmbeddingOneAllReduceOrOneReduceScatter) {
+  // No blocks: the embedding, ln_f and lm_head only (the block patterns would match nothing).
   ir::GptConfig cfg{.vocab = 512, .hidden = 512, .heads = 8, .layers = 0, .max_seq = 32, .batch = 2, .seq = 32};
-  auto tp = counts(cfg, "vocab", "4");
-  EXPECT_EQ(tp["all_reduce"], 1);
-  auto sp = counts(cfg, "sp", "4");
-  EXPECT_EQ(sp["reduce_scatter_tensor"], 1);
-  EXPECT_EQ(sp["all_reduce"], 0);
-  // The table is never gathered: the lookup is local (masked_embedding).
   ir::Graph g = ir::build_gpt(cfg);
-  CompiledModel m = compile(g, plan_for("vocab", 1), DeviceMesh::parse("4"));
+  ParallelPlan vocab = ParallelPlan::parse(R"({"modules": [{"pattern": "wte", "style": "rowwise"},
+                                                          {"pattern": "lm_head", "style": "colwise"}]})");
+  ParallelPlan sp = vocab;
+  sp.modules.push_back({"ln_f", Style::sequence, "tp", 1});
+  auto count = [&](const ParallelPlan& p) {
+    CompiledModel m = compile(g, p, DeviceMesh::parse("4"));
+    return collective_stats(m.programs[0], m.ranks[0]).count;
+  };
+  EXPECT_EQ(count(vocab)["all_reduce"], 1);
+  EXPECT_EQ(count(sp)["reduce_scatter_tensor"], 1);
+  EXPECT_EQ(count(sp)["all_reduce"], 0);
+  // The table is never gathered: the lookup is local (masked_embedding).
+  CompiledModel m = compile(g, vocab, DeviceMesh::parse("4"));
   for (const auto& n : m.programs[1].nodes()) {
-    if (n->op == ir::OpKind::masked_embedding) EXPECT_EQ(n->attr_int("vocab_start"), 128);
-    if (ir::op_def(n->op).bytes_sent)
+    if (n->op == ir::OpKind::masked_embedding) {
+      EXPECT_EQ(n->attr_int("vocab_start"), 128);
+    }
+    if (ir::op_def(n->op).bytes_sent) {
       for (const ir::Value* v : n->operands) EXPECT_NE(v->name, "wte.weight") << "the embedding table moved";
+    }
   }
   EXPECT_EQ(testing::count_ops(m.programs[1], ir::OpKind::masked_embedding), 1);
+}
+
+// Loss parallel: cross_entropy on vocabulary-sharded logits issues three all_reduces of one value
+// per token and gathers no logits (the plan keeps the logits output sharded), on a vocabulary the
+// mesh does not divide, and computes PyTorch's formula.
+TEST(StylesCounts, LossParallelCrossEntropyThreeSmallAllReducesNoLogitGather) {
+  ir::GptConfig cfg{.vocab = 509, .hidden = 512, .heads = 8, .layers = 1, .max_seq = 32, .batch = 2, .seq = 32,
+                    .loss = true};
+  ir::Graph g = ir::build_gpt(cfg);
+  ParallelPlan p = example_plan("gpt_tp.json");
+  p.outputs["logits"]["tp"] = Placement::shard(2);
+  CompiledModel m = compile(g, p, DeviceMesh::parse("4"));
+  for (const ir::Graph& prog : m.programs) {
+    int token_sized = 0;
+    for (const auto& n : prog.nodes()) {
+      if (!ir::op_def(n->op).bytes_sent) continue;
+      EXPECT_NE(n->op, ir::OpKind::all_gather_into_tensor) << "%" << n->result()->name << " gathers";
+      EXPECT_NE(n->op, ir::OpKind::all_to_all_single) << "%" << n->result()->name << " gathers";
+      if (n->op == ir::OpKind::all_reduce && n->operands[0]->type.shape == Shape{64}) ++token_sized;
+    }
+    EXPECT_EQ(token_sized, 3);
+    EXPECT_EQ(testing::count_ops(prog, ir::OpKind::cross_entropy), 0);
+    EXPECT_EQ(testing::count_ops(prog, ir::OpKind::cross_entropy_combine), 1);
+  }
+  TensorMap weights = ir::random_weights(g, /*seed=*/3);
+  Generator gen(4);
+  TensorMap inputs = {{"input", randint({2, 32}, 0, 509, gen)}, {"target", randint({2, 32}, 0, 509, gen)}};
+  const double expected = testing::run_single(g, weights, inputs)[1].item();
+  const double got = testing::run_sharded(g, p, DeviceMesh::parse("4"), weights, inputs, "default").outputs[1].item();
+  EXPECT_NEAR(got, expected, 1e-5 * std::abs(expected));
 }
 
 TEST(StylesCounts, SequenceParallelSendsNoMoreThanTensorParallel) {
@@ -217,8 +257,9 @@ TEST(StylesFsdpTp, NoParameterMovesOnTheTpGroupAndNoFullParameterExists) {
       // The largest gathered parameter is a tp shard: fc_in's [2048, 512] weight is 1024 rows on tp.
       for (const auto& n : p.nodes())
         for (const ir::Value* r : n->results)
-          if (!dep[size_t(r->id)] && r->type.rank() == 2)
+          if (!dep[size_t(r->id)] && r->type.rank() == 2) {
             EXPECT_LT(r->type.shape[0] * r->type.shape[1], 2048 * 512) << mesh << ": full parameter %" << r->name;
+          }
     }
   }
 }
