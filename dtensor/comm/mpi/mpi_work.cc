@@ -25,7 +25,7 @@ Duration query_grace(Duration timeout) {
 // sleeps (dtensor/comm/backoff.h); returns false on timeout. Throws on MPI errors.
 bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, const WorkContext& c) {
   Backoff backoff;
-  for (uint64_t iter = 0;; ++iter) {
+  for (;;) {
     int done = 0;
     {
       MpiCallGuard guard;
@@ -40,7 +40,9 @@ bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, 
       }
     }
     if (done) return true;
-    if ((iter & 63) == 0 && Clock::now() >= deadline) return false;
+    // Every poll checks the deadline: once the back-off sleeps, 64 polls can take 64 ms, and
+    // ranks that time out together must report together (the first to abort ends the job).
+    if (Clock::now() >= deadline) return false;
     backoff.pause();
   }
 }
