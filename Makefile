@@ -2,7 +2,13 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test unit asan demo bench clean
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES = ir_text safetensors plan_json interpreter
+# The ThreadSanitizer job: the comm, runtime and launcher tests (scripts/tsan.sh runs them).
+TSAN_TESTS = comm_threads_test comm_fault_test comm_collectives_test comm_symmetric_arena_test \
+             launcher_test runtime_async_test
+
+.PHONY: all deps build test unit asan fuzz tsan demo bench clean
 
 all: build
 
@@ -14,10 +20,13 @@ build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build -j $(JOBS)
 
-# The whole suite through ctest, then the unit tests again under ASan + UBSan.
+# The whole suite through ctest, then the unit tests again under ASan + UBSan, the threaded tests
+# under TSan, and every fuzz harness for FUZZ_SECONDS.
 test: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
 	$(MAKE) asan
+	$(MAKE) tsan
+	$(MAKE) fuzz
 
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDTENSOR_SANITIZE=ON \
@@ -25,6 +34,22 @@ asan: deps
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L unit
+
+# libFuzzer harnesses (fuzz/), built with clang under ASan + UBSan, each run for FUZZ_SECONDS
+# (two at a time); prints the executions per harness; a crash fails (input in build-fuzz/fuzz-artifacts/).
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
+	  -DCMAKE_CXX_COMPILER=clang++ -DDTENSOR_FUZZ=ON -DDTENSOR_WITH_MPI=OFF -DDTENSOR_BUILD_BENCH=OFF \
+	  $(CMAKE_FLAGS) > /dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_HARNESSES))
+	scripts/fuzz.sh run build-fuzz $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+# ThreadSanitizer build of the threaded tests only (TSAN_TESTS), then scripts/tsan.sh runs them.
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+	  -DDTENSOR_TSAN=ON -DDTENSOR_WITH_MPI=OFF -DDTENSOR_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	scripts/tsan.sh build-tsan
 
 # Runs the main job as it exists today (see scripts/demo.sh).
 demo: build
@@ -34,4 +59,4 @@ bench: build
 	build/dtensor bench collectives --ranks 4 --bytes 67108864 --json
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz build-tsan

@@ -12,6 +12,8 @@ PACKAGES=(
   libcli11-dev             # the dtensor CLI
   libfmt-dev               # formatting
   libopenmpi-dev openmpi-bin  # the mpi backend (DTENSOR_WITH_MPI)
+  clang libclang-rt-14-dev    # make fuzz: libFuzzer, ASan + UBSan runtimes for clang
+  libtsan2                    # make tsan: GCC's ThreadSanitizer runtime
 )
 
 missing=()

@@ -7,9 +7,9 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
@@ -17,6 +17,7 @@
 #include "dtensor/passes/buffer_planner.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/command.h"
+#include "tools/mesh_fit.h"
 #include "tools/passes_cli.h"
 
 namespace dt::tools {
@@ -32,11 +33,6 @@ struct CompileCliOptions {
 std::string rank_path(const std::string& path, int rank) {
   std::filesystem::path p(path);
   return (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out || !(out << text)) DT_THROW(IoError) << "cannot write " << path;
 }
 
 nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& model) {
@@ -110,6 +106,7 @@ void compile_command(const CompileCliOptions& opt) {
   ir::Graph model = ir::parse_file(opt.model);
   DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
   sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  check_mesh_fits_model(model, plan, mesh);
   sharding::CompileOptions co;
   // With passes every rank is compiled: comm buffers are planned over all programs together.
   const bool with_passes = opt.passes.passes != "none";
@@ -127,15 +124,20 @@ void compile_command(const CompileCliOptions& opt) {
     else print_report(j);
     return;
   }
+  // The per-rank files appear together or not at all (dtensor/core/atomic_file.h).
+  StagedFiles files;
   for (size_t i = 0; i < c.programs.size(); ++i) {
     const std::string text = ir::print(c.programs[i]);
     if (!opt.output.empty()) {
-      write_file(opt.rank >= 0 ? opt.output : rank_path(opt.output, c.ranks[i]), text);
+      const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, c.ranks[i]);
+      refuse_output_over_input(path, {{"model", opt.model}, {"plan", opt.plan}});
+      files.add(path, text);
     } else {
       if (c.programs.size() > 1) std::printf("# rank %d\n", c.ranks[i]);
       std::printf("%s", text.c_str());
     }
   }
+  files.commit();
 }
 
 void setup(CLI::App& app) {

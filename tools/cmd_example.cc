@@ -6,9 +6,12 @@
 //     --seq 32 -o gpt.dt
 //   --loss adds a `target` input and a loss output; --weights / --inputs write seeded random
 //   parameters / data inputs; --seed picks them.
-#include <cstdio>
-#include <fstream>
+#include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
+
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/io/safetensors.h"
@@ -38,23 +41,50 @@ io::TensorMap random_inputs(const ir::Graph& g, uint64_t seed, int64_t int_high)
   return out;
 }
 
-void write_example(const ir::Graph& g, const ExampleOptions& opt, int64_t int_high) {
-  const std::string text = ir::print(g);
-  if (opt.output.empty() || opt.output == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  } else {
-    std::ofstream out(opt.output, std::ios::binary | std::ios::trunc);
-    if (!out) DT_THROW(IoError) << "cannot write " << opt.output;
-    out << text;
-    if (!out) DT_THROW(IoError) << "cannot write " << opt.output;
+// Returns the bytes of the tensors of `values`, saturating at INT64_MAX.
+int64_t tensor_bytes(const std::vector<ir::Value*>& values) {
+  int64_t total = 0;
+  for (const ir::Value* v : values) {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(numel(v->type.shape), int64_t(itemsize(v->type.dtype)), &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
+      return INT64_MAX;
   }
+  return total;
+}
+
+// Throws ValueError when the requested files cannot be generated in this machine's memory (each
+// file is built in memory, tensors and file image, before anything is written).
+void check_fits_in_memory(const ir::Graph& g, const ExampleOptions& opt) {
+  const int64_t memory = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
+  for (auto [flag, values] : {std::pair{"--weights", opt.weights.empty() ? std::vector<ir::Value*>{} : g.params()},
+                              {"--inputs", opt.inputs.empty() ? std::vector<ir::Value*>{} : g.inputs()}}) {
+    const int64_t bytes = tensor_bytes(values);
+    if (bytes > memory / 2)
+      DT_THROW(ValueError) << flag << ": the " << g.name() << " example's tensors need "
+                           << (bytes == INT64_MAX ? std::string("more than 2^63 bytes") : fmt::format("{:.1f} GiB", double(bytes) / (1 << 30)))
+                           << ", more than half of this machine's " << fmt::format("{:.1f}", double(memory) / (1 << 30))
+                           << " GiB of memory";
+  }
+}
+
+void write_example(const ir::Graph& g, const ExampleOptions& opt, int64_t int_high) {
+  // Check sizes and build every file in memory first: a failure writes nothing, and the files
+  // appear together (dtensor/core/atomic_file.h).
+  check_fits_in_memory(g, opt);
+  const std::string text = ir::print(g);
+  const bool to_stdout = opt.output.empty() || opt.output == "-";
+  StagedFiles files;
+  if (!to_stdout) files.add(opt.output, text);
   if (!opt.weights.empty()) {
     auto w = ir::random_weights(g, opt.seed);
-    io::write_safetensors(opt.weights, io::TensorMap(w.begin(), w.end()), {{"seed", std::to_string(opt.seed)}});
+    files.add(opt.weights, io::safetensors_bytes(io::TensorMap(w.begin(), w.end()), {{"seed", std::to_string(opt.seed)}}));
   }
   if (!opt.inputs.empty())
-    io::write_safetensors(opt.inputs, random_inputs(g, opt.seed, int_high), {{"seed", std::to_string(opt.seed)}});
-  if (!opt.output.empty() && opt.output != "-")
+    files.add(opt.inputs, io::safetensors_bytes(random_inputs(g, opt.seed, int_high), {{"seed", std::to_string(opt.seed)}}));
+  files.commit();
+  if (to_stdout) std::fwrite(text.data(), 1, text.size(), stdout);
+  else
     std::fprintf(stderr, "wrote %s (%zu nodes, %zu parameters)%s%s\n", opt.output.c_str(), g.nodes().size(),
                  g.params().size(), opt.weights.empty() ? "" : " and ", opt.weights.c_str());
 }

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/comm/threads/run_ranks.h"
+#include "dtensor/comm/timeout.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
@@ -37,7 +39,7 @@ struct RunOptions {
   std::string trace;      // --mesh runs only
   std::string backend;    // --mesh runs only: threads | mpi; empty: mpi when started by mpirun
   bool check_collectives = false;
-  double timeout_s = 0;   // 0: CommOptions' default
+  std::optional<double> timeout_s;  // absent: CommOptions' default
   bool no_comm_arena = false;
 };
 
@@ -131,8 +133,7 @@ bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
 // Returns the CommOptions of --timeout-s and --check-collectives.
 CommOptions comm_options(const RunOptions& opt) {
   CommOptions comm;
-  if (opt.timeout_s < 0) DT_THROW(ValueError) << "--timeout-s must be positive, got " << opt.timeout_s;
-  if (opt.timeout_s > 0) comm.timeout = Duration(int64_t(opt.timeout_s * 1e3 + 0.5));
+  if (opt.timeout_s) comm.timeout = timeout_from_seconds(*opt.timeout_s, "--timeout-s");
   comm.check_collectives = opt.check_collectives;
   return comm;
 }
@@ -147,18 +148,19 @@ runtime::Backend choose_backend(const RunOptions& opt) {
 }
 
 void run_command(const RunOptions& opt) {
+  const CommOptions comm = comm_options(opt);  // validates --timeout-s before any work
   if (!opt.mesh.empty() || !opt.plan.empty()) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
                             opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace,
-                            choose_backend(opt), comm_options(opt), !opt.no_comm_arena};
+                            choose_backend(opt), comm, !opt.no_comm_arena};
     if (!run_distributed(d)) command_exit_code() = 1;
     return;
   }
   if (!opt.backend.empty() && runtime::parse_backend(opt.backend) == runtime::Backend::mpi)
     DT_THROW(ValueError) << "--backend mpi needs --mesh and --plan (a sharded run)";
   Program p = load_program(opt);
-  RunResult r = run_single_device(p, opt.repeat, comm_options(opt));
+  RunResult r = run_single_device(p, opt.repeat, comm);
   if (!report(opt, p, r)) command_exit_code() = 1;
 }
 

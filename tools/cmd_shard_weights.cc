@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/sharding/propagation.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
+#include "tools/mesh_fit.h"
 
 namespace dt::tools {
 namespace {
@@ -23,25 +25,38 @@ struct ShardWeightsOptions {
 void shard_weights_command(const ShardWeightsOptions& opt) {
   ir::Graph model = ir::parse_file(opt.model);
   DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
+  std::vector<std::string> paths;
+  for (int r : mesh.ranks()) {
+    paths.push_back((std::filesystem::path(opt.output) / fmt::format("rank{}.safetensors", r)).string());
+    refuse_output_over_input(paths.back(), {{"model", opt.model}, {"weights", opt.weights}, {"plan", opt.plan}});
+  }
   sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  check_mesh_fits_model(model, plan, mesh);
   sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
   sharding::Sharding s = sharding::propagate(model, mesh, resolved);
   io::TensorMap full = io::read_safetensors(opt.weights);
-  std::filesystem::create_directories(opt.output);
+  std::error_code ec;
+  std::filesystem::create_directories(opt.output, ec);
+  if (ec) DT_THROW(IoError) << "cannot create output directory " << opt.output << ": " << ec.message();
+  // Every rank's file is written to a temporary name first and renamed into place only when all
+  // are written: a failure leaves the previous shards in place.
+  StagedFiles files;
   std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", opt.plan}};
   for (const ir::Value* p : model.params()) meta["placements." + p->name] = sharding::placements_of(s, p);
   int64_t total = 0;
-  for (int r : mesh.ranks()) {
+  std::string summary;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const int r = mesh.ranks()[i];
     io::TensorMap shards = sharding::shard_weights(model, s, full, r);
     meta["rank"] = std::to_string(r);
-    const std::string path = (std::filesystem::path(opt.output) / fmt::format("rank{}.safetensors", r)).string();
-    io::write_safetensors(path, shards, meta);
+    files.add(paths[i], io::safetensors_bytes(shards, meta));
     int64_t bytes = 0;
     for (const auto& [name, t] : shards) bytes += int64_t(t.nbytes());
     total += bytes;
-    std::printf("rank %d: %zu tensors, %.1f KiB -> %s\n", r, shards.size(), double(bytes) / 1024, path.c_str());
+    summary += fmt::format("rank {}: {} tensors, {:.1f} KiB -> {}\n", r, shards.size(), double(bytes) / 1024, paths[i]);
   }
-  std::printf("%d ranks, %.1f KiB in all\n", int(mesh.size()), double(total) / 1024);
+  files.commit();
+  std::printf("%s%d ranks, %.1f KiB in all\n", summary.c_str(), int(mesh.size()), double(total) / 1024);
 }
 
 void setup(CLI::App& app) {

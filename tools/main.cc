@@ -45,7 +45,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end parsing with exit code 0 and print what was asked; any other parse
+    // error is a problem in the user's input: one line, exit code 2 (CLI11's own codes are 105+).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "dtensor: error: %s (see --help)\n", e.what());
+    return 2;
   } catch (const dt::Error& e) {
     std::fprintf(stderr, "dtensor: error: %s\n", e.what());
     return 2;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
@@ -16,12 +17,13 @@
 #include "dtensor/runtime/trace.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/tensor_sharding.h"
+#include "tools/mesh_fit.h"
 
 namespace dt::tools {
 namespace {
 
-// Everything every process derives from the command line: the model, the (memory-mapped) full
-// weights and inputs, and the compiled per-rank programs.
+// Everything every process derives from the command line: the model, the full weights and inputs
+// (read into memory: io/safetensors.h), and the compiled per-rank programs.
 struct Setup {
   ir::Graph model;
   io::TensorMap weights, inputs;
@@ -43,10 +45,11 @@ void load_setup(const DistributedRunOptions& opt, Setup& s) {
     DT_THROW(ValueError) << "model " << opt.model << " has " << s.model.params().size() << " parameters: pass --weights";
   if (!s.model.inputs().empty() && opt.inputs.empty())
     DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
-  if (!opt.weights.empty()) s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
-  if (!opt.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(opt.inputs));
   s.mesh = DeviceMesh::parse(opt.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  check_mesh_fits_model(s.model, plan, s.mesh);
+  if (!opt.weights.empty()) s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
+  if (!opt.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(opt.inputs));
   s.c = sharding::compile(s.model, plan, s.mesh);
   s.program_of_rank.assign(size_t(s.mesh.size()), -1);
   for (size_t i = 0; i < s.c.ranks.size(); ++i) {
@@ -60,8 +63,7 @@ void load_setup(const DistributedRunOptions& opt, Setup& s) {
     if (s.program_of_rank[r] < 0) DT_THROW(ValueError) << "mesh " << s.mesh.str() << " has no program for rank " << r;
 }
 
-// Returns rank r's parameter shards and data inputs (views of the mapped files are sliced, so a
-// process only reads the bytes of its own shards).
+// Returns rank r's parameter shards and data inputs (views of the files' bytes are sliced).
 runtime::Bindings rank_bindings(const Setup& s, int r) {
   runtime::Bindings b = sharding::shard_weights(s.model, s.c.sharding, s.weights, r);
   for (auto& [k, v] : sharding::shard_inputs(s.model, s.c.sharding, s.inputs, r)) b[k] = v;
@@ -284,6 +286,8 @@ bool run_distributed(const DistributedRunOptions& opt) {
   if (opt.backend == runtime::Backend::mpi && !runtime::mpi_backend_available())
     DT_THROW(ValueError) << "--backend mpi requested, but this dtensor was built without Open MPI "
                             "(DTENSOR_WITH_MPI off): rebuild with Open MPI installed or use --backend threads";
+  refuse_output_over_input(opt.trace, {{"model", opt.model}, {"weights", opt.weights}, {"inputs", opt.inputs},
+                                      {"expect", opt.expect}, {"plan", opt.plan}});
   Setup s;
   load_setup(opt, s);
   if (opt.backend == runtime::Backend::mpi) return run_mpi_rank(opt, s);

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 
 namespace dt {
@@ -101,10 +101,7 @@ nlohmann::json FlightRecorder::to_json() const {
 }
 
 void FlightRecorder::dump(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) DT_THROW(IoError) << "cannot write flight recorder dump " << path;
-  out << to_json().dump(2) << "\n";
-  if (!out) DT_THROW(IoError) << "cannot write flight recorder dump " << path;
+  write_file_atomically(path, to_json().dump(2) + "\n");
 }
 
 std::string FlightRecorder::dump_to_env_dir() const {

@@ -8,25 +8,43 @@
 #include "dtensor/core/error.h"
 
 namespace dt {
+namespace {
+
+// Throws ValueError unless `shape` is a mesh shape within DeviceMesh's limits; returns its size.
+int64_t checked_mesh_size(const Shape& shape) {
+  if (shape.empty()) DT_THROW(ValueError) << "a mesh needs at least one dim";
+  if (int64_t(shape.size()) > DeviceMesh::kMaxDims)
+    DT_THROW(ValueError) << "mesh " << shape_str(shape) << " has " << shape.size() << " dims, more than the limit of "
+                         << DeviceMesh::kMaxDims;
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s <= 0) DT_THROW(ValueError) << "mesh sizes must be positive, got " << shape_str(shape);
+    // n <= kMaxRanks and s < 2^63, so test against the quotient: no overflow.
+    if (s > DeviceMesh::kMaxRanks / n)
+      DT_THROW(ValueError) << "mesh " << shape_str(shape) << " has more than " << DeviceMesh::kMaxRanks
+                           << " ranks, the limit";
+    n *= s;
+  }
+  return n;
+}
+
+}  // namespace
 
 DeviceMesh::DeviceMesh(Shape shape) : DeviceMesh(shape, [&] {
-    for (int64_t s : shape)
-      if (s <= 0) DT_THROW(ValueError) << "mesh sizes must be positive, got " << shape_str(shape);
-    std::vector<int> r(size_t(numel(shape)));
+    std::vector<int> r(size_t(checked_mesh_size(shape)));
     std::iota(r.begin(), r.end(), 0);
     return r;
   }()) {}
 
 DeviceMesh::DeviceMesh(Shape shape, std::vector<int> ranks) : shape_(std::move(shape)), ranks_(std::move(ranks)) {
-  if (shape_.empty()) DT_THROW(ValueError) << "a mesh needs at least one dim";
-  for (int64_t s : shape_)
-    if (s <= 0) DT_THROW(ValueError) << "mesh sizes must be positive, got " << shape_str(shape_);
+  checked_mesh_size(shape_);
   if (int64_t(ranks_.size()) != numel(shape_))
     DT_THROW(ValueError) << "mesh shape " << shape_str(shape_) << " needs " << numel(shape_)
                          << " ranks, got " << ranks_.size();
   int max_rank = 0;
   for (int r : ranks_) {
     if (r < 0) DT_THROW(ValueError) << "negative rank " << r << " in mesh";
+    if (r >= kMaxRanks) DT_THROW(ValueError) << "rank " << r << " in mesh is not below the limit of " << kMaxRanks;
     max_rank = std::max(max_rank, r);
   }
   index_of_rank_.assign(size_t(max_rank) + 1, -1);

@@ -17,11 +17,19 @@ namespace dt {
 
 class DeviceMesh {
  public:
+  // Limits on what a mesh may be, checked where it is built so user input never reaches the
+  // stages with a mesh they cannot take: sharding keeps per-mesh-dim bit masks in 32 bits, and a
+  // mesh's rank arrays and groups are materialised (a mesh of 10^11 ranks is a typo).
+  static constexpr int64_t kMaxDims = 8;
+  static constexpr int64_t kMaxRanks = 65536;
+  static_assert(kMaxDims <= 32, "sharding/parallel_plan.h keeps one bit per mesh dim in a uint32_t");
+
   DeviceMesh() = default;
   // Mesh of ranks 0..numel(shape)-1 in row-major order.
   explicit DeviceMesh(Shape shape);
   // Mesh of the given ranks (row-major). Throws ValueError when the count does not match the
-  // shape, a rank is negative or repeated, or a size is not positive.
+  // shape, a rank is negative or repeated, a size is not positive, or the mesh has more than
+  // kMaxDims dims or kMaxRanks ranks.
   DeviceMesh(Shape shape, std::vector<int> ranks);
   // Parses "2x4", "8" or "2x2x2". Throws ValueError naming the text otherwise.
   static DeviceMesh parse(std::string_view text);

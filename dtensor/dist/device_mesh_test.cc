@@ -67,6 +67,32 @@ TEST(DeviceMesh, RejectsDuplicateAndMismatchedRanks) {
   EXPECT_THROW(DeviceMesh(Shape{}), ValueError);
 }
 
+std::string mesh_error(const std::string& text) {
+  try {
+    DeviceMesh::parse(text);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Issue 13: a mesh of more than 8 dims reached a sharding check (and 1u << m for m >= 32), and
+// --mesh 99999999999 ended in std::bad_alloc; both are user errors now, checked before allocating.
+TEST(DeviceMesh, RejectsTooManyDimsAndRanks) {
+  EXPECT_EQ(mesh_error("1x1x1x1x1x1x1x1x1"), "mesh [1, 1, 1, 1, 1, 1, 1, 1, 1] has 9 dims, more than the limit of 8");
+  EXPECT_EQ(mesh_error("1x1x1x1x1x1x1x1"), "no error");
+  std::string thirty_three = "2";
+  for (int i = 0; i < 32; ++i) thirty_three += "x2";
+  EXPECT_NE(mesh_error(thirty_three).find("has 33 dims"), std::string::npos);
+  EXPECT_EQ(mesh_error("99999999999"), "mesh [99999999999] has more than 65536 ranks, the limit");
+  EXPECT_EQ(mesh_error("65536"), "no error");
+  EXPECT_EQ(mesh_error("256x257"), "mesh [256, 257] has more than 65536 ranks, the limit");
+  // Products that overflow int64 are caught by the same test.
+  EXPECT_EQ(mesh_error("4294967296x4294967296"), "mesh [4294967296, 4294967296] has more than 65536 ranks, the limit");
+  EXPECT_NE(mesh_error("99999999999999999999999").find("bad mesh"), std::string::npos);
+  EXPECT_THROW(DeviceMesh({1}, {1 << 30}), ValueError);
+}
+
 TEST(DeviceMesh, ChecksWorldSize) {
   DeviceMesh m = DeviceMesh::parse("2x4");
   EXPECT_NO_THROW(m.check_fits(8));

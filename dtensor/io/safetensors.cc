@@ -1,22 +1,21 @@
 #include "dtensor/io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
+#include "dtensor/core/input_file.h"
 
 namespace dt::io {
 namespace {
 
 // The reference implementation's limit: a header beyond this is refused before parsing.
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+// Strides and byte sizes of a tensor are int64 element and byte counts: 2^62 keeps them and their
+// sums far from overflow.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 62;
 
 struct DTypeName {
   DType dtype;
@@ -32,15 +31,6 @@ std::optional<DType> parse_safetensors_dtype(const std::string& s) {
   return std::nullopt;
 }
 
-// An mmap'd region unmapped when the last Storage that views it goes away.
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr && size) munmap(addr, size);
-  }
-};
-
 }  // namespace
 
 std::string safetensors_dtype_name(DType t) {
@@ -50,29 +40,17 @@ std::string safetensors_dtype_name(DType t) {
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  // The file is read into private memory, not mapped: a shared mapping of a file that another
+  // process truncates or rewrites in place (a writer that is not dtensor's) raises SIGBUS on the
+  // next access, hours into a run. One read costs about what faulting the mapping in did.
+  InputFile file(path, "safetensors file");
   SafetensorsFile f;
   f.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) DT_THROW(IoError) << "cannot open safetensors file " << path << ": " << std::strerror(errno);
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    DT_THROW(IoError) << "safetensors file " << path << " is not a regular file";
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = size_t(st.st_size);
-  if (mapping->size > 0) {
-    void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      DT_THROW(IoError) << "cannot map safetensors file " << path << ": " << std::strerror(errno);
-    }
-    mapping->addr = p;
-  }
-  ::close(fd);
-  f.data_ = static_cast<const std::byte*>(mapping->addr);
-  f.size_ = mapping->size;
-  f.mapping_ = mapping;
+  auto storage = Storage::allocate_uninitialized(std::max<size_t>(file.size(), 1));
+  file.read_exactly(storage->data(), file.size(), 0);
+  f.data_ = storage->data();
+  f.size_ = file.size();
+  f.bytes_owner_ = storage;
   f.parse_header();
   return f;
 }
@@ -80,12 +58,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 SafetensorsFile SafetensorsFile::from_bytes(const std::string& bytes, const std::string& name) {
   SafetensorsFile f;
   f.path_ = name;
-  // Copy into 64-byte aligned storage so tensors can alias it like a mapping.
+  // Copy into 64-byte aligned storage so tensors can alias it as they alias a file's bytes.
   auto storage = Storage::allocate(std::max<size_t>(bytes.size(), 1));
   std::memcpy(storage->data(), bytes.data(), bytes.size());
   f.data_ = storage->data();
   f.size_ = bytes.size();
-  f.mapping_ = storage;
+  f.bytes_owner_ = storage;
   f.parse_header();
   return f;
 }
@@ -129,11 +107,17 @@ void SafetensorsFile::parse_header() {
     if (!dtype) DT_THROW(IoError) << "safetensors file " << path_ << ": tensor " << name << " has unsupported dtype " << dt;
     if (!e.contains("shape") || !e["shape"].is_array()) bad("has no shape list");
     Entry entry{*dtype, {}, 0, 0};
-    uint64_t bytes = itemsize(*dtype);
+    // Strides are products of the trailing sizes whatever the element count, so a shape such as
+    // [0, 2^40, 2^40, 2^40] (0 bytes) must be refused too: bound the product of the sizes with
+    // 0 counted as 1, in bytes, by kMaxTensorBytes.
+    uint64_t bytes = itemsize(*dtype), stride_bytes = bytes;
     for (const auto& d : e["shape"]) {
       if (!d.is_number_unsigned()) bad("has a shape entry that is not a non-negative integer");
       uint64_t v = d.get<uint64_t>();
-      if (v > (uint64_t(1) << 62) || __builtin_mul_overflow(bytes, v, &bytes)) bad("has a shape too large");
+      if (__builtin_mul_overflow(stride_bytes, std::max<uint64_t>(v, 1), &stride_bytes) ||
+          stride_bytes > kMaxTensorBytes)
+        bad("has a shape too large");
+      bytes *= v;  // <= stride_bytes
       entry.shape.push_back(int64_t(v));
     }
     if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2 ||
@@ -169,9 +153,9 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   const std::byte* p = data_ + buffer_start_ + e.begin;
   const size_t nbytes = e.end - e.begin;
   if (reinterpret_cast<uintptr_t>(p) % itemsize(e.dtype) == 0 && nbytes > 0) {
-    // Zero-copy: the storage aliases the mapping and keeps it alive. Tensors from a read-only
-    // mapping must not be written (the interpreter never writes its inputs).
-    auto storage = Storage::wrap(const_cast<std::byte*>(p), nbytes, mapping_);
+    // Zero-copy: the storage aliases the file's bytes and keeps them alive. Every get() shares
+    // them, so these tensors must not be written (the interpreter never writes its inputs).
+    auto storage = Storage::wrap(const_cast<std::byte*>(p), nbytes, bytes_owner_);
     return Tensor::from_storage(std::move(storage), e.dtype, e.shape, contiguous_strides(e.shape), 0);
   }
   Tensor t = Tensor::empty(e.shape, e.dtype);  // unaligned data (or empty): copy
@@ -227,11 +211,7 @@ std::string safetensors_bytes(const TensorMap& tensors, const std::map<std::stri
 
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::string bytes = safetensors_bytes(tensors, metadata);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) DT_THROW(IoError) << "cannot write safetensors file " << path;
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  if (!out) DT_THROW(IoError) << "cannot write safetensors file " << path;
+  write_file_atomically(path, safetensors_bytes(tensors, metadata));
 }
 
 }  // namespace dt::io

@@ -1,5 +1,5 @@
-// safetensors files (https://github.com/huggingface/safetensors): read through mmap with
-// zero-copy tensors, and write.
+// safetensors files (https://github.com/huggingface/safetensors): read into memory once, with
+// zero-copy tensors into that copy, and written atomically (dtensor/core/atomic_file.h).
 //
 // Layout: 8 bytes little-endian header length N, N bytes of JSON header
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
@@ -7,7 +7,8 @@
 // then the data buffer; offsets are relative to the buffer start. Reading refuses (dt::IoError
 // naming the file and the tensor) a truncated file, a header longer than the file or than 100 MB,
 // malformed JSON, an unknown dtype, a shape whose byte size differs from its offsets, offsets out
-// of range, and overlapping tensors.
+// of range, overlapping tensors, and shapes whose strides overflow (even with 0 elements). The
+// file must be a regular file (a FIFO is refused, not waited on).
 #pragma once
 
 #include <map>
@@ -24,7 +25,8 @@ using TensorMap = std::map<std::string, Tensor>;
 
 class SafetensorsFile {
  public:
-  // Maps `path` and validates its header; throws IoError.
+  // Reads `path` into memory and validates its header; throws IoError. Later changes to the file
+  // do not affect the returned object.
   static SafetensorsFile open(const std::string& path);
   // Validates an in-memory file image (copied); `name` is used in messages.
   static SafetensorsFile from_bytes(const std::string& bytes, const std::string& name);
@@ -33,7 +35,7 @@ class SafetensorsFile {
   // Tensor names in file order (by offset).
   const std::vector<std::string>& names() const { return names_; }
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
-  // Returns the tensor (sharing the mapped memory when aligned, else a copy); IoError when absent.
+  // Returns the tensor (sharing the file's memory when aligned, else a copy); IoError when absent.
   Tensor get(const std::string& name) const;
   DType dtype(const std::string& name) const;
   const Shape& shape(const std::string& name) const;
@@ -51,7 +53,7 @@ class SafetensorsFile {
   void parse_header();
 
   std::string path_;
-  std::shared_ptr<void> mapping_;  // keeps the mapping (or the owned copy) alive
+  std::shared_ptr<void> bytes_owner_;  // keeps the file's bytes alive
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
   size_t buffer_start_ = 0;
@@ -62,7 +64,7 @@ class SafetensorsFile {
 
 // Returns every tensor of the file at `path` (zero-copy where aligned).
 TensorMap read_safetensors(const std::string& path);
-// Writes tensors (made contiguous) to `path`; throws IoError when it cannot be written.
+// Writes tensors (made contiguous) to `path` atomically; throws IoError when it cannot be written.
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 // Returns the bytes of a safetensors file holding `tensors`.

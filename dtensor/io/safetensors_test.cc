@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "dtensor/core/error.h"
@@ -115,6 +118,42 @@ TEST(Safetensors, RefusesOffsetsThatDoNotFit) {
             "safetensors file bad.safetensors: tensors v and w overlap");
   EXPECT_EQ(io_error(image(R"({"w": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 8]}})", "12345678")),
             "safetensors file bad.safetensors: tensor w has a shape too large");
+}
+
+// Issue 13: a zero-element shape whose strides overflow int64 was accepted (0 bytes) and
+// overflowed contiguous_strides.
+TEST(Safetensors, RefusesShapesWhoseStridesOverflowWhateverTheElementCount) {
+  EXPECT_EQ(io_error(image(R"({"w": {"dtype": "F32", "shape": [0, 1099511627776, 1099511627776, 1099511627776],)"
+                           R"( "data_offsets": [0, 0]}})", "")),
+            "safetensors file bad.safetensors: tensor w has a shape too large");
+  // A large zero-element shape whose strides fit is still fine.
+  EXPECT_EQ(io_error(image(R"({"w": {"dtype": "F32", "shape": [0, 1099511627776], "data_offsets": [0, 0]}})", "")),
+            "no error");
+}
+
+// Issue 13: `dtensor run` kept the weights mapped for the whole run, so rewriting the file in
+// place (truncate, then write) killed it with SIGBUS. An opened file must not depend on the file.
+TEST(Safetensors, OpenedFileSurvivesTruncationInPlace) {
+  TensorMap m = sample_tensors();
+  auto path = std::filesystem::temp_directory_path() / ("dtensor_io_truncate_" + std::to_string(getpid()) + ".safetensors");
+  write_safetensors(path.string(), m);
+  SafetensorsFile f = SafetensorsFile::open(path.string());
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  for (const auto& [name, t] : m) EXPECT_EQ(f.get(name).to_doubles(), t.to_doubles()) << name;
+  std::filesystem::remove(path);
+}
+
+// Issue 13: a FIFO given as the weights hung forever in open().
+TEST(Safetensors, RefusesAFifo) {
+  auto path = std::filesystem::temp_directory_path() / ("dtensor_io_fifo_" + std::to_string(getpid()));
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  try {
+    SafetensorsFile::open(path.string());
+    ADD_FAILURE() << "a fifo was opened";
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()), "safetensors file " + path.string() + " is not a regular file (a fifo)");
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(Safetensors, MissingFileAndTensor) {

@@ -156,6 +156,13 @@ TEST(ParseErrors, SyntaxErrorsSayWhatWasExpected) {
   EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = \"tanh} : f32[8, 64]\n  return %y\n"), "t.dt:4:32: unterminated string");
 }
 
+// Issue 13: a shape with no elements whose strides overflow int64 was accepted.
+TEST(ParseErrors, ShapesWhoseStridesOverflowAreRefusedWhateverTheElementCount) {
+  EXPECT_EQ(error_of("  param %z : f32[0, 1099511627776, 1099511627776, 1099511627776]\n  return %x\n"),
+            "t.dt:4:36: shape has more than 1125899906842624 elements (counting size 0 as 1)");
+  EXPECT_EQ(error_of("  param %z : f32[0, 1099511627776]\n  return %x\n"), "no error");
+}
+
 TEST(ParseErrors, MissingGraphHeaderAndTrailingText) {
   try {
     parse("grap t {}", "h.dt");

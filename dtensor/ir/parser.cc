@@ -22,17 +22,19 @@
 #include <cstring>
 #include <cmath>
 #include <optional>
-#include <fstream>
 #include <sstream>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/input_file.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/verifier.h"
 
 namespace dt::ir {
 namespace {
 
-// Bounds that keep shape arithmetic far from int64 overflow.
+// Bounds that keep shape arithmetic far from int64 overflow. The element bound applies to the
+// product of the sizes with 0 counted as 1 (the largest stride), so [0, 2^40, 2^40] is refused
+// although it has no elements: its strides would overflow.
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr int64_t kMaxNumel = int64_t(1) << 50;
 
@@ -349,7 +351,8 @@ class Parser {
       while (p < end && is_digit(*p) && p - digits < 14) v = v * 10 + (*p++ - '0');
       if (p == digits || p == end) return false;
       // numel * v > kMaxNumel, the token path's test, without its division.
-      if (v > kMaxDim || __builtin_mul_overflow(numel, v, &numel) || numel > kMaxNumel) return false;
+      if (v > kMaxDim || __builtin_mul_overflow(numel, std::max<int64_t>(v, 1), &numel) || numel > kMaxNumel)
+        return false;
       dims_.push_back(v);
       if (*p == ']') {
         ++p;
@@ -473,8 +476,9 @@ class Parser {
         Token d = tok_;
         int64_t v = parse_int(d, "a dim size");
         if (v < 0 || v > kMaxDim) fail(d) << "dim size " << v << " out of range [0, " << kMaxDim << "]";
-        if (v != 0 && numel > kMaxNumel / v) fail(d) << "shape has more than " << kMaxNumel << " elements";
-        numel *= v;
+        if (v != 0 && numel > kMaxNumel / v)
+          fail(d) << "shape has more than " << kMaxNumel << " elements (counting size 0 as 1)";
+        numel *= std::max<int64_t>(v, 1);
         dims_.push_back(v);
         advance();
         if (accept(Tok::rbrack)) break;
@@ -792,11 +796,7 @@ Graph parse(std::string_view text, const std::string& filename, const ParseOptio
 }
 
 Graph parse_file(const std::string& path, const ParseOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) DT_THROW(IoError) << "cannot open IR file " << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path, options);
+  return parse(read_input_file(path, "IR file"), path, options);
 }
 
 }  // namespace dt::ir

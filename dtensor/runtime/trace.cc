@@ -1,8 +1,8 @@
 #include "dtensor/runtime/trace.h"
 
-#include <fstream>
 #include <unordered_map>
 
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -51,10 +51,7 @@ nlohmann::json TraceRecorder::to_json() const {
 }
 
 void TraceRecorder::write(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) DT_THROW(IoError) << "cannot write trace " << path;
-  out << to_json().dump() << '\n';
-  if (!out) DT_THROW(IoError) << "cannot write trace " << path;
+  write_file_atomically(path, to_json().dump() + '\n');
 }
 
 }  // namespace dt::runtime

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/input_file.h"
 #include "dtensor/ir/op_kind.h"
 
 namespace dt::sharding {
@@ -120,11 +121,7 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
 }
 
 ParallelPlan ParallelPlan::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) DT_THROW(IoError) << "cannot read plan " << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  return parse(read_input_file(path, "plan"), path);
 }
 
 std::string ParallelPlan::to_json() const {

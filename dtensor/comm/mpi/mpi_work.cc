@@ -6,8 +6,10 @@
 #include <chrono>
 #include <thread>
 
+#include "dtensor/comm/backoff.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
 #include "dtensor/comm/mpi/peer_state_agent.h"
+#include "dtensor/comm/timeout.h"
 
 namespace dt::mpi {
 namespace {
@@ -19,10 +21,11 @@ Duration query_grace(Duration timeout) {
   return std::clamp(timeout / 4, Duration(200), Duration(2000));
 }
 
-// Spins MPI_Testall until done or the deadline; returns false on timeout. Throws on MPI errors.
+// Polls MPI_Testall until done or the deadline, spinning first and then backing off to bounded
+// sleeps (dtensor/comm/backoff.h); returns false on timeout. Throws on MPI errors.
 bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, const WorkContext& c) {
-  auto spin_until = Clock::now() + std::chrono::milliseconds(1);
-  for (uint64_t iter = 0;; ++iter) {
+  Backoff backoff;
+  for (;;) {
     int done = 0;
     {
       MpiCallGuard guard;
@@ -37,11 +40,10 @@ bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, 
       }
     }
     if (done) return true;
-    if ((iter & 63) == 0) {
-      auto now = Clock::now();
-      if (now >= deadline) return false;
-      if (now >= spin_until) std::this_thread::yield();
-    }
+    // Every poll checks the deadline: once the back-off sleeps, 64 polls can take 64 ms, and
+    // ranks that time out together must report together (the first to abort ends the job).
+    if (Clock::now() >= deadline) return false;
+    backoff.pause();
   }
 }
 
@@ -76,7 +78,7 @@ std::string timeout_message(const WorkContext& c, Duration timeout) {
 }
 
 void wait_requests(const WorkContext& c, std::vector<MPI_Request>& requests, Duration timeout) {
-  if (test_until(requests, Clock::now() + timeout, c)) return;
+  if (test_until(requests, deadline_after(timeout), c)) return;
   DT_THROW(CommError) << timeout_message(c, timeout);
 }
 
@@ -135,7 +137,7 @@ void MpiWork::wait(Duration timeout) {
   if (done_) return;
   bool completed = false;
   try {
-    completed = test_until(requests_, Clock::now() + timeout, context_);
+    completed = test_until(requests_, deadline_after(timeout), context_);
   } catch (const CommError& e) {
     fail_locked(e.what());
   }

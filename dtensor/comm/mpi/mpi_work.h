@@ -1,8 +1,10 @@
 // Work handle of the mpi backend: one or more MPI requests of a non-blocking collective.
 //
-// wait() spins on MPI_Testall (Open MPI progresses non-blocking collectives only inside MPI calls,
-// so a sleeping waiter would stall the transfer), yielding the CPU after the first millisecond so
-// that oversubscribed runs (`mpirun --oversubscribe`) still make progress. When the timeout
+// wait() polls MPI_Testall (Open MPI progresses non-blocking collectives only inside MPI calls,
+// so a sleeping waiter would stall the transfer): it spins, yielding the CPU so that
+// oversubscribed runs (`mpirun --oversubscribe`) still make progress, for 20 ms, then polls with
+// sleeps of at most 1 ms, so a rank waiting on a stalled peer does not burn a core
+// (dtensor/comm/backoff.h). When the timeout
 // expires, it asks the peers' agents how far they are (peer_state_agent.h) and throws CommError
 // naming the collective, its sequence number, the group and the ranks that did not arrive; the
 // failure is sticky (later waits rethrow it) and marks the process as faulted, so MpiRuntime aborts

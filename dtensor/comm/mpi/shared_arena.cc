@@ -5,8 +5,10 @@
 #include <chrono>
 #include <thread>
 
+#include "dtensor/comm/backoff.h"
 #include "dtensor/comm/collective_desc.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
+#include "dtensor/comm/timeout.h"
 
 namespace dt::mpi {
 namespace {
@@ -80,7 +82,8 @@ void SharedArena::reserve(size_t bytes, Duration timeout) {
     check_mpi(MPI_Iallreduce(&want, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm_, &request),
               "MPI_Iallreduce of the shared arena size");
   }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = deadline_after(timeout);
+  Backoff backoff;
   for (int done = 0; !done;) {
     {
       MpiCallGuard guard;
@@ -91,7 +94,7 @@ void SharedArena::reserve(size_t bytes, Duration timeout) {
           "shared-memory arena growth to {} bytes on group {} timed out after {} ms on rank {}",
           want, ranks_str(global_ranks_), timeout.count(), global_ranks_[size_t(me_)]);
     }
-    if (!done) std::this_thread::yield();
+    if (!done) backoff.pause();
   }
   // Before freeing, every member must be done reading the old window: they all are, because they
   // all reached the size agreement after finishing their previous operation.
@@ -110,14 +113,15 @@ void SharedArena::signal(ArenaCounter counter, uint64_t op) {
 
 void SharedArena::wait_for(ArenaCounter counter, uint64_t op, Duration timeout) {
   int n = size();
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = deadline_after(timeout);
+  Backoff backoff;
   for (uint64_t iter = 0;; ++iter) {
     int behind = 0;
     for (int i = 0; i < n; ++i) behind += counter_ref(i, counter).load(std::memory_order_acquire) < op;
     if (behind == 0) return;
     if ((iter & 255) == 255) {
       if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::yield();
+      backoff.pause();
       // Poke MPI's progress engine: a peer may be waiting for one of our non-blocking operations.
       int flag = 0;
       MpiCallGuard guard;

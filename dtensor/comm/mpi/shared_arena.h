@@ -6,8 +6,9 @@
 //   [ phase counters: ready | reduced | done, one cache line each ][ data: capacity bytes ]
 // The counters are monotonic per-member operation numbers, written only by their owner with
 // release stores and read by peers with acquire loads, so "member j's counter reached k" means
-// everything j wrote before it is visible. wait_for() spins on them with a timeout and names the
-// members that lag, which is exactly the set that did not arrive.
+// everything j wrote before it is visible. wait_for() polls them (spinning, then backing off to
+// bounded sleeps: comm/backoff.h) with a timeout and names the members that lag, which is
+// exactly the set that did not arrive.
 //
 // The data area grows on demand (collectively: every member asks for the same size, since it
 // follows from the collective's count). Growth first agrees on the size with a non-blocking

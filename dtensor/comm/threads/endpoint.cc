@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "dtensor/comm/threads/algorithms.h"
+#include "dtensor/comm/timeout.h"
 
 namespace dt::threads {
 
@@ -60,7 +61,7 @@ void ThreadsWork::wait() {
 }
 
 void ThreadsWork::wait(Duration timeout) {
-  if (!state_->wait_until(Clock::now() + timeout))
+  if (!state_->wait_until(deadline_after(timeout)))
     DT_THROW(CommError) << state_->label << ": wait on rank " << state_->rank << " timed out after "
                         << timeout.count() << " ms (the collective is still in flight)";
   throw_if_failed();
@@ -153,7 +154,7 @@ void Endpoint::execute(Task& task) {
   std::shared_ptr<Rendezvous> rv;
   try {
     rv = world_.arrive(st.key, st.members, task.index, std::move(task.me),
-                       Clock::now() + world_.options().timeout);
+                       deadline_after(world_.options().timeout));
   } catch (const CommError& e) {
     fail(fmt::format("{} failed on rank {}: {}", st.label, global_rank(), e.what()));
     return;

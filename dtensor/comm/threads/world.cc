@@ -5,6 +5,7 @@
 #include <set>
 
 #include "dtensor/comm/threads/endpoint.h"
+#include "dtensor/comm/timeout.h"
 
 namespace dt::threads {
 
@@ -17,7 +18,7 @@ void Rendezvous::barrier(Duration timeout) {
     barrier_cv_.notify_all();
     return;
   }
-  if (!barrier_cv_.wait_for(lock, timeout, [&] { return barrier_generation_ != generation; }))
+  if (!barrier_cv_.wait_until(lock, deadline_after(timeout), [&] { return barrier_generation_ != generation; }))
     DT_THROW(CommError) << "phase barrier timed out after " << timeout.count()
                         << " ms inside a started collective (a member's progress thread stopped)";
 }

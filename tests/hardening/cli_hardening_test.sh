@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# End-to-end regression tests of issue 13 (README "Guarantees"): inputs are never modified,
+# outputs are atomic, user errors exit 2 with one line (never an internal check, a signal or a
+# hang), --timeout-s is validated. Every command runs under `timeout` so a hang fails, not stalls.
+# Usage: cli_hardening_test.sh path/to/dtensor path/to/source
+set -u
+DT="$1"
+SRC="$2"
+PLAN="$SRC/examples/gpt_tp.json"
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fail=0
+FAIL() { echo "FAIL: $*"; fail=1; }
+
+# expect <code> <text> <args...>: dtensor exits with <code> and its stderr+stdout contains <text>.
+expect() {
+  local code="$1" text="$2"
+  shift 2
+  local out status
+  out=$(timeout 60 "$DT" "$@" 2>&1)
+  status=$?
+  [ "$status" -eq "$code" ] || FAIL "exit $status (want $code): dtensor $*: $(echo "$out" | tail -3)"
+  echo "$out" | grep -qF -- "$text" || FAIL "'$text' not in output of dtensor $*: $(echo "$out" | tail -3)"
+  # A user error is one line, never an internal check with a source path.
+  if [ "$code" -eq 2 ]; then
+    [ "$(echo "$out" | wc -l)" -eq 1 ] || FAIL "more than one line: dtensor $*: $out"
+    echo "$out" | grep -qE '\.(cc|h):[0-9]+' && FAIL "source path in a user error: dtensor $*: $out"
+  fi
+}
+no_temporaries() {  # no_temporaries <dir>: no staged file left behind
+  if ls -A "$1" | grep -q dtensor-tmp; then FAIL "temporaries left in $1: $(ls -A "$1")"; fi
+}
+
+"$DT" example gpt -o "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" 2>/dev/null || FAIL "example"
+cp "$t/w.safetensors" "$t/w.orig"
+
+# 1. shard-weights with --weights inside -o under a rank<r> name: refused, input intact.
+mkdir -p "$t/out"
+cp "$t/w.safetensors" "$t/out/rank0.safetensors"
+expect 2 "is the same file as weights" shard-weights "$t/m.dt" --weights "$t/out/rank0.safetensors" --mesh 4 --plan "$PLAN" -o "$t/out"
+cmp -s "$t/out/rank0.safetensors" "$t/w.orig" || FAIL "shard-weights modified its input"
+
+# 3. A shard directory where one file cannot be written keeps every previous shard.
+expect 0 "4 ranks" shard-weights "$t/m.dt" --weights "$t/w.safetensors" --mesh 4 --plan "$PLAN" -o "$t/shards"
+cp -r "$t/shards" "$t/shards.orig"
+"$DT" example gpt --weights "$t/w2.safetensors" --seed 7 2>/dev/null >/dev/null || FAIL "example seed 7"
+rm "$t/shards/rank2.safetensors" && mkdir "$t/shards/rank2.safetensors"
+expect 2 "rank2.safetensors: it is a directory" shard-weights "$t/m.dt" --weights "$t/w2.safetensors" --mesh 4 --plan "$PLAN" -o "$t/shards"
+for r in 0 1 3; do
+  cmp -s "$t/shards/rank$r.safetensors" "$t/shards.orig/rank$r.safetensors" || FAIL "rank$r.safetensors changed by a failed run"
+done
+no_temporaries "$t/shards"
+
+# Outputs that are inputs are refused (compile -o, run --trace), example outputs must differ.
+cp "$t/m.dt" "$t/m.orig"
+expect 2 "is the same file as model" compile "$t/m.dt" --mesh 2 --plan "$PLAN" --rank 0 -o "$t/m.dt"
+cmp -s "$t/m.dt" "$t/m.orig" || FAIL "compile -o overwrote its model"
+expect 2 "is the same file as weights" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --trace "$t/w.safetensors"
+cmp -s "$t/w.safetensors" "$t/w.orig" || FAIL "run --trace overwrote the weights"
+expect 2 "twice in one command" example mlp -o "$t/same" --weights "$t/same"
+[ -e "$t/same" ] && FAIL "example wrote $t/same although it failed"
+
+# 3. Sizes are checked before anything is written.
+expect 2 "memory" example gpt --hidden 1000000 -o "$t/big.dt" --weights "$t/big.safetensors"
+[ -e "$t/big.dt" ] && FAIL "example wrote big.dt before failing"
+[ -e "$t/big.safetensors" ] && FAIL "example wrote big.safetensors before failing"
+no_temporaries "$t"
+
+# 4. --timeout-s: finite, positive, bounded.
+for bad in inf nan 1e10 0 -1; do
+  expect 2 "--timeout-s must be a number of seconds in (0, 1e+06]" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --timeout-s "$bad"
+done
+expect 0 "match" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --timeout-s 1e6
+
+# 5. Meshes the model or dtensor cannot take are user errors.
+expect 2 "more than the limit of 8" compile "$t/m.dt" --mesh 1x1x1x1x1x1x1x1x2 --plan "$PLAN"
+expect 2 "more than 65536 ranks" compile "$t/m.dt" --mesh 99999999999 --plan "$PLAN"
+expect 2 "ranks" compile "$t/m.dt" --mesh 513 --plan "$PLAN"
+
+# 7. A FIFO as the model, weights or plan is refused at once.
+mkfifo "$t/fifo"
+expect 2 "is not a regular file (a fifo)" run "$t/fifo" --weights "$t/w.safetensors" --inputs "$t/in.safetensors"
+expect 2 "is not a regular file (a fifo)" run "$t/m.dt" --weights "$t/fifo" --inputs "$t/in.safetensors"
+expect 2 "is not a regular file (a fifo)" compile "$t/m.dt" --mesh 2 --plan "$t/fifo"
+
+# Command-line parse errors exit 2 with one line; --help and --version exit 0.
+expect 2 "model is required" run
+expect 2 "--bogus" run "$t/m.dt" --bogus
+expect 2 "error" --mesh 4
+expect 0 "Usage" --help
+expect 0 "Usage" compile --help
+expect 0 "dtensor" --version
+
+exit $fail
