@@ -1,7 +1,12 @@
 // Elementwise unary kernels: out = f(x) for every element, in the compute type of x.
+//
+// The transcendental ones (exp, log, tanh, sigmoid, silu, gelu) use fast_math.h's branch-free f32
+// kernels whenever the compute type is f32 (f32, bf16, f16), so their row loops vectorise; f64
+// keeps libm, as the precise reference dtype.
 #include <cmath>
 
 #include "dtensor/core/elementwise.h"
+#include "dtensor/core/fast_math.h"
 #include "dtensor/core/ops.h"
 
 namespace dt {
@@ -23,6 +28,15 @@ Tensor unary(const char* op, const Tensor& x, F f) {
   return out;
 }
 
+// Returns kernel(v) for f32 compute and libm(v) for f64.
+template <typename C, typename Libm>
+inline C f32_or(C v, float (*kernel)(float), Libm libm) {
+  if constexpr (std::is_same_v<C, float>)
+    return kernel(v);
+  else
+    return libm(v);
+}
+
 }  // namespace
 
 Tensor neg(const Tensor& x) {
@@ -36,11 +50,11 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  return unary<kFloat>("exp", x, [](auto v) { return std::exp(v); });
+  return unary<kFloat>("exp", x, [](auto v) { return f32_or(v, kernel::exp_f32, [](auto d) { return std::exp(d); }); });
 }
 
 Tensor log(const Tensor& x) {
-  return unary<kFloat>("log", x, [](auto v) { return std::log(v); });
+  return unary<kFloat>("log", x, [](auto v) { return f32_or(v, kernel::log_f32, [](auto d) { return std::log(d); }); });
 }
 
 Tensor sqrt(const Tensor& x) {
@@ -60,29 +74,35 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
-      return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
+      return f32_or(v, kernel::gelu_f32, [](C d) { return C(0.5) * d * (C(1) + std::erf(d * C(M_SQRT1_2))); });
     });
   }
   if (approximate == "tanh") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
-      const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
-      return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+      return f32_or(v, kernel::gelu_tanh_f32, [](C d) {
+        const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
+        return C(0.5) * d * (C(1) + std::tanh(k * (d + C(0.044715) * d * d * d)));
+      });
     });
   }
   DT_THROW(ValueError) << "gelu approximate must be 'none' or 'tanh', got '" << approximate << "'";
 }
 
 Tensor silu(const Tensor& x) {
-  return unary<kFloat>("silu", x, [](auto v) { return v / (decltype(v)(1) + std::exp(-v)); });
+  return unary<kFloat>("silu", x, [](auto v) {
+    return f32_or(v, kernel::silu_f32, [](auto d) { return d / (decltype(d)(1) + std::exp(-d)); });
+  });
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary<kFloat>("sigmoid", x, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+  return unary<kFloat>("sigmoid", x, [](auto v) {
+    return f32_or(v, kernel::sigmoid_f32, [](auto d) { return decltype(d)(1) / (decltype(d)(1) + std::exp(-d)); });
+  });
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary<kFloat>("tanh", x, [](auto v) { return std::tanh(v); });
+  return unary<kFloat>("tanh", x, [](auto v) { return f32_or(v, kernel::tanh_f32, [](auto d) { return std::tanh(d); }); });
 }
 
 Tensor pow(const Tensor& x, double exponent) {
