@@ -15,6 +15,9 @@
 // follow C99/PyTorch: NaN in, NaN out; exp(-inf) = 0, exp(+inf) = inf, log(0) = -inf,
 // log(x < 0) = NaN, tanh(±inf) = ±1, sigmoid(-inf) = 0.
 //
+// Every function is always_inline: a call left in a row loop stops it from vectorising, and
+// GCC's size heuristics otherwise decline to inline the larger ones (log, gelu) into some loops.
+//
 // The shared building block is exp_parts(a, b) = exp(a + b) returned as m·s with m normal: callers
 // multiply their other factors into m before the final ·s, so a result in the subnormal range is
 // rounded once (sigmoid(-100), silu(-105) and gelu(-13) keep their significant bits instead of
@@ -53,7 +56,7 @@ inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < F
 // Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1873,
 // p = e^r = 0.8292, n1 = -72, n2 = -72, m = 0.8292·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
 // with 5 significant bits, rounded once).
-inline ScaledExp exp_parts(float a, float b) {
+[[gnu::always_inline]] inline ScaledExp exp_parts(float a, float b) {
   const float ac = a < kExpLo ? kExpLo : (a > kExpHi ? kExpHi : a);  // NaN passes through
   // Round (a + b) / ln2 to nearest: adding 1.5·2^23 pushes the fraction bits out, and the low
   // mantissa bits of k then hold n in two's complement.
@@ -82,7 +85,7 @@ inline ScaledExp exp_parts(float a, float b) {
 // R is a degree-9 Chebyshev fit of erfc(u)·exp(u²)/t over u in [0.5, 10.7] (fit error 1.5e-9
 // absolute on R in [0.32, 0.77], i.e. < 5e-9 relative; erfc(10.6) is below the f32 range, so
 // callers clamp u to 10.6).
-inline ScaledExp erfc_parts(float u, float a, float b) {
+[[gnu::always_inline]] inline ScaledExp erfc_parts(float u, float a, float b) {
   const float t = 1.0f / (1.0f + 0.5f * u);
   float r = -0.0284032464564f;
   r = r * t + 0.0589512181155f;
@@ -105,7 +108,7 @@ inline constexpr float kErfSwitch = 0.875f;
 
 // Returns erf(u) / u for |u| < kErfSwitch: a degree-6 Chebyshev fit in z = u² over [0, 0.766]
 // (relative fit error 2.3e-10).
-inline float erf_over_u(float z) {
+[[gnu::always_inline]] inline float erf_over_u(float z) {
   float s = 8.69036890739e-5f;
   s = s * z + -0.000821457088745f;
   s = s * z + 0.0052070489106f;
@@ -117,14 +120,16 @@ inline float erf_over_u(float z) {
 }
 
 // Returns x with its low 12 mantissa bits cleared: hi * hi is exact (12 + 12 significant bits).
-inline float split_hi(float x) { return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xfffff000u); }
+[[gnu::always_inline]] inline float split_hi(float x) {
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xfffff000u);
+}
 
 }  // namespace fast_math_detail
 
 // exp(x), max error 1 ulp (normal and subnormal results); exp(x < -103.98) = 0, exp(x > 88.7228)
 // = inf. Unlike fast_exp (softmax's, which flushes results below 2^-126 to 0) it keeps subnormal
 // results, as torch.exp does.
-inline float exp_f32(float x) {
+[[gnu::always_inline]] inline float exp_f32(float x) {
   const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(x, 0.0f);
   const float y = e.m * e.s;
   return x > fast_math_detail::kExpHi ? std::numeric_limits<float>::infinity() : y;
@@ -133,7 +138,7 @@ inline float exp_f32(float x) {
 // log(x), max error 1 ulp. Cephes logf: x = 2^e · f with f in [sqrt(1/2), sqrt(2)), log(f) from
 // a degree-8 polynomial in f - 1 (exact by Sterbenz), e·ln2 added in two parts. Subnormal inputs
 // are scaled by 2^23 first. log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
-inline float log_f32(float x) {
+[[gnu::always_inline]] inline float log_f32(float x) {
   const bool sub = x < 1.17549435e-38f;  // also true for 0 and negatives: fixed by the selects below
   const float xs = sub ? x * 8388608.0f : x;
   const uint32_t bits = std::bit_cast<uint32_t>(xs);
@@ -166,7 +171,7 @@ inline float log_f32(float x) {
 // tanh(x), max error 2 ulp. |x| < 0.625: Cephes' odd polynomial x + x³·P(x²); above:
 // 1 - 2e/(1 + e) with e = exp(-2|x|) <= 0.287 (the subtraction loses nothing: the result is
 // >= 0.55), sign restored. Saturates to ±1 from |x| = 9.01 on.
-inline float tanh_f32(float x) {
+[[gnu::always_inline]] inline float tanh_f32(float x) {
   const float ax = std::fabs(x);
   const float z = x * x;
   float p = -5.70498872745e-3f;
@@ -184,14 +189,14 @@ inline float tanh_f32(float x) {
 // sigmoid(x) = 1 / (1 + e^-x), max error 2.5 ulp over the whole range. With e = exp(-|x|):
 // x >= 0 gives 1 / (1 + e); x < 0 gives e / (1 + e), which keeps full relative precision down to
 // the subnormal results (where 1 / (1 + e^-x) would overflow e^-x and return 0).
-inline float sigmoid_f32(float x) {
+[[gnu::always_inline]] inline float sigmoid_f32(float x) {
   const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(-std::fabs(x), 0.0f);
   const float d = 1.0f + e.m * e.s;
   return x >= 0.0f ? 1.0f / d : (e.m / d) * e.s;  // NaN takes the second branch: NaN
 }
 
 // silu(x) = x · sigmoid(x), max error 3 ulp. As torch, silu(-inf) is NaN (-inf · 0).
-inline float silu_f32(float x) {
+[[gnu::always_inline]] inline float silu_f32(float x) {
   const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(-std::fabs(x), 0.0f);
   const float d = 1.0f + e.m * e.s;
   const float y = x >= 0.0f ? x / d : ((x * e.m) / d) * e.s;
@@ -201,7 +206,7 @@ inline float silu_f32(float x) {
 // erf(x), max error 2.5 ulp. |x| < 0.875: x · S(x²); above: ±(1 - erfc(|x|)) with erfc from
 // erfc_parts (the subtraction loses little: erfc(0.875) = 0.216). Saturates to ±1 from
 // |x| = 3.92 on.
-inline float erf_f32(float x) {
+[[gnu::always_inline]] inline float erf_f32(float x) {
   using namespace fast_math_detail;
   const float ax = std::fabs(x);
   const float small = x * erf_over_u(x * x);
@@ -215,7 +220,7 @@ inline float erf_f32(float x) {
 // gelu(x) = x/2 · (1 + erf(x/√2)) (torch's approximate='none'), max error 6 ulp over the whole
 // range. For x < -0.5·√2, 1 + erf(x/√2) would cancel (at x = -5 it keeps 3 of 24 bits), so the
 // negative tail uses x/2 · erfc(|x|/√2) with exp(-x²/2) from an exact hi·hi/2 plus a correction.
-inline float gelu_f32(float x) {
+[[gnu::always_inline]] inline float gelu_f32(float x) {
   using namespace fast_math_detail;
   const float u = x * 0.707106781186547524f;
   const float au = std::fabs(u);
@@ -223,11 +228,12 @@ inline float gelu_f32(float x) {
   // |x| = 15 erfc underflows: clamping keeps inf out (the result is x, or -0 below).
   const float xc = x < -15.0f ? -15.0f : (x > 15.0f ? 15.0f : x);
   const float h = split_hi(xc);
-  const ScaledExp c = erfc_parts(std::fabs(xc) * 0.707106781186547524f, -0.5f * (h * h), -0.5f * ((xc - h) * (xc + h)));
+  const float uc = std::fabs(xc) * 0.707106781186547524f;
+  const ScaledExp c = erfc_parts(uc, -0.5f * (h * h), -0.5f * ((xc - h) * (xc + h)));
   const float half_x = 0.5f * x;
   const float small = half_x + half_x * (u * erf_over_u(u * u));
   const float pos = x * (1.0f - 0.5f * (c.m * c.s));  // x/2 · (2 - erfc(u)); inf stays inf
-  const float neg = ((half_x * c.m) * c.s);    // x/2 · erfc(|u|), scaled once at the end
+  const float neg = (half_x * c.m) * c.s;               // x/2 · erfc(|u|), scaled once at the end
   const float y = x > 0.0f ? (au < kErfSwitch ? small : pos) : (u > -0.5f ? small : neg);
   return x < -15.0f ? x * 0.0f : y;  // -0, or NaN for -inf as torch (-inf · 0)
 }
@@ -239,7 +245,7 @@ inline float gelu_f32(float x) {
 // dominates: at most 4·|t| + 4 ulp, a bound of 353 ulp at x = -10 where the result is 1e-37 (torch,
 // computing 1 + tanh, returns 0 there). The function is that ill-conditioned: its relative
 // condition number at x = -10 is about 230, so an input rounding alone moves it by 115 ulp.
-inline float gelu_tanh_f32(float x) {
+[[gnu::always_inline]] inline float gelu_tanh_f32(float x) {
   const float k2 = 1.59576912160573071f;  // 2·√(2/π)
   const float t = (k2 * x) * (1.0f + 0.044715f * (x * x));
   return x * sigmoid_f32(t);

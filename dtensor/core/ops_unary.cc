@@ -28,14 +28,9 @@ Tensor unary(const char* op, const Tensor& x, F f) {
   return out;
 }
 
-// Returns kernel(v) for f32 compute and libm(v) for f64.
-template <typename C, typename Libm>
-inline C f32_or(C v, float (*kernel)(float), Libm libm) {
-  if constexpr (std::is_same_v<C, float>)
-    return kernel(v);
-  else
-    return libm(v);
-}
+// True for the f32 compute type (f32, bf16, f16), which the fast_math.h kernels serve.
+template <typename C>
+inline constexpr bool kF32 = std::is_same_v<C, float>;
 
 }  // namespace
 
@@ -50,11 +45,15 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  return unary<kFloat>("exp", x, [](auto v) { return f32_or(v, kernel::exp_f32, [](auto d) { return std::exp(d); }); });
+  return unary<kFloat>("exp", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::exp_f32(v); else return std::exp(v);
+  });
 }
 
 Tensor log(const Tensor& x) {
-  return unary<kFloat>("log", x, [](auto v) { return f32_or(v, kernel::log_f32, [](auto d) { return std::log(d); }); });
+  return unary<kFloat>("log", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::log_f32(v); else return std::log(v);
+  });
 }
 
 Tensor sqrt(const Tensor& x) {
@@ -74,16 +73,16 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
-      return f32_or(v, kernel::gelu_f32, [](C d) { return C(0.5) * d * (C(1) + std::erf(d * C(M_SQRT1_2))); });
+      if constexpr (kF32<C>) return kernel::gelu_f32(v);
+      else return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
     });
   }
   if (approximate == "tanh") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
-      return f32_or(v, kernel::gelu_tanh_f32, [](C d) {
-        const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
-        return C(0.5) * d * (C(1) + std::tanh(k * (d + C(0.044715) * d * d * d)));
-      });
+      const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
+      if constexpr (kF32<C>) return kernel::gelu_tanh_f32(v);
+      else return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
     });
   }
   DT_THROW(ValueError) << "gelu approximate must be 'none' or 'tanh', got '" << approximate << "'";
@@ -91,18 +90,20 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 Tensor silu(const Tensor& x) {
   return unary<kFloat>("silu", x, [](auto v) {
-    return f32_or(v, kernel::silu_f32, [](auto d) { return d / (decltype(d)(1) + std::exp(-d)); });
+    if constexpr (kF32<decltype(v)>) return kernel::silu_f32(v); else return v / (1 + std::exp(-v));
   });
 }
 
 Tensor sigmoid(const Tensor& x) {
   return unary<kFloat>("sigmoid", x, [](auto v) {
-    return f32_or(v, kernel::sigmoid_f32, [](auto d) { return decltype(d)(1) / (decltype(d)(1) + std::exp(-d)); });
+    if constexpr (kF32<decltype(v)>) return kernel::sigmoid_f32(v); else return 1 / (1 + std::exp(-v));
   });
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary<kFloat>("tanh", x, [](auto v) { return f32_or(v, kernel::tanh_f32, [](auto d) { return std::tanh(d); }); });
+  return unary<kFloat>("tanh", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::tanh_f32(v); else return std::tanh(v);
+  });
 }
 
 Tensor pow(const Tensor& x, double exponent) {
