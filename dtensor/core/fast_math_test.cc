@@ -45,7 +45,7 @@ std::vector<Kernel> kernels() {
       {"exp", exp_f32, [](LD x) { return std::exp(x); }, 1,
        {{-104.5f, -87.0f}, {88.0f, 89.0f}, {0.34f, 0.36f}}},
       {"log", log_f32, [](LD x) { return std::log(x); }, 1,
-       {{0.0f, 1.2e-38f}, {0.70f, 0.72f}, {0.99f, 1.01f}, {1.40f, 1.42f}}},
+       {{0.0f, 1e-44f}, {1.1e-38f, 1.2e-38f}, {0.70f, 0.72f}, {0.99f, 1.01f}, {1.40f, 1.42f}}},
       {"tanh", tanh_f32, [](LD x) { return std::tanh(x); }, 2,
        {{0.55f, 0.70f}, {8.9f, 9.2f}}},
       {"sigmoid", sigmoid_f32, sigmoid_ref, 2.5, {{-104.5f, -87.0f}, {15.0f, 18.0f}}},
@@ -77,7 +77,7 @@ std::pair<double, float> worst_error(const Kernel& k) {
   // Whole range: uniform bit patterns (every binade equally likely); where values matter most:
   // uniform in [-16, 16].
   std::uniform_real_distribution<float> moderate(-16.0f, 16.0f);
-  for (int i = 0; i < (1 << 20); ++i) {
+  for (int i = 0; i < (1 << 19); ++i) {
     check(std::bit_cast<float>(uint32_t(gen())));
     check(moderate(gen));
   }
@@ -99,7 +99,8 @@ TEST(FastMath, GeluTanhTailErrorGrowsOnlyWithTheArgument) {
   // 4·|t| + 4 ulp (see fast_math.h), down to where the result underflows.
   double worst_ratio = 0;
   float worst_x = 0;
-  for (float x = -1.0f; x >= -20.0f; x = std::nextafter(x, -INFINITY)) {
+  // Every 4th float: 4M inputs.
+  for (float x = -1.0f; x >= -20.0f; x = std::bit_cast<float>(std::bit_cast<uint32_t>(x) + 4)) {
     const LD t = gelu_tanh_arg(LD(x));
     const double e = ulp_error(gelu_tanh_f32(x), x * sigmoid_ref(t)) / (4 * double(std::fabs(t)) + 4);
     if (e > worst_ratio) {
