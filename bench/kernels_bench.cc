@@ -198,7 +198,7 @@ void BM_Attention(benchmark::State& state) {
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Attention)->ArgNames({"S", "causal", "tiled"})
-    ->ArgsProduct({{256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->ArgsProduct({{16, 256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
