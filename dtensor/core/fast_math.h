@@ -36,7 +36,8 @@ namespace dt::kernel {
 
 namespace fast_math_detail {
 
-// exp(a + b) = m * s. Requires |b| < 2^-10 or so (a correction; b = 0 is the common case).
+// exp(a + b) = m * s. b is the low part of an argument that f32 cannot hold in one number (b = 0
+// is the common case); n is chosen from a + b, so the reduced argument stays within ±ln2/2.
 struct ScaledExp {
   float m;  // p * 2^n1: p = e^r in [0.7, 1.42], n1 in [-81, 64], so m is a normal number
   float s;  // 2^n2, n2 = n - n1 in [-81, 64]
@@ -53,8 +54,8 @@ inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < F
 // its garbage exponent is harmless because NaN propagates through p) and 2^n is split in two
 // factors so that n down to -162 (subnormal and below) is representable.
 //
-// Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1873,
-// p = e^r = 0.8292, n1 = -72, n2 = -72, m = 0.8292·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
+// Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1868,
+// p = e^r = 0.8296, n1 = -72, n2 = -72, m = 0.8296·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
 // with 5 significant bits, rounded once).
 [[gnu::always_inline]] inline ScaledExp exp_parts(float a, float b) {
   const float ac = a < kExpLo ? kExpLo : (a > kExpHi ? kExpHi : a);  // NaN passes through
