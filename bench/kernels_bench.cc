@@ -7,10 +7,18 @@
 //               output (memory traffic 3x vs memcpy's 2x), which is the honest cost of the op.
 //               Its output buffer is recycled (large_block_cache.h) after a warm-up call.
 //   softmax, layer_norm: [4096, 1024] f32 rows; bytes_per_second counts the input.
+//   unary activations: dt::exp/log/tanh/sigmoid/silu/gelu on 4 Mi f32 values in [-8, 8], each next
+//               to the same loop over libm (the kernel it replaced: one scalar call per element),
+//               so old/new is a ratio within one run. items_per_second counts elements.
+//   attention:  dt::scaled_dot_product_attention on [4, 8, S, 64] (the gpt example's heads) next to
+//               the unfused kernel it replaced (matmul, scale, mask, softmax, matmul); causal and
+//               not. Run with --benchmark_enable_random_interleaving=true on a shared machine.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "dtensor/core/ops.h"
 #include "dtensor/core/rng.h"
@@ -88,6 +96,109 @@ void BM_LayerNorm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * int64_t(x.nbytes()));
 }
 BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Unary kernels: which op (new dt:: kernel) and its libm formula (the old kernel's body).
+enum class Unary { exp, log, tanh, sigmoid, silu, gelu, gelu_tanh };
+const char* const kUnaryNames[] = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"};
+
+dt::Tensor run_unary(Unary op, const dt::Tensor& x) {
+  switch (op) {
+    case Unary::exp: return dt::exp(x);
+    case Unary::log: return dt::log(x);
+    case Unary::tanh: return dt::tanh(x);
+    case Unary::sigmoid: return dt::sigmoid(x);
+    case Unary::silu: return dt::silu(x);
+    case Unary::gelu: return dt::gelu(x);
+    case Unary::gelu_tanh: return dt::gelu(x, "tanh");
+  }
+  return {};
+}
+
+template <Unary op>
+float libm_unary(float v) {
+  if constexpr (op == Unary::exp) return std::exp(v);
+  if constexpr (op == Unary::log) return std::log(v);
+  if constexpr (op == Unary::tanh) return std::tanh(v);
+  if constexpr (op == Unary::sigmoid) return 1.0f / (1.0f + std::exp(-v));
+  if constexpr (op == Unary::silu) return v / (1.0f + std::exp(-v));
+  if constexpr (op == Unary::gelu) return 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
+  const float k = float(M_2_SQRTPI * M_SQRT1_2);
+  return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+}
+
+dt::Tensor unary_input(Unary op) {
+  dt::Generator gen(4);
+  // log needs positive inputs; the others see the range activations live in.
+  return op == Unary::log ? dt::rand({int64_t(1) << 22}, gen, dt::DType::f32, 1e-3, 16)
+                          : dt::rand({int64_t(1) << 22}, gen, dt::DType::f32, -8, 8);
+}
+
+template <Unary op>
+void BM_UnaryNew(benchmark::State& state) {
+  const dt::Tensor x = unary_input(op);
+  benchmark::DoNotOptimize(run_unary(op, x).raw_data());  // warm-up: recycled output buffer
+  for (auto _ : state) {
+    dt::Tensor y = run_unary(op, x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * x.numel());
+  state.SetLabel(kUnaryNames[int(op)]);
+}
+
+template <Unary op>
+void BM_UnaryLibm(benchmark::State& state) {
+  const dt::Tensor x = unary_input(op);
+  dt::Tensor y = dt::Tensor::uninitialized(x.shape());
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (auto _ : state) {
+    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = libm_unary<op>(xp[i]);
+    benchmark::DoNotOptimize(yp);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * x.numel());
+  state.SetLabel(kUnaryNames[int(op)]);
+}
+
+#define DT_UNARY_BENCH(op)                                                                  \
+  BENCHMARK(BM_UnaryLibm<Unary::op>)->Name("BM_Unary/" #op "/libm")->Unit(benchmark::kMillisecond); \
+  BENCHMARK(BM_UnaryNew<Unary::op>)->Name("BM_Unary/" #op "/new")->Unit(benchmark::kMillisecond);
+DT_UNARY_BENCH(exp)
+DT_UNARY_BENCH(log)
+DT_UNARY_BENCH(tanh)
+DT_UNARY_BENCH(sigmoid)
+DT_UNARY_BENCH(silu)
+DT_UNARY_BENCH(gelu)
+DT_UNARY_BENCH(gelu_tanh)
+#undef DT_UNARY_BENCH
+
+// The unfused attention the tiled kernel replaced: a full [S, S] score matrix per head.
+dt::Tensor unfused_attention(const dt::Tensor& q, const dt::Tensor& k, const dt::Tensor& v, bool causal) {
+  dt::Tensor scores = dt::mul(dt::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(q.size(-1))));
+  if (causal) {
+    const int64_t s = q.size(-2);
+    dt::Tensor visible = dt::le(dt::Tensor::arange(s).view({1, s}), dt::Tensor::arange(s).view({s, 1}));
+    scores = dt::where(visible, scores, dt::Tensor::full({}, -std::numeric_limits<double>::infinity()));
+  }
+  return dt::matmul(dt::softmax(scores, -1), v);
+}
+
+// Args: S, causal, tiled (1: dt::scaled_dot_product_attention, 0: unfused).
+void BM_Attention(benchmark::State& state) {
+  const int64_t s = state.range(0);
+  const bool causal = state.range(1) != 0, tiled = state.range(2) != 0;
+  dt::Generator gen(5);
+  dt::Tensor q = dt::randn({4, 8, s, 64}, gen), k = dt::randn({4, 8, s, 64}, gen), v = dt::randn({4, 8, s, 64}, gen);
+  for (auto _ : state) {
+    dt::Tensor o = tiled ? dt::scaled_dot_product_attention(q, k, v, causal) : unfused_attention(q, k, v, causal);
+    benchmark::DoNotOptimize(o.raw_data());
+  }
+  // Flops of the two GEMMs over the full score matrix (causal attention needs about half).
+  state.counters["FLOPS"] = benchmark::Counter(4.0 * 4 * 8 * double(s) * double(s) * 64,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Attention)->ArgNames({"S", "causal", "tiled"})
+    ->ArgsProduct({{16, 256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -65,13 +65,17 @@ inline T store(C v) {
 }
 
 // Computes out = f(x) elementwise. x has out's shape (already expanded).
+//
+// The row body is flattened (f and all it calls inlined): f can be a whole fast_math.h kernel,
+// which GCC's size heuristics would otherwise leave as a call in the loop (tanh's and log's
+// were), and a call stops the loop from vectorising.
 template <typename In, typename Out, typename F>
 void unary_loop(const Tensor& x, const Tensor& out, F f) {
   const In* xp = static_cast<const In*>(x.raw_data());
   Out* op = static_cast<Out*>(out.raw_data());
   std::array<const Strides*, 2> st{&out.strides(), &x.strides()};
   strided_loop<2>(out.shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
-                                       const std::array<int64_t, 2>& inner) {
+                                       const std::array<int64_t, 2>& inner) __attribute__((flatten)) {
     Out* __restrict o = op + off[0];
     const In* __restrict a = xp + off[1];
     if (inner[0] == 1 && inner[1] == 1) {

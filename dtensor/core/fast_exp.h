@@ -14,7 +14,7 @@
 
 namespace dt::kernel {
 
-inline float fast_exp(float x) {
+[[gnu::always_inline]] inline float fast_exp(float x) {
   const float lo = -87.33654f, hi = 88.72283f;
   const float xc = x < lo ? lo : (x > hi ? hi : x);  // NaN compares false: passes through
   // Round x / ln2 to nearest: adding 1.5 * 2^23 pushes the fraction bits out (|x / ln2| < 2^22).

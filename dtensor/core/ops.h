@@ -80,6 +80,13 @@ Tensor embedding(const Tensor& indices, const Tensor& weight);
 // of every shard gives the full lookup). Indices are not range-checked against the whole table.
 Tensor masked_embedding(const Tensor& indices, const Tensor& weight, int64_t vocab_start);
 
+// ---- attention (ops_attention.cc) ----
+// softmax(q·kᵀ/√D + mask)·v for q [..., S, D], k [..., Sk, D], v [..., Sk, Dv] (equal leading
+// dims) -> [..., S, Dv], as torch.nn.functional.scaled_dot_product_attention with scale=None.
+// causal: torch's top-left aligned mask, query i sees keys j <= i. Tiled (flash-style): memory is
+// O(S·Dv) per head and causal attention skips the fully masked key blocks.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false);
+
 // ---- shape ops (ops_shape.cc): cat and pad copy; split, chunk and chunk_exact return views of
 // the input, as torch does (call .contiguous()/.clone() for an independent buffer) ----
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);

@@ -10,8 +10,8 @@
 #include <limits>
 
 #include "dtensor/core/elementwise.h"
-#include "dtensor/core/fast_exp.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/row_reduce.h"
 
 namespace dt {
 
@@ -58,45 +58,8 @@ Tensor map_rows(const char* op, const Tensor& x, int64_t dim, RowFn row_fn) {
   return last ? out : out.transpose(d, -1).contiguous();
 }
 
-// Returns the max of a row (NaN-free rows; a NaN simply propagates through the later exp).
-// Row loops reduce in kLanes interleaved lanes (element i goes to lane i % kLanes, lanes combined
-// in a fixed tree): the order depends only on n, so results are reproducible, and independent
-// lanes let the compiler vectorise a reduction it may not reassociate.
-constexpr int kLanes = 8;
-
-template <typename C>
-C row_max(const C* v, int64_t n) {
-  C lanes[kLanes];
-  for (C& l : lanes) l = -std::numeric_limits<C>::infinity();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] = v[i + j] > lanes[j] ? v[i + j] : lanes[j];
-  C mx = lanes[0];
-  for (int j = 1; j < kLanes; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
-  for (; i < n; ++i) mx = v[i] > mx ? v[i] : mx;
-  return mx;
-}
-
-// Returns the sum over i < n of term(i) (a double), in lanes.
-template <typename Term>
-double row_sum(int64_t n, Term term) {
-  double lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] += term(i + j);
-  double s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; i < n; ++i) s += term(i);
-  return s;
-}
-
-// Returns exp(v): the vectorisable fast_exp for f32 compute (f32, bf16, f16), std::exp for f64.
-template <typename C>
-inline C exp_of(C v) {
-  if constexpr (std::is_same_v<C, float>)
-    return kernel::fast_exp(v);
-  else
-    return std::exp(v);
-}
+using kernel::row_max;
+using kernel::row_sum;
 
 // Checks that normalized_shape is the trailing part of x's shape and that an optional affine
 // parameter has exactly that shape and x's dtype. Returns the row length.
@@ -139,7 +102,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return map_rows("softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
     using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
     const C mx = row_max(v, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = exp_of(v[i] - mx);
+    for (int64_t i = 0; i < n; ++i) out[i] = kernel::softmax_exp(v[i] - mx);
     const C s = C(row_sum(n, [&](int64_t i) { return double(out[i]); }));
     for (int64_t i = 0; i < n; ++i) out[i] = out[i] / s;
   });
@@ -149,7 +112,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return map_rows("log_softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
     using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
     const C mx = row_max(v, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = exp_of(v[i] - mx);  // scratch, overwritten below
+    for (int64_t i = 0; i < n; ++i) out[i] = kernel::softmax_exp(v[i] - mx);  // scratch, overwritten below
     const C lse = C(std::log(row_sum(n, [&](int64_t i) { return double(out[i]); })));
     for (int64_t i = 0; i < n; ++i) out[i] = (v[i] - mx) - lse;
   });

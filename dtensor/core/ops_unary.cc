@@ -1,7 +1,12 @@
 // Elementwise unary kernels: out = f(x) for every element, in the compute type of x.
+//
+// The transcendental ones (exp, log, tanh, sigmoid, silu, gelu) use fast_math.h's branch-free f32
+// kernels whenever the compute type is f32 (f32, bf16, f16), so their row loops vectorise; f64
+// keeps libm, as the precise reference dtype.
 #include <cmath>
 
 #include "dtensor/core/elementwise.h"
+#include "dtensor/core/fast_math.h"
 #include "dtensor/core/ops.h"
 
 namespace dt {
@@ -23,6 +28,10 @@ Tensor unary(const char* op, const Tensor& x, F f) {
   return out;
 }
 
+// True for the f32 compute type (f32, bf16, f16), which the fast_math.h kernels serve.
+template <typename C>
+inline constexpr bool kF32 = std::is_same_v<C, float>;
+
 }  // namespace
 
 Tensor neg(const Tensor& x) {
@@ -36,11 +45,15 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  return unary<kFloat>("exp", x, [](auto v) { return std::exp(v); });
+  return unary<kFloat>("exp", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::exp_f32(v); else return std::exp(v);
+  });
 }
 
 Tensor log(const Tensor& x) {
-  return unary<kFloat>("log", x, [](auto v) { return std::log(v); });
+  return unary<kFloat>("log", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::log_f32(v); else return std::log(v);
+  });
 }
 
 Tensor sqrt(const Tensor& x) {
@@ -60,29 +73,37 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
-      return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
+      if constexpr (kF32<C>) return kernel::gelu_f32(v);
+      else return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
     });
   }
   if (approximate == "tanh") {
     return unary<kFloat>("gelu", x, [](auto v) {
       using C = decltype(v);
       const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
-      return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+      if constexpr (kF32<C>) return kernel::gelu_tanh_f32(v);
+      else return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
     });
   }
   DT_THROW(ValueError) << "gelu approximate must be 'none' or 'tanh', got '" << approximate << "'";
 }
 
 Tensor silu(const Tensor& x) {
-  return unary<kFloat>("silu", x, [](auto v) { return v / (decltype(v)(1) + std::exp(-v)); });
+  return unary<kFloat>("silu", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::silu_f32(v); else return v / (1 + std::exp(-v));
+  });
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary<kFloat>("sigmoid", x, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+  return unary<kFloat>("sigmoid", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::sigmoid_f32(v); else return 1 / (1 + std::exp(-v));
+  });
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary<kFloat>("tanh", x, [](auto v) { return std::tanh(v); });
+  return unary<kFloat>("tanh", x, [](auto v) {
+    if constexpr (kF32<decltype(v)>) return kernel::tanh_f32(v); else return std::tanh(v);
+  });
 }
 
 Tensor pow(const Tensor& x, double exponent) {

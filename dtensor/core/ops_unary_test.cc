@@ -1,5 +1,7 @@
 #include <cmath>
+#include <cstring>
 
+#include "dtensor/core/fast_math.h"
 #include "dtensor/core/ops_test_util.h"
 
 namespace dt {
@@ -9,6 +11,9 @@ using test::expect_error;
 using test::expect_values;
 using test::rtol_for;
 using test::uniform;
+
+// Returns |x| (log's inputs).
+Tensor abs_of(const Tensor& x) { return maximum(x, neg(x)); }
 
 struct UnaryCase {
   const char* name;
@@ -70,6 +75,36 @@ TEST(OpsUnary, MatchesReferenceForFloatDtypesAndLayouts) {
         const double atol = dtype == DType::f64 ? 1e-12 : dtype == DType::f32 ? 1e-6 : 1e-4;
         expect_values(y, want, rtol_for(dtype) * 2, atol, what);
       }
+    }
+  }
+}
+
+TEST(OpsUnary, F32KernelsGiveTheSameBitsInEveryLayoutAndDtype) {
+  // The vectorised contiguous rows, the scalar strided rows and a plain call of the fast_math.h
+  // kernel agree bitwise (no dependence on vector width or row start), and bf16 is the f32 result
+  // rounded once.
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& x) { return exp(x); }},      {"log", [](const Tensor& x) { return log(abs_of(x)); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},    {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"silu", [](const Tensor& x) { return silu(x); }},    {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }}};
+  const std::vector<float (*)(float)> kernels = {kernel::exp_f32,     kernel::log_f32,  kernel::tanh_f32,
+                                                 kernel::sigmoid_f32, kernel::silu_f32, kernel::gelu_f32,
+                                                 kernel::gelu_tanh_f32};
+  Tensor x = uniform({37, 41}, DType::f32, 3, -12, 12);  // 41: rows not a multiple of the width
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const auto& [name, op] = ops[k];
+    const Tensor xin = std::string(name) == "log" ? abs_of(x) : x;
+    std::vector<float> in = xin.to_vector<float>();
+    std::vector<float> contiguous = op(x).to_vector<float>();
+    std::vector<float> strided = op(x.transpose(0, 1).contiguous().transpose(0, 1)).to_vector<float>();
+    std::vector<double> bf = op(x.to(DType::bf16)).to_doubles();
+    std::vector<float> in_bf = xin.to(DType::bf16).to(DType::f32).to_vector<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float want = kernels[k](in[i]);
+      ASSERT_EQ(std::memcmp(&contiguous[i], &want, 4), 0) << name << " element " << i;
+      ASSERT_EQ(std::memcmp(&strided[i], &want, 4), 0) << name << " strided element " << i;
+      ASSERT_EQ(bf[i], double(float(bf16(kernels[k](in_bf[i]))))) << name << " bf16 element " << i;
     }
   }
 }

@@ -3,9 +3,6 @@
 // softmax(q·kᵀ · 1/sqrt(D) + mask) · v, as torch.nn.functional.scaled_dot_product_attention with
 // scale=None. With causal=true the mask is torch's top-left aligned lower triangle: query i sees
 // keys j <= i (-inf elsewhere). The gpt example uses q, k, v of shape [B, heads, S, head_dim].
-#include <cmath>
-#include <limits>
-
 #include "dtensor/core/ops.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -32,21 +29,10 @@ void infer_sdpa(const Node& node, const Graph&, std::vector<TensorType>& out) {
   out.push_back({q.dtype, std::move(s)});
 }
 
+// The kernel is dt::scaled_dot_product_attention (dtensor/core/ops_attention.cc): tiled, with the
+// softmax fused into each score block, and causal attention skipping the fully masked blocks.
 void run_sdpa(const KernelArgs& a) {
-  const Tensor& q = a.in[0];
-  const Tensor& k = a.in[1];
-  const Tensor& v = a.in[2];
-  const int64_t head_dim = q.size(-1);
-  Tensor scores = dt::mul(dt::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(head_dim)));
-  if (a.node.attr_bool("causal")) {
-    const int64_t s = q.size(-2), sk = k.size(-2);
-    Tensor rows = Tensor::arange(s).view({s, 1});
-    Tensor cols = Tensor::arange(sk).view({1, sk});
-    Tensor visible = dt::le(cols, rows);  // [S, Sk]: key j visible from query i when j <= i
-    Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
-    scores = dt::where(visible, scores, neg_inf);
-  }
-  a.out[0] = dt::matmul(dt::softmax(scores, -1), v);
+  a.out[0] = dt::scaled_dot_product_attention(a.in[0], a.in[1], a.in[2], a.node.attr_bool("causal"));
 }
 
 }  // namespace

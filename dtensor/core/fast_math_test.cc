@@ -1,0 +1,148 @@
+// Checks the max ulp error of every fast_math.h kernel against a long-double reference, over a
+// seeded sample of all 2^32 float bit patterns (NaN, ±inf, subnormals included) and exhaustive
+// sweeps of every float in the ranges where an approximation switches, saturates or underflows.
+#include "dtensor/core/fast_math.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dt::kernel {
+namespace {
+
+using LD = long double;
+
+// Returns |y - exact| in ulps of the f32 result nearest to `exact` (2^-149 in the subnormal range).
+// NaN must match NaN; an infinite result must be what `exact` rounds to. Mismatches count as 1e9.
+double ulp_error(float y, LD exact) {
+  if (std::isnan(exact) || std::isnan(y)) return std::isnan(exact) && std::isnan(y) ? 0 : 1e9;
+  const float rounded = float(exact);
+  if (std::isinf(rounded) || std::isinf(y)) return rounded == y ? 0 : 1e9;
+  if (exact == 0) return y == 0 ? 0 : 1e9;
+  const int e = std::max(std::ilogb(std::fabs(exact)), -126);
+  return double(std::fabs(LD(y) - exact) / std::ldexp(LD(1), e - 23));
+}
+
+struct Kernel {
+  const char* name;
+  float (*f)(float);
+  std::function<LD(LD)> ref;
+  double max_ulp;                               // asserted bound (the comment in fast_math.h)
+  std::vector<std::pair<float, float>> sweeps;  // every float in [lo, hi]
+};
+
+LD sigmoid_ref(LD x) { return 1 / (1 + std::exp(-x)); }
+LD gelu_tanh_arg(LD x) { return 2 * std::sqrt(2 / LD(M_PI)) * (x + LD(0.044715f) * x * x * x); }
+
+std::vector<Kernel> kernels() {
+  return {
+      {"exp", exp_f32, [](LD x) { return std::exp(x); }, 1,
+       {{-104.5f, -87.0f}, {88.0f, 89.0f}, {0.34f, 0.36f}}},
+      {"log", log_f32, [](LD x) { return std::log(x); }, 1,
+       {{0.0f, 1e-44f}, {1.1e-38f, 1.2e-38f}, {0.70f, 0.72f}, {0.99f, 1.01f}, {1.40f, 1.42f}}},
+      {"tanh", tanh_f32, [](LD x) { return std::tanh(x); }, 2,
+       {{0.55f, 0.70f}, {8.9f, 9.2f}}},
+      {"sigmoid", sigmoid_f32, sigmoid_ref, 2.5, {{-104.5f, -87.0f}, {15.0f, 18.0f}}},
+      {"silu", silu_f32, [](LD x) { return x * sigmoid_ref(x); }, 3,
+       {{-113.0f, -100.0f}, {15.0f, 18.0f}}},
+      {"erf", erf_f32, [](LD x) { return std::erf(x); }, 2.5,
+       {{0.70f, 0.80f}, {3.8f, 4.0f}}},
+      {"gelu", gelu_f32, [](LD x) { return x / 2 * std::erfc(-x / std::sqrt(LD(2))); }, 6,
+       {{-15.5f, -13.0f}, {-1.2f, -0.9f}, {0.9f, 1.2f}}},
+      // Bounded for x >= -1; the tail is checked separately below.
+      {"gelu_tanh", [](float x) { return x < -1.0f ? 0.0f : gelu_tanh_f32(x); },
+       [](LD x) { return x < LD(-1.0f) ? 0 : x * sigmoid_ref(gelu_tanh_arg(x)); }, 4,
+       {{-1.0f, -0.5f}, {0.9f, 1.1f}}},
+  };
+}
+
+// Returns the max ulp error of k over the sample and the sweeps, and the input where it occurs.
+std::pair<double, float> worst_error(const Kernel& k) {
+  double worst = 0;
+  float worst_x = 0;
+  auto check = [&](float x) {
+    const double e = ulp_error(k.f(x), k.ref(LD(x)));
+    if (e > worst) {
+      worst = e;
+      worst_x = x;
+    }
+  };
+  std::mt19937 gen(17);
+  // Whole range: uniform bit patterns (every binade equally likely); where values matter most:
+  // uniform in [-16, 16].
+  std::uniform_real_distribution<float> moderate(-16.0f, 16.0f);
+  for (int i = 0; i < (1 << 19); ++i) {
+    check(std::bit_cast<float>(uint32_t(gen())));
+    check(moderate(gen));
+  }
+  for (auto [lo, hi] : k.sweeps)
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) check(x);
+  return {worst, worst_x};
+}
+
+TEST(FastMath, MaxUlpErrorOverTheWholeFloatRange) {
+  for (const Kernel& k : kernels()) {
+    auto [worst, x] = worst_error(k);
+    std::printf("%-10s max error %.3f ulp at x = %.9g\n", k.name, worst, double(x));
+    EXPECT_LE(worst, k.max_ulp) << k.name << " at x = " << x;
+  }
+}
+
+TEST(FastMath, GeluTanhTailErrorGrowsOnlyWithTheArgument) {
+  // Below x = -1 the rounding of t = 2·√(2/π)·(x + 0.044715·x³) dominates: the error bound is
+  // 4·|t| + 4 ulp (see fast_math.h), down to where the result underflows.
+  double worst_ratio = 0;
+  float worst_x = 0;
+  // Every 4th float: 4M inputs.
+  for (float x = -1.0f; x >= -20.0f; x = std::bit_cast<float>(std::bit_cast<uint32_t>(x) + 4)) {
+    const LD t = gelu_tanh_arg(LD(x));
+    const double e = ulp_error(gelu_tanh_f32(x), x * sigmoid_ref(t)) / (4 * double(std::fabs(t)) + 4);
+    if (e > worst_ratio) {
+      worst_ratio = e;
+      worst_x = x;
+    }
+  }
+  std::printf("gelu_tanh tail: max error / (4|t| + 4) = %.3f at x = %.9g\n", worst_ratio, double(worst_x));
+  EXPECT_LE(worst_ratio, 1.0);
+}
+
+TEST(FastMath, SpecialValues) {
+  const float inf = INFINITY, nan = NAN;
+  EXPECT_EQ(exp_f32(-inf), 0.0f);
+  EXPECT_EQ(exp_f32(inf), inf);
+  EXPECT_EQ(exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-103.0f), float(std::exp(-103.0L)));  // subnormal result kept
+  EXPECT_EQ(log_f32(0.0f), -inf);
+  EXPECT_EQ(log_f32(-0.0f), -inf);
+  EXPECT_EQ(log_f32(1.0f), 0.0f);
+  EXPECT_EQ(log_f32(inf), inf);
+  EXPECT_TRUE(std::isnan(log_f32(-1.0f)));
+  EXPECT_TRUE(std::isnan(log_f32(-inf)));
+  EXPECT_EQ(tanh_f32(inf), 1.0f);
+  EXPECT_EQ(tanh_f32(-inf), -1.0f);
+  EXPECT_EQ(sigmoid_f32(-inf), 0.0f);
+  EXPECT_EQ(sigmoid_f32(inf), 1.0f);
+  EXPECT_EQ(silu_f32(inf), inf);
+  EXPECT_EQ(erf_f32(inf), 1.0f);
+  EXPECT_EQ(erf_f32(-inf), -1.0f);
+  EXPECT_EQ(gelu_f32(inf), inf);
+  EXPECT_EQ(gelu_tanh_f32(inf), inf);
+  // As torch: x · (something that is 0 at -inf) is NaN.
+  EXPECT_TRUE(std::isnan(silu_f32(-inf)));
+  EXPECT_TRUE(std::isnan(gelu_f32(-inf)));
+  EXPECT_TRUE(std::isnan(gelu_tanh_f32(-inf)));
+  for (auto f : {exp_f32, log_f32, tanh_f32, sigmoid_f32, silu_f32, erf_f32, gelu_f32, gelu_tanh_f32})
+    EXPECT_TRUE(std::isnan(f(nan)));
+  // Odd functions keep the sign of zero.
+  EXPECT_TRUE(std::signbit(tanh_f32(-0.0f)));
+  EXPECT_TRUE(std::signbit(erf_f32(-0.0f)));
+}
+
+}  // namespace
+}  // namespace dt::kernel

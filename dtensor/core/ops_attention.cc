@@ -1,0 +1,203 @@
+// scaled_dot_product_attention as one tiled kernel: flash-style blocks with an online softmax.
+//
+// softmax(q·kᵀ/√D + mask)·v is computed per head, one block of kQueryBlock query rows at a time.
+// For each block of up to kKeyBlock keys the score tile s = q_blk·k_blkᵀ/√D is one sgemm into a
+// scratch tile; every row of the tile is turned into exponentials against the row's running max
+// m, its running sum l (in double) is updated, and the block's contribution p·v_blk is one more
+// sgemm accumulated straight into the output rows. When a later key block raises a row's max, the
+// row's sum and output so far are rescaled by exp(m_old - m_new) first. After the last key block
+// each output row is divided by its sum.
+//
+// So the only score memory is one [kQueryBlock, kKeyBlock] tile (32 KiB in f32), not [S, Sk] per
+// head, and a causal mask costs nothing: query block [i0, i0 + bq) sees keys j <= i only, so key
+// blocks from i0 + bq on are never computed (about half the q·kᵀ and p·v flops at long sequences),
+// and inside the last block each row's exponentials stop at its diagonal (the rest of the row is 0).
+//
+// Worked example, causal, S = Sk = 100, kQueryBlock = 32, kKeyBlock = 256: query blocks [0, 32),
+// [32, 64), [64, 96), [96, 100) use keys [0, 32), [0, 64), [0, 96), [0, 100): 292 key columns of
+// the 400 a full [100, 100] score matrix has (and 5,050 of them are unmasked). Row 40 of the second
+// block takes exponentials of columns 0..40 and writes 0 to 41..63.
+//
+// Every row has a visible key in every key block it processes: key blocks start at multiples of
+// kKeyBlock, itself a multiple of kQueryBlock, so a block that starts before i0 + bq starts at or
+// before i0 <= i. Results match the unfused softmax(scores)·v to a few ulps (fast_exp is the same
+// exp as dt::softmax's); with Sk <= kKeyBlock no rescaling happens at all.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "dtensor/core/elementwise.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/core/row_reduce.h"
+#include "dtensor/core/threading.h"
+
+namespace dt {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 32;
+constexpr int64_t kKeyBlock = 256;
+static_assert(kKeyBlock % kQueryBlock == 0, "the causal argument in the file comment needs this");
+
+// Computes c[m, n] = alpha · a[m, k] · op(b) + beta · c, row-major, op(b) = bᵀ when trans_b
+// (b is [n, k]) else b ([k, n]). Leading dims are row strides in elements.
+template <typename C>
+void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, C alpha, const C* a, int64_t lda, const C* b, int64_t ldb,
+          C beta, C* c, int64_t ldc) {
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<C, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
+                blasint(ldb), beta, c, blasint(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
+                blasint(ldb), beta, c, blasint(ldc));
+}
+
+// One head's matrices: row i of q is q + i * ldq (unit column stride), likewise k and v.
+template <typename C>
+struct Head {
+  const C* q;
+  const C* k;
+  const C* v;
+  C* out;  // contiguous [S, Dv]
+  int64_t ldq, ldk, ldv;
+};
+
+// Per-call scratch of the tiled loop.
+template <typename C>
+struct Scratch {
+  std::vector<C> tile = std::vector<C>(size_t(kQueryBlock * kKeyBlock));
+  std::vector<C> row_max = std::vector<C>(size_t(kQueryBlock));
+  std::vector<double> row_sum = std::vector<double>(size_t(kQueryBlock));
+};
+
+// Computes one head (see the file comment). S, Sk, D, Dv >= 1.
+template <typename C>
+void attend_head(const Head<C>& h, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal, Scratch<C>& w) {
+  const C scale = C(1.0 / std::sqrt(double(D)));
+  const C neg_inf = -std::numeric_limits<C>::infinity();
+  for (int64_t i0 = 0; i0 < S; i0 += kQueryBlock) {
+    const int64_t bq = std::min(kQueryBlock, S - i0);
+    const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
+    C* acc = h.out + i0 * Dv;
+    std::fill(acc, acc + bq * Dv, C(0));
+    std::fill(w.row_max.begin(), w.row_max.end(), neg_inf);
+    std::fill(w.row_sum.begin(), w.row_sum.end(), 0.0);
+    for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
+      const int64_t bk = std::min(kKeyBlock, key_end - j0);
+      C* s = w.tile.data();
+      gemm<C>(/*trans_b=*/true, bq, bk, D, C(1), h.q + i0 * h.ldq, h.ldq, h.k + j0 * h.ldk, h.ldk, C(0), s, bk);
+      for (int64_t r = 0; r < bq; ++r) {
+        C* row = s + r * bk;
+        // Keys j0 + c with c < visible are unmasked for query i0 + r.
+        const int64_t visible = causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, bk) : bk;
+        // Scaling after the GEMM (not as its alpha) rounds the scores exactly as the unfused
+        // matmul-then-mul did: a score's rounding error is amplified |score| times by exp.
+        for (int64_t c = 0; c < visible; ++c) row[c] = row[c] * scale;
+        const C m_old = w.row_max[size_t(r)];
+        const C m_new = std::max(m_old, kernel::row_max(row, visible));
+        if (m_new == neg_inf) {  // nothing visible yet (cannot happen, see the file comment)
+          std::fill(row, row + bk, C(0));
+          continue;
+        }
+        for (int64_t c = 0; c < visible; ++c) row[c] = kernel::softmax_exp(row[c] - m_new);
+        std::fill(row + visible, row + bk, C(0));
+        const double block_sum = kernel::row_sum(visible, [&](int64_t c) { return double(row[c]); });
+        if (m_new != m_old) {  // also the first block (m_old = -inf): the sum and output so far are 0
+          const C rescale = kernel::softmax_exp(m_old - m_new);
+          w.row_sum[size_t(r)] *= double(rescale);
+          C* out_row = acc + r * Dv;
+          for (int64_t c = 0; c < Dv; ++c) out_row[c] *= rescale;
+        }
+        w.row_sum[size_t(r)] += block_sum;
+        w.row_max[size_t(r)] = m_new;
+      }
+      gemm<C>(/*trans_b=*/false, bq, Dv, bk, C(1), s, bk, h.v + j0 * h.ldv, h.ldv, C(1), acc, Dv);
+    }
+    if (key_end == 0) continue;  // no keys: the output stays 0, as softmax over nothing times v
+    for (int64_t r = 0; r < bq; ++r) {
+      const C l = C(w.row_sum[size_t(r)]);
+      C* out_row = acc + r * Dv;
+      for (int64_t c = 0; c < Dv; ++c) out_row[c] = out_row[c] / l;
+    }
+  }
+}
+
+// Returns t unchanged when its last dim has unit stride and its rows do not overlap (what BLAS
+// needs of a row-major operand), else a contiguous copy.
+Tensor blas_rows(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t rs = t.strides()[size_t(t.dim() - 2)], cs = t.strides().back();
+  const bool ok = (cs == 1 || cols == 1) && (rows == 1 || rs >= cols);
+  return ok ? t : t.contiguous();
+}
+
+// Returns the element offset of batch `b` (row-major over the leading dims) in t.
+int64_t batch_offset(const Tensor& t, int64_t b) {
+  int64_t off = 0;
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    const int64_t n = t.shape()[size_t(d)];
+    off += (b % n) * t.strides()[size_t(d)];
+    b /= n;
+  }
+  return off;
+}
+
+// Row stride of t's matrices, for BLAS: any value >= cols when there is a single row.
+int64_t row_stride(const Tensor& t) {
+  return t.size(-2) == 1 ? std::max<int64_t>(t.size(-1), 1) : t.strides()[size_t(t.dim() - 2)];
+}
+
+template <typename C>
+Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal) {
+  const Tensor q = blas_rows(q0), k = blas_rows(k0), v = blas_rows(v0);
+  const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2), Dv = v.size(-1);
+  Shape out_shape = q.shape();
+  out_shape.back() = Dv;
+  // No keys (or an empty head dim) gives zeros, as softmax over nothing times v did.
+  if (S == 0 || Sk == 0 || D == 0 || Dv == 0 || numel(out_shape) == 0) return Tensor::zeros(out_shape, dtype_of<C>());
+  Tensor out = Tensor::uninitialized(out_shape, dtype_of<C>());
+  init_compute_threads();
+  const int64_t batches = out.numel() / (S * Dv);
+  Scratch<C> scratch;
+  const C* qp = static_cast<const C*>(q.raw_data());
+  const C* kp = static_cast<const C*>(k.raw_data());
+  const C* vp = static_cast<const C*>(v.raw_data());
+  C* op = static_cast<C*>(out.raw_data());
+  for (int64_t b = 0; b < batches; ++b) {
+    const Head<C> h{qp + batch_offset(q, b), kp + batch_offset(k, b), vp + batch_offset(v, b), op + b * S * Dv,
+                    row_stride(q), row_stride(k), row_stride(v)};
+    attend_head(h, S, Sk, D, Dv, causal, scratch);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const char* op = "scaled_dot_product_attention";
+  kernel::check_same_dtype(op, q, k);
+  kernel::check_same_dtype(op, q, v);
+  bool ok = q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-1) == q.size(-1) &&
+            v.size(-2) == k.size(-2);
+  for (int64_t d = 0; ok && d + 2 < q.dim(); ++d)
+    ok = k.shape()[size_t(d)] == q.shape()[size_t(d)] && v.shape()[size_t(d)] == q.shape()[size_t(d)];
+  if (!ok)
+    DT_THROW(ShapeError) << op << " shapes do not agree: q " << shape_str(q.shape()) << ", k " << shape_str(k.shape())
+                         << ", v " << shape_str(v.shape());
+  Tensor out;
+  kernel::dispatch<kernel::kFloat>(q.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      out = attend<T>(q, k, v, causal);
+    } else {  // bf16/f16: compute in f32, round once at the end
+      out = attend<float>(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal).to(q.dtype());
+    }
+  });
+  return out;
+}
+
+}  // namespace dt

@@ -1,0 +1,134 @@
+// The tiled scaled_dot_product_attention against the unfused kernel it replaced (kept here as the
+// naive reference: q·kᵀ, scale, mask with where, softmax, ·v), on sequence lengths around the
+// block sizes (1, 7, 64, 257 > kKeyBlock = 256), causal and not, uneven head dims, strided views.
+#include <limits>
+
+#include "dtensor/core/ops_test_util.h"
+
+namespace dt {
+namespace {
+
+using test::expect_error;
+using test::uniform;
+
+// Returns softmax(q·kᵀ/√D + mask)·v with a full [S, Sk] score matrix per head.
+Tensor naive_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const int64_t head_dim = q.size(-1);
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(head_dim)));
+  if (causal) {
+    const int64_t s = q.size(-2), sk = k.size(-2);
+    Tensor rows = Tensor::arange(s).view({s, 1});
+    Tensor cols = Tensor::arange(sk).view({1, sk});
+    Tensor visible = le(cols, rows);
+    Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
+    scores = where(visible, scores, neg_inf);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+// Returns max |got - want| / (max |want| + |want|) elementwise: relative to the output's scale,
+// since single outputs of p·v can cancel to near 0.
+double rel_diff(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  double scale = 0, worst = 0;
+  for (double x : b) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / (scale + std::fabs(b[i])));
+  return worst;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  EXPECT_LE(rel_diff(got, want), rel) << what;
+}
+
+struct Dims {
+  int64_t S, Sk, D, Dv;
+};
+
+TEST(OpsAttention, MatchesTheUnfusedKernel) {
+  std::vector<Dims> dims;
+  for (int64_t s : {1, 7, 64, 257}) {
+    dims.push_back({s, s, 13, 7});   // uneven head dims
+    dims.push_back({s, s, 64, 64});  // the gpt shape
+  }
+  dims.push_back({7, 257, 16, 5});   // more keys than queries
+  dims.push_back({257, 7, 16, 5});   // more queries than keys: causal rows past Sk see every key
+  dims.push_back({300, 600, 32, 32});  // several key blocks per query block: rescaling
+  uint64_t seed = 1;
+  for (const Dims& d : dims) {
+    for (bool causal : {false, true}) {
+      // Scores of std ~1 and ~9 (amp 3): the second makes later key blocks raise the running max
+      // often. There a score's f32 rounding, amplified |score| times by exp, leaves both kernels
+      // ~1.5e-6 from the f64 result (differently): the new one must be no further from it.
+      for (double amp : {1.0, 3.0}) {
+        Tensor q = uniform({2, 3, d.S, d.D}, DType::f32, seed++, -amp, amp);
+        Tensor k = uniform({2, 3, d.Sk, d.D}, DType::f32, seed++, -amp, amp);
+        Tensor v = uniform({2, 3, d.Sk, d.Dv}, DType::f32, seed++);
+        const std::string what = "S " + std::to_string(d.S) + " Sk " + std::to_string(d.Sk) + " D " +
+                                 std::to_string(d.D) + " Dv " + std::to_string(d.Dv) + (causal ? " causal" : "") +
+                                 " amp " + std::to_string(amp);
+        const Tensor got = scaled_dot_product_attention(q, k, v, causal), old = naive_sdpa(q, k, v, causal);
+        if (amp == 1.0) {
+          expect_close(got, old, 1e-6, what);
+        } else {
+          const Tensor exact = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
+          EXPECT_LE(rel_diff(got.to(DType::f64), exact), 1.5 * rel_diff(old.to(DType::f64), exact) + 1e-7) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, ReadsStridedViewsInPlace) {
+  // The gpt layout: [B, S, H, hd] projections viewed as [B, H, S, hd], and a sliced key view.
+  Tensor q = uniform({2, 33, 4, 8}, DType::f32, 7).transpose(1, 2);
+  Tensor k = uniform({2, 33, 4, 16}, DType::f32, 8).transpose(1, 2).slice(3, 0, 16, 2);
+  Tensor v = uniform({2, 33, 4, 5}, DType::f32, 9).transpose(1, 2);
+  for (bool causal : {false, true})
+    expect_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
+                 causal ? "causal" : "full");
+}
+
+TEST(OpsAttention, OtherFloatDtypes) {
+  for (DType dtype : {DType::f64, DType::bf16, DType::f16}) {
+    Tensor q = uniform({3, 70, 12}, dtype, 21), k = uniform({3, 70, 12}, dtype, 22), v = uniform({3, 70, 9}, dtype, 23);
+    // bf16/f16 now round once at the end instead of after every step: compare in f64.
+    const double rel = dtype == DType::f64 ? 1e-12 : dtype == DType::bf16 ? 1e-2 : 2e-3;
+    for (bool causal : {false, true}) {
+      Tensor want = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
+      expect_close(scaled_dot_product_attention(q, k, v, causal).to(DType::f64), want, rel,
+                   std::string(dtype_name(dtype)) + (causal ? " causal" : ""));
+    }
+  }
+}
+
+TEST(OpsAttention, EmptySizes) {
+  EXPECT_EQ(scaled_dot_product_attention(Tensor::zeros({2, 0, 4}), Tensor::zeros({2, 5, 4}), Tensor::zeros({2, 5, 3}))
+                .shape(),
+            (Shape{2, 0, 3}));
+  // No keys: softmax over nothing times v is 0, as the unfused kernel gives.
+  Tensor out = scaled_dot_product_attention(uniform({2, 3, 4}, DType::f32, 1), Tensor::zeros({2, 0, 4}),
+                                            Tensor::zeros({2, 0, 3}), /*causal=*/true);
+  EXPECT_EQ(out.to_doubles(), std::vector<double>(18, 0.0));
+}
+
+TEST(OpsAttention, IsDeterministic) {
+  Tensor q = uniform({2, 300, 16}, DType::f32, 31), k = uniform({2, 300, 16}, DType::f32, 32),
+         v = uniform({2, 300, 16}, DType::f32, 33);
+  Tensor a = scaled_dot_product_attention(q, k, v, true), b = scaled_dot_product_attention(q, k, v, true);
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
+}
+
+TEST(OpsAttention, RejectsBadShapesAndDtypes) {
+  Tensor q = Tensor::zeros({2, 3, 4});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, Tensor::zeros({2, 3, 5}), Tensor::zeros({2, 3, 4})); },
+                           {"scaled_dot_product_attention", "[2, 3, 5]"});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, Tensor::zeros({3, 3, 4}), Tensor::zeros({3, 3, 4})); },
+                           {"scaled_dot_product_attention"});
+  Tensor i = Tensor::zeros({2, 3, 4}, DType::i64);
+  expect_error<DTypeError>([&] { scaled_dot_product_attention(i, i, i); }, {"scaled_dot_product_attention", "i64"});
+}
+
+}  // namespace
+}  // namespace dt
