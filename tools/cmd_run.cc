@@ -168,7 +168,7 @@ void setup(CLI::App& app) {
   static RunOptions opt;
   CLI::App* cmd = app.add_subcommand("run", "Run a model (IR file) on CPU; compare with --expect");
   cmd->add_option("model", opt.model, "IR file (.dt)")->required();
-  cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model");
+  cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model, or (with --mesh) a shard-weights directory of rank<r>.safetensors");
   cmd->add_option("--inputs", opt.inputs, "safetensors file with the data inputs, by name (extra tensors ignored)");
   cmd->add_option("--expect", opt.expect, "safetensors file whose tensor `output` output 0 must match");
   cmd->add_option("--rtol", opt.rtol, "relative tolerance of --expect")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/atomic_file.h"
@@ -13,6 +14,7 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
+#include "dtensor/redistribute/executor.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/runtime/trace.h"
 #include "dtensor/sharding/compiler.h"
@@ -27,6 +29,9 @@ namespace {
 struct Setup {
   ir::Graph model;
   io::TensorMap weights, inputs;
+  // --weights DIR (a `shard-weights` output): each rank's parameter shards, by rank; `weights`
+  // then holds the parameters assembled from them (for the single-device reference run).
+  std::vector<io::TensorMap> rank_weights;
   DeviceMesh mesh;
   sharding::CompiledModel c;
   std::vector<int> program_of_rank;  // rank -> index into c.programs
@@ -39,6 +44,42 @@ struct RankReport {
   double peak_bytes = 0, param_bytes = 0, bytes_sent = 0, collectives = 0;
 };
 
+// Reads DIR/rank<r>.safetensors as `shard-weights` wrote them: every rank's file must exist, hold
+// this rank's shard of every parameter and record the placements this plan gives it.
+void load_sharded_checkpoint(const std::string& dir, Setup& s) {
+  const std::vector<int>& ranks = s.mesh.ranks();
+  for (int r : ranks) {
+    const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.safetensors", r)).string();
+    if (!std::filesystem::exists(path))
+      DT_THROW(IoError) << "--weights " << dir << " is a directory but has no " << path
+                        << " (write it with `dtensor shard-weights` on the same mesh and plan)";
+    const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+    io::TensorMap mine;
+    for (const ir::Value* p : s.model.params()) {
+      const std::string want = sharding::placements_of(s.c.sharding, p);
+      auto it = f.metadata().find("placements." + p->name);
+      if (it != f.metadata().end() && it->second != want)
+        DT_THROW(ValueError) << path << " holds " << p->name << " as " << it->second << " but this mesh and plan place it "
+                             << want << ": shard the weights again with this plan";
+      if (!f.contains(p->name)) DT_THROW(IoError) << path << " has no tensor " << p->name;
+      Tensor t = f.get(p->name);
+      const Shape local = local_shape_of(s.mesh.shape(), s.c.sharding.values[size_t(p->id)], p->type.shape,
+                                         *s.mesh.coordinate(r));
+      if (t.shape() != local || t.dtype() != p->type.dtype)
+        DT_THROW(IoError) << path << ": " << p->name << " is " << dtype_name(t.dtype()) << shape_str(t.shape())
+                          << " but rank " << r << "'s shard is " << dtype_name(p->type.dtype) << shape_str(local);
+      mine.emplace(p->name, std::move(t));
+    }
+    s.rank_weights.push_back(std::move(mine));
+  }
+  for (const ir::Value* p : s.model.params()) {
+    std::vector<Tensor> locals;
+    for (const io::TensorMap& m : s.rank_weights) locals.push_back(m.at(p->name));
+    s.weights[p->name] =
+        sharding::assemble_tensor(locals, s.mesh, s.c.sharding.values[size_t(p->id)], p->type.shape);
+  }
+}
+
 void load_setup(const DistributedRunOptions& opt, Setup& s) {
   s.model = ir::parse_file(opt.model);
   if (!s.model.params().empty() && opt.weights.empty())
@@ -48,9 +89,12 @@ void load_setup(const DistributedRunOptions& opt, Setup& s) {
   s.mesh = DeviceMesh::parse(opt.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
   check_mesh_fits_model(s.model, plan, s.mesh);
-  if (!opt.weights.empty()) s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
+  const bool sharded_checkpoint = !opt.weights.empty() && std::filesystem::is_directory(opt.weights);
+  if (!opt.weights.empty() && !sharded_checkpoint)
+    s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
   if (!opt.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(opt.inputs));
   s.c = sharding::compile(s.model, plan, s.mesh);
+  if (sharded_checkpoint) load_sharded_checkpoint(opt.weights, s);
   s.program_of_rank.assign(size_t(s.mesh.size()), -1);
   for (size_t i = 0; i < s.c.ranks.size(); ++i) {
     const int r = s.c.ranks[i];
@@ -65,7 +109,13 @@ void load_setup(const DistributedRunOptions& opt, Setup& s) {
 
 // Returns rank r's parameter shards and data inputs (views of the files' bytes are sliced).
 runtime::Bindings rank_bindings(const Setup& s, int r) {
-  runtime::Bindings b = sharding::shard_weights(s.model, s.c.sharding, s.weights, r);
+  runtime::Bindings b;
+  if (!s.rank_weights.empty()) {
+    const auto& ranks = s.mesh.ranks();
+    b = s.rank_weights[size_t(std::find(ranks.begin(), ranks.end(), r) - ranks.begin())];
+  } else {
+    b = sharding::shard_weights(s.model, s.c.sharding, s.weights, r);
+  }
   for (auto& [k, v] : sharding::shard_inputs(s.model, s.c.sharding, s.inputs, r)) b[k] = v;
   return b;
 }

@@ -8,8 +8,13 @@
 // only feeds it and moves with it — live over [q, c) as well. Collectives are taken in graph order;
 // each moves to the smallest q after its inputs' producers such that max(live[q..c)) + extra
 // stays within the budget (default: the original peak, so peak memory never grows), and the
-// profile is updated before the next one. Waits then sink to just before their first reader.
+// profile is updated before the next one. A collective never moves above the previous collective
+// of its group (as placed): a group's collectives keep their order (GraphEdit would pull the
+// earlier one up with it, outside this memory model). Waits then sink to just before their first
+// reader.
 #include <algorithm>
+#include <map>
+#include <string_view>
 
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
@@ -56,9 +61,16 @@ class OverlapSchedulingPass : public Pass {
     }
     const int64_t budget = budget_ ? int64_t(budget_) : peak;
 
+    // Per group: the position the group's previous collective was placed at.
+    std::map<std::string_view, size_t> group_floor;
     for (size_t c = 0; c < n; ++c) {
       const ir::Node* coll = nodes[c];
-      if (!ir::op_def(coll->op).is_collective) continue;
+      if (!ir::op_def(coll->op).bytes_sent) continue;
+      size_t& floor = group_floor[coll->attr_str("group")];
+      if (!ir::op_def(coll->op).is_collective) {  // blocking (one-shot): it stays, and bounds the next
+        floor = c;
+        continue;
+      }
       // The collective moves together with a prep node that only feeds it.
       const ir::Node* prep = nullptr;
       const ir::Value* x = coll->operands[0];
@@ -68,7 +80,9 @@ class OverlapSchedulingPass : public Pass {
       size_t earliest = 0;
       for (const ir::Value* v : head->operands)
         if (v->producer) earliest = std::max(earliest, edit.index(v->producer) + 1);
+      earliest = std::max(earliest, floor);
       size_t start = prep ? edit.index(prep) : c;
+      floor = start;
       if (earliest >= start) continue;
       int64_t extra = int64_t(coll->result()->type.nbytes()) + (prep ? int64_t(prep->result()->type.nbytes()) : 0);
       size_t q = start;
@@ -80,6 +94,7 @@ class OverlapSchedulingPass : public Pass {
         --q;
       }
       if (q == start) continue;
+      floor = q;
       for (size_t p = q; p < start; ++p) live[p] += extra;
       const double key = double(q) - 0.5;
       if (prep) edit.set_key(prep, key);

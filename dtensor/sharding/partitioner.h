@@ -6,6 +6,10 @@
 // producer's placements differ from what a consumer needs, the planner's cheapest redistribution
 // is inserted as collectives + waits (redistribute_lowering.h), once per (value, placements) and
 // shared by every consumer. A linear whose result is P(sum) adds its bias only on group index 0.
+// Two ops take another local form: an embedding whose table rows are sharded (vocabulary
+// parallel) becomes masked_embedding at this rank's first row, and cross_entropy on class-sharded
+// logits becomes its loss-parallel pieces with three all_reduces of one value per row
+// (ir/ops_loss.cc).
 // Graph outputs end in the placements the sharding requires (R by default). The program declares
 // one process group per mesh dim of size > 1, named after the mesh dim and holding this rank's
 // group, and is verified.

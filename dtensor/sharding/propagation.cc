@@ -201,9 +201,10 @@ class NodePropagator {
   const ResolvedPlan& plan_;
   RedistributePlanner& planner_;
   size_t nd_;
+  bool ignore_pins_ = false;  // the replicated fallback may move pinned parameters
 
  public:
-  bool ignore_pins_ = false;  // the replicated fallback may move pinned parameters
+  void allow_moving_pinned() { ignore_pins_ = true; }
 };
 
 bool better(const Candidate& a, const Candidate& b) {
@@ -230,7 +231,9 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
   // preferred[i][m]: the dim of node i's result 0 that a reader forces onto mesh dim m (the input
   // of a `sequence` norm), so that the residual stream is produced sharded, not chunked after.
   std::vector<std::vector<int64_t>> preferred(graph.nodes().size());
-  {
+  bool any_forced = false;
+  for (const auto& f : plan.forced_operand0_dim) any_forced = any_forced || !f.empty();
+  if (any_forced) {
     std::unordered_map<const Node*, size_t> index;
     for (size_t i = 0; i < graph.nodes().size(); ++i) index.emplace(graph.nodes()[i], i);
     for (size_t i = 0; i < graph.nodes().size() && i < plan.forced_operand0_dim.size(); ++i) {
@@ -296,7 +299,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     if (best.cost == kInfinite) {
       // Nothing valid (e.g. a forced factor on an uneven merged dim): replicate everything.
       std::vector<Option> none(nd);
-      prop.ignore_pins_ = true;
+      prop.allow_moving_pinned();
       prop.evaluate(none, best);
       DT_CHECK(best.cost != kInfinite) << ir::op_name(n.op) << " cannot even run replicated";
     }

@@ -247,6 +247,10 @@ TEST(StylesFsdpTp, NoParameterMovesOnTheTpGroupAndNoFullParameterExists) {
     passes::PassManager pm;
     pm.add(passes::parse_pipeline("default"));
     passes::run_rank_pipelines(pm, m.programs, m.ranks);
+    // The report counts the in-place gathers the default passes emit (they used to count 0 bytes).
+    const CollectiveStats stats = collective_stats(m.programs[0], m.ranks[0]);
+    EXPECT_GT(stats.count.count("all_gather_into_tensor_") ? stats.count.at("all_gather_into_tensor_") : 0, 0) << mesh;
+    EXPECT_GT(stats.bytes.count("all_gather_into_tensor_") ? stats.bytes.at("all_gather_into_tensor_") : 0, 0) << mesh;
     for (const ir::Graph& p : m.programs) {
       std::vector<bool> dep = data_dependent(p);
       for (const auto& n : p.nodes()) {
