@@ -63,7 +63,7 @@ Result measure(ir::OpKind op, int n, const PassesBenchOptions& o) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (it == 0) {
       r.nodes_after = g.nodes().size();
-      for (const auto& node : g.nodes()) r.collectives_after += ir::op_def(node->op).is_collective;
+      for (const auto& node : g.nodes()) r.collectives_after += ir::op_def(node->op).needs_wait;
     }
   }
   std::sort(times.begin(), times.end());

@@ -42,8 +42,7 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
     sharding::CollectiveStats s = sharding::collective_stats(p, c.ranks[i]);
     nlohmann::json colls = nlohmann::json::array();
     for (const auto& n : p.nodes()) {
-      // The blocking one-shot all_reduce has no wait, so it is not is_collective, but it communicates.
-      if (!ir::op_def(n->op).is_collective && n->op != ir::OpKind::one_shot_all_reduce) continue;
+      if (!ir::op_def(n->op).is_collective()) continue;
       colls.push_back({{"value", n->result()->name},
                        {"kind", std::string(ir::op_name(n->op))},
                        {"group", n->attr_str("group")},

@@ -31,8 +31,8 @@ TEST(OpRegistry, SchemasDescribeOperandsAndDefaults) {
   const OpDef& ln = op_def(OpKind::layer_norm);
   ASSERT_GE(ln.attr_index("eps"), 0);
   EXPECT_EQ(std::get<double>(*ln.attrs[size_t(ln.attr_index("eps"))].default_value), 1e-5);
-  EXPECT_TRUE(op_def(OpKind::all_reduce).is_collective);
-  EXPECT_FALSE(op_def(OpKind::wait_tensor).is_collective);
+  EXPECT_TRUE(op_def(OpKind::all_reduce).needs_wait);
+  EXPECT_FALSE(op_def(OpKind::wait_tensor).needs_wait);
 }
 
 TEST(OpRegistry, ShardingRuleSlotIsSettable) {

@@ -66,11 +66,24 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
-  bool is_collective = false;  // issues asynchronously; its result must go through wait_tensor
+  // Issues asynchronously: its result must go through wait_tensor before any reader. (The
+  // blocking one_shot_all_reduce communicates but needs no wait: is_collective() is the test for
+  // "communicates".)
+  bool needs_wait = false;
   // Collectives only (null for every other op): the bytes a rank with index `index` in a group
   // of `group_size` sends when it runs the node. Reports, the cross-rank check and the tests use
   // it; a node is a collective exactly when its op has this.
   int64_t (*bytes_sent)(const Node& node, int64_t group_size, int64_t index) = nullptr;
+  // A collective that writes its result into operand 0's buffer (all_reduce_, the in-place
+  // all_gather): a reader of that buffer placed after it reads the result, so passes keep such
+  // readers on their side of it and never pull it.
+  bool in_place = false;
+  // Result 0 is a buffer of its own that no other value aliases (a kernel output, not a view):
+  // comm lowering may reduce into it in place when nothing else reads it.
+  bool fresh_result = false;
+  // Exists to feed one collective (a bucket copy-in, a chunk-cat, a clone before an in-place
+  // collective): overlap scheduling moves it together with that collective.
+  bool comm_prep = false;
   // The kernel writes result 0 into a preallocated out[0] when given one (comm buffers; only
   // these ops carry the `arena_offset` attribute).
   bool writes_preallocated_out = false;
@@ -80,6 +93,8 @@ struct OpDef {
   const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
 
   std::string_view name() const { return op_name(kind); }
+  // Communicates with the other members of its `group` (bytes_sent is defined).
+  bool is_collective() const { return bytes_sent != nullptr; }
   int min_operands() const;
   int max_operands() const;  // -1: unbounded (variadic)
   // Returns the index of attribute `name` in `attrs`, or -1.

@@ -250,18 +250,24 @@ void register_bucketing_ops(OpTable& t) {
          .kernel = run_clone, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_reduce_, .operands = {{"x"}},
          .attrs = {group_attr(), reduce_op_attr(), {"algo", AttrKind::str, Attr(std::string("auto"))}},
-         .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .is_collective = true,
+         .infer = infer_all_reduce_inplace, .kernel = run_all_reduce_inplace, .needs_wait = true,
          .bytes_sent = comm_bytes::reduce,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
          .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()},
          .infer = infer_all_gather_copy_in, .kernel = run_all_gather_copy_in, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
-         .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .is_collective = true,
+         .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .needs_wait = true,
          .bytes_sent = comm_bytes::gather_inplace,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::one_shot_all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr()},
          .infer = infer_one_shot, .kernel = run_one_shot, .bytes_sent = comm_bytes::reduce});
+  // Copy-ins, chunk-cats and clones exist to feed one collective, in a buffer of their own.
+  for (OpKind k : {OpKind::bucket_copy_in, OpKind::chunk_cat, OpKind::clone}) {
+    t.at(k).fresh_result = true;
+    t.at(k).comm_prep = true;
+  }
+  for (OpKind k : {OpKind::all_reduce_, OpKind::all_gather_into_tensor_}) t.at(k).in_place = true;
 }
 
 }  // namespace dt::ir

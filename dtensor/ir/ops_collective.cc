@@ -91,7 +91,7 @@ void infer_broadcast(const Node& node, const Graph& graph, std::vector<TensorTyp
 
 void infer_wait(const Node& node, const Graph&, std::vector<TensorType>& out) {
   const Value* v = node.operands[0];
-  if (!v->producer || !op_def(v->producer->op).is_collective)
+  if (!v->producer || !op_def(v->producer->op).needs_wait)
     DT_THROW(ValueError) << "wait_tensor expects the result of a collective, got %" << v->name;
   out.push_back(v->type);
 }
@@ -151,20 +151,20 @@ void run_wait(const KernelArgs& a) {
 
 void register_collective_ops(OpTable& t) {
   t.add({.kind = OpKind::all_gather_into_tensor, .operands = {{"x"}}, .attrs = {group_attr(), arena_offset_attr()},
-         .infer = infer_all_gather, .kernel = run_all_gather, .is_collective = true, .bytes_sent = comm_bytes::gather, .writes_preallocated_out = true});
+         .infer = infer_all_gather, .kernel = run_all_gather, .needs_wait = true, .bytes_sent = comm_bytes::gather, .writes_preallocated_out = true});
   t.add({.kind = OpKind::reduce_scatter_tensor, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr(), arena_offset_attr()},
-         .infer = infer_reduce_scatter, .kernel = run_reduce_scatter, .is_collective = true,
+         .infer = infer_reduce_scatter, .kernel = run_reduce_scatter, .needs_wait = true,
          .bytes_sent = comm_bytes::reduce_scatter,
          .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_reduce, .operands = {{"x"}}, .attrs = {group_attr(), reduce_op_attr(), arena_offset_attr()},
-         .infer = infer_all_reduce, .kernel = run_all_reduce, .is_collective = true, .bytes_sent = comm_bytes::reduce, .writes_preallocated_out = true});
+         .infer = infer_all_reduce, .kernel = run_all_reduce, .needs_wait = true, .bytes_sent = comm_bytes::reduce, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_to_all_single, .operands = {{"x"}},
          .attrs = {group_attr(),
                    {"out_split_sizes", AttrKind::ints, Attr(std::vector<int64_t>{})},
                    {"in_split_sizes", AttrKind::ints, Attr(std::vector<int64_t>{})}, arena_offset_attr()},
-         .infer = infer_all_to_all, .kernel = run_all_to_all, .is_collective = true, .bytes_sent = comm_bytes::all_to_all, .writes_preallocated_out = true});
+         .infer = infer_all_to_all, .kernel = run_all_to_all, .needs_wait = true, .bytes_sent = comm_bytes::all_to_all, .writes_preallocated_out = true});
   t.add({.kind = OpKind::broadcast, .operands = {{"x"}}, .attrs = {group_attr(), {"src", AttrKind::i64, Attr(int64_t(0))}, arena_offset_attr()},
-         .infer = infer_broadcast, .kernel = run_broadcast, .is_collective = true, .bytes_sent = comm_bytes::broadcast, .writes_preallocated_out = true});
+         .infer = infer_broadcast, .kernel = run_broadcast, .needs_wait = true, .bytes_sent = comm_bytes::broadcast, .writes_preallocated_out = true});
   t.add({.kind = OpKind::wait_tensor, .operands = {{"x"}}, .attrs = {}, .infer = infer_wait, .kernel = run_wait,
          .result_aliases_operand = true});
 }

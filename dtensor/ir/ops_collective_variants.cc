@@ -100,16 +100,16 @@ void run_all_gather_out(const KernelArgs& a) {
 
 void register_collective_variant_ops(OpTable& t) {
   t.add({.kind = OpKind::all_gather_into_tensor_coalesced, .operands = {{"x", false, true}}, .attrs = {group_attr()},
-         .infer = infer_all_gather_coalesced, .kernel = run_all_gather_coalesced, .is_collective = true,
+         .infer = infer_all_gather_coalesced, .kernel = run_all_gather_coalesced, .needs_wait = true,
          .bytes_sent = comm_bytes::gather});
   t.add({.kind = OpKind::reduce_scatter_tensor_coalesced, .operands = {{"x", false, true}},
          .attrs = {group_attr(), reduce_op_attr()}, .infer = infer_reduce_scatter_coalesced,
-         .kernel = run_reduce_scatter_coalesced, .is_collective = true, .bytes_sent = comm_bytes::reduce_scatter});
+         .kernel = run_reduce_scatter_coalesced, .needs_wait = true, .bytes_sent = comm_bytes::reduce_scatter});
   t.add({.kind = OpKind::all_reduce_coalesced, .operands = {{"x", false, true}}, .attrs = {group_attr(), reduce_op_attr()},
-         .infer = infer_all_reduce_coalesced, .kernel = run_all_reduce_coalesced, .is_collective = true, .bytes_sent = comm_bytes::reduce});
+         .infer = infer_all_reduce_coalesced, .kernel = run_all_reduce_coalesced, .needs_wait = true, .bytes_sent = comm_bytes::reduce});
   // The result is `out`'s buffer: it aliases an operand for the buffer planner.
   t.add({.kind = OpKind::all_gather_into_tensor_out, .operands = {{"x"}, {"out"}}, .attrs = {group_attr()},
-         .infer = infer_all_gather_out, .kernel = run_all_gather_out, .is_collective = true, .bytes_sent = comm_bytes::gather,
+         .infer = infer_all_gather_out, .kernel = run_all_gather_out, .needs_wait = true, .bytes_sent = comm_bytes::gather,
          .result_aliases_operand = true});
 }
 

@@ -65,6 +65,9 @@ void register_elementwise_ops(OpTable& t) {
          .attrs = {{"dtype", AttrKind::dtype, std::nullopt}},
          .infer = infer_cast,
          .kernel = run_cast});
+  // Kernel outputs: a buffer of their own (cast may return its input when the dtype matches).
+  for (OpKind k : {OpKind::add, OpKind::sub, OpKind::mul, OpKind::div, OpKind::relu, OpKind::gelu, OpKind::silu})
+    t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

@@ -79,6 +79,8 @@ void register_linear_ops(OpTable& t) {
          .kernel = run_linear});
   t.add({.kind = OpKind::matmul, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_matmul, .kernel = run_matmul});
   t.add({.kind = OpKind::bmm, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_bmm, .kernel = run_bmm});
+  // Kernel outputs: a buffer of their own.
+  for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm}) t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

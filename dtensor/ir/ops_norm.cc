@@ -60,6 +60,7 @@ void register_norm_ops(OpTable& t) {
          .attrs = {{"dim", AttrKind::i64, std::nullopt}},
          .infer = infer_softmax,
          .kernel = run_softmax});
+  for (OpKind k : {OpKind::layer_norm, OpKind::rms_norm, OpKind::softmax}) t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

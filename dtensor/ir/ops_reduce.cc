@@ -40,6 +40,7 @@ OpDef reduction(OpKind kind, KernelFn kernel) {
 void register_reduce_ops(OpTable& t) {
   t.add(reduction(OpKind::sum, run_sum));
   t.add(reduction(OpKind::mean, run_mean));
+  for (OpKind k : {OpKind::sum, OpKind::mean}) t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

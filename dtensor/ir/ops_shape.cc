@@ -237,6 +237,8 @@ void register_shape_ops(OpTable& t) {
                    {"step", AttrKind::i64, Attr(int64_t(1))},
                    {"dtype", AttrKind::dtype, Attr(DType::i64)}},
          .infer = infer_arange, .kernel = run_arange});
+  // Lookups and cat copy into a new buffer; the other shape ops may return views.
+  for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat}) t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

@@ -118,7 +118,7 @@ class Verifier {
             << "type of %" << r->name << " is declared " << type_str(r->type) << " but " << op_name(n.op)
             << " infers " << type_str(types_[i]);
       define(r, &n, index);
-      if (def.is_collective) wait_[size_t(r->id)] = WaitState::pending;
+      if (def.needs_wait) wait_[size_t(r->id)] = WaitState::pending;
     }
   }
 

@@ -39,7 +39,7 @@ class LiveRanges {
         const ir::OpDef& def = ir::op_def(u->op);
         if (def.result_aliases_operand) {
           for (const ir::Value* r : u->results) stack_.push_back(r);
-        } else if (def.is_collective) {
+        } else if (def.needs_wait) {
           for (const ir::Value* r : u->results)
             for (const ir::Node* w : uses_.users(r))
               if (w->op == ir::OpKind::wait_tensor) last = std::max(last, position(w->result()));
@@ -94,8 +94,8 @@ std::vector<CommBuffer> collect_buffers(const ir::Graph& graph) {
     const ir::OpDef& def = ir::op_def(n.op);
     if (!def.writes_preallocated_out) continue;
     bool read_by_collective = false;
-    for (const ir::Node* u : live.uses().users(n.result())) read_by_collective |= ir::op_def(u->op).is_collective;
-    if (!def.is_collective && !read_by_collective) continue;
+    for (const ir::Node* u : live.uses().users(n.result())) read_by_collective |= ir::op_def(u->op).needs_wait;
+    if (!def.needs_wait && !read_by_collective) continue;
     const size_t last = live.last_use(n.result());
     if (last >= nodes.size()) continue;  // aliases a graph output
     buffers.push_back({n.result(), 0, n.result()->type.nbytes(), i, last});

@@ -18,21 +18,8 @@
 namespace dt::passes {
 namespace {
 
-// Ops whose result is a fresh buffer that no other value aliases.
-bool owns_buffer(const ir::Value* v) {
-  if (!v->producer) return false;
-  switch (v->producer->op) {
-    case ir::OpKind::bucket_copy_in: case ir::OpKind::chunk_cat: case ir::OpKind::clone:
-    case ir::OpKind::linear: case ir::OpKind::matmul: case ir::OpKind::bmm:
-    case ir::OpKind::add: case ir::OpKind::sub: case ir::OpKind::mul: case ir::OpKind::div:
-    case ir::OpKind::relu: case ir::OpKind::gelu: case ir::OpKind::silu:
-    case ir::OpKind::layer_norm: case ir::OpKind::rms_norm: case ir::OpKind::softmax:
-    case ir::OpKind::embedding: case ir::OpKind::cat: case ir::OpKind::sum: case ir::OpKind::mean:
-      return true;
-    default:
-      return false;
-  }
-}
+// A value whose producer gives it a buffer of its own (OpDef::fresh_result).
+bool owns_buffer(const ir::Value* v) { return v->producer && ir::op_def(v->producer->op).fresh_result; }
 
 // bucket_copy_in -> all_gather_into_tensor  =>  all_gather_copy_in -> all_gather_into_tensor_.
 bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {

@@ -43,7 +43,7 @@ class CsePass : public Pass {
       // A buffer that an in-place collective writes is not a pure value: never merge it.
       bool mutated = false;
       for (const ir::Value* r : n->results)
-        for (const ir::Node* u : uses.users(r)) mutated = mutated || u->op == ir::OpKind::all_reduce_;
+        for (const ir::Node* u : uses.users(r)) mutated = mutated || ir::op_def(u->op).in_place;
       if (mutated) continue;
       sig.clear();
       fmt::format_to(std::back_inserter(sig), "{}(", int(n->op));

@@ -159,7 +159,7 @@ bool GraphEdit::commit() {
   {
     std::map<std::string_view, std::vector<std::pair<double, size_t>>> chains;
     for (size_t i = 0; i < n; ++i) {
-      if (dropped_[i] || !ir::op_def(nodes[i]->op).bytes_sent) continue;
+      if (dropped_[i] || !ir::op_def(nodes[i]->op).is_collective()) continue;
       const double o = !std::isnan(order_[i]) ? order_[i] : i < original_nodes_ ? double(i) : keys_[i];
       chains[nodes[i]->attr_str("group")].emplace_back(o, i);
     }
@@ -199,10 +199,10 @@ bool GraphEdit::commit() {
     // must stay on its side of it), so it and the readers of its buffer are never pulled.
     std::vector<bool> inplace_buffer(g_.num_values(), false);
     for (size_t i = 0; i < n; ++i)
-      if (!dropped_[i] && nodes[i]->op == ir::OpKind::all_reduce_)
+      if (!dropped_[i] && ir::op_def(nodes[i]->op).in_place)
         for (const ir::Value* v : nodes[i]->operands) inplace_buffer[size_t(resolve(v)->id)] = true;
     auto pinned = [&](size_t i) {
-      if (nodes[i]->op == ir::OpKind::all_reduce_) return true;
+      if (ir::op_def(nodes[i]->op).in_place) return true;
       for (const ir::Value* v : nodes[i]->operands)
         if (inplace_buffer[size_t(resolve(v)->id)]) return true;
       return false;

@@ -23,10 +23,6 @@
 namespace dt::passes {
 namespace {
 
-bool is_prep(ir::OpKind op) {
-  return op == ir::OpKind::bucket_copy_in || op == ir::OpKind::chunk_cat || op == ir::OpKind::clone;
-}
-
 class OverlapSchedulingPass : public Pass {
  public:
   explicit OverlapSchedulingPass(const PassOptions& o) : budget_(o.memory_budget_bytes) {}
@@ -65,16 +61,16 @@ class OverlapSchedulingPass : public Pass {
     std::map<std::string_view, size_t> group_floor;
     for (size_t c = 0; c < n; ++c) {
       const ir::Node* coll = nodes[c];
-      if (!ir::op_def(coll->op).bytes_sent) continue;
+      if (!ir::op_def(coll->op).is_collective()) continue;
       size_t& floor = group_floor[coll->attr_str("group")];
-      if (!ir::op_def(coll->op).is_collective) {  // blocking (one-shot): it stays, and bounds the next
+      if (!ir::op_def(coll->op).needs_wait) {  // blocking (one-shot): it stays, and bounds the next
         floor = c;
         continue;
       }
       // The collective moves together with a prep node that only feeds it.
       const ir::Node* prep = nullptr;
       const ir::Value* x = coll->operands[0];
-      if (x->producer && is_prep(x->producer->op) && uses.users(x).size() == 1 && !uses.is_output(x))
+      if (x->producer && ir::op_def(x->producer->op).comm_prep && uses.users(x).size() == 1 && !uses.is_output(x))
         prep = x->producer;
       const ir::Node* head = prep ? prep : coll;
       size_t earliest = 0;
@@ -106,7 +102,7 @@ class OverlapSchedulingPass : public Pass {
       double first = double(n);
       for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
       const ir::Node* coll = node->operands[0]->producer;
-      if (coll && coll->op == ir::OpKind::all_reduce_)
+      if (coll && ir::op_def(coll->op).in_place)
         for (const ir::Node* u : uses.users(coll->operands[0]))
           if (u != coll && edit.index(u) > edit.index(coll)) first = std::min(first, edit.key(u));
       edit.set_key(node, first - 0.5);

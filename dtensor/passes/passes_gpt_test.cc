@@ -29,7 +29,7 @@ namespace {
 
 size_t count_collectives(const ir::Graph& g) {
   size_t n = 0;
-  for (const auto& node : g.nodes()) n += ir::op_def(node->op).is_collective || node->op == ir::OpKind::one_shot_all_reduce;
+  for (const auto& node : g.nodes()) n += ir::op_def(node->op).is_collective();
   return n;
 }
 
@@ -70,7 +70,7 @@ TEST(PassesGpt, GroupMembersIssueTheSameCollectives) {
     ir::Graph g = run_default(programs[r], PassOptions{});
     for (const auto& n : g.nodes()) {
       const ir::OpDef& def = ir::op_def(n->op);
-      if (!def.is_collective && n->op != ir::OpKind::one_shot_all_reduce) continue;
+      if (!def.is_collective()) continue;
       const ir::GroupDecl* group = g.find_group(n->attr_str("group"));
       ASSERT_NE(group, nullptr);
       by_group[group->ranks][int(r)].emplace_back(int(n->op), n->operands[0]->type.nbytes(), n->result()->type.nbytes());

@@ -11,7 +11,7 @@
 namespace dt::passes {
 namespace {
 
-bool is_collective_node(const ir::Node& n) { return ir::op_def(n.op).bytes_sent != nullptr; }
+bool is_collective_node(const ir::Node& n) { return ir::op_def(n.op).is_collective(); }
 
 // The collectives of one rank on one group, in program order.
 struct RankSequence {

@@ -10,7 +10,6 @@
 namespace dt::passes {
 namespace {
 
-bool is_inplace_collective(ir::OpKind op) { return op == ir::OpKind::all_reduce_; }
 
 class WaitPlacementPass : public Pass {
  public:
@@ -27,7 +26,7 @@ class WaitPlacementPass : public Pass {
       double first = end;
       for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
       const ir::Node* coll = node->operands[0]->producer;
-      if (coll && is_inplace_collective(coll->op)) {
+      if (coll && ir::op_def(coll->op).in_place) {
         for (const ir::Node* u : uses.users(coll->operands[0]))
           if (edit.key(u) > edit.key(coll) && u != coll) first = std::min(first, edit.key(u));
       }

@@ -90,9 +90,10 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   std::vector<bool> is_output(g_.num_values(), false);
   for (const ir::Value* v : g_.outputs()) is_output[size_t(v->id)] = true;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    // Blocking collectives (one_shot_all_reduce) are not `is_collective` but name a group too.
+    // Collectives, blocking ones included, and ops that read their group's size (the in-place
+    // gather's copy-in) need the communication context.
     const ir::OpDef& def = ir::op_def(nodes[i]->op);
-    if (def.is_collective) has_collectives_ = true;
+    if (def.is_collective()) has_collectives_ = true;
     for (const ir::AttrSpec& a : def.attrs)
       if (a.kind == ir::AttrKind::group) has_collectives_ = true;
     for (const ir::Value* v : nodes[i]->operands) last_use[size_t(v->id)] = int(i);

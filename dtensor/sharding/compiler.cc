@@ -35,7 +35,7 @@ CollectiveStats collective_stats(const ir::Graph& program, int rank) {
   for (const auto& np : program.nodes()) {
     const ir::Node& n = *np;
     const ir::OpDef& def = ir::op_def(n.op);
-    if (!def.bytes_sent) continue;
+    if (!def.is_collective()) continue;
     const ir::GroupDecl* g = program.find_group(n.attr_str("group"));
     DT_CHECK(g) << "undeclared group " << n.attr_str("group");
     const int64_t size = int64_t(g->ranks.size());

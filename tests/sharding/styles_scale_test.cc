@@ -178,7 +178,7 @@ TEST(StylesCounts, VocabularyParallelEmbeddingOneAllReduceOrOneReduceScatter) {
     if (n->op == ir::OpKind::masked_embedding) {
       EXPECT_EQ(n->attr_int("vocab_start"), 128);
     }
-    if (ir::op_def(n->op).bytes_sent) {
+    if (ir::op_def(n->op).is_collective()) {
       for (const ir::Value* v : n->operands) EXPECT_NE(v->name, "wte.weight") << "the embedding table moved";
     }
   }
@@ -198,7 +198,7 @@ TEST(StylesCounts, LossParallelCrossEntropyThreeSmallAllReducesNoLogitGather) {
   for (const ir::Graph& prog : m.programs) {
     int token_sized = 0;
     for (const auto& n : prog.nodes()) {
-      if (!ir::op_def(n->op).bytes_sent) continue;
+      if (!ir::op_def(n->op).is_collective()) continue;
       EXPECT_NE(n->op, ir::OpKind::all_gather_into_tensor) << "%" << n->result()->name << " gathers";
       EXPECT_NE(n->op, ir::OpKind::all_to_all_single) << "%" << n->result()->name << " gathers";
       if (n->op == ir::OpKind::all_reduce && n->operands[0]->type.shape == Shape{64}) ++token_sized;
@@ -254,7 +254,7 @@ TEST(StylesFsdpTp, NoParameterMovesOnTheTpGroupAndNoFullParameterExists) {
     for (const ir::Graph& p : m.programs) {
       std::vector<bool> dep = data_dependent(p);
       for (const auto& n : p.nodes()) {
-        if (!ir::op_def(n->op).bytes_sent || n->attr_str("group") != "tp") continue;
+        if (!ir::op_def(n->op).is_collective() || n->attr_str("group") != "tp") continue;
         for (const ir::Value* v : n->operands)
           EXPECT_TRUE(dep[size_t(v->id)]) << mesh << ": %" << n->result()->name << " moves a parameter on tp";
       }
