@@ -30,6 +30,8 @@ struct PassOptions {
 class Pass {
  public:
   virtual ~Pass() = default;
+  // The pass's name (as --passes spells it) and one-line summary, declared here only: the
+  // registry (pass_manager.h) reads them from an instance. Both must return string literals.
   virtual std::string_view name() const = 0;
   virtual std::string_view summary() const = 0;
   // Rewrites the graph; returns whether anything changed. Throws dt::Error on unsupported input.

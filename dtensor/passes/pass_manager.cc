@@ -26,23 +26,19 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 const std::vector<PassInfo>& registered_passes() {
-  static const std::vector<PassInfo> passes = {
-      {"cse", "merge identical nodes, including identical collectives and their waits", cse},
-      {"dce", "remove nodes whose results nobody reads (collectives with their waits)", dce},
-      {"bucket-all-gather", "merge all_gathers per (group, dtype) into capped flat buckets",
-       make_bucket_all_gather_pass},
-      {"bucket-reduce-scatter", "merge reduce_scatters per (group, op, dtype) into chunk-cat buckets",
-       make_bucket_reduce_scatter_pass},
-      {"bucket-all-reduce", "merge all_reduces per (group, op, dtype) into capped flat buckets",
-       make_bucket_all_reduce_pass},
-      {"overlap-scheduling", "issue collectives as early as inputs and the memory budget allow",
-       make_overlap_scheduling_pass},
-      {"wait-placement", "sink every wait_tensor to just before the first reader of its result", wait_placement},
-      {"comm-lowering", "in-place all_reduce (clone when the input is read later), one-shot under a size",
-       make_comm_lowering_pass},
-      {"plan-comm-buffers", "place comm buffers at fixed offsets of the symmetric arena (arena_offset)",
-       plan_comm_buffers},
-  };
+  // Each pass declares its name and summary once, in its own class; the registry reads them from
+  // an instance (the literals they return live as long as the program).
+  static const std::vector<PassInfo> passes = [] {
+    const std::vector<PassPtr (*)(const PassOptions&)> factories = {
+        cse, dce, make_bucket_all_gather_pass, make_bucket_reduce_scatter_pass, make_bucket_all_reduce_pass,
+        make_overlap_scheduling_pass, wait_placement, make_comm_lowering_pass, plan_comm_buffers};
+    std::vector<PassInfo> out;
+    for (auto make : factories) {
+      PassPtr pass = make(PassOptions{});
+      out.push_back({pass->name(), pass->summary(), make});
+    }
+    return out;
+  }();
   return passes;
 }
 
