@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
   } catch (const dt::Error& e) {
     std::fprintf(stderr, "dtensor: error: %s\n", e.what());
     return 2;
+  } catch (const dt::InternalError& e) {
+    std::fprintf(stderr, "dtensor: internal error (a bug in dtensor, not in your input; please report it): %s\n",
+                 e.what());
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtensor: internal error: %s\n", e.what());
     return 3;

@@ -31,8 +31,13 @@ class ParseError : public Error { using Error::Error; };
 class IoError : public Error { using Error::Error; };
 // A collective that cannot complete: names the collective, its sequence number and the ranks.
 class CommError : public Error { using Error::Error; };
-// A broken internal invariant (a bug in dtensor, not in the input).
-class InternalError : public Error { using Error::Error; };
+// A broken internal invariant: a bug in dtensor, not in the input. Deliberately not a dt::Error, so
+// that no handler of user errors (a cost search treating a refused move as infinite, the CLI's
+// exit code 2) can swallow it: the CLI reports it with exit code 3.
+class InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& what) : std::logic_error(what) {}
+};
 
 namespace detail {
 // Collects a message with operator<< and throws T when destroyed (end of the full expression).

@@ -93,7 +93,7 @@ PassTiming PassManager::run_one(Pass& pass, ir::Graph& graph) {
     try {
       ir::verify(graph);
     } catch (const Error& e) {
-      DT_THROW(ParseError) << "IR after pass " << pass.name() << " is invalid: " << e.what();
+      DT_THROW(InternalError) << "IR after pass " << pass.name() << " is invalid (a bug in that pass): " << e.what();
     }
   }
   if (print_to_) *print_to_ << "// -----// IR after " << pass.name() << " //----- //\n" << ir::print(graph);

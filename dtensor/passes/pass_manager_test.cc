@@ -94,7 +94,7 @@ TEST(PassManager, VerifyHookNamesTheBrokenPass) {
   try {
     pm.run(g);
     FAIL() << "no error";
-  } catch (const ParseError& e) {
+  } catch (const InternalError& e) {
     EXPECT_NE(std::string(e.what()).find("IR after pass breaker is invalid"), std::string::npos) << e.what();
   }
 }
