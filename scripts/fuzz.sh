@@ -4,6 +4,9 @@
 #   scripts/fuzz.sh seeds NAME DIR            copies NAME's seed inputs into DIR
 #   scripts/fuzz.sh replay BINARY NAME        runs a replay binary (fuzz/replay_main.cc) over the
 #                                             seeds and the regression inputs in tests/fuzz/NAME
+#   (run uses a fixed libFuzzer seed, FUZZ_SEED, default 1: CI explores the same inputs as a
+#   developer's run of the same commit, so a finding there reproduces, and a new finding cannot
+#   appear by chance in CI alone; set FUZZ_SEED to explore further)
 #   scripts/fuzz.sh run BUILD SECONDS NAME... runs each libFuzzer harness BUILD/fuzz/fuzz_NAME for
 #                                             SECONDS (two at a time), prints executions per
 #                                             harness, fails when one found a crash
@@ -44,7 +47,7 @@ case "${1:-}" in
       seeds "$name" "$build/fuzz-seeds/$name"
       mkdir -p "$build/fuzz-corpus/$name" "$build/fuzz-artifacts/$name" "$build/fuzz-logs"
       if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-          "$build/fuzz/fuzz_$name" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
+          "$build/fuzz/fuzz_$name" -seed="${FUZZ_SEED:-1}" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
           -rss_limit_mb=2048 -max_len=65536 -artifact_prefix="$build/fuzz-artifacts/$name/" \
           "$build/fuzz-corpus/$name" "$build/fuzz-seeds/$name" > "$log" 2>&1; then
         local execs

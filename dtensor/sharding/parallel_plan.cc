@@ -101,7 +101,12 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
         else if (plan.mesh_dims.size() == 1) ms.mesh_dim = plan.mesh_dims[0];
         else if (plan.mesh_dims.empty()) ms.mesh_dim = "tp";  // the default name of a 1-d mesh
         else DT_THROW(ValueError) << where << " needs a mesh_dim";
-        if (m.contains("dim")) ms.dim = m["dim"].get<int64_t>();
+        if (m.contains("dim")) {
+          // Checked first: a number past int64 parses as a float, whose conversion would overflow.
+          if (!m["dim"].is_number_integer() || (m["dim"].is_number_unsigned() && m["dim"].get<uint64_t>() > 64))
+            DT_THROW(ValueError) << where << " has dim " << m["dim"].dump() << ": expected a small integer";
+          ms.dim = m["dim"].get<int64_t>();
+        }
         for (auto& [key, value] : m.items())
           if (key != "pattern" && key != "style" && key != "mesh_dim" && key != "dim")
             DT_THROW(ValueError) << where << " has unknown key '" << key << "'";

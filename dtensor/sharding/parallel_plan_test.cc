@@ -74,3 +74,19 @@ TEST(ParallelPlan, ResolvesStylesToParameterPlacements) {
 
 }  // namespace
 }  // namespace dt::sharding
+
+namespace dt::sharding {
+namespace {
+
+// Found by fuzzing (tests/fuzz/plan_json/huge-sequence-dim.json): a dim past int64 parses as a
+// float whose conversion overflowed (undefined behaviour); it is a plan error now.
+TEST(ParallelPlan, RefusesADimThatIsNotASmallInteger) {
+  for (const char* dim : {"1e30", "333333333333333333333333333333", "1.5", "\"1\"", "18446744073709551615"}) {
+    const std::string text = std::string(R"({"modules": [{"pattern": "ln_f", "style": "sequence", "dim": )") + dim + "}]}";
+    EXPECT_THROW(ParallelPlan::parse(text, "p.json"), ValueError) << dim;
+  }
+  EXPECT_NO_THROW(ParallelPlan::parse(R"({"modules": [{"pattern": "ln_f", "style": "sequence", "dim": 1}]})"));
+}
+
+}  // namespace
+}  // namespace dt::sharding
