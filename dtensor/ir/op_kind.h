@@ -15,12 +15,12 @@ namespace dt::ir {
   /* ops_linear.cc */                                                                                 \
   X(linear) X(matmul) X(bmm)                                                                          \
   /* ops_elementwise.cc */                                                                            \
-  X(add) X(sub) X(mul) X(div) X(relu) X(gelu) X(silu) X(cast)                                         \
+  X(add) X(sub) X(mul) X(div) X(neg) X(relu) X(gelu) X(silu) X(cast)                                  \
   /* ops_norm.cc */                                                                                   \
   X(layer_norm) X(rms_norm) X(softmax)                                                                \
   /* ops_shape.cc */                                                                                  \
   X(embedding) X(masked_embedding) X(view) X(reshape) X(transpose) X(permute) X(slice) X(split)       \
-  X(cat) X(arange)                                                                                    \
+  X(cat) X(arange) X(expand) X(full)                                                                  \
   /* ops_attention.cc */                                                                              \
   X(scaled_dot_product_attention)                                                                     \
   /* ops_reduce.cc */                                                                                 \
@@ -36,7 +36,13 @@ namespace dt::ir {
   X(all_gather_into_tensor_out)                                                                       \
   /* ops_bucketing.cc (introduced by dtensor/passes) */                                               \
   X(bucket_copy_in) X(bucket_split_out) X(chunk_cat) X(flat_view) X(clone) X(all_reduce_)             \
-  X(one_shot_all_reduce) X(all_gather_copy_in) X(all_gather_into_tensor_)
+  X(one_shot_all_reduce) X(all_gather_copy_in) X(all_gather_into_tensor_)                            \
+  /* ops_grad.cc (introduced by dtensor/autodiff) */                                                  \
+  X(relu_backward) X(gelu_backward) X(silu_backward) X(layer_norm_backward) X(rms_norm_backward)      \
+  X(softmax_backward) X(scaled_dot_product_attention_backward) X(embedding_backward)                  \
+  X(mse_loss_backward) X(cross_entropy_backward) X(slice_backward)                                    \
+  /* ops_optim.cc (introduced by dtensor/autodiff) */                                                 \
+  X(sgd_update) X(adamw_update)
 
 enum class OpKind : uint8_t {
 #define DT_IR_OP_ENUM(name) name,

@@ -59,6 +59,9 @@ struct KernelArgs {
 // dt::Error subclass whose message says what is wrong (the verifier adds file:line:col).
 using InferFn = void (*)(const Node& node, const Graph& graph, std::vector<TensorType>& out);
 using KernelFn = void (*)(const KernelArgs& args);
+// Records the ops computing the node's operand gradients (grad_rule.h).
+class GradContext;
+using GradFn = void (*)(GradContext& ctx);
 
 struct OpDef {
   OpKind kind = OpKind::count;
@@ -91,6 +94,10 @@ struct OpDef {
   // planner follows these to find how long a comm buffer is read.
   bool result_aliases_operand = false;
   const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
+  // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
+  // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a
+  // gradient must flow through one.
+  GradFn grad = nullptr;
 
   std::string_view name() const { return op_name(kind); }
   // Communicates with the other members of its `group` (bytes_sent is defined).
@@ -130,6 +137,8 @@ void register_loss_ops(OpTable& table);
 void register_collective_ops(OpTable& table);
 void register_collective_variant_ops(OpTable& table);
 void register_bucketing_ops(OpTable& table);
+void register_grad_ops(OpTable& table);
+void register_optim_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
 

@@ -4,6 +4,7 @@
 // scale=None. With causal=true the mask is torch's top-left aligned lower triangle: query i sees
 // keys j <= i (-inf elsewhere). The gpt example uses q, k, v of shape [B, heads, S, head_dim].
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -35,6 +36,14 @@ void run_sdpa(const KernelArgs& a) {
   a.out[0] = dt::scaled_dot_product_attention(a.in[0], a.in[1], a.in[2], a.node.attr_bool("causal"));
 }
 
+// The gradient: one backward op recomputing the probabilities (dq, dk, dv).
+void grad_sdpa(GradContext& c) {
+  std::vector<Value*> g = c.b().record(OpKind::scaled_dot_product_attention_backward,
+                                       {c.grad(), c.operand(0), c.operand(1), c.operand(2)},
+                                       {{"causal", c.node().attr_bool("causal")}});
+  for (int i = 0; i < 3; ++i) c.set(i, g[size_t(i)]);
+}
+
 }  // namespace
 
 void register_attention_ops(OpTable& t) {
@@ -42,7 +51,8 @@ void register_attention_ops(OpTable& t) {
          .operands = {{"q"}, {"k"}, {"v"}},
          .attrs = {{"causal", AttrKind::boolean, Attr(false)}},
          .infer = infer_sdpa,
-         .kernel = run_sdpa});
+         .kernel = run_sdpa,
+         .grad = grad_sdpa});
 }
 
 }  // namespace dt::ir

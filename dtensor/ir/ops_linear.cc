@@ -1,5 +1,6 @@
 // linear, matmul, bmm: schema, inference and kernels.
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -55,6 +56,43 @@ void infer_matmul(const Node& node, const Graph&, std::vector<TensorType>& out) 
 
 void run_matmul(const KernelArgs& a) { a.out[0] = dt::matmul(a.in[0], a.in[1]); }
 
+// Gradient rules, as matmuls of the result's gradient g with the other operand:
+//   linear  y = x·wᵀ + b:  dx = g·w,  dw = gᵀ·x over all leading dims flattened,  db = Σ g
+//   matmul  y = a·b:       da = g·bᵀ, db = aᵀ·g, each summed back over broadcast batch dims
+//   bmm:                   da = g·bᵀ, db = aᵀ·g per batch
+// The flattened weight gradient contracts over every row of the batch, so a batch-sharded x gives
+// a partial weight gradient (the data-parallel all_reduce / reduce_scatter falls out of sharding).
+void grad_linear(GradContext& c) {
+  Builder& b = c.b();
+  Value* g = c.grad();
+  Value* x = c.operand(0);
+  Value* w = c.operand(1);
+  if (c.wants(0)) c.set(0, b.matmul(g, w));
+  const int64_t out = w->type.shape[0], in = w->type.shape[1];
+  const int64_t rows = out == 0 ? 0 : g->type.numel() / out;
+  if (c.wants(1)) {
+    Value* g2 = b.reshape(g, {rows, out});
+    Value* x2 = b.reshape(x, {rows, in});
+    c.set(1, b.matmul(b.transpose(g2, 0, 1), x2));
+  }
+  if (c.num_operands() == 3 && c.wants(2)) c.set(2, c.sum_to(g, {out}));
+}
+void grad_matmul(GradContext& c) {
+  Value* a = c.operand(0);
+  Value* bv = c.operand(1);
+  if (a->type.rank() < 2 || bv->type.rank() < 2)
+    DT_THROW(ValueError) << "the gradient of matmul with a 1-d operand (" << type_str(a->type) << " x "
+                         << type_str(bv->type) << ") is not supported: reshape it to 2-d";
+  Builder& b = c.b();
+  if (c.wants(0)) c.set(0, c.sum_to(b.matmul(c.grad(), b.transpose(bv, -1, -2)), a->type.shape));
+  if (c.wants(1)) c.set(1, c.sum_to(b.matmul(b.transpose(a, -1, -2), c.grad()), bv->type.shape));
+}
+void grad_bmm(GradContext& c) {
+  Builder& b = c.b();
+  if (c.wants(0)) c.set(0, b.bmm(c.grad(), b.transpose(c.operand(1), 1, 2)));
+  if (c.wants(1)) c.set(1, b.bmm(b.transpose(c.operand(0), 1, 2), c.grad()));
+}
+
 // bmm([b, m, k], [b, k, n]) -> [b, m, n]
 void infer_bmm(const Node& node, const Graph&, std::vector<TensorType>& out) {
   require_same_dtype(node);
@@ -81,6 +119,9 @@ void register_linear_ops(OpTable& t) {
   t.add({.kind = OpKind::bmm, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_bmm, .kernel = run_bmm});
   // Kernel outputs: a buffer of their own.
   for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm}) t.at(k).fresh_result = true;
+  t.at(OpKind::linear).grad = grad_linear;
+  t.at(OpKind::matmul).grad = grad_matmul;
+  t.at(OpKind::bmm).grad = grad_bmm;
 }
 
 }  // namespace dt::ir

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -137,6 +138,17 @@ void run_ce_combine(const KernelArgs& a) {
                  .to(a.in[0].dtype());
 }
 
+// Gradient rules: the losses' backward ops give the gradient of the first operand; mse_loss's
+// target gradient is its negation; integer targets take none.
+void grad_mse(GradContext& c) {
+  Value* d = c.b().record(OpKind::mse_loss_backward, {c.grad(), c.operand(0), c.operand(1)})[0];
+  c.set(0, d);
+  if (c.wants(1)) c.set(1, c.b().record(OpKind::neg, {d})[0]);
+}
+void grad_cross_entropy(GradContext& c) {
+  c.set(0, c.b().record(OpKind::cross_entropy_backward, {c.grad(), c.operand(0), c.operand(1)})[0]);
+}
+
 }  // namespace
 
 void register_loss_ops(OpTable& t) {
@@ -153,6 +165,8 @@ void register_loss_ops(OpTable& t) {
          .kernel = run_ce_target_logit});
   t.add({.kind = OpKind::cross_entropy_combine, .operands = {{"max"}, {"sum_exp"}, {"target_logit"}}, .attrs = {},
          .infer = infer_combine, .kernel = run_ce_combine});
+  t.at(OpKind::mse_loss).grad = grad_mse;
+  t.at(OpKind::cross_entropy).grad = grad_cross_entropy;
 }
 
 }  // namespace dt::ir

@@ -1,5 +1,6 @@
 // layer_norm, rms_norm (over trailing `normalized_shape` dims) and softmax (over `dim`).
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -42,6 +43,21 @@ void infer_softmax(const Node& node, const Graph&, std::vector<TensorType>& out)
 
 void run_softmax(const KernelArgs& a) { a.out[0] = dt::softmax(a.in[0], a.node.attr_int("dim")); }
 
+// Gradient rules: one backward op giving every operand's gradient (dx, dweight, dbias).
+void grad_norm(GradContext& c, OpKind backward) {
+  const Node& n = c.node();
+  std::vector<Value*> operands = {c.grad(), c.operand(0)};
+  if (c.num_operands() > 1) operands.push_back(c.operand(1));
+  std::vector<Value*> g = c.b().record(
+      backward, operands, {{"normalized_shape", n.attr_ints("normalized_shape")}, {"eps", n.attr_float("eps")}});
+  for (int i = 0; i < c.num_operands(); ++i) c.set(i, g[size_t(i)]);
+}
+void grad_layer_norm(GradContext& c) { grad_norm(c, OpKind::layer_norm_backward); }
+void grad_rms_norm(GradContext& c) { grad_norm(c, OpKind::rms_norm_backward); }
+void grad_softmax(GradContext& c) {
+  c.set(0, c.b().record(OpKind::softmax_backward, {c.grad(), c.result()}, {{"dim", c.node().attr_int("dim")}})[0]);
+}
+
 }  // namespace
 
 void register_norm_ops(OpTable& t) {
@@ -61,6 +77,9 @@ void register_norm_ops(OpTable& t) {
          .infer = infer_softmax,
          .kernel = run_softmax});
   for (OpKind k : {OpKind::layer_norm, OpKind::rms_norm, OpKind::softmax}) t.at(k).fresh_result = true;
+  t.at(OpKind::layer_norm).grad = grad_layer_norm;
+  t.at(OpKind::rms_norm).grad = grad_rms_norm;
+  t.at(OpKind::softmax).grad = grad_softmax;
 }
 
 }  // namespace dt::ir

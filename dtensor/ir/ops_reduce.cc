@@ -1,5 +1,6 @@
 // sum and mean over `dims` (empty: all dims), with keepdim, as torch.sum / torch.mean.
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -27,6 +28,25 @@ void infer_reduce(const Node& node, const Graph&, std::vector<TensorType>& out) 
 void run_sum(const KernelArgs& a) { a.out[0] = dt::sum(a.in[0], a.node.attr_ints("dims"), a.node.attr_bool("keepdim")); }
 void run_mean(const KernelArgs& a) { a.out[0] = dt::mean(a.in[0], a.node.attr_ints("dims"), a.node.attr_bool("keepdim")); }
 
+// Gradient rules: g broadcast back over the reduced dims (with keepdim's 1s restored first),
+// divided by the number of elements each result averaged for mean.
+Value* grad_broadcast_back(GradContext& c) {
+  const Shape& in = c.operand(0)->type.shape;
+  const auto& dims = c.node().attr_ints("dims");
+  Shape kept = in;  // the keepdim shape of the result
+  for (size_t d = 0; d < kept.size(); ++d)
+    if (dims.empty()) kept[d] = 1;
+  for (int64_t d : dims) kept[size_t(normalize_dim(d, int64_t(in.size())))] = 1;
+  Value* g = c.grad();
+  if (g->type.shape != kept) g = c.b().reshape(g, kept);
+  return c.expand_to(g, in);
+}
+void grad_sum(GradContext& c) { c.set(0, grad_broadcast_back(c)); }
+void grad_mean(GradContext& c) {
+  const int64_t in = c.operand(0)->type.numel(), out = c.result()->type.numel();
+  c.set(0, c.scale(grad_broadcast_back(c), in == 0 ? 1.0 : double(out) / double(in)));
+}
+
 OpDef reduction(OpKind kind, KernelFn kernel) {
   return {.kind = kind,
           .operands = {{"x"}},
@@ -41,6 +61,8 @@ void register_reduce_ops(OpTable& t) {
   t.add(reduction(OpKind::sum, run_sum));
   t.add(reduction(OpKind::mean, run_mean));
   for (OpKind k : {OpKind::sum, OpKind::mean}) t.at(k).fresh_result = true;
+  t.at(OpKind::sum).grad = grad_sum;
+  t.at(OpKind::mean).grad = grad_mean;
 }
 
 }  // namespace dt::ir

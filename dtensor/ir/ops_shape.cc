@@ -1,4 +1,7 @@
-// Shape ops: embedding, masked_embedding, view, reshape, transpose, permute, slice, split, cat, arange.
+// Shape ops: embedding, masked_embedding, view, reshape, transpose, permute, slice, split, cat, arange,
+// expand (broadcast to a shape, a view) and full (a constant), with their gradient rules: each
+// gradient is the inverse rearrangement of the result's gradient (slice's pads with zeros,
+// split's concatenates, cat's slices, expand's sums).
 //
 // view and reshape compute the same value: types carry no layout, so the interpreter runs both as
 // Tensor::reshape (a view when the layout allows, a copy otherwise). `view` records the author's
@@ -7,6 +10,7 @@
 #include <limits>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
@@ -197,48 +201,129 @@ void run_arange(const KernelArgs& a) {
                             n.attr_dtype("dtype"));
 }
 
+// expand(x) {shape}: numpy broadcasting of x to `shape` (-1 keeps x's size); a view.
+void infer_expand(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  const auto& target = node.attr_ints("shape");
+  if (int64_t(target.size()) < x.rank())
+    DT_THROW(ShapeError) << "expand of " << type_str(x) << " to " << shape_str(target) << ": fewer dims than the input";
+  Shape s(target.begin(), target.end());
+  const int64_t lead = int64_t(target.size()) - x.rank();
+  for (int64_t d = 0; d < int64_t(s.size()); ++d) {
+    const int64_t have = d >= lead ? x.shape[size_t(d - lead)] : 1;
+    if (s[size_t(d)] == -1 && d >= lead) s[size_t(d)] = have;
+    if (s[size_t(d)] < 0 || (have != 1 && have != s[size_t(d)]))
+      DT_THROW(ShapeError) << "expand of " << type_str(x) << " to " << shape_str(target) << ": dim " << d
+                           << " of size " << have << " cannot become " << target[size_t(d)];
+  }
+  out.push_back({x.dtype, std::move(s)});
+}
+void run_expand(const KernelArgs& a) { a.out[0] = a.in[0].expand(a.node.result()->type.shape); }
+
+// full() {shape, value, dtype}: a tensor filled with one value (a constant; the seed gradient of a
+// loss, the zeros of an unused piece).
+void infer_full(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const auto& shape = node.attr_ints("shape");
+  for (int64_t d : shape)
+    if (d < 0) DT_THROW(ShapeError) << "full shape " << shape_str(shape) << " has a negative size";
+  out.push_back({node.attr_dtype("dtype"), Shape(shape.begin(), shape.end())});
+}
+void run_full(const KernelArgs& a) {
+  a.out[0] = Tensor::full(a.node.result()->type.shape, a.node.attr_float("value"), a.node.attr_dtype("dtype"));
+}
+
+std::vector<int64_t> shape_attr(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+// Gradient rules.
+void grad_embedding(GradContext& c) {
+  c.set(1, c.b().record(OpKind::embedding_backward, {c.grad(), c.operand(0)},
+                        {{"num_weights", c.operand(1)->type.shape[0]}})[0]);
+}
+void grad_reshape(GradContext& c) { c.set(0, c.b().reshape(c.grad(), c.operand(0)->type.shape)); }
+void grad_transpose(GradContext& c) {
+  c.set(0, c.b().transpose(c.grad(), c.node().attr_int("dim0"), c.node().attr_int("dim1")));
+}
+void grad_permute(GradContext& c) {
+  const auto& dims = c.node().attr_ints("dims");
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(normalize_dim(dims[i], int64_t(dims.size())))] = int64_t(i);
+  c.set(0, c.b().permute(c.grad(), inverse));
+}
+void grad_slice(GradContext& c) {
+  const Node& n = c.node();
+  c.set(0, c.b().record(OpKind::slice_backward, {c.grad()},
+                        {{"shape", shape_attr(c.operand(0)->type.shape)},
+                         {"dim", n.attr_int("dim")},
+                         {"start", n.attr_int("start")},
+                         {"end", n.attr_int("end")},
+                         {"step", n.attr_int("step")}})[0]);
+}
+void grad_split(GradContext& c) {
+  std::vector<Value*> pieces;
+  for (int i = 0; i < int(c.node().results.size()); ++i) pieces.push_back(c.grad_or_zeros(i));
+  c.set(0, pieces.size() == 1 ? pieces[0] : c.b().cat(pieces, c.node().attr_int("dim")));
+}
+void grad_cat(GradContext& c) {
+  const int64_t d = normalize_dim(c.node().attr_int("dim"), c.result()->type.rank());
+  int64_t at = 0;
+  for (int i = 0; i < c.num_operands(); ++i) {
+    const int64_t len = c.operand(i)->type.shape[size_t(d)];
+    if (c.wants(i)) c.set(i, c.b().slice(c.grad(), d, at, at + len));
+    at += len;
+  }
+}
+void grad_expand(GradContext& c) { c.set(0, c.sum_to(c.grad(), c.operand(0)->type.shape)); }
+
 }  // namespace
 
 void register_shape_ops(OpTable& t) {
   t.add({.kind = OpKind::embedding, .operands = {{"indices"}, {"weight"}}, .attrs = {},
-         .infer = infer_embedding, .kernel = run_embedding});
+         .infer = infer_embedding, .kernel = run_embedding, .grad = grad_embedding});
   t.add({.kind = OpKind::masked_embedding, .operands = {{"indices"}, {"weight"}},
          .attrs = {{"vocab_start", AttrKind::i64, std::nullopt}}, .infer = infer_embedding,
          .kernel = run_masked_embedding});
   for (OpKind k : {OpKind::view, OpKind::reshape})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"shape", AttrKind::ints, std::nullopt}},
            .infer = infer_view, .kernel = run_view,
-           .result_aliases_operand = true});
+           .result_aliases_operand = true, .grad = grad_reshape});
   t.add({.kind = OpKind::transpose, .operands = {{"x"}},
          .attrs = {{"dim0", AttrKind::i64, std::nullopt}, {"dim1", AttrKind::i64, std::nullopt}},
          .infer = infer_transpose, .kernel = run_transpose,
-         .result_aliases_operand = true});
+         .result_aliases_operand = true, .grad = grad_transpose});
   t.add({.kind = OpKind::permute, .operands = {{"x"}}, .attrs = {{"dims", AttrKind::ints, std::nullopt}},
          .infer = infer_permute, .kernel = run_permute,
-         .result_aliases_operand = true});
+         .result_aliases_operand = true, .grad = grad_permute});
   t.add({.kind = OpKind::slice, .operands = {{"x"}},
          .attrs = {{"dim", AttrKind::i64, std::nullopt},
                    {"start", AttrKind::i64, Attr(int64_t(0))},
                    {"end", AttrKind::i64, Attr(std::numeric_limits<int64_t>::max())},
                    {"step", AttrKind::i64, Attr(int64_t(1))}},
          .infer = infer_slice, .kernel = run_slice,
-         .result_aliases_operand = true});
+         .result_aliases_operand = true, .grad = grad_slice});
   t.add({.kind = OpKind::split, .operands = {{"x"}},
          .attrs = {{"split_size", AttrKind::i64, Attr(int64_t(0))},
                    {"sizes", AttrKind::ints, Attr(std::vector<int64_t>{})},
                    {"dim", AttrKind::i64, Attr(int64_t(0))}},
          .infer = infer_split, .kernel = run_split,
-         .result_aliases_operand = true});
+         .result_aliases_operand = true, .grad = grad_split});
   t.add({.kind = OpKind::cat, .operands = {{"xs", false, /*variadic=*/true}},
-         .attrs = {{"dim", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_cat, .kernel = run_cat});
+         .attrs = {{"dim", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_cat, .kernel = run_cat,
+         .grad = grad_cat});
   t.add({.kind = OpKind::arange, .operands = {},
          .attrs = {{"start", AttrKind::i64, Attr(int64_t(0))},
                    {"end", AttrKind::i64, std::nullopt},
                    {"step", AttrKind::i64, Attr(int64_t(1))},
                    {"dtype", AttrKind::dtype, Attr(DType::i64)}},
          .infer = infer_arange, .kernel = run_arange});
+  t.add({.kind = OpKind::expand, .operands = {{"x"}}, .attrs = {{"shape", AttrKind::ints, std::nullopt}},
+         .infer = infer_expand, .kernel = run_expand, .result_aliases_operand = true, .grad = grad_expand});
+  t.add({.kind = OpKind::full, .operands = {},
+         .attrs = {{"shape", AttrKind::ints, std::nullopt},
+                   {"value", AttrKind::f64, Attr(0.0)},
+                   {"dtype", AttrKind::dtype, Attr(DType::f32)}},
+         .infer = infer_full, .kernel = run_full});
   // Lookups and cat copy into a new buffer; the other shape ops may return views.
-  for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat}) t.at(k).fresh_result = true;
+  for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat, OpKind::full}) t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

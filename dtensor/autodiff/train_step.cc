@@ -1,0 +1,95 @@
+#include "dtensor/autodiff/train_step.h"
+
+#include "dtensor/autodiff/autodiff.h"
+#include "dtensor/core/error.h"
+#include "dtensor/ir/builder.h"
+
+namespace dt::autodiff {
+
+using ir::Value;
+
+void validate(const OptimizerConfig& opt) {
+  if (opt.kind != "sgd" && opt.kind != "adamw")
+    DT_THROW(ValueError) << "optimizer must be sgd or adamw, got \"" << opt.kind << "\"";
+  auto check = [](const char* name, double v, double lo, bool lo_open, double hi) {
+    if (!(v >= lo) || (lo_open && v == lo) || !(v <= hi))
+      DT_THROW(ValueError) << name << " must be in " << (lo_open ? "(" : "[") << lo << ", " << hi << "], got " << v;
+  };
+  check("lr", opt.lr, 0, false, 1e6);
+  check("momentum", opt.momentum, 0, false, 1);
+  check("weight decay", opt.weight_decay, 0, false, 1e6);
+  check("beta1", opt.beta1, 0, false, 0.999999999);
+  check("beta2", opt.beta2, 0, false, 0.999999999);
+  check("eps", opt.eps, 0, true, 1);
+  if (opt.kind == "adamw" && opt.momentum != 0) DT_THROW(ValueError) << "--momentum applies to sgd only";
+}
+
+TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads) {
+  validate(opt);
+  TrainStep step{std::move(forward), {}, 0, {}, {}};
+  ir::Graph& g = step.graph;
+  Value* loss = find_loss(g);
+  std::vector<Value*> params;
+  for (Value* p : g.params())
+    if (is_floating(p->type.dtype)) params.push_back(p);
+  if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
+  std::vector<Value*> grads = append_gradients(g, loss, params);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!grads[i])
+      DT_THROW(ValueError) << "the loss " << loss->name << " does not depend on parameter " << params[i]->name
+                           << ": nothing would train it (remove it from the model)";
+
+  ir::Builder b(g);
+  std::vector<Value*> outputs = {loss};
+  std::vector<Value*> state_outputs;
+  std::vector<std::string> state_names;
+  auto add_state = [&](const Value* p, const std::string& suffix, ir::TensorType type) {
+    const std::string name = p->name + "." + suffix;
+    step.state.push_back(name);
+    return g.add_param(name, std::move(type));
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    Value* p = params[i];
+    step.params.push_back(p->name);
+    std::vector<Value*> res;
+    if (opt.kind == "sgd") {
+      std::vector<Value*> operands = {p, grads[i]};
+      if (opt.momentum != 0) operands.push_back(add_state(p, "momentum_buffer", p->type));
+      res = b.record(ir::OpKind::sgd_update, operands,
+                     {{"lr", opt.lr}, {"momentum", opt.momentum}, {"weight_decay", opt.weight_decay}});
+    } else {
+      Value* m = add_state(p, "exp_avg", p->type);
+      Value* v = add_state(p, "exp_avg_sq", p->type);
+      Value* t = add_state(p, "step", {DType::f32, {}});
+      res = b.record(ir::OpKind::adamw_update, {p, grads[i], m, v, t},
+                     {{"lr", opt.lr}, {"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps},
+                      {"weight_decay", opt.weight_decay}});
+    }
+    outputs.push_back(res[0]);
+    step.updates.push_back(p->name);
+    for (size_t k = 1; k < res.size(); ++k) {
+      state_outputs.push_back(res[k]);
+      state_names.push_back(step.state[step.state.size() - (res.size() - 1) + (k - 1)]);
+    }
+  }
+  for (size_t k = 0; k < state_outputs.size(); ++k) {
+    outputs.push_back(state_outputs[k]);
+    step.updates.push_back(state_names[k]);
+  }
+  step.grads_begin = outputs.size();
+  if (with_grads) outputs.insert(outputs.end(), grads.begin(), grads.end());
+  g.set_outputs(std::move(outputs));
+  return step;
+}
+
+std::map<std::string, Tensor> fresh_state(const TrainStep& step) {
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : step.state) {
+    const Value* v = step.graph.find(name);
+    DT_CHECK(v) << "state " << name << " missing from the step graph";
+    out[name] = Tensor::zeros(v->type.shape, v->type.dtype);
+  }
+  return out;
+}
+
+}  // namespace dt::autodiff

@@ -1,0 +1,319 @@
+// Backward kernels and optimizer updates (ops_grad.h).
+//
+// Each kernel converts its operands to contiguous tensors of the compute dtype (f32, or f64 for
+// f64 inputs), works on raw rows, and converts the results back to the operands' dtype: the
+// conversions are no-ops for f32/f64 and give bf16/f16 an f32 computation rounded once.
+#include "dtensor/core/ops_grad.h"
+
+#include <cmath>
+#include <vector>
+
+#include "dtensor/core/error.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/core/row_reduce.h"
+
+namespace dt {
+namespace {
+
+DType compute_dtype(const char* op, DType d) {
+  if (d == DType::f64) return DType::f64;
+  if (d == DType::f32 || d == DType::bf16 || d == DType::f16) return DType::f32;
+  DT_THROW(DTypeError) << op << " expects a floating dtype, got " << dtype_name(d);
+}
+
+// Calls f.template operator()<C>() with C = float or double, the compute type of `d`.
+template <typename F>
+void with_compute_type(const char* op, DType d, F&& f) {
+  if (compute_dtype(op, d) == DType::f64) f(double{});
+  else f(float{});
+}
+
+// A contiguous copy (or view) of x in the compute dtype of `like`.
+Tensor compute_copy(const Tensor& x, DType like, const char* op) { return x.to(compute_dtype(op, like)).contiguous(); }
+
+template <typename C>
+const C* ptr(const Tensor& t) {
+  return static_cast<const C*>(t.raw_data());
+}
+template <typename C>
+C* mut(Tensor& t) {
+  return static_cast<C*>(t.raw_data());
+}
+
+void require_same_shape(const char* op, const Tensor& grad, const Tensor& x) {
+  if (grad.shape() != x.shape())
+    DT_THROW(ShapeError) << op << ": grad " << shape_str(grad.shape()) << " does not match operand "
+                         << shape_str(x.shape());
+}
+
+// grad · d(x) elementwise, d evaluated in the compute type.
+template <typename D>
+Tensor pointwise_backward(const char* op, const Tensor& grad, const Tensor& x, D d) {
+  require_same_shape(op, grad, x);
+  Tensor out;
+  with_compute_type(op, x.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    const Tensor g = compute_copy(grad, x.dtype(), op), xc = compute_copy(x, x.dtype(), op);
+    out = Tensor::uninitialized(x.shape(), xc.dtype());
+    const C* gp = ptr<C>(g);
+    const C* xp = ptr<C>(xc);
+    C* o = mut<C>(out);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = gp[i] * C(d(xp[i]));
+  });
+  return out.to(x.dtype());
+}
+
+}  // namespace
+
+Tensor relu_backward(const Tensor& grad, const Tensor& x) {
+  return pointwise_backward("relu_backward", grad, x, [](auto v) { return v > 0 ? 1.0 : 0.0; });
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  if (approximate == "none")
+    // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+    return pointwise_backward("gelu_backward", grad, x, [](auto v) {
+      const double xv = double(v);
+      return 0.5 * (1 + std::erf(xv * M_SQRT1_2)) + xv * std::exp(-0.5 * xv * xv) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+    });
+  if (approximate == "tanh")
+    // y = x/2 · (1 + tanh(u)), u = k(x + 0.044715 x³): y' = (1 + t)/2 + x/2 · (1 - t²) · k(1 + 3·0.044715 x²)
+    return pointwise_backward("gelu_backward", grad, x, [](auto v) {
+      const double xv = double(v), k = M_2_SQRTPI * M_SQRT1_2;
+      const double t = std::tanh(k * (xv + 0.044715 * xv * xv * xv));
+      return 0.5 * (1 + t) + 0.5 * xv * (1 - t * t) * k * (1 + 3 * 0.044715 * xv * xv);
+    });
+  DT_THROW(ValueError) << "gelu_backward approximate must be 'none' or 'tanh', got '" << approximate << "'";
+}
+
+Tensor silu_backward(const Tensor& grad, const Tensor& x) {
+  // d/dx x·σ(x) = σ(x)·(1 + x·(1 - σ(x)))
+  return pointwise_backward("silu_backward", grad, x, [](auto v) {
+    const double s = 1 / (1 + std::exp(-double(v)));
+    return s * (1 + double(v) * (1 - s));
+  });
+}
+
+namespace {
+
+// Shared body of the norm backwards: per row of length n, xhat = (x - mean)·rstd (mean 0 for
+// rms_norm), dxhat = grad·w; dx = rstd·(dxhat - mean(dxhat) - xhat·mean(dxhat·xhat)) (layer_norm)
+// or rstd·(dxhat - xhat·mean(dxhat·xhat)) (rms_norm); dweight = Σ_rows grad·xhat, dbias = Σ_rows grad.
+NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const Tensor& x,
+                        const Shape& normalized_shape, const Tensor& weight, double eps) {
+  require_same_shape(op, grad, x);
+  const int64_t n = numel(normalized_shape);
+  if (normalized_shape.empty() || normalized_shape.size() > x.shape().size() ||
+      !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - int64_t(normalized_shape.size())))
+    DT_THROW(ShapeError) << op << ": normalized_shape " << shape_str(normalized_shape)
+                         << " does not match the trailing dims of " << shape_str(x.shape());
+  if (weight.defined() && weight.shape() != normalized_shape)
+    DT_THROW(ShapeError) << op << ": weight " << shape_str(weight.shape()) << " does not match normalized_shape "
+                         << shape_str(normalized_shape);
+  NormGrads r;
+  with_compute_type(op, x.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    const Tensor g = compute_copy(grad, x.dtype(), op), xc = compute_copy(x, x.dtype(), op);
+    const Tensor w = weight.defined() ? compute_copy(weight, x.dtype(), op) : Tensor();
+    Tensor dx = Tensor::uninitialized(x.shape(), xc.dtype());
+    std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0);
+    const int64_t rows = n == 0 ? 0 : x.numel() / n;
+    std::vector<double> xhat(static_cast<size_t>(n)), dxhat(static_cast<size_t>(n));
+    for (int64_t r0 = 0; r0 < rows; ++r0) {
+      const C* xv = ptr<C>(xc) + r0 * n;
+      const C* gv = ptr<C>(g) + r0 * n;
+      const double mean = centered ? kernel::row_sum(n, [&](int64_t i) { return double(xv[i]); }) / double(n) : 0.0;
+      const double var = kernel::row_sum(n, [&](int64_t i) {
+                           const double d = double(xv[i]) - mean;
+                           return d * d;
+                         }) /
+                         double(n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        xhat[size_t(i)] = (double(xv[i]) - mean) * rstd;
+        dxhat[size_t(i)] = double(gv[i]) * (w.defined() ? double(ptr<C>(w)[i]) : 1.0);
+        dw[size_t(i)] += double(gv[i]) * xhat[size_t(i)];
+        db[size_t(i)] += double(gv[i]);
+      }
+      const double mean_d = centered ? kernel::row_sum(n, [&](int64_t i) { return dxhat[size_t(i)]; }) / double(n) : 0.0;
+      const double mean_dx = kernel::row_sum(n, [&](int64_t i) { return dxhat[size_t(i)] * xhat[size_t(i)]; }) / double(n);
+      C* o = mut<C>(dx) + r0 * n;
+      for (int64_t i = 0; i < n; ++i) o[i] = C(rstd * (dxhat[size_t(i)] - mean_d - xhat[size_t(i)] * mean_dx));
+    }
+    r.dx = dx.to(x.dtype());
+    r.dweight = Tensor::from_doubles(dw, normalized_shape, x.dtype());
+    r.dbias = Tensor::from_doubles(db, normalized_shape, x.dtype());
+  });
+  return r;
+}
+
+}  // namespace
+
+NormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
+                              const Tensor& weight, double eps) {
+  return norm_backward("layer_norm_backward", true, grad, x, normalized_shape, weight, eps);
+}
+
+NormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
+                            const Tensor& weight, double eps) {
+  return norm_backward("rms_norm_backward", false, grad, x, normalized_shape, weight, eps);
+}
+
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
+  require_same_shape("softmax_backward", grad, y);
+  const Tensor gy = mul(grad, y);
+  return mul(y, sub(grad, sum(gy, {dim}, /*keepdim=*/true)));
+}
+
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, bool causal) {
+  const char* op = "scaled_dot_product_attention_backward";
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    DT_THROW(ShapeError) << op << ": q, k, v must have the same rank >= 2, got " << shape_str(q.shape()) << ", "
+                         << shape_str(k.shape()) << ", " << shape_str(v.shape());
+  const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2), Dv = v.size(-1);
+  Shape out_shape = q.shape();
+  out_shape.back() = Dv;
+  if (grad.shape() != out_shape)
+    DT_THROW(ShapeError) << op << ": grad " << shape_str(grad.shape()) << " does not match the output "
+                         << shape_str(out_shape);
+  // Every leading dim is a head (batch × heads): q, k and v must agree on them.
+  const int64_t heads = numel(Shape(q.shape().begin(), q.shape().end() - 2));
+  if (Shape(k.shape().begin(), k.shape().end() - 2) != Shape(q.shape().begin(), q.shape().end() - 2) ||
+      Shape(v.shape().begin(), v.shape().end() - 2) != Shape(q.shape().begin(), q.shape().end() - 2) ||
+      k.size(-1) != D || v.size(-2) != Sk)
+    DT_THROW(ShapeError) << op << ": q " << shape_str(q.shape()) << ", k " << shape_str(k.shape()) << ", v "
+                         << shape_str(v.shape()) << " do not fit together";
+  AttentionGrads r;
+  with_compute_type(op, q.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    const Tensor qc = compute_copy(q, q.dtype(), op), kc = compute_copy(k, q.dtype(), op),
+                 vc = compute_copy(v, q.dtype(), op), gc = compute_copy(grad, q.dtype(), op);
+    Tensor dq = Tensor::zeros(q.shape(), qc.dtype()), dk = Tensor::zeros(k.shape(), qc.dtype()),
+           dv = Tensor::zeros(v.shape(), qc.dtype());
+    const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
+    std::vector<double> p(static_cast<size_t>(Sk)), dp(static_cast<size_t>(Sk));
+    for (int64_t h = 0; h < heads; ++h) {
+      const C* Q = ptr<C>(qc) + h * S * D;
+      const C* K = ptr<C>(kc) + h * Sk * D;
+      const C* V = ptr<C>(vc) + h * Sk * Dv;
+      const C* G = ptr<C>(gc) + h * S * Dv;
+      C* dQ = mut<C>(dq) + h * S * D;
+      C* dK = mut<C>(dk) + h * Sk * D;
+      C* dV = mut<C>(dv) + h * Sk * Dv;
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t keys = causal ? std::min(Sk, i + 1) : Sk;
+        // p = softmax(q_i · K^T · scale) over the visible keys
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < keys; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += double(Q[i * D + d]) * double(K[j * D + d]);
+          p[size_t(j)] = s * scale;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        double z = 0;
+        for (int64_t j = 0; j < keys; ++j) z += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        for (int64_t j = 0; j < keys; ++j) p[size_t(j)] /= z;
+        // dV += p^T g_i; dp = g_i · V^T; ds = p (dp - Σ p dp); dQ_i = ds K scale; dK += ds^T q_i scale
+        double pdp = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < Dv; ++d) {
+            dV[j * Dv + d] += C(p[size_t(j)] * double(G[i * Dv + d]));
+            s += double(G[i * Dv + d]) * double(V[j * Dv + d]);
+          }
+          dp[size_t(j)] = s;
+          pdp += p[size_t(j)] * s;
+        }
+        for (int64_t j = 0; j < keys; ++j) {
+          const double ds = p[size_t(j)] * (dp[size_t(j)] - pdp) * scale;
+          for (int64_t d = 0; d < D; ++d) {
+            dQ[i * D + d] += C(ds * double(K[j * D + d]));
+            dK[j * D + d] += C(ds * double(Q[i * D + d]));
+          }
+        }
+      }
+    }
+    r.dq = dq.to(q.dtype());
+    r.dk = dk.to(k.dtype());
+    r.dv = dv.to(v.dtype());
+  });
+  return r;
+}
+
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {
+  const char* op = "embedding_backward";
+  if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)
+    DT_THROW(DTypeError) << op << ": indices must be i64 or i32, got " << dtype_name(indices.dtype());
+  const int64_t H = grad.dim() == 0 ? 1 : grad.size(-1);
+  if (grad.numel() != indices.numel() * H)
+    DT_THROW(ShapeError) << op << ": grad " << shape_str(grad.shape()) << " does not match indices "
+                         << shape_str(indices.shape());
+  Tensor out;
+  with_compute_type(op, grad.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    const Tensor g = compute_copy(grad, grad.dtype(), op);
+    const Tensor idx = indices.to(DType::i64).contiguous();
+    out = Tensor::zeros({num_weights, H}, g.dtype());
+    C* o = mut<C>(out);
+    const int64_t* ip = static_cast<const int64_t*>(idx.raw_data());
+    for (int64_t r = 0, n = idx.numel(); r < n; ++r) {
+      const int64_t row = ip[r];
+      if (row < 0 || row >= num_weights)
+        DT_THROW(ValueError) << op << ": index " << row << " out of range for " << num_weights << " rows";
+      for (int64_t d = 0; d < H; ++d) o[row * H + d] += ptr<C>(g)[r * H + d];
+    }
+  });
+  return out.to(grad.dtype());
+}
+
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target) {
+  if (grad.numel() != 1) DT_THROW(ShapeError) << "mse_loss_backward: grad must be a scalar, got " << shape_str(grad.shape());
+  const double n = double(std::max<int64_t>(input.numel(), 1));
+  return mul(sub(input, target), 2.0 * grad.item() / n);
+}
+
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target) {
+  if (grad.numel() != 1)
+    DT_THROW(ShapeError) << "cross_entropy_backward: grad must be a scalar, got " << shape_str(grad.shape());
+  if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0))
+    DT_THROW(ShapeError) << "cross_entropy_backward: logits " << shape_str(logits.shape()) << " and target "
+                         << shape_str(target.shape()) << " are not [N, C] and [N]";
+  // (softmax(logits) - onehot(target)) · grad / N
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const Tensor t = target.to(DType::i64);
+  const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());
+  return mul(sub(softmax(logits, 1), onehot), grad.item() / double(std::max<int64_t>(n, 1)));
+}
+
+SgdResult sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
+                     double momentum, double weight_decay) {
+  require_same_shape("sgd_update", grad, param);
+  Tensor g = weight_decay != 0 ? add(grad, mul(param, weight_decay)) : grad;
+  SgdResult r;
+  if (momentum != 0) {
+    require_same_shape("sgd_update", momentum_buffer, param);
+    r.momentum_buffer = add(mul(momentum_buffer, momentum), g);
+    g = r.momentum_buffer;
+  } else {
+    r.momentum_buffer = momentum_buffer;
+  }
+  r.param = sub(param, mul(g, lr));
+  return r;
+}
+
+AdamWResult adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                         double step, double lr, double beta1, double beta2, double eps, double weight_decay) {
+  for (const Tensor* t : {&grad, &exp_avg, &exp_avg_sq}) require_same_shape("adamw_update", *t, param);
+  const double t = step + 1;
+  AdamWResult r;
+  const Tensor p = weight_decay != 0 ? mul(param, 1 - lr * weight_decay) : param;
+  r.exp_avg = add(mul(exp_avg, beta1), mul(grad, 1 - beta1));
+  r.exp_avg_sq = add(mul(exp_avg_sq, beta2), mul(mul(grad, grad), 1 - beta2));
+  const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
+  const Tensor denom = add(mul(sqrt(r.exp_avg_sq), 1 / std::sqrt(bc2)), eps);
+  r.param = sub(p, mul(div(r.exp_avg, denom), lr / bc1));
+  return r;
+}
+
+}  // namespace dt
