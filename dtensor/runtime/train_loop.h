@@ -1,0 +1,47 @@
+// The training loop: builds the step graph of a forward model (autodiff/train_step.h) and runs it
+// for a number of steps on one device, rebinding the updated parameters and optimizer state after
+// each step.
+//
+// Data: `input` and `target` (every data input of the model, by name). A tensor with exactly the
+// input's declared shape is one batch reused every step; a tensor with one extra leading dim of
+// size K holds K batches, and step s uses batch s mod K.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtensor/autodiff/train_step.h"
+#include "dtensor/core/tensor.h"
+#include "dtensor/ir/graph.h"
+
+namespace dt::runtime {
+
+struct TrainOptions {
+  int steps = 1;
+  autodiff::OptimizerConfig optimizer;
+  bool keep_first_grads = false;  // fill TrainResult::first_grads
+  // Called after each step (1-based step, its loss, its wall time in ms).
+  std::function<void(int step, double loss, double ms)> on_step;
+};
+
+struct TrainResult {
+  std::vector<double> losses;   // the loss computed by each step (before its update)
+  std::vector<double> step_ms;  // wall time of each step
+  size_t peak_bytes = 0;        // the largest live-result peak of any step
+  std::map<std::string, Tensor> first_grads;  // gradients of the first step, named like the params
+  std::map<std::string, Tensor> state;         // trained parameters and optimizer state
+};
+
+// Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its
+// leading dim); ValueError when the tensor fits neither form.
+Tensor batch_for_step(const ir::Value& v, const Tensor& data, int step);
+
+// Trains on one device. `weights` holds every parameter and, to resume, the optimizer state
+// (missing state starts at zero; state present for a different optimizer is an error); `data`
+// holds every data input. Inputs are never modified.
+TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
+                                const std::map<std::string, Tensor>& data, const TrainOptions& options);
+
+}  // namespace dt::runtime
