@@ -40,13 +40,41 @@ class InternalError : public std::logic_error {
 };
 
 namespace detail {
-// Collects a message with operator<< and throws T when destroyed (end of the full expression).
+// Collects a message with operator<<.
+class Message {
+ public:
+  explicit Message(const char* prefix) { os_ << prefix; }
+  template <typename V>
+  Message& operator<<(const V& v) {
+    os_ << v;
+    return *this;
+  }
+  std::string str() const { return os_.str(); }
+
+ private:
+  std::ostringstream os_;
+};
+
+// `Raise<T>() & (Message(...) << a << b)` throws T with the message. operator& binds more loosely
+// than operator<<, so the whole message is built first, and being [[noreturn]] it tells the
+// compiler that a DT_THROW statement does not return (no "missing return" after it). The throw
+// happens in an ordinary function, never in a destructor.
+template <typename T>
+struct Raise {};
+template <typename T>
+[[noreturn]] void operator&(Raise<T>, const Message& m) {
+  throw T(m.str());
+}
+
+// Collects a message and throws T when destroyed (end of the full expression). Only for error
+// builders that return the message prefix by value (the parser's and the verifier's fail(loc));
+// everything else uses DT_THROW / DT_CHECK, whose throw the compiler sees as [[noreturn]].
 template <typename T>
 class Thrower {
  public:
-  Thrower(const char* prefix) { os_ << prefix; }
+  explicit Thrower(const char* prefix) { os_ << prefix; }
   Thrower(const Thrower&) = delete;
-  [[noreturn]] ~Thrower() noexcept(false) { throw T(os_.str()); }
+  ~Thrower() noexcept(false) { throw T(os_.str()); }
   template <typename V>
   Thrower& operator<<(const V& v) {
     os_ << v;
@@ -67,8 +95,8 @@ class Thrower {
 #define DT_CHECK(cond)                                                                   \
   if (cond) {                                                                            \
   } else                                                                                 \
-    ::dt::detail::Thrower<::dt::InternalError>(__FILE__ ":" DT_STRINGIFY(__LINE__)       \
-                                               ": check failed: " #cond " ")
+    ::dt::detail::Raise<::dt::InternalError>() &                                         \
+        ::dt::detail::Message(__FILE__ ":" DT_STRINGIFY(__LINE__) ": check failed: " #cond " ")
 
 // DT_THROW(ShapeError) << "values" throws the given dt::Error subclass with the message.
-#define DT_THROW(Type) ::dt::detail::Thrower<::dt::Type>("")
+#define DT_THROW(Type) ::dt::detail::Raise<::dt::Type>() & ::dt::detail::Message("")

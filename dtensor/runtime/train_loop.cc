@@ -5,6 +5,9 @@
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
 #include "dtensor/runtime/interpreter.h"
+#include "dtensor/runtime/launcher.h"
+#include "dtensor/sharding/compiler.h"
+#include "dtensor/sharding/tensor_sharding.h"
 
 namespace dt::runtime {
 
@@ -22,11 +25,12 @@ Tensor batch_for_step(const ir::Value& v, const Tensor& data, int step) {
                        << " (K batches, one per step)";
 }
 
-TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
-                                const std::map<std::string, Tensor>& data, const TrainOptions& options) {
-  if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
-  autodiff::TrainStep step = autodiff::make_train_step(std::move(forward), options.optimizer, options.keep_first_grads);
-  ir::verify(step.graph);
+namespace {
+
+// Returns the full bindings of the step's parameters and optimizer state (state absent from
+// `weights` starts at zero), checking names, dtypes and shapes and that the data has every input.
+Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::string, Tensor>& weights,
+                          const std::map<std::string, Tensor>& data, const TrainOptions& options) {
   Bindings bind;
   for (const std::string& p : step.params) {
     auto it = weights.find(p);
@@ -50,7 +54,42 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
     }
   for (const ir::Value* v : step.graph.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+  return bind;
+}
 
+autodiff::TrainStep make_step(ir::Graph forward, const TrainOptions& options) {
+  if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
+  autodiff::TrainStep step = autodiff::make_train_step(std::move(forward), options.optimizer, options.keep_first_grads);
+  ir::verify(step.graph);
+  return step;
+}
+
+// Optimizer state is stored like its parameter (same placements, fsdp and pinned bits), and each
+// updated parameter or state output keeps the placement of the binding it replaces, so a step's
+// outputs are the next step's inputs on every rank without moving data.
+void place_like_params(const autodiff::TrainStep& step, sharding::ResolvedPlan& plan) {
+  const ir::Graph& g = step.graph;
+  for (const std::string& name : step.state) {
+    const ir::Value* s = g.find(name);
+    const ir::Value* p = g.find(name.substr(0, name.rfind('.')));
+    if (!s || !p || s->type.shape != p->type.shape) continue;  // a scalar (adamw's step) stays replicated
+    for (auto* bits : {&plan.stored_only, &plan.pinned})
+      if (bits->size() > size_t(s->id)) (*bits)[size_t(s->id)] = (*bits)[size_t(p->id)];
+    plan.value_placements[size_t(s->id)] = plan.value_placements[size_t(p->id)];
+  }
+  for (size_t k = 0; k < step.updates.size(); ++k) {
+    const ir::Value* v = g.find(step.updates[k]);
+    DT_CHECK(v) << "update target " << step.updates[k];
+    plan.output_placements[k + 1] = plan.value_placements[size_t(v->id)];
+  }
+}
+
+}  // namespace
+
+TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
+                                const std::map<std::string, Tensor>& data, const TrainOptions& options) {
+  autodiff::TrainStep step = make_step(std::move(forward), options);
+  Bindings bind = initial_bindings(step, weights, data, options);
   Interpreter interp(step.graph);
   TrainResult r;
   for (int s = 0; s < options.steps; ++s) {
@@ -69,6 +108,77 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
   for (const std::string& p : step.params) r.state[p] = bind[p];
   for (const std::string& p : step.state) r.state[p] = bind[p];
   return r;
+}
+
+TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>& weights,
+                          const std::map<std::string, Tensor>& data, const TrainOptions& options,
+                          const ShardedTrainOptions& sharded) {
+  autodiff::TrainStep step = make_step(std::move(forward), options);
+  const Bindings full = initial_bindings(step, weights, data, options);
+  sharding::CompileOptions co;
+  co.adjust_plan = [&](sharding::ResolvedPlan& plan) { place_like_params(step, plan); };
+  sharding::CompiledModel c = sharding::compile(step.graph, sharded.plan, sharded.mesh, co);
+  if (sharded.run_passes) sharded.run_passes(c.programs, c.ranks);
+  const int n = int(sharded.mesh.size());
+  std::vector<int> program_of_rank(size_t(n), -1);
+  for (size_t i = 0; i < c.ranks.size(); ++i) program_of_rank[size_t(c.ranks[i])] = int(i);
+  std::vector<const ir::Graph*> programs;
+  std::vector<Bindings> bind;
+  for (int r = 0; r < n; ++r) {
+    DT_CHECK(program_of_rank[size_t(r)] >= 0) << "no program for rank " << r;
+    programs.push_back(&c.programs[size_t(program_of_rank[size_t(r)])]);
+    sharding::TensorMap mine = sharding::shard_weights(step.graph, c.sharding, full, r);
+    bind.emplace_back(mine.begin(), mine.end());
+  }
+  auto assemble = [&](size_t k, const std::vector<RankResult>& res) {
+    std::vector<Tensor> locals;
+    for (int r = 0; r < n; ++r) locals.push_back(res[size_t(r)].outputs[k]);
+    return sharding::assemble_tensor(locals, sharded.mesh, c.sharding.outputs[k], step.graph.outputs()[k]->type.shape);
+  };
+  TrainResult result;
+  result.collectives = sharding::collective_stats(c.programs[0], c.ranks[0]).count;
+  int64_t sent = 0;
+  for (size_t i = 0; i < c.ranks.size(); ++i)
+    sent = std::max(sent, sharding::collective_stats(c.programs[i], c.ranks[i]).total_bytes);
+  LaunchOptions lo;
+  lo.comm = sharded.comm;
+  for (int s = 0; s < options.steps; ++s) {
+    sharding::TensorMap batch;
+    for (const ir::Value* v : step.graph.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
+    for (int r = 0; r < n; ++r)
+      for (auto& [k, t] : sharding::shard_inputs(step.graph, c.sharding, batch, r)) bind[size_t(r)][k] = t;
+    std::vector<RankResult> res = launch(programs, bind, lo);
+    const double loss = assemble(0, res).item();
+    double ms = 0;
+    size_t peak = 0;
+    for (const RankResult& rr : res) {
+      ms = std::max(ms, rr.stats.seconds * 1e3);
+      peak = std::max(peak, rr.stats.peak_bytes);
+    }
+    result.losses.push_back(loss);
+    result.step_ms.push_back(ms);
+    result.bytes_sent_per_step.push_back(sent);
+    result.peak_bytes = std::max(result.peak_bytes, peak);
+    if (s == 0 && options.keep_first_grads)
+      for (size_t i = 0; i < step.params.size(); ++i) result.first_grads[step.params[i]] = assemble(step.grads_begin + i, res);
+    for (int r = 0; r < n; ++r)
+      for (size_t k = 0; k < step.updates.size(); ++k) bind[size_t(r)][step.updates[k]] = res[size_t(r)].outputs[k + 1];
+    if (options.on_step) options.on_step(s + 1, loss, ms);
+  }
+  // The trained values: each rank's shards, and the full tensors assembled from them.
+  std::vector<std::string> names = step.params;
+  names.insert(names.end(), step.state.begin(), step.state.end());
+  result.rank_state.resize(size_t(n));
+  for (const std::string& name : names) {
+    const ir::Value* v = step.graph.find(name);
+    std::vector<Tensor> locals;
+    for (int r = 0; r < n; ++r) {
+      locals.push_back(bind[size_t(r)].at(name));
+      result.rank_state[size_t(r)][name] = locals.back();
+    }
+    result.state[name] = sharding::assemble_tensor(locals, sharded.mesh, c.sharding.values[size_t(v->id)], v->type.shape);
+  }
+  return result;
 }
 
 }  // namespace dt::runtime

@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "dtensor/autodiff/train_step.h"
+#include "dtensor/comm/process_group.h"
 #include "dtensor/core/tensor.h"
+#include "dtensor/dist/device_mesh.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/sharding/parallel_plan.h"
 
 namespace dt::runtime {
 
@@ -26,12 +29,28 @@ struct TrainOptions {
   std::function<void(int step, double loss, double ms)> on_step;
 };
 
+// A sharded run: the step graph is compiled with `plan` on `mesh` (the partitioner gives every
+// gradient and optimizer state tensor its placement), `run_passes` (when set) transforms the
+// rank programs, and every step runs all ranks on the threads backend. Parameters and optimizer
+// state stay sharded between steps: each rank rebinds its own updated shards.
+struct ShardedTrainOptions {
+  DeviceMesh mesh;
+  sharding::ParallelPlan plan;
+  std::function<void(std::vector<ir::Graph>& programs, const std::vector<int>& ranks)> run_passes;
+  CommOptions comm;
+};
+
 struct TrainResult {
   std::vector<double> losses;   // the loss computed by each step (before its update)
   std::vector<double> step_ms;  // wall time of each step
   size_t peak_bytes = 0;        // the largest live-result peak of any step
   std::map<std::string, Tensor> first_grads;  // gradients of the first step, named like the params
-  std::map<std::string, Tensor> state;         // trained parameters and optimizer state
+  std::map<std::string, Tensor> state;         // trained parameters and optimizer state (full tensors)
+  // Sharded runs: every rank's shards of `state` (by rank), its bytes sent per step and the
+  // collectives of rank 0's step program by op name.
+  std::vector<std::map<std::string, Tensor>> rank_state;
+  std::vector<int64_t> bytes_sent_per_step;
+  std::map<std::string, int> collectives;
 };
 
 // Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its
@@ -43,5 +62,11 @@ Tensor batch_for_step(const ir::Value& v, const Tensor& data, int step);
 // holds every data input. Inputs are never modified.
 TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                                 const std::map<std::string, Tensor>& data, const TrainOptions& options);
+
+// Trains on the ranks of sharded.mesh (threads backend). Same inputs and results as
+// train_single_device, plus the per-rank numbers.
+TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>& weights,
+                          const std::map<std::string, Tensor>& data, const TrainOptions& options,
+                          const ShardedTrainOptions& sharded);
 
 }  // namespace dt::runtime

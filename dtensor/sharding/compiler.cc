@@ -20,6 +20,7 @@ CompiledModel compile(const ir::Graph& graph, const ParallelPlan& plan, const De
   CompiledModel c;
   auto t0 = std::chrono::steady_clock::now();
   c.plan = resolve_plan(plan, graph, mesh);
+  if (options.adjust_plan) options.adjust_plan(c.plan);
   c.sharding = propagate(graph, mesh, c.plan, planner);
   c.propagate_ms = ms_since(t0);
   c.ranks = options.ranks.empty() ? mesh.ranks() : options.ranks;

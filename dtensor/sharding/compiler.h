@@ -2,6 +2,7 @@
 // Also the static report of a per-rank program: collectives per kind and bytes each rank sends.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@ namespace dt::sharding {
 struct CompileOptions {
   std::vector<int> ranks;  // programs to build (empty: every rank of the mesh)
   bool verify = true;
+  // Called on the resolved plan before propagation: lets a caller that built the graph add what a
+  // plan file cannot say (a training step places each optimizer state tensor and each updated
+  // parameter output like its parameter).
+  std::function<void(ResolvedPlan&)> adjust_plan;
 };
 
 struct CompiledModel {
