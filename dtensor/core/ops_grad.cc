@@ -267,13 +267,13 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   return out.to(grad.dtype());
 }
 
-Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target) {
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target, int64_t count) {
   if (grad.numel() != 1) DT_THROW(ShapeError) << "mse_loss_backward: grad must be a scalar, got " << shape_str(grad.shape());
-  const double n = double(std::max<int64_t>(input.numel(), 1));
+  const double n = double(std::max<int64_t>(count > 0 ? count : input.numel(), 1));
   return mul(sub(input, target), 2.0 * grad.item() / n);
 }
 
-Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count) {
   if (grad.numel() != 1)
     DT_THROW(ShapeError) << "cross_entropy_backward: grad must be a scalar, got " << shape_str(grad.shape());
   if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0))
@@ -283,7 +283,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   const int64_t n = logits.size(0), c = logits.size(1);
   const Tensor t = target.to(DType::i64);
   const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());
-  return mul(sub(softmax(logits, 1), onehot), grad.item() / double(std::max<int64_t>(n, 1)));
+  return mul(sub(softmax(logits, 1), onehot), grad.item() / double(std::max<int64_t>(count > 0 ? count : n, 1)));
 }
 
 SgdResult sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,

@@ -47,8 +47,10 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 
 // Gradients of the mean losses with respect to their first operand (grad is the loss's scalar
 // gradient).
-Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target);
-Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target);
+// `count` is what the mean divides by (elements for mse_loss, rows for cross_entropy); 0 means the
+// operand's own count (a sharded operand passes its global count).
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target, int64_t count = 0);
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count = 0);
 
 // Optimizer steps, as torch.optim (PyTorch 1.13 and later, foreach off; same formulas):
 //   SGD:   g = grad + wd·p; buf = momentum·buf + g; p -= lr·buf (momentum 0: p -= lr·g). The

@@ -3,12 +3,16 @@
 // through them (no second derivatives).
 //
 //   relu_backward(grad, x), silu_backward(grad, x), gelu_backward(grad, x) {approximate} -> dx
-//   layer_norm_backward(grad, x, weight?) {normalized_shape, eps} -> (dx, dweight, dbias)
-//   rms_norm_backward(grad, x, weight?) {normalized_shape, eps}   -> (dx, dweight)
+//   layer_norm_backward(grad, x, weight?) {normalized_shape, eps} -> dx
+//   rms_norm_backward(grad, x, weight?) {normalized_shape, eps}   -> dx
+//       (the affine parameters' gradients are ordinary ops: ops_norm.cc)
 //   softmax_backward(grad, y) {dim}            -> dx, from softmax's result y
 //   scaled_dot_product_attention_backward(grad, q, k, v) {causal} -> (dq, dk, dv)
 //   embedding_backward(grad, indices) {num_weights} -> dweight [num_weights, H]
-//   mse_loss_backward(grad, input, target), cross_entropy_backward(grad, logits, target) -> dinput
+//   mse_loss_backward(grad, input, target) {count}, cross_entropy_backward(grad, logits, target) {count}
+//       -> dinput; `count` is the number of elements (mse) or rows (cross_entropy) of the whole
+//       forward operand that the mean divides by, so that a sharded operand scales by the global
+//       count (0: the operand's own)
 //   slice_backward(grad) {shape, dim, start, end, step} -> zeros of `shape` with grad at the slice
 #include "dtensor/core/ops_grad.h"
 
@@ -55,8 +59,6 @@ void infer_norm_backward(const Node& node, const Graph&, std::vector<TensorType>
     DT_THROW(ShapeError) << op_name(node.op) << " normalized_shape " << shape_str(ns)
                          << " does not match the trailing dims of " << type_str(x);
   out.push_back(x);
-  const int results = node.op == OpKind::layer_norm_backward ? 3 : 2;
-  for (int i = 1; i < results; ++i) out.push_back({x.dtype, Shape(ns.begin(), ns.end())});
 }
 
 void infer_sdpa_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
@@ -117,8 +119,6 @@ void run_norm_backward(const KernelArgs& a) {
                       : dt::rms_norm_backward(a.in[0], a.in[1], a.node.attr_ints("normalized_shape"), w,
                                               a.node.attr_float("eps"));
   a.out[0] = g.dx;
-  a.out[1] = g.dweight;
-  if (layer) a.out[2] = g.dbias;
 }
 void run_softmax_backward(const KernelArgs& a) {
   a.out[0] = dt::softmax_backward(a.in[0], a.in[1], a.node.attr_int("dim"));
@@ -133,8 +133,12 @@ void run_sdpa_backward(const KernelArgs& a) {
 void run_embedding_backward(const KernelArgs& a) {
   a.out[0] = dt::embedding_backward(a.in[0], a.in[1], a.node.attr_int("num_weights"));
 }
-void run_mse_backward(const KernelArgs& a) { a.out[0] = dt::mse_loss_backward(a.in[0], a.in[1], a.in[2]); }
-void run_ce_backward(const KernelArgs& a) { a.out[0] = dt::cross_entropy_backward(a.in[0], a.in[1], a.in[2]); }
+void run_mse_backward(const KernelArgs& a) {
+  a.out[0] = dt::mse_loss_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
+}
+void run_ce_backward(const KernelArgs& a) {
+  a.out[0] = dt::cross_entropy_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
+}
 void run_slice_backward(const KernelArgs& a) {
   const Node& n = a.node;
   Tensor out = Tensor::zeros(n.result()->type.shape, a.in[0].dtype());
@@ -168,10 +172,12 @@ void register_grad_ops(OpTable& t) {
   t.add({.kind = OpKind::embedding_backward, .operands = {{"grad"}, {"indices"}},
          .attrs = {{"num_weights", AttrKind::i64, std::nullopt}}, .infer = infer_embedding_backward,
          .kernel = run_embedding_backward});
-  t.add({.kind = OpKind::mse_loss_backward, .operands = {{"grad"}, {"input"}, {"target"}}, .attrs = {},
-         .infer = infer_loss_backward, .kernel = run_mse_backward});
-  t.add({.kind = OpKind::cross_entropy_backward, .operands = {{"grad"}, {"logits"}, {"target"}}, .attrs = {},
-         .infer = infer_loss_backward, .kernel = run_ce_backward});
+  t.add({.kind = OpKind::mse_loss_backward, .operands = {{"grad"}, {"input"}, {"target"}},
+         .attrs = {{"count", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_loss_backward,
+         .kernel = run_mse_backward});
+  t.add({.kind = OpKind::cross_entropy_backward, .operands = {{"grad"}, {"logits"}, {"target"}},
+         .attrs = {{"count", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_loss_backward,
+         .kernel = run_ce_backward});
   t.add({.kind = OpKind::slice_backward, .operands = {{"grad"}},
          .attrs = {{"shape", AttrKind::ints, std::nullopt},
                    {"dim", AttrKind::i64, std::nullopt},

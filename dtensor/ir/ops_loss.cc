@@ -141,12 +141,14 @@ void run_ce_combine(const KernelArgs& a) {
 // Gradient rules: the losses' backward ops give the gradient of the first operand; mse_loss's
 // target gradient is its negation; integer targets take none.
 void grad_mse(GradContext& c) {
-  Value* d = c.b().record(OpKind::mse_loss_backward, {c.grad(), c.operand(0), c.operand(1)})[0];
+  Value* d = c.b().record(OpKind::mse_loss_backward, {c.grad(), c.operand(0), c.operand(1)},
+                          {{"count", c.operand(0)->type.numel()}})[0];
   c.set(0, d);
   if (c.wants(1)) c.set(1, c.b().record(OpKind::neg, {d})[0]);
 }
 void grad_cross_entropy(GradContext& c) {
-  c.set(0, c.b().record(OpKind::cross_entropy_backward, {c.grad(), c.operand(0), c.operand(1)})[0]);
+  c.set(0, c.b().record(OpKind::cross_entropy_backward, {c.grad(), c.operand(0), c.operand(1)},
+                        {{"count", c.operand(0)->type.shape[0]}})[0]);
 }
 
 }  // namespace

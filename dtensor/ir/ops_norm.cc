@@ -43,14 +43,28 @@ void infer_softmax(const Node& node, const Graph&, std::vector<TensorType>& out)
 
 void run_softmax(const KernelArgs& a) { a.out[0] = dt::softmax(a.in[0], a.node.attr_int("dim")); }
 
-// Gradient rules: one backward op giving every operand's gradient (dx, dweight, dbias).
+// Gradient rules. dx comes from the backward op; the affine parameters' gradients are ordinary
+// ops, dweight = Σ_rows grad · norm(x) (the norm recomputed without weight) and dbias = Σ_rows grad,
+// so their sums over the batch are reductions the sharding rules already know (a batch-sharded x
+// gives partial sums: fsdp's reduce_scatter, data parallel's all_reduce).
 void grad_norm(GradContext& c, OpKind backward) {
   const Node& n = c.node();
+  Builder& b = c.b();
+  const auto& ns = n.attr_ints("normalized_shape");
+  const double eps = n.attr_float("eps");
   std::vector<Value*> operands = {c.grad(), c.operand(0)};
   if (c.num_operands() > 1) operands.push_back(c.operand(1));
-  std::vector<Value*> g = c.b().record(
-      backward, operands, {{"normalized_shape", n.attr_ints("normalized_shape")}, {"eps", n.attr_float("eps")}});
-  for (int i = 0; i < c.num_operands(); ++i) c.set(i, g[size_t(i)]);
+  c.set(0, b.record(backward, operands, {{"normalized_shape", ns}, {"eps", eps}})[0]);
+  const int64_t batch_dims = c.operand(0)->type.rank() - int64_t(ns.size());
+  std::vector<int64_t> rows;
+  for (int64_t d = 0; d < batch_dims; ++d) rows.push_back(d);
+  auto over_rows = [&](Value* v) { return rows.empty() ? v : b.sum(v, rows); };
+  if (c.wants(1)) {
+    Value* xhat = n.op == OpKind::layer_norm ? b.layer_norm(c.operand(0), Shape(ns.begin(), ns.end()), nullptr, nullptr, eps)
+                                             : b.rms_norm(c.operand(0), Shape(ns.begin(), ns.end()), nullptr, eps);
+    c.set(1, over_rows(b.mul(c.grad(), xhat)));
+  }
+  if (c.num_operands() > 2 && c.wants(2)) c.set(2, over_rows(c.grad()));
 }
 void grad_layer_norm(GradContext& c) { grad_norm(c, OpKind::layer_norm_backward); }
 void grad_rms_norm(GradContext& c) { grad_norm(c, OpKind::rms_norm_backward); }

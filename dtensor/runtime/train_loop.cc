@@ -7,6 +7,7 @@
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/compiler.h"
+#include "dtensor/sharding/train_step_placement.h"
 #include "dtensor/sharding/tensor_sharding.h"
 
 namespace dt::runtime {
@@ -64,26 +65,6 @@ autodiff::TrainStep make_step(ir::Graph forward, const TrainOptions& options) {
   return step;
 }
 
-// Optimizer state is stored like its parameter (same placements, fsdp and pinned bits), and each
-// updated parameter or state output keeps the placement of the binding it replaces, so a step's
-// outputs are the next step's inputs on every rank without moving data.
-void place_like_params(const autodiff::TrainStep& step, sharding::ResolvedPlan& plan) {
-  const ir::Graph& g = step.graph;
-  for (const std::string& name : step.state) {
-    const ir::Value* s = g.find(name);
-    const ir::Value* p = g.find(name.substr(0, name.rfind('.')));
-    if (!s || !p || s->type.shape != p->type.shape) continue;  // a scalar (adamw's step) stays replicated
-    for (auto* bits : {&plan.stored_only, &plan.pinned})
-      if (bits->size() > size_t(s->id)) (*bits)[size_t(s->id)] = (*bits)[size_t(p->id)];
-    plan.value_placements[size_t(s->id)] = plan.value_placements[size_t(p->id)];
-  }
-  for (size_t k = 0; k < step.updates.size(); ++k) {
-    const ir::Value* v = g.find(step.updates[k]);
-    DT_CHECK(v) << "update target " << step.updates[k];
-    plan.output_placements[k + 1] = plan.value_placements[size_t(v->id)];
-  }
-}
-
 }  // namespace
 
 TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
@@ -115,9 +96,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
                           const ShardedTrainOptions& sharded) {
   autodiff::TrainStep step = make_step(std::move(forward), options);
   const Bindings full = initial_bindings(step, weights, data, options);
-  sharding::CompileOptions co;
-  co.adjust_plan = [&](sharding::ResolvedPlan& plan) { place_like_params(step, plan); };
-  sharding::CompiledModel c = sharding::compile(step.graph, sharded.plan, sharded.mesh, co);
+  sharding::CompiledModel c = sharding::compile_train_step(step, sharded.plan, sharded.mesh);
   if (sharded.run_passes) sharded.run_passes(c.programs, c.ranks);
   const int n = int(sharded.mesh.size());
   std::vector<int> program_of_rank(size_t(n), -1);

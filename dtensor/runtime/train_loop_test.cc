@@ -102,6 +102,24 @@ struct ShardedCase {
 const std::string kMlpTp = R"json({"mesh_dims": ["tp"], "modules": [
   {"pattern": "layers.*.fc1", "style": "colwise", "mesh_dim": "tp"},
   {"pattern": "layers.*.fc2", "style": "rowwise", "mesh_dim": "tp"}]})json";
+const std::string kGptTp = R"json({"mesh_dims": ["tp"], "modules": [
+  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"},
+  {"pattern": "lm_head", "style": "colwise", "mesh_dim": "tp"}]})json";
+const std::string kGptFsdpTp = R"json({"mesh_dims": ["dp", "tp"],
+  "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}}, "modules": [
+  {"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
+  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
+  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"},
+  {"pattern": "lm_head", "style": "colwise", "mesh_dim": "tp"}]})json";
 const std::string kFsdp = R"json({"mesh_dims": ["dp"], "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
   "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json";
 
@@ -134,7 +152,9 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
                          ::testing::Values(ShardedCase{"mlp", "2", kMlpTp}, ShardedCase{"mlp", "3", kMlpTp},
                                            ShardedCase{"mlp", "4", kMlpTp}, ShardedCase{"mlp", "2", kFsdp},
-                                           ShardedCase{"mlp", "4", kFsdp}));
+                                           ShardedCase{"mlp", "4", kFsdp}, ShardedCase{"gpt", "2", kGptTp},
+                                           ShardedCase{"gpt", "4", kGptTp}, ShardedCase{"gpt", "2", kFsdp},
+                                           ShardedCase{"gpt", "2x2", kGptFsdpTp}));
 
 // The gradients of `g`'s loss for the given parameters (autodiff, already checked above and by
 // grad_check_test), used to drive the independent optimizer loops below.

@@ -150,6 +150,9 @@ class RankPartitioner {
       }
       case ir::OpKind::view:
       case ir::OpKind::reshape:
+      case ir::OpKind::expand:
+      case ir::OpKind::full:
+      case ir::OpKind::slice_backward:  // its sliced dim is replicated: only other dims shrink
         attrs[size_t(def.attr_index("shape"))] = types[0].shape;
         break;
       case ir::OpKind::slice: {

@@ -42,12 +42,20 @@ OpShardingRule unary_rule(const Node& n) {
   return r;
 }
 
+// neg is linear: a partial operand stays partial.
+OpShardingRule neg_rule(const Node& n) {
+  OpShardingRule r = unary_rule(n);
+  r.partial_all = true;
+  return r;
+}
+
 }  // namespace
 
 std::vector<RuleEntry> elementwise_rules() {
   using ir::OpKind;
   return {{OpKind::add, additive_rule}, {OpKind::cast, unary_rule}, {OpKind::div, div_rule},
-          {OpKind::gelu, unary_rule},   {OpKind::mul, mul_rule},    {OpKind::relu, unary_rule},
+          {OpKind::gelu, unary_rule},   {OpKind::mul, mul_rule},    {OpKind::neg, neg_rule},
+          {OpKind::relu, unary_rule},
           {OpKind::silu, unary_rule},   {OpKind::sub, additive_rule}};
 }
 

@@ -94,13 +94,30 @@ OpShardingRule arange_rule(const Node&) {
   return r;
 }
 
+// expand: broadcasting like the elementwise ops (a stretched size-1 dim may be sharded in the
+// result while the operand stays replicated); linear.
+OpShardingRule expand_rule(const Node& n) {
+  OpShardingRule r;
+  rule_util::broadcast_factors(r, {&n.operands[0]->type.shape}, n.result()->type.shape);
+  r.partial_all = true;
+  return r;
+}
+
+// full: a constant, replicated (its result may still be sliced by a reader's placement).
+OpShardingRule full_rule(const Node& n) {
+  OpShardingRule r;
+  r.results.push_back(TensorFactors(n.result()->type.shape.size()));
+  return r;
+}
+
 }  // namespace
 
 std::vector<RuleEntry> shape_rules() {
   using ir::OpKind;
   return {{OpKind::arange, arange_rule},   {OpKind::cat, cat_rule},         {OpKind::embedding, embedding_rule},
           {OpKind::permute, permute_rule}, {OpKind::reshape, view_rule},    {OpKind::slice, slice_rule},
-          {OpKind::split, split_rule},     {OpKind::transpose, transpose_rule}, {OpKind::view, view_rule}};
+          {OpKind::split, split_rule},     {OpKind::transpose, transpose_rule}, {OpKind::view, view_rule},
+          {OpKind::expand, expand_rule},   {OpKind::full, full_rule}};
 }
 
 }  // namespace dt::sharding

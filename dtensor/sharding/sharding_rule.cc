@@ -65,8 +65,8 @@ void install_sharding_rules() {
   static std::once_flag once;
   std::call_once(once, [] {
     // One table per op family, alphabetised.
-    for (auto table : {attention_rules, elementwise_rules, linear_rules, loss_rules, norm_rules, reduce_rules,
-                       shape_rules}) {
+    for (auto table : {attention_rules, elementwise_rules, grad_rules, linear_rules, loss_rules, norm_rules,
+                       optim_rules, reduce_rules, shape_rules}) {
       for (const RuleEntry& e : table()) {
         DT_CHECK(ir::op_def(e.op).sharding_rule == nullptr) << ir::op_name(e.op) << " has two sharding rules";
         ir::set_sharding_rule(e.op, new InstalledRule{e.rule});

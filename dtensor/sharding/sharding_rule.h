@@ -89,6 +89,8 @@ RuleFn rule_of(ir::OpKind op);
 // The family tables, one per ops_<family>.cc of the ir registry (rules_<family>.cc here).
 std::vector<RuleEntry> attention_rules();
 std::vector<RuleEntry> elementwise_rules();
+std::vector<RuleEntry> grad_rules();   // ir/ops_grad.cc
+std::vector<RuleEntry> optim_rules();  // ir/ops_optim.cc
 std::vector<RuleEntry> linear_rules();
 std::vector<RuleEntry> loss_rules();
 std::vector<RuleEntry> norm_rules();

@@ -1,0 +1,151 @@
+// Sharding rules of the backward ops (ir/ops_grad.cc) and the optimizer updates (ir/ops_optim.cc).
+//
+// The pointwise backwards (relu/gelu/silu) and softmax_backward are elementwise in (grad, x) like
+// their forward, and linear in grad; the norm backwards keep the normalised dims replicated, as
+// the forward. Attention's backward shards the batch and head dims (tensor-parallel heads). The
+// weight gradient of embedding sums rows over every index: the index dims are reduction factors,
+// so batch-sharded indices leave a partial sum (reduce_scatter / all_reduce by the plan). The
+// losses' backwards shard their rows (cross_entropy's class dim stays whole: softmax needs it).
+// An optimizer update is elementwise over parameter, gradient and state, so state is sharded
+// like its parameter and a step never moves it.
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/sharding_rule.h"
+
+namespace dt::sharding {
+namespace {
+
+using ir::Node;
+
+// Operand 0 (the gradient) and operand 1 share every dim; other operands have the same shape too.
+OpShardingRule pointwise_backward(const Node& n) {
+  OpShardingRule r;
+  TensorFactors t = rule_util::pass_through_dims(r, n.operands[1]->type.shape);
+  for (size_t i = 0; i < n.operands.size(); ++i) r.operands.push_back(t);
+  r.results.push_back(std::move(t));
+  r.partial_one_of = 0b1;  // linear in grad
+  return r;
+}
+
+OpShardingRule softmax_backward(const Node& n) {
+  OpShardingRule r;
+  const Shape& y = n.operands[1]->type.shape;
+  std::vector<bool> rep(y.size(), false);
+  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(y.size())))] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, y, rep);
+  r.operands = {t, t};
+  r.results = {std::move(t)};
+  r.partial_one_of = 0b1;
+  return r;
+}
+
+OpShardingRule norm_backward(const Node& n) {
+  OpShardingRule r;
+  const Shape& x = n.operands[1]->type.shape;
+  const size_t normalized = n.attr_ints("normalized_shape").size();
+  std::vector<bool> rep(x.size(), false);
+  for (size_t d = x.size() - normalized; d < x.size(); ++d) rep[d] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  r.operands = {t, t};
+  if (n.operands.size() > 2) r.operands.push_back(TensorFactors(normalized));
+  r.results = {std::move(t)};
+  r.partial_one_of = 0b1;
+  return r;
+}
+
+// (grad, q, k, v) -> (dq, dk, dv): the leading (batch, heads) dims pass through; the sequence and
+// head dims are replicated (dk and dv sum over the query positions).
+OpShardingRule sdpa_backward(const Node& n) {
+  OpShardingRule r;
+  const Shape& q = n.operands[1]->type.shape;
+  TensorFactors batch;
+  for (size_t d = 0; d + 2 < q.size(); ++d) batch.push_back(dim_of(r.add_factor(q[d])));
+  TensorFactors t = batch;
+  t.push_back(dim_of(-1));
+  t.push_back(dim_of(-1));
+  r.operands = {t, t, t, t};
+  r.results = {t, t, t};
+  return r;
+}
+
+// (grad [..., H], indices [...]) -> [V, H]
+OpShardingRule embedding_backward(const Node& n) {
+  OpShardingRule r;
+  const Shape& idx = n.operands[1]->type.shape;
+  TensorFactors it;
+  for (int64_t s : idx) it.push_back(dim_of(r.add_factor(s, FactorKind::reduction)));
+  const int h = r.add_factor(n.operands[0]->type.shape.back());
+  TensorFactors gt = it;
+  gt.push_back(dim_of(h));
+  r.operands = {std::move(gt), std::move(it)};
+  r.results = {{dim_of(-1), dim_of(h)}};
+  // Not marked linear in grad although it is: a partial grad would make the [V, H] table gradient
+  // partial, and reducing the table costs far more than reducing the [..., H] gradient first.
+  return r;
+}
+
+// (grad [], input, target) -> dinput: elementwise over input and target.
+OpShardingRule mse_backward(const Node& n) {
+  OpShardingRule r;
+  TensorFactors t = rule_util::pass_through_dims(r, n.operands[1]->type.shape);
+  r.operands = {TensorFactors{}, t, t};
+  r.results = {std::move(t)};
+  return r;
+}
+
+// (grad [], logits [N, C], target [N]) -> [N, C]: rows pass through, classes replicated.
+OpShardingRule cross_entropy_backward(const Node& n) {
+  OpShardingRule r;
+  const int rows = r.add_factor(n.operands[1]->type.shape[0]);
+  r.operands = {TensorFactors{}, {dim_of(rows), dim_of(-1)}, {dim_of(rows)}};
+  r.results = {{dim_of(rows), dim_of(-1)}};
+  return r;
+}
+
+// slice_backward(grad) {shape, dim, ...}: every dim but the sliced one passes through.
+OpShardingRule slice_backward(const Node& n) {
+  OpShardingRule r;
+  const Shape& g = n.operands[0]->type.shape;
+  std::vector<bool> rep(g.size(), false);
+  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(g.size())))] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, g, rep);
+  r.operands = {t};
+  r.results = {std::move(t)};
+  r.partial_all = true;
+  return r;
+}
+
+// Every operand and result with the parameter's shape shares its factors; scalars (adamw's step)
+// are replicated.
+OpShardingRule optimizer_update(const Node& n) {
+  OpShardingRule r;
+  const Shape& p = n.operands[0]->type.shape;
+  TensorFactors t = rule_util::pass_through_dims(r, p);
+  auto factors = [&](const ir::Value* v) { return v->type.shape == p ? t : TensorFactors(v->type.shape.size()); };
+  for (const ir::Value* v : n.operands) r.operands.push_back(factors(v));
+  for (const ir::Value* v : n.results) r.results.push_back(factors(v));
+  return r;
+}
+
+}  // namespace
+
+std::vector<RuleEntry> grad_rules() {
+  using ir::OpKind;
+  return {{OpKind::relu_backward, pointwise_backward},
+          {OpKind::gelu_backward, pointwise_backward},
+          {OpKind::silu_backward, pointwise_backward},
+          {OpKind::softmax_backward, softmax_backward},
+          {OpKind::layer_norm_backward, norm_backward},
+          {OpKind::rms_norm_backward, norm_backward},
+          {OpKind::scaled_dot_product_attention_backward, sdpa_backward},
+          {OpKind::embedding_backward, embedding_backward},
+          {OpKind::mse_loss_backward, mse_backward},
+          {OpKind::cross_entropy_backward, cross_entropy_backward},
+          {OpKind::slice_backward, slice_backward}};
+}
+
+std::vector<RuleEntry> optim_rules() {
+  using ir::OpKind;
+  return {{OpKind::sgd_update, optimizer_update}, {OpKind::adamw_update, optimizer_update}};
+}
+
+}  // namespace dt::sharding
