@@ -4,8 +4,9 @@
 #   2. run the model on one device and compare with PyTorch's output;
 #   3. compile it tensor-parallel for 4 ranks and show the inserted collectives;
 #   4. run it on 4 ranks (threads backend) and compare with PyTorch / the single-device run;
-#   5. the same on a 2x2 mesh with FSDP x TP and the collective passes on.
-# Uses PyTorch's reference weights from tests/reference (copied from ../shared/reference) when present, else seeded random
+#   5. the same on a 2x2 mesh with FSDP x TP and the collective passes on;
+#   6. train the gpt (with its cross-entropy loss) for 5 SGD steps on 4 ranks.
+# Uses PyTorch's reference weights from tests/reference when present, else seeded random
 # weights (then the sharded runs are compared with dtensor's own single-device run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,3 +44,10 @@ $B run "$MODEL" --weights "$W" --inputs "$I" --mesh 4 --plan examples/gpt_tp.jso
 
 step "5. FSDP x TP on a 2x2 mesh, collective passes on (bucketing, overlap, comm lowering)"
 $B run "$MODEL" --weights "$W" --inputs "$I" --mesh 2x2 --plan examples/gpt_fsdp_tp.json --passes default "${EXPECT[@]}" --rtol 1e-4
+
+step "6. training: 5 SGD steps of the gpt with a loss, sharded on 4 ranks (tp), as PyTorch trains it"
+# The reference inputs hold `target` too; otherwise write seeded random ones with the loss model.
+TD=$I
+if [ ! -f "$REF/weights.safetensors" ]; then TD=$OUT/gpt_data.safetensors; fi
+$B example gpt --loss -o "$OUT/gpt_loss.dt" --inputs "$OUT/gpt_data.safetensors" >/dev/null
+$B train "$OUT/gpt_loss.dt" --weights "$W" --data "$TD" --steps 5 --mesh 4 --plan examples/gpt_tp.json

@@ -51,7 +51,7 @@ void bench(const BenchCompileOptions& opt) {
     sharding::CompiledModel c;
     double best_prop = 1e30, best_part = 1e30;
     for (int i = 0; i <= std::max(opt.iters, 1); ++i) {
-      c = sharding::compile(g, plan, mesh, {.ranks = {}, .verify = false});
+      c = sharding::compile(g, plan, mesh, {.ranks = {}, .verify = false, .adjust_plan = {}});
       if (i == 0) continue;  // warm-up
       best_prop = std::min(best_prop, c.propagate_ms);
       best_part = std::min(best_part, c.partition_ms);

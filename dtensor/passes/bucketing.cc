@@ -69,6 +69,12 @@ struct Member {
   size_t first_use = 0;  // first reader of its wait (the graph end when only returned or unread)
   size_t last_use = 0;   // last reader of its buffer (through the wait)
   size_t bytes = 0;      // bytes counted against the cap
+  // Run of consecutive collectives of one key on its group: any other collective on the group
+  // (another reduce op, a non-candidate) starts a new run. A bucket never spans two runs: the
+  // group's collectives are issued in program order on every member (GraphEdit chains them), so
+  // merging members around another collective would have to issue the merged one both before
+  // and after it (a cycle). Training graphs interleave the loss's max all_reduce with sum ones.
+  size_t run = 0;
 };
 
 struct Bucket {
@@ -122,11 +128,23 @@ class BucketPass : public Pass {
     std::vector<std::vector<Member>> per_key;
     std::string key;
     std::vector<size_t> ready_of(n, SIZE_MAX);  // by collective position, for every candidate seen so far
+    // Per group: the key index of its last collective (SIZE_MAX: not a candidate) and its run.
+    std::map<std::string, std::pair<size_t, size_t>> last_on_group;
+    size_t runs = 0;
     for (size_t i = 0; i < n; ++i) {
       const ir::Node* c = graph.nodes()[i];
-      if (c->op != op) continue;
+      const ir::OpDef& def = ir::op_def(c->op);
+      if (!def.is_collective()) continue;
+      auto& [last_key, run] = last_on_group.try_emplace(c->attr_str("group"), SIZE_MAX, runs++).first->second;
+      if (c->op != op) {
+        last_key = SIZE_MAX;
+        continue;
+      }
       const auto& readers = uses.users(c->result());
-      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) continue;
+      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) {
+        last_key = SIZE_MAX;
+        continue;
+      }
       key = c->attr_str("group");
       key += '|';
       if (kind_ != Kind::all_gather) key += c->attr_str("op");
@@ -137,8 +155,11 @@ class BucketPass : public Pass {
         it = key_index.emplace(key, per_key.size()).first;
         per_key.emplace_back();
       }
+      if (last_key != it->second) run = runs++;
+      last_key = it->second;
       Member m{c, readers[0]};
       m.pos = i;
+      m.run = run;
       const ir::Value* x = c->operands[0];
       if (kind_ == Kind::all_gather)
         if (const ir::Node* cast = foldable_cast(c, uses)) x = cast->operands[0];
@@ -180,8 +201,21 @@ class BucketPass : public Pass {
     const size_t n = graph.nodes().size();
     const bool memory_aware = kind_ == Kind::all_gather;
     std::vector<std::vector<Bucket>> per_key_buckets(per_key.size());
-    // mark[i] == stamp: node i transitively reads a member of the open bucket.
+    // mark[i] == stamp: node i transitively follows a member of the open bucket, through data or
+    // through the issue order of a group's collectives (each is issued after the group's previous
+    // one: a member that waits on another group's collective which follows a member is dependent).
     std::vector<int> mark(n, -1);
+    std::vector<const ir::Node*> next_on_group(n, nullptr);
+    {
+      std::map<std::string, size_t> last;
+      for (size_t i = 0; i < n; ++i) {
+        const ir::Node* c = graph.nodes()[i];
+        if (!ir::op_def(c->op).is_collective()) continue;
+        auto [it, fresh] = last.try_emplace(c->attr_str("group"), i);
+        if (!fresh) next_on_group[it->second] = c;
+        it->second = i;
+      }
+    }
     int stamp = 0;
     std::vector<const ir::Node*> stack;
     for (size_t k = 0; k < per_key.size(); ++k) {
@@ -208,7 +242,7 @@ class BucketPass : public Pass {
       for (const Member& m : members) {
         bool depends = mark[m.pos] == stamp;
         size_t bytes = cur_bytes + m.bytes;
-        if (!cur.empty() && (depends || bytes > cap_bytes(index) || bytes > limit)) close();
+        if (!cur.empty() && (depends || m.run != cur.back().run || bytes > cap_bytes(index) || bytes > limit)) close();
         cur.push_back(m);
         cur_bytes += m.bytes;
         // Mark every transitive reader of the new member.
@@ -216,6 +250,15 @@ class BucketPass : public Pass {
         while (!stack.empty()) {
           const ir::Node* x = stack.back();
           stack.pop_back();
+          // (The member's own successor on its group is either the next member of this run or
+          // another collective, which starts a new run anyway.)
+          if (const ir::Node* next = x == m.coll ? nullptr : next_on_group[edit.index(x)]) {
+            int& mk = mark[edit.index(next)];
+            if (mk != stamp) {
+              mk = stamp;
+              stack.push_back(next);
+            }
+          }
           for (const ir::Value* r : x->results)
             for (const ir::Node* u : uses.users(r)) {
               int& mk = mark[edit.index(u)];

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End-to-end tests of `dtensor train` (docs/training.md) at realistic sizes:
+# - gpt hidden 512, 8 heads, vocabulary 1000 (which no mesh here divides): 3 SGD steps on one device,
+#   then sharded on 2x2 fsdp x tp and on 3 ranks tp (8 heads do not divide 3: heads stay whole)
+#   give the same losses within 1e-4 relative;
+# - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum);
+# - --grads-out writes a gradient for every parameter, named like the weights;
+# - AdamW runs and lowers the loss; the text report names the files it wrote;
+# - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
+#   over an input, data of the wrong shape.
+# Usage: train_cli_test.sh path/to/dtensor path/to/source
+set -u
+DT="$1"
+SRC="$2"
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fail=0
+FAIL() { echo "FAIL: $*"; fail=1; }
+
+# losses <json>: prints the losses of a --json report, one per line.
+losses() { echo "$1" | tr -d '\n ' | sed 's/.*"losses":\[\([^]]*\)\].*/\1/' | tr ',' '\n'; }
+# same_losses <label> <json a> <json b> <rtol>
+same_losses() {
+  paste <(losses "$2") <(losses "$3") | awk -v rtol="$4" -v label="$1" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > rtol * s) { bad = 1; print label ": step " n ": " $1 " vs " $2 } }
+    END { if (n == 0) { print label ": no losses"; bad = 1 } exit bad }' || FAIL "$1 losses differ"
+}
+
+"$DT" example gpt --hidden 512 --heads 8 --layers 1 --vocab 1000 --batch 2 --seq 32 --loss -o "$t/gpt.dt" \
+  --weights "$t/w.safetensors" --inputs "$t/d.safetensors" >/dev/null 2>&1 || FAIL "example gpt"
+single=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json 2>&1) ||
+  FAIL "single-device train: $single"
+fsdp_tp=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
+  --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "2x2 fsdp x tp train: $fsdp_tp"
+same_losses "2x2 fsdp x tp" "$fsdp_tp" "$single" 1e-4
+tp3=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
+  --mesh 3 --plan "$SRC/examples/gpt_tp.json" 2>&1) || FAIL "tp 3 train: $tp3"
+same_losses "tp 3" "$tp3" "$single" 1e-4
+first=$(losses "$single" | head -1)
+last=$(losses "$single" | tail -1)
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || FAIL "SGD did not lower the loss: $first -> $last"
+
+# Save and resume with momentum.
+"$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --momentum 0.9 --lr 0.05 \
+  --json > "$t/three.json" 2>&1 || FAIL "3 momentum steps: $(cat "$t/three.json")"
+out=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 2 --momentum 0.9 --lr 0.05 \
+  --save "$t/ckpt.safetensors" 2>&1) || FAIL "2 steps with --save: $out"
+echo "$out" | grep -q "wrote trained weights and optimizer state to $t/ckpt.safetensors" || FAIL "--save not reported: $out"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckpt.safetensors" --data "$t/d.safetensors" --steps 1 --momentum 0.9 \
+  --lr 0.05 --json 2>&1) || FAIL "resume: $resumed"
+third=$(losses "$(cat "$t/three.json")" | sed -n 3p)
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (a < 0 ? -a : a)) }' ||
+  FAIL "resumed step $again differs from step 3 $third"
+grep -aq "momentum_buffer" "$t/ckpt.safetensors" || FAIL "the checkpoint holds no momentum buffers"
+
+# Gradients of the first step.
+"$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --grads-out "$t/g.safetensors" \
+  >/dev/null 2>&1 || FAIL "--grads-out"
+for p in wte.weight h.0.attn.q_proj.weight h.0.mlp.fc_out.bias ln_f.weight lm_head.weight; do
+  grep -aq "\"$p\"" "$t/g.safetensors" || FAIL "--grads-out has no gradient $p"
+done
+
+# AdamW.
+adam=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --optimizer adamw \
+  --lr 1e-3 --weight-decay 0.01 --json 2>&1) || FAIL "adamw: $adam"
+a1=$(losses "$adam" | head -1); a3=$(losses "$adam" | tail -1)
+awk -v a="$a1" -v b="$a3" 'BEGIN { exit !(b < a) }' || FAIL "AdamW did not lower the loss: $a1 -> $a3"
+
+# Errors a user can reach: exit 2 and a message naming the problem.
+expect_error() {  # expect_error <label> <pattern> <args...>
+  local label="$1" pattern="$2"
+  shift 2
+  local out
+  out=$("$DT" "$@" 2>&1)
+  local rc=$?
+  [ $rc -eq 2 ] || FAIL "$label: exit $rc (expected 2): $out"
+  echo "$out" | grep -q -- "$pattern" || FAIL "$label: message lacks '$pattern': $out"
+}
+expect_error "steps 0" "--steps must be >= 1" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 0
+expect_error "mesh without plan" "--mesh and --plan go together" train "$t/gpt.dt" --weights "$t/w.safetensors" \
+  --data "$t/d.safetensors" --mesh 2
+"$DT" example gpt --hidden 64 --heads 2 --layers 1 -o "$t/noloss.dt" --weights "$t/nw.safetensors" \
+  --inputs "$t/nd.safetensors" >/dev/null 2>&1 || FAIL "example without loss"
+expect_error "no scalar loss" "must be a floating scalar" train "$t/noloss.dt" --weights "$t/nw.safetensors" \
+  --data "$t/nd.safetensors"
+expect_error "save over weights" "is the same file as weights" train "$t/gpt.dt" --weights "$t/w.safetensors" \
+  --data "$t/d.safetensors" --save "$t/w.safetensors"
+"$DT" example gpt --hidden 512 --heads 8 --layers 1 --vocab 1000 --batch 3 --seq 32 --loss -o "$t/b3.dt" \
+  --inputs "$t/d3.safetensors" >/dev/null 2>&1 || FAIL "example batch 3"
+expect_error "data shape" "data input has shape \[3, 32\]" train "$t/gpt.dt" --weights "$t/w.safetensors" \
+  --data "$t/d3.safetensors"
+
+[ $fail -eq 0 ] && echo "PASS"
+exit $fail

@@ -1,0 +1,151 @@
+// `dtensor train MODEL --weights W --data D [--steps N] [--optimizer sgd|adamw] [--lr ...]
+//  [--mesh M --plan P] [--save OUT] [--grads-out G] [--json]`: trains a forward model with a scalar
+// loss output (runtime/train_loop.h) on one device or sharded on the threads backend, printing one
+// line per step (a progress bar instead when stdout is a terminal and --json is off).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "dtensor/core/atomic_file.h"
+#include "dtensor/core/error.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/ir/parser.h"
+#include "dtensor/runtime/train_loop.h"
+#include "tools/command.h"
+#include "tools/mesh_fit.h"
+#include "tools/passes_cli.h"
+
+namespace dt::tools {
+namespace {
+
+struct TrainCliOptions {
+  std::string model, weights, data, save, grads_out, mesh, plan;
+  int steps = 1;
+  autodiff::OptimizerConfig optimizer;
+  std::optional<double> lr;  // default: 0.1 for sgd, 1e-3 for adamw (torch's defaults differ too)
+  bool json = false;
+  PassCliOptions passes;
+};
+
+// Tokens per step: the number of elements of the data input `input` of one batch (token ids for a
+// language model, rows for the mlp).
+int64_t tokens_per_step(const ir::Graph& model) {
+  for (const ir::Value* v : model.inputs())
+    if (v->name == "input") return v->type.rank() > 1 ? v->type.shape[0] * v->type.shape[1] : v->type.numel();
+  return 0;
+}
+
+void train_command(TrainCliOptions opt) {
+  if (opt.steps < 1) DT_THROW(ValueError) << "--steps must be >= 1, got " << opt.steps;
+  opt.optimizer.lr = opt.lr ? *opt.lr : (opt.optimizer.kind == "adamw" ? 1e-3 : 0.1);
+  autodiff::validate(opt.optimizer);
+  if (opt.mesh.empty() != opt.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";
+  for (const std::string* out : {&opt.save, &opt.grads_out})
+    if (!out->empty())
+      refuse_output_over_input(*out, {{"model", opt.model}, {"weights", opt.weights}, {"data", opt.data}, {"plan", opt.plan}});
+  if (!opt.save.empty() && !opt.grads_out.empty() && same_file(opt.save, opt.grads_out))
+    DT_THROW(ValueError) << "--save and --grads-out name the same file " << opt.save;
+
+  ir::Graph model = ir::parse_file(opt.model);
+  const int64_t tokens = tokens_per_step(model);
+  std::map<std::string, Tensor> weights, data;
+  for (auto& [k, v] : io::read_safetensors(opt.weights)) weights[k] = v;
+  for (auto& [k, v] : io::read_safetensors(opt.data)) data[k] = v;
+
+  const bool bar = !opt.json && isatty(STDOUT_FILENO);
+  runtime::TrainOptions to;
+  to.steps = opt.steps;
+  to.optimizer = opt.optimizer;
+  to.keep_first_grads = !opt.grads_out.empty();
+  to.on_step = [&](int step, double loss, double ms) {
+    if (opt.json) return;
+    const double tps = ms > 0 ? double(tokens) / (ms / 1e3) : 0;
+    if (bar) {
+      const int width = 30, done = int(double(width) * step / opt.steps);
+      std::printf("\r[%s%s] step %d/%d  loss %.6f  %.1f ms  %.0f tokens/s", std::string(size_t(done), '#').c_str(),
+                  std::string(size_t(width - done), ' ').c_str(), step, opt.steps, loss, ms, tps);
+      if (step == opt.steps) std::printf("\n");
+      std::fflush(stdout);
+    } else {
+      std::printf("step %d/%d  loss %.9g  %.3f ms  %.0f tokens/s\n", step, opt.steps, loss, ms, tps);
+    }
+  };
+
+  runtime::TrainResult r;
+  if (opt.mesh.empty()) {
+    r = runtime::train_single_device(std::move(model), weights, data, to);
+  } else {
+    runtime::ShardedTrainOptions so;
+    so.mesh = DeviceMesh::parse(opt.mesh);
+    so.plan = sharding::ParallelPlan::load(opt.plan);
+    check_mesh_fits_model(model, so.plan, so.mesh);
+    const PassCliOptions passes = opt.passes;
+    so.run_passes = [passes](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+      run_pass_pipelines(programs, ranks, passes);
+    };
+    r = runtime::train_sharded(std::move(model), weights, data, to, so);
+  }
+
+  if (!opt.save.empty()) io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
+  if (!opt.grads_out.empty())
+    io::write_safetensors(opt.grads_out, io::TensorMap(r.first_grads.begin(), r.first_grads.end()));
+  if (opt.json) {
+    nlohmann::json j = {{"model", opt.model},       {"steps", opt.steps},         {"optimizer", opt.optimizer.kind},
+                        {"lr", opt.optimizer.lr},   {"losses", r.losses},         {"step_ms", r.step_ms},
+                        {"peak_bytes", r.peak_bytes}, {"ranks", opt.mesh.empty() ? 1 : DeviceMesh::parse(opt.mesh).size()}};
+    if (!r.bytes_sent_per_step.empty()) {
+      j["bytes_sent_per_step"] = r.bytes_sent_per_step.front();
+      j["collectives"] = r.collectives;
+    }
+    if (!opt.save.empty()) j["saved"] = opt.save;
+    if (!opt.grads_out.empty()) j["grads_out"] = opt.grads_out;
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("trained %s for %d step%s (%s, lr %g): loss %.9g -> %.9g, peak memory %.2f MiB per rank\n",
+              opt.model.c_str(), opt.steps, opt.steps == 1 ? "" : "s", opt.optimizer.kind.c_str(), opt.optimizer.lr,
+              r.losses.front(), r.losses.back(), double(r.peak_bytes) / (1 << 20));
+  if (!r.bytes_sent_per_step.empty())
+    std::printf("each step sends %.1f KiB from the busiest rank\n", double(r.bytes_sent_per_step.front()) / 1024);
+  if (!opt.save.empty()) std::printf("wrote trained weights and optimizer state to %s\n", opt.save.c_str());
+  if (!opt.grads_out.empty()) std::printf("wrote the first step's gradients to %s\n", opt.grads_out.c_str());
+}
+
+void setup(CLI::App& app) {
+  static TrainCliOptions opt;
+  CLI::App* cmd = app.add_subcommand("train", "Train a model with a scalar loss output (one device or --mesh)");
+  cmd->add_option("model", opt.model, "IR file (.dt) of the forward graph; its output `loss` (or only output) is the loss")
+      ->required();
+  cmd->add_option("--weights", opt.weights,
+                  "safetensors file with every parameter (and, to resume, the optimizer state --save wrote)")
+      ->required();
+  cmd->add_option("--data", opt.data,
+                  "safetensors file with the data inputs (`input`, `target`): one batch reused every step, or a "
+                  "leading dim of K batches used in turn")
+      ->required();
+  cmd->add_option("--steps", opt.steps, "number of optimizer steps")->capture_default_str();
+  cmd->add_option("--optimizer", opt.optimizer.kind, "sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", opt.lr, "learning rate (default 0.1 for sgd, 1e-3 for adamw)");
+  cmd->add_option("--momentum", opt.optimizer.momentum, "sgd momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", opt.optimizer.weight_decay, "weight decay (adamw: decoupled)")->capture_default_str();
+  cmd->add_option("--beta1", opt.optimizer.beta1, "adamw beta1")->capture_default_str();
+  cmd->add_option("--beta2", opt.optimizer.beta2, "adamw beta2")->capture_default_str();
+  cmd->add_option("--eps", opt.optimizer.eps, "adamw eps")->capture_default_str();
+  cmd->add_option("--mesh", opt.mesh, "train sharded on this device mesh (threads backend), e.g. 4 or 2x2");
+  cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md)");
+  add_pass_options(cmd, opt.passes, /*with_print=*/false);
+  cmd->add_option("--save", opt.save, "write the trained parameters and optimizer state (one safetensors file)");
+  cmd->add_option("--grads-out", opt.grads_out, "write the first step's full gradients, named like the parameters");
+  cmd->add_flag("--json", opt.json, "print {losses, step_ms, peak_bytes, ...} as JSON");
+  cmd->callback([] { train_command(opt); });
+}
+
+CommandRegistrar reg("train", setup);
+
+}  // namespace
+}  // namespace dt::tools
