@@ -93,6 +93,10 @@ struct OpDef {
   // Results may share operand 0's storage (views, waits, in-place collectives): the buffer
   // planner follows these to find how long a comm buffer is read.
   bool result_aliases_operand = false;
+  // Reads parameters as they are stored: an optimizer update works on each rank's fsdp shard of
+  // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
+  // every other reader gets the gathered parameter.
+  bool reads_stored = false;
   const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
   // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
   // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a

@@ -75,7 +75,10 @@ void register_optim_ops(OpTable& t) {
          .infer = infer_adamw, .kernel = run_adamw});
   // New tensors (the update is functional), except sgd's buffer when momentum is 0, which is
   // its operand: result 0 is always fresh.
-  for (OpKind k : {OpKind::sgd_update, OpKind::adamw_update}) t.at(k).fresh_result = true;
+  for (OpKind k : {OpKind::sgd_update, OpKind::adamw_update}) {
+    t.at(k).fresh_result = true;
+    t.at(k).reads_stored = true;
+  }
 }
 
 }  // namespace dt::ir

@@ -69,12 +69,6 @@ struct Member {
   size_t first_use = 0;  // first reader of its wait (the graph end when only returned or unread)
   size_t last_use = 0;   // last reader of its buffer (through the wait)
   size_t bytes = 0;      // bytes counted against the cap
-  // Run of consecutive collectives of one key on its group: any other collective on the group
-  // (another reduce op, a non-candidate) starts a new run. A bucket never spans two runs: the
-  // group's collectives are issued in program order on every member (GraphEdit chains them), so
-  // merging members around another collective would have to issue the merged one both before
-  // and after it (a cycle). Training graphs interleave the loss's max all_reduce with sum ones.
-  size_t run = 0;
 };
 
 struct Bucket {
@@ -128,23 +122,11 @@ class BucketPass : public Pass {
     std::vector<std::vector<Member>> per_key;
     std::string key;
     std::vector<size_t> ready_of(n, SIZE_MAX);  // by collective position, for every candidate seen so far
-    // Per group: the key index of its last collective (SIZE_MAX: not a candidate) and its run.
-    std::map<std::string, std::pair<size_t, size_t>> last_on_group;
-    size_t runs = 0;
     for (size_t i = 0; i < n; ++i) {
       const ir::Node* c = graph.nodes()[i];
-      const ir::OpDef& def = ir::op_def(c->op);
-      if (!def.is_collective()) continue;
-      auto& [last_key, run] = last_on_group.try_emplace(c->attr_str("group"), SIZE_MAX, runs++).first->second;
-      if (c->op != op) {
-        last_key = SIZE_MAX;
-        continue;
-      }
+      if (c->op != op) continue;
       const auto& readers = uses.users(c->result());
-      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) {
-        last_key = SIZE_MAX;
-        continue;
-      }
+      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(c->result())) continue;
       key = c->attr_str("group");
       key += '|';
       if (kind_ != Kind::all_gather) key += c->attr_str("op");
@@ -155,11 +137,8 @@ class BucketPass : public Pass {
         it = key_index.emplace(key, per_key.size()).first;
         per_key.emplace_back();
       }
-      if (last_key != it->second) run = runs++;
-      last_key = it->second;
       Member m{c, readers[0]};
       m.pos = i;
-      m.run = run;
       const ir::Value* x = c->operands[0];
       if (kind_ == Kind::all_gather)
         if (const ir::Node* cast = foldable_cast(c, uses)) x = cast->operands[0];
@@ -201,9 +180,12 @@ class BucketPass : public Pass {
     const size_t n = graph.nodes().size();
     const bool memory_aware = kind_ == Kind::all_gather;
     std::vector<std::vector<Bucket>> per_key_buckets(per_key.size());
-    // mark[i] == stamp: node i transitively follows a member of the open bucket, through data or
-    // through the issue order of a group's collectives (each is issued after the group's previous
-    // one: a member that waits on another group's collective which follows a member is dependent).
+    // mark[i] == stamp: node i must run after the open bucket's collective: it reads a member's
+    // result (transitively), or it is a collective issued after a marked one on its group (each
+    // group's collectives keep their order: GraphEdit chains them), or reads such a collective.
+    // A member is dependent when one of its operands is produced by a marked node: merging it
+    // would issue the bucket both before and after that node (a cycle). Being marked only through
+    // the group order is no dependence for a member itself (all members of a group move alike).
     std::vector<int> mark(n, -1);
     std::vector<const ir::Node*> next_on_group(n, nullptr);
     {
@@ -240,9 +222,11 @@ class BucketPass : public Pass {
       };
       ++stamp;
       for (const Member& m : members) {
-        bool depends = mark[m.pos] == stamp;
+        bool depends = false;
+        for (const ir::Value* x : m.coll->operands)
+          depends = depends || (x->producer && mark[edit.index(x->producer)] == stamp);
         size_t bytes = cur_bytes + m.bytes;
-        if (!cur.empty() && (depends || m.run != cur.back().run || bytes > cap_bytes(index) || bytes > limit)) close();
+        if (!cur.empty() && (depends || bytes > cap_bytes(index) || bytes > limit)) close();
         cur.push_back(m);
         cur_bytes += m.bytes;
         // Mark every transitive reader of the new member.
@@ -250,9 +234,7 @@ class BucketPass : public Pass {
         while (!stack.empty()) {
           const ir::Node* x = stack.back();
           stack.pop_back();
-          // (The member's own successor on its group is either the next member of this run or
-          // another collective, which starts a new run anyway.)
-          if (const ir::Node* next = x == m.coll ? nullptr : next_on_group[edit.index(x)]) {
+          if (const ir::Node* next = next_on_group[edit.index(x)]) {
             int& mk = mark[edit.index(next)];
             if (mk != stamp) {
               mk = stamp;

@@ -40,7 +40,8 @@ class NodePropagator {
  public:
   NodePropagator(const Node& node, const OpShardingRule& rule, const Sharding& s, const ResolvedPlan& plan,
                  RedistributePlanner& planner)
-      : n_(node), rule_(rule), s_(s), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())) {}
+      : n_(node), rule_(rule), s_(s), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())),
+        reads_stored_(ir::op_def(node.op).reads_stored) {}
 
   // Returns the options of mesh dim m (never empty). `preferred[m]` >= 0: a reader of result 0
   // is forced to shard that dim on m (a `sequence` norm), so sharding it here is an option too.
@@ -63,7 +64,7 @@ class NodePropagator {
     for (size_t i = 0; i < n_.operands.size(); ++i) {
       const Value* v = n_.operands[i];
       const Placement& p = s_.values[size_t(v->id)][m];
-      if (p.is_shard() && !((plan_.stored_only[size_t(v->id)] >> m) & 1u)) {
+      if (p.is_shard() && (reads_stored_ || !((plan_.stored_only[size_t(v->id)] >> m) & 1u))) {
         int f = rule_.operands[i][size_t(p.dim())].first();
         if (f >= 0) add(Option{Option::factor, int8_t(f)});
       }
@@ -201,6 +202,7 @@ class NodePropagator {
   const ResolvedPlan& plan_;
   RedistributePlanner& planner_;
   size_t nd_;
+  bool reads_stored_;  // OpDef::reads_stored: stored-only (fsdp) shards are options too
   bool ignore_pins_ = false;  // the replicated fallback may move pinned parameters
 
  public:
