@@ -90,6 +90,12 @@ void infer_embedding_backward(const Node& node, const Graph&, std::vector<Tensor
 
 void infer_slice_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
   const auto& shape = node.attr_ints("shape");
+  int64_t product = 1;  // the parser's bounds for types: dims <= 2^40, <= 2^50 elements (0 as 1)
+  for (int64_t d : shape)
+    if (d < 0 || d > (int64_t(1) << 40) || __builtin_mul_overflow(product, std::max<int64_t>(d, 1), &product) ||
+        product > (int64_t(1) << 50))
+      DT_THROW(ShapeError) << "slice_backward shape " << shape_str(shape) << " is out of range";
+  if (shape.empty()) DT_THROW(ShapeError) << "slice_backward needs a shape of rank >= 1";
   TensorType full{node.operands[0]->type.dtype, Shape(shape.begin(), shape.end())};
   // The slice of `full` must have grad's shape (computed as infer_slice does).
   const int64_t rank = full.rank();

@@ -201,10 +201,22 @@ void run_arange(const KernelArgs& a) {
                             n.attr_dtype("dtype"));
 }
 
+// Refuses a shape attribute the parser would refuse as a type (dims above 2^40, or more than 2^50
+// elements with 0 counted as 1): shape arithmetic on it could overflow.
+void check_shape_attr(const Node& node, const std::vector<int64_t>& shape) {
+  int64_t product = 1;
+  for (int64_t d : shape) {
+    if (d > (int64_t(1) << 40) || __builtin_mul_overflow(product, std::max<int64_t>(d, 1), &product) ||
+        product > (int64_t(1) << 50))
+      DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " is too large";
+  }
+}
+
 // expand(x) {shape}: numpy broadcasting of x to `shape` (-1 keeps x's size); a view.
 void infer_expand(const Node& node, const Graph&, std::vector<TensorType>& out) {
   const TensorType& x = node.operands[0]->type;
   const auto& target = node.attr_ints("shape");
+  check_shape_attr(node, target);
   if (int64_t(target.size()) < x.rank())
     DT_THROW(ShapeError) << "expand of " << type_str(x) << " to " << shape_str(target) << ": fewer dims than the input";
   Shape s(target.begin(), target.end());
@@ -226,6 +238,7 @@ void infer_full(const Node& node, const Graph&, std::vector<TensorType>& out) {
   const auto& shape = node.attr_ints("shape");
   for (int64_t d : shape)
     if (d < 0) DT_THROW(ShapeError) << "full shape " << shape_str(shape) << " has a negative size";
+  check_shape_attr(node, shape);
   out.push_back({node.attr_dtype("dtype"), Shape(shape.begin(), shape.end())});
 }
 void run_full(const KernelArgs& a) {

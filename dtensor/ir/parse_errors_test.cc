@@ -198,3 +198,24 @@ TEST(ParseErrors, CollectiveVariants) {
 
 }  // namespace
 }  // namespace dt::ir
+
+namespace dt::ir {
+namespace {
+
+// The ops autodiff writes check their shape attributes as the parser checks declared types.
+TEST(ParseErrors, GradientOpsRefuseHugeOrBadShapes) {
+  auto has = [](const std::string& got, const std::string& want) { return got.find(want) != std::string::npos; };
+  std::string e = error_of("  %f = full() {shape = [1099511627776, 1099511627776]} : f32[1, 1]\n  return %f\n");
+  EXPECT_TRUE(has(e, "full shape [1099511627776, 1099511627776] is too large")) << e;
+  e = error_of("  %f = full() {shape = [-1]} : f32[1]\n  return %f\n");
+  EXPECT_TRUE(has(e, "full shape [-1] has a negative size")) << e;
+  e = error_of("  %e = expand(%x) {shape = [3, 8, 64]} : f32[3, 8, 64]\n  %b = expand(%x) {shape = [4, 64]} : f32[4, 64]\n  return %e\n");
+  EXPECT_TRUE(has(e, "expand of f32[8, 64] to [4, 64]: dim 0 of size 8 cannot become 4")) << e;
+  e = error_of("  %s = slice_backward(%x) {shape = [8, 1099511627776, 1099511627776], dim = 1} : f32[8, 1, 1]\n  return %s\n");
+  EXPECT_TRUE(has(e, "slice_backward shape")) << e;
+  e = error_of("  %g = relu_backward(%w, %x) : f32[8, 64]\n  return %g\n");
+  EXPECT_TRUE(has(e, "relu_backward grad f32[256, 64] does not match x f32[8, 64]")) << e;
+}
+
+}  // namespace
+}  // namespace dt::ir

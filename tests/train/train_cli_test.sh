@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of `dtensor train` (docs/training.md) at realistic sizes:
 # - gpt hidden 512, 8 heads, vocabulary 1000 (which no mesh here divides): 3 SGD steps on one device,
-#   then sharded on 2x2 fsdp x tp and on 3 ranks tp (8 heads do not divide 3: heads stay whole)
-#   give the same losses within 1e-4 relative;
+#   then sharded on 2x2 fsdp x tp, on 3 ranks tp (8 heads do not divide 3: heads stay whole),
+#   sequence parallel on 4 and vocabulary parallel on 3 give the same losses within 1e-4 relative;
 # - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum);
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
@@ -36,6 +36,12 @@ same_losses "2x2 fsdp x tp" "$fsdp_tp" "$single" 1e-4
 tp3=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
   --mesh 3 --plan "$SRC/examples/gpt_tp.json" 2>&1) || FAIL "tp 3 train: $tp3"
 same_losses "tp 3" "$tp3" "$single" 1e-4
+for case in "gpt_sp 4" "gpt_tp_vocab 3"; do
+  set -- $case
+  out=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
+    --mesh "$2" --plan "$SRC/examples/$1.json" 2>&1) || FAIL "$1 on $2: $out"
+  same_losses "$1 on $2" "$out" "$single" 1e-4
+done
 first=$(losses "$single" | head -1)
 last=$(losses "$single" | tail -1)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || FAIL "SGD did not lower the loss: $first -> $last"
