@@ -14,6 +14,9 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/runtime/train_loop.h"
+#ifdef DTENSOR_WITH_MPI
+#include "dtensor/comm/mpi/mpi_runtime.h"
+#endif
 #include "tools/command.h"
 #include "tools/mesh_fit.h"
 #include "tools/passes_cli.h"
@@ -23,6 +26,7 @@ namespace {
 
 struct TrainCliOptions {
   std::string model, weights, data, save, grads_out, mesh, plan;
+  std::string backend;  // threads | mpi; empty: mpi when started by mpirun
   int steps = 1;
   autodiff::OptimizerConfig optimizer;
   std::optional<double> lr;  // default: 0.1 for sgd, 1e-3 for adamw (torch's defaults differ too)
@@ -43,6 +47,17 @@ void train_command(TrainCliOptions opt) {
   opt.optimizer.lr = opt.lr ? *opt.lr : (opt.optimizer.kind == "adamw" ? 1e-3 : 0.1);
   autodiff::validate(opt.optimizer);
   if (opt.mesh.empty() != opt.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";
+  runtime::Backend backend = runtime::Backend::threads;
+  if (!opt.backend.empty()) backend = runtime::parse_backend(opt.backend);
+#ifdef DTENSOR_WITH_MPI
+  else if (mpi::launched_by_mpi_launcher()) backend = runtime::Backend::mpi;
+#endif
+  if (backend == runtime::Backend::mpi) {
+    if (opt.mesh.empty())
+      DT_THROW(ValueError) << "an mpi training run needs --mesh and --plan (one process per rank: mpirun -np <mesh size>)";
+    if (!opt.save.empty() || !opt.grads_out.empty())
+      DT_THROW(ValueError) << "--save and --grads-out are not supported on the mpi backend yet: train on the threads backend";
+  }
   for (const std::string* out : {&opt.save, &opt.grads_out})
     if (!out->empty())
       refuse_output_over_input(*out, {{"model", opt.model}, {"weights", opt.weights}, {"data", opt.data}, {"plan", opt.plan}});
@@ -79,6 +94,7 @@ void train_command(TrainCliOptions opt) {
     r = runtime::train_single_device(std::move(model), weights, data, to);
   } else {
     runtime::ShardedTrainOptions so;
+    so.backend = backend;
     so.mesh = DeviceMesh::parse(opt.mesh);
     so.plan = sharding::ParallelPlan::load(opt.plan);
     check_mesh_fits_model(model, so.plan, so.mesh);
@@ -89,6 +105,7 @@ void train_command(TrainCliOptions opt) {
     r = runtime::train_sharded(std::move(model), weights, data, to, so);
   }
 
+  if (!r.root) return;  // mpi: rank 0 reports
   if (!opt.save.empty()) io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
   if (!opt.grads_out.empty())
     io::write_safetensors(opt.grads_out, io::TensorMap(r.first_grads.begin(), r.first_grads.end()));
@@ -136,8 +153,12 @@ void setup(CLI::App& app) {
   cmd->add_option("--beta1", opt.optimizer.beta1, "adamw beta1")->capture_default_str();
   cmd->add_option("--beta2", opt.optimizer.beta2, "adamw beta2")->capture_default_str();
   cmd->add_option("--eps", opt.optimizer.eps, "adamw eps")->capture_default_str();
-  cmd->add_option("--mesh", opt.mesh, "train sharded on this device mesh (threads backend), e.g. 4 or 2x2");
+  cmd->add_option("--mesh", opt.mesh, "train sharded on this device mesh, e.g. 4 or 2x2");
   cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md)");
+  cmd->add_option("--backend", opt.backend,
+                  "backend of a --mesh run: threads or mpi (under mpirun -np <mesh size>); default: mpi when "
+                  "started by mpirun, else threads")
+      ->check(CLI::IsMember({"threads", "mpi"}));
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--save", opt.save, "write the trained parameters and optimizer state (one safetensors file)");
   cmd->add_option("--grads-out", opt.grads_out, "write the first step's full gradients, named like the parameters");

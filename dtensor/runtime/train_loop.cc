@@ -121,6 +121,30 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
     sent = std::max(sent, sharding::collective_stats(c.programs[i], c.ranks[i]).total_bytes);
   LaunchOptions lo;
   lo.comm = sharded.comm;
+  if (sharded.backend == Backend::mpi) {
+    if (options.keep_first_grads)
+      DT_THROW(ValueError) << "gradients of an mpi training run cannot be written yet: train on the threads backend";
+    DT_CHECK(c.sharding.outputs[0] == Placements(size_t(sharded.mesh.ndim()))) << "the loss output is not replicated";
+    run_world(Backend::mpi, n, [&](ProcessGroup& world) {
+      const int r = world.rank();
+      Bindings& mine = bind[size_t(r)];
+      result.root = r == 0;
+      for (int s = 0; s < options.steps; ++s) {
+        sharding::TensorMap batch;
+        for (const ir::Value* v : step.graph.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
+        for (auto& [k, t] : sharding::shard_inputs(step.graph, c.sharding, batch, r)) mine[k] = t;
+        RankResult rr = run_rank(*programs[size_t(r)], mine, world, lo);
+        const double loss = rr.outputs[0].item();  // replicated: every rank holds the loss
+        result.losses.push_back(loss);
+        result.step_ms.push_back(rr.stats.seconds * 1e3);
+        result.bytes_sent_per_step.push_back(sent);
+        result.peak_bytes = std::max(result.peak_bytes, rr.stats.peak_bytes);
+        for (size_t k = 0; k < step.updates.size(); ++k) mine[step.updates[k]] = rr.outputs[k + 1];
+        if (options.on_step && r == 0) options.on_step(s + 1, loss, rr.stats.seconds * 1e3);
+      }
+    }, sharded.comm);
+    return result;
+  }
   for (int s = 0; s < options.steps; ++s) {
     sharding::TensorMap batch;
     for (const ir::Value* v : step.graph.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);

@@ -17,6 +17,7 @@
 #include "dtensor/core/tensor.h"
 #include "dtensor/dist/device_mesh.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/parallel_plan.h"
 
 namespace dt::runtime {
@@ -38,6 +39,10 @@ struct ShardedTrainOptions {
   sharding::ParallelPlan plan;
   std::function<void(std::vector<ir::Graph>& programs, const std::vector<int>& ranks)> run_passes;
   CommOptions comm;
+  // threads: every rank a thread of this process. mpi: this process runs its own rank (under
+  // mpirun -np <mesh size>); the result then holds this rank's numbers only (`root` says whether
+  // it is rank 0), no full state and no gradients (gathering them is not implemented yet).
+  Backend backend = Backend::threads;
 };
 
 struct TrainResult {
@@ -51,6 +56,7 @@ struct TrainResult {
   std::vector<std::map<std::string, Tensor>> rank_state;
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
+  bool root = true;  // false on the processes of an mpi run other than rank 0
 };
 
 // Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its
