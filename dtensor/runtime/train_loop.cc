@@ -1,6 +1,5 @@
 #include "dtensor/runtime/train_loop.h"
 
-#include <chrono>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
