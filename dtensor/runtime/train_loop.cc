@@ -1,6 +1,5 @@
 #include "dtensor/runtime/train_loop.h"
 
-
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
 #include "dtensor/runtime/interpreter.h"
