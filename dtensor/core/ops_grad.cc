@@ -172,72 +172,36 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const T
     DT_THROW(ShapeError) << op << ": q, k, v must have the same rank >= 2, got " << shape_str(q.shape()) << ", "
                          << shape_str(k.shape()) << ", " << shape_str(v.shape());
   const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2), Dv = v.size(-1);
+  const Shape lead(q.shape().begin(), q.shape().end() - 2);
+  if (Shape(k.shape().begin(), k.shape().end() - 2) != lead || Shape(v.shape().begin(), v.shape().end() - 2) != lead ||
+      k.size(-1) != D || v.size(-2) != Sk)
+    DT_THROW(ShapeError) << op << ": q " << shape_str(q.shape()) << ", k " << shape_str(k.shape()) << ", v "
+                         << shape_str(v.shape()) << " do not fit together";
   Shape out_shape = q.shape();
   out_shape.back() = Dv;
   if (grad.shape() != out_shape)
     DT_THROW(ShapeError) << op << ": grad " << shape_str(grad.shape()) << " does not match the output "
                          << shape_str(out_shape);
-  // Every leading dim is a head (batch × heads): q, k and v must agree on them.
-  const int64_t heads = numel(Shape(q.shape().begin(), q.shape().end() - 2));
-  if (Shape(k.shape().begin(), k.shape().end() - 2) != Shape(q.shape().begin(), q.shape().end() - 2) ||
-      Shape(v.shape().begin(), v.shape().end() - 2) != Shape(q.shape().begin(), q.shape().end() - 2) ||
-      k.size(-1) != D || v.size(-2) != Sk)
-    DT_THROW(ShapeError) << op << ": q " << shape_str(q.shape()) << ", k " << shape_str(k.shape()) << ", v "
-                         << shape_str(v.shape()) << " do not fit together";
+  // Batched GEMMs over every (batch, head), in the compute dtype:
+  //   P = softmax(q·kᵀ·scale, causal mask);  dv = Pᵀ·g;  dP = g·vᵀ;  dS = P·(dP − Σ_j dP·P)
+  //   dq = dS·k·scale;  dk = dSᵀ·q·scale
+  // Masked scores are −inf, so their probabilities and dS are exactly 0. Memory: one [S, Sk]
+  // block per (batch, head) for P and dP.
+  const DType ct = compute_dtype(op, q.dtype());
+  const Tensor qc = q.to(ct), kc = k.to(ct), vc = v.to(ct), gc = grad.to(ct);
+  const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
+  Tensor scores = mul(matmul(qc, kc.transpose(-2, -1)), scale);
+  if (causal) {
+    const Tensor rows = Tensor::arange(S).view({S, 1}), cols = Tensor::arange(Sk).view({1, Sk});
+    scores = where(le(cols, rows), scores, Tensor::full({}, -INFINITY, ct));
+  }
+  const Tensor p = softmax(scores, -1);
+  const Tensor dp = matmul(gc, vc.transpose(-2, -1));
+  const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, /*keepdim=*/true)));
   AttentionGrads r;
-  with_compute_type(op, q.dtype(), [&](auto tag) {
-    using C = decltype(tag);
-    const Tensor qc = compute_copy(q, q.dtype(), op), kc = compute_copy(k, q.dtype(), op),
-                 vc = compute_copy(v, q.dtype(), op), gc = compute_copy(grad, q.dtype(), op);
-    Tensor dq = Tensor::zeros(q.shape(), qc.dtype()), dk = Tensor::zeros(k.shape(), qc.dtype()),
-           dv = Tensor::zeros(v.shape(), qc.dtype());
-    const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
-    std::vector<double> p(static_cast<size_t>(Sk)), dp(static_cast<size_t>(Sk));
-    for (int64_t h = 0; h < heads; ++h) {
-      const C* Q = ptr<C>(qc) + h * S * D;
-      const C* K = ptr<C>(kc) + h * Sk * D;
-      const C* V = ptr<C>(vc) + h * Sk * Dv;
-      const C* G = ptr<C>(gc) + h * S * Dv;
-      C* dQ = mut<C>(dq) + h * S * D;
-      C* dK = mut<C>(dk) + h * Sk * D;
-      C* dV = mut<C>(dv) + h * Sk * Dv;
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t keys = causal ? std::min(Sk, i + 1) : Sk;
-        // p = softmax(q_i · K^T · scale) over the visible keys
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < keys; ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < D; ++d) s += double(Q[i * D + d]) * double(K[j * D + d]);
-          p[size_t(j)] = s * scale;
-          mx = std::max(mx, p[size_t(j)]);
-        }
-        double z = 0;
-        for (int64_t j = 0; j < keys; ++j) z += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-        for (int64_t j = 0; j < keys; ++j) p[size_t(j)] /= z;
-        // dV += p^T g_i; dp = g_i · V^T; ds = p (dp - Σ p dp); dQ_i = ds K scale; dK += ds^T q_i scale
-        double pdp = 0;
-        for (int64_t j = 0; j < keys; ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < Dv; ++d) {
-            dV[j * Dv + d] += C(p[size_t(j)] * double(G[i * Dv + d]));
-            s += double(G[i * Dv + d]) * double(V[j * Dv + d]);
-          }
-          dp[size_t(j)] = s;
-          pdp += p[size_t(j)] * s;
-        }
-        for (int64_t j = 0; j < keys; ++j) {
-          const double ds = p[size_t(j)] * (dp[size_t(j)] - pdp) * scale;
-          for (int64_t d = 0; d < D; ++d) {
-            dQ[i * D + d] += C(ds * double(K[j * D + d]));
-            dK[j * D + d] += C(ds * double(Q[i * D + d]));
-          }
-        }
-      }
-    }
-    r.dq = dq.to(q.dtype());
-    r.dk = dk.to(k.dtype());
-    r.dv = dv.to(v.dtype());
-  });
+  r.dv = matmul(p.transpose(-2, -1), gc).to(v.dtype());
+  r.dq = mul(matmul(ds, kc), scale).to(q.dtype());
+  r.dk = mul(matmul(ds.transpose(-2, -1), qc), scale).to(k.dtype());
   return r;
 }
 
