@@ -51,3 +51,6 @@ TD=$I
 if [ ! -f "$REF/weights.safetensors" ]; then TD=$OUT/gpt_data.safetensors; fi
 $B example gpt --loss -o "$OUT/gpt_loss.dt" --inputs "$OUT/gpt_data.safetensors" >/dev/null
 $B train "$OUT/gpt_loss.dt" --weights "$W" --data "$TD" --steps 5 --mesh 4 --plan examples/gpt_tp.json
+if [ -f "$REF/config.json" ]; then
+  echo "PyTorch's losses for the same 5 steps: $(tr -d '\n ' < "$REF/config.json" | sed 's/.*"sgd_losses":\[\([^]]*\)\].*/\1/')"
+fi
