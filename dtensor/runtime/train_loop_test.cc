@@ -133,7 +133,7 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
   opt.steps = 5;
   opt.optimizer.lr = cfg["sgd_lr"].get<double>();
   opt.keep_first_grads = true;
-  ShardedTrainOptions so{DeviceMesh::parse(c.mesh), sharding::ParallelPlan::parse(c.plan), {}, {}};
+  ShardedTrainOptions so{DeviceMesh::parse(c.mesh), sharding::ParallelPlan::parse(c.plan), {}, {}, Backend::threads};
   TrainResult r = train_sharded(model(c.model), load(dir + "/weights.safetensors"), load(dir + "/inputs.safetensors"),
                                 opt, so);
   auto expected = cfg["sgd_losses"].get<std::vector<double>>();
@@ -155,6 +155,20 @@ INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
                                            ShardedCase{"mlp", "4", kFsdp}, ShardedCase{"gpt", "2", kGptTp},
                                            ShardedCase{"gpt", "4", kGptTp}, ShardedCase{"gpt", "2", kFsdp},
                                            ShardedCase{"gpt", "2x2", kGptFsdpTp}));
+
+// FSDP training issues what FSDP does: one all_gather per parameter (before bucketing, which the
+// passes do) and one reduce_scatter per parameter gradient into its shard; no gradient is
+// all-reduced or gathered whole. (The two other gathers are mse_loss's operands: its rule keeps
+// them whole.)
+TEST(ShardedCollectives, FsdpReduceScattersEveryGradientIntoItsShard) {
+  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  TrainOptions opt;
+  TrainResult r = train_sharded(model("mlp"), load(kRef + "/mlp/weights.safetensors"),
+                                load(kRef + "/mlp/inputs.safetensors"), opt, so);
+  EXPECT_EQ(r.collectives["reduce_scatter_tensor"], 12);
+  EXPECT_EQ(r.collectives["all_gather_into_tensor"], 12 + 2);
+  EXPECT_EQ(r.collectives.count("all_reduce"), 0u);
+}
 
 // The gradients of `g`'s loss for the given parameters (autodiff, already checked above and by
 // grad_check_test), used to drive the independent optimizer loops below.
