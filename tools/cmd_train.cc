@@ -3,9 +3,11 @@
 // loss output (runtime/train_loop.h) on one device or sharded on the threads backend, printing one
 // line per step (a progress bar instead when stdout is a terminal and --json is off).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -14,6 +16,7 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/runtime/train_loop.h"
+#include "dtensor/sharding/tensor_sharding.h"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/comm/mpi/mpi_runtime.h"
 #endif
@@ -42,6 +45,82 @@ int64_t tokens_per_step(const ir::Graph& model) {
   return 0;
 }
 
+// A sharded checkpoint: DIR/rank<r>.safetensors with each rank's shards of the parameters and
+// optimizer state, and metadata mesh, rank and placements.<name> (as `shard-weights` writes them, so
+// `run --weights DIR` loads the parameters too).
+bool is_sharded_checkpoint_path(const std::string& path) {
+  return std::filesystem::is_directory(path) || path.size() < 12 || path.substr(path.size() - 12) != ".safetensors";
+}
+
+void write_rank_checkpoint(const std::string& dir, const runtime::TrainResult& r, const DeviceMesh& mesh,
+                           const std::string& plan) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) DT_THROW(IoError) << "cannot create checkpoint directory " << dir << ": " << ec.message();
+  std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", plan}};
+  for (const auto& [name, p] : r.placements) {
+    meta["placements." + name] = p;
+    meta["shape." + name] = fmt::format("{}", fmt::join(r.state.at(name).shape().begin(), r.state.at(name).shape().end(), ","));
+  }
+  StagedFiles files;  // all ranks' files appear together or not at all
+  for (int rank : mesh.ranks()) {
+    meta["rank"] = std::to_string(rank);
+    const auto& mine = r.rank_state.at(size_t(rank));
+    files.add((std::filesystem::path(dir) / fmt::format("rank{}.safetensors", rank)).string(),
+              io::safetensors_bytes(io::TensorMap(mine.begin(), mine.end()), meta));
+  }
+  files.commit();
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size() && !s.empty()) {
+    const size_t end = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Reads a sharded checkpoint back as full tensors (each assembled from every rank's shard).
+std::map<std::string, Tensor> read_rank_checkpoint(const std::string& dir) {
+  const std::string first = (std::filesystem::path(dir) / "rank0.safetensors").string();
+  if (!std::filesystem::exists(first))
+    DT_THROW(IoError) << "--weights " << dir << " is a directory without rank0.safetensors (write one with train --save DIR)";
+  const io::SafetensorsFile f0 = io::SafetensorsFile::open(first);
+  auto mesh_it = f0.metadata().find("mesh");
+  if (mesh_it == f0.metadata().end()) DT_THROW(IoError) << first << " records no mesh";
+  const DeviceMesh mesh = DeviceMesh::parse(mesh_it->second);
+  std::vector<io::SafetensorsFile> files;
+  for (int rank : mesh.ranks()) {
+    const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.safetensors", rank)).string();
+    if (!std::filesystem::exists(path)) DT_THROW(IoError) << "checkpoint " << dir << " of mesh " << mesh.str() << " has no " << path;
+    files.push_back(io::SafetensorsFile::open(path));
+  }
+  std::map<std::string, Tensor> full;
+  for (const std::string& name : f0.names()) {
+    auto p = f0.metadata().find("placements." + name);
+    if (p == f0.metadata().end()) DT_THROW(IoError) << first << " records no placements for " << name;
+    std::vector<Tensor> locals;
+    Shape shape;
+    for (const io::SafetensorsFile& f : files) locals.push_back(f.get(name));
+    // The full shape: local shapes summed along sharded dims are not enough for uneven or strided
+    // shards, so the shape is recorded too.
+    auto s = f0.metadata().find("shape." + name);
+    if (s == f0.metadata().end()) DT_THROW(IoError) << first << " records no shape for " << name;
+    for (const std::string& d : split_commas(s->second)) {
+      try {
+        shape.push_back(std::stoll(d));
+      } catch (const std::exception&) {
+        DT_THROW(IoError) << first << " records a bad shape for " << name << ": " << s->second;
+      }
+    }
+    full[name] = sharding::assemble_tensor(locals, mesh, parse_placements(p->second), shape);
+  }
+  return full;
+}
+
 void train_command(TrainCliOptions opt) {
   if (opt.steps < 1) DT_THROW(ValueError) << "--steps must be >= 1, got " << opt.steps;
   opt.optimizer.lr = opt.lr ? *opt.lr : (opt.optimizer.kind == "adamw" ? 1e-3 : 0.1);
@@ -67,7 +146,9 @@ void train_command(TrainCliOptions opt) {
   ir::Graph model = ir::parse_file(opt.model);
   const int64_t tokens = tokens_per_step(model);
   std::map<std::string, Tensor> weights, data;
-  for (auto& [k, v] : io::read_safetensors(opt.weights)) weights[k] = v;
+  if (std::filesystem::is_directory(opt.weights)) weights = read_rank_checkpoint(opt.weights);
+  else
+    for (auto& [k, v] : io::read_safetensors(opt.weights)) weights[k] = v;
   for (auto& [k, v] : io::read_safetensors(opt.data)) data[k] = v;
 
   const bool bar = !opt.json && isatty(STDOUT_FILENO);
@@ -106,7 +187,12 @@ void train_command(TrainCliOptions opt) {
   }
 
   if (!r.root) return;  // mpi: rank 0 reports
-  if (!opt.save.empty()) io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
+  if (!opt.save.empty()) {
+    if (!opt.mesh.empty() && is_sharded_checkpoint_path(opt.save))
+      write_rank_checkpoint(opt.save, r, DeviceMesh::parse(opt.mesh), opt.plan);
+    else
+      io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
+  }
   if (!opt.grads_out.empty())
     io::write_safetensors(opt.grads_out, io::TensorMap(r.first_grads.begin(), r.first_grads.end()));
   if (opt.json) {
@@ -160,7 +246,9 @@ void setup(CLI::App& app) {
                   "started by mpirun, else threads")
       ->check(CLI::IsMember({"threads", "mpi"}));
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
-  cmd->add_option("--save", opt.save, "write the trained parameters and optimizer state (one safetensors file)");
+  cmd->add_option("--save", opt.save,
+                  "write the trained parameters and optimizer state: one FILE.safetensors of full tensors, or with "
+                  "--mesh a directory of rank<r>.safetensors shards (loadable by run --weights DIR and train --weights DIR)");
   cmd->add_option("--grads-out", opt.grads_out, "write the first step's full gradients, named like the parameters");
   cmd->add_flag("--json", opt.json, "print {losses, step_ms, peak_bytes, ...} as JSON");
   cmd->callback([] { train_command(opt); });

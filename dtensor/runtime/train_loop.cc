@@ -178,6 +178,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
       result.rank_state[size_t(r)][name] = locals.back();
     }
     result.state[name] = sharding::assemble_tensor(locals, sharded.mesh, c.sharding.values[size_t(v->id)], v->type.shape);
+    result.placements[name] = sharding::placements_of(c.sharding, v);
   }
   return result;
 }

@@ -54,6 +54,7 @@ struct TrainResult {
   // Sharded runs: every rank's shards of `state` (by rank), its bytes sent per step and the
   // collectives of rank 0's step program by op name.
   std::vector<std::map<std::string, Tensor>> rank_state;
+  std::map<std::string, std::string> placements;  // of each state tensor, "S(0),R" (sharded runs)
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
   bool root = true;  // false on the processes of an mpi run other than rank 0

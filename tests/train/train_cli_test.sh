@@ -3,7 +3,8 @@
 # - gpt hidden 512, 8 heads, vocabulary 1000 (which no mesh here divides): 3 SGD steps on one device,
 #   then sharded on 2x2 fsdp x tp, on 3 ranks tp (8 heads do not divide 3: heads stay whole),
 #   sequence parallel on 4 and vocabulary parallel on 3 give the same losses within 1e-4 relative;
-# - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum);
+# - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum),
+#   from one file and from a sharded checkpoint (2x2, one file per rank, which `run` loads too);
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
 # - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
@@ -59,6 +60,18 @@ again=$(losses "$resumed" | head -1)
 awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (a < 0 ? -a : a)) }' ||
   FAIL "resumed step $again differs from step 3 $third"
 grep -aq "momentum_buffer" "$t/ckpt.safetensors" || FAIL "the checkpoint holds no momentum buffers"
+# The same with a sharded checkpoint (one file per rank) on 2x2 fsdp x tp, which `run` loads too.
+out=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 2 --momentum 0.9 --lr 0.05 \
+  --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --save "$t/ckdir" 2>&1) || FAIL "sharded --save: $out"
+[ -f "$t/ckdir/rank3.safetensors" ] || FAIL "sharded --save wrote no rank3.safetensors"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckdir" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
+  --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --json 2>&1) || FAIL "resume from shards: $resumed"
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+  FAIL "step resumed from shards $again differs from step 3 $third"
+out=$("$DT" run "$t/gpt.dt" --weights "$t/ckdir" --inputs "$t/d.safetensors" --mesh 2x2 \
+  --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "run from the training shards: $out"
+echo "$out" | grep -q ': match$' || FAIL "run from the training shards does not match: $(echo "$out" | tail -2)"
 
 # Gradients of the first step.
 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --grads-out "$t/g.safetensors" \
