@@ -48,6 +48,7 @@ nlohmann::json plan_json(const RedistributePlan& plan) {
   nlohmann::json steps = nlohmann::json::array();
   for (const RedistributeStep& s : plan.steps)
     steps.push_back({{"mesh_dim", s.mesh_dim},
+                     {"mesh_dims", s.mesh_dims()},
                      {"kind", std::string(step_kind_name(s.kind))},
                      {"from", s.src.str()},
                      {"to", s.dst.str()},

@@ -119,6 +119,39 @@ std::vector<int> DeviceMesh::group_ranks(int64_t mesh_dim, int global_rank) cons
   return out;
 }
 
+std::vector<int> DeviceMesh::flat_group_ranks(uint32_t dims_mask, int global_rank) const {
+  if (dims_mask >> ndim() != 0)
+    DT_THROW(ValueError) << "flattened group mask " << dims_mask << " names a dim outside mesh " << str();
+  auto coord = coordinate(global_rank);
+  if (!coord) DT_THROW(ValueError) << "rank " << global_rank << " is not in mesh " << str();
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (int64_t m = 0; m < ndim(); ++m)
+    if (dims_mask >> m & 1u) {
+      dims.push_back(m);
+      count *= shape_[size_t(m)];
+    }
+  std::vector<int> out;
+  out.reserve(size_t(count));
+  for (int64_t k = 0; k < count; ++k) {
+    // Decode k into the coordinates of `dims`, the last dim fastest.
+    int64_t rest = k;
+    for (size_t j = dims.size(); j-- > 0;) {
+      (*coord)[size_t(dims[j])] = rest % shape_[size_t(dims[j])];
+      rest /= shape_[size_t(dims[j])];
+    }
+    out.push_back(rank_at(*coord));
+  }
+  return out;
+}
+
+int64_t DeviceMesh::flat_group_index(uint32_t dims_mask, const std::vector<int64_t>& coordinate) const {
+  int64_t index = 0;
+  for (int64_t m = 0; m < ndim(); ++m)
+    if (dims_mask >> m & 1u) index = index * shape_[size_t(m)] + coordinate[size_t(m)];
+  return index;
+}
+
 std::vector<std::vector<int>> DeviceMesh::all_groups(int64_t mesh_dim) const {
   checked_mesh_dim(mesh_dim);
   std::vector<std::vector<int>> out;

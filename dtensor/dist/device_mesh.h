@@ -6,6 +6,7 @@
 // a rank's index inside its group, not its global rank, picks its chunk.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,10 @@ class DeviceMesh {
   // mesh's rank arrays and groups are materialised (a mesh of 10^11 ranks is a typo).
   static constexpr int64_t kMaxDims = 8;
   static constexpr int64_t kMaxRanks = 65536;
+  // Flattened groups (one group spanning several mesh dims, for a collective over all of them) are
+  // made for meshes with at most this many dims of size > 1: one group per subset of two or more
+  // of those dims (11 for 4 dims), made up front by MeshGroups and used by the planner.
+  static constexpr int64_t kMaxFlatDims = 4;
   static_assert(kMaxDims <= 32, "sharding/parallel_plan.h keeps one bit per mesh dim in a uint32_t");
 
   DeviceMesh() = default;
@@ -48,6 +53,14 @@ class DeviceMesh {
   // Returns the ranks of the mesh-dim group containing global_rank, in group-index order
   // (mesh [[0,1,2,3],[4,5,6,7]], dim 0, rank 6 -> [2, 6]). Throws ValueError if not a member.
   std::vector<int> group_ranks(int64_t mesh_dim, int global_rank) const;
+  // Returns the ranks of the group spanning the mesh dims whose bits are set in `dims_mask` (a
+  // flattened group: the members that differ from global_rank only in those coordinates), ordered
+  // by those coordinates with the lowest mesh dim slowest. Mesh 2x2x2, dims {0, 2}, rank 0 ->
+  // [0, 1, 4, 5]. Throws ValueError if not a member or a bit names no mesh dim.
+  std::vector<int> flat_group_ranks(uint32_t dims_mask, int global_rank) const;
+  // Returns a coordinate's index in its flattened group of `dims_mask` (the position of its rank
+  // in flat_group_ranks).
+  int64_t flat_group_index(uint32_t dims_mask, const std::vector<int64_t>& coordinate) const;
   // Returns every group of a mesh dim (dim 0 of 2x4 -> [0,4] [1,5] [2,6] [3,7]).
   std::vector<std::vector<int>> all_groups(int64_t mesh_dim) const;
   // Throws ValueError when the mesh needs a rank outside a world of `world_size` ranks.

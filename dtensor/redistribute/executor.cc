@@ -80,8 +80,21 @@ struct Run {
     return shard_extent(plan.mesh_shape, state, plan.shape[size_t(t)], t, groups.coordinate(), m).second;
   }
 
-  Tensor all_gather(const Tensor& x, int64_t m, int64_t t) {
-    const int64_t n = group_size(m), i = index(m), parent = parent_extent(t, m);
+  // The group a step runs on: its mesh dim's, or the flattened group of its mesh dims.
+  struct Member {
+    ProcessGroup& group;
+    int64_t n, i;
+  };
+  Member member(const RedistributeStep& s) const {
+    if (!s.flattened()) return {groups.group(s.mesh_dim), group_size(s.mesh_dim), index(s.mesh_dim)};
+    ProcessGroup& g = groups.flat_group(s.flat_dims);
+    return {g, int64_t(g.size()), groups.mesh().flat_group_index(s.flat_dims, groups.coordinate())};
+  }
+
+  // S(t) -> R over `g`, whose members hold the pieces of this rank's extent `parent` of t (the
+  // extent before mesh dim m splits it) in member order.
+  Tensor all_gather(const Tensor& x, const Member& g, int64_t m, int64_t t) {
+    const int64_t n = g.n, i = g.i, parent = parent_extent(t, m);
     const int64_t c = chunk_size(parent, n), len = x.size(t);
     DT_CHECK(len == chunk_length(parent, n, i)) << len << " rows, parent " << parent << " n " << n << " index " << i;
     Shape out_shape = front_shape(x.shape(), t, n * c);
@@ -95,7 +108,7 @@ struct Run {
       if (c > len) send.narrow(0, len, c - len).fill_(0);  // deterministic padding
     }
     Tensor out = Tensor::uninitialized(out_shape, x.dtype());
-    all_gather_into_tensor(groups.group(m), out, send)->wait();
+    all_gather_into_tensor(g.group, out, send)->wait();
     return from_front(out.narrow(0, 0, parent), t);
   }
 
@@ -117,9 +130,9 @@ struct Run {
     return from_front(out.narrow(0, 0, len), t);
   }
 
-  Tensor all_reduce(const Tensor& x, int64_t m, ReduceOp op) {
+  Tensor all_reduce(const Tensor& x, const Member& g, ReduceOp op) {
     Tensor y = (x.is_contiguous() && !x.shares_storage_with(input)) ? x : x.clone();
-    if (y.numel() > 0) all_reduce_(groups.group(m), y, op)->wait();
+    if (y.numel() > 0) all_reduce_(g.group, y, op)->wait();
     return y;
   }
 
@@ -180,9 +193,9 @@ struct Run {
   Tensor run(const RedistributeStep& s, const Tensor& x) {
     const int64_t m = s.mesh_dim;
     switch (s.kind) {
-      case StepKind::all_gather: return all_gather(x, m, s.src.dim());
+      case StepKind::all_gather: return all_gather(x, member(s), m, s.src.dim());
       case StepKind::reduce_scatter: return reduce_scatter(x, m, s.dst.dim(), s.src.op());
-      case StepKind::all_reduce: return all_reduce(x, m, s.src.op());
+      case StepKind::all_reduce: return all_reduce(x, member(s), s.src.op());
       case StepKind::all_to_all: return all_to_all(x, m, s.src.dim(), s.dst.dim());
       case StepKind::chunk: {
         const int64_t n = group_size(m), i = index(m), t = s.dst.dim(), len = x.size(t);
@@ -222,8 +235,10 @@ Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const Mes
   Tensor x = local;
   for (const RedistributeStep& s : plan.steps) {
     DT_CHECK(run.state[size_t(s.mesh_dim)] == s.src) << "step expects " << s.src.str();
+    DT_CHECK(!s.flattened() || s.kind == StepKind::all_gather || s.kind == StepKind::all_reduce)
+        << "flattened " << step_kind_name(s.kind);
     x = run.run(s, x);
-    run.state[size_t(s.mesh_dim)] = s.dst;
+    for (int64_t m : s.mesh_dims()) run.state[size_t(m)] = s.dst;
   }
   DT_CHECK(run.state == plan.dst) << placements_str(run.state);
   Shape final_shape = local_shape_of(plan.mesh_shape, plan.dst, plan.shape, groups.coordinate());

@@ -1,5 +1,6 @@
-// Runs a redistribution plan on one rank: collectives on the rank's per-mesh-dim groups, local
-// pad / unpad / chunk / concatenate around them.
+// Runs a redistribution plan on one rank: collectives on the rank's per-mesh-dim groups (and
+// on MeshGroups' flattened groups for flattened steps), local pad / unpad / chunk / concatenate
+// around them.
 //
 // Collectives work on contiguous dim-0 buffers, so a step on tensor dim t moves t to the front
 // (one strided copy into the send buffer, padded with zeros to the chunk size where needed) and

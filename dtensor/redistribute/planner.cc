@@ -28,6 +28,7 @@ struct Edge {
   StepKind kind = StepKind::keep;
   int64_t bytes = 0;
   double time_us = 0;
+  uint32_t flat_dims = 0;  // a flattened step's mesh dims (redistribute_plan.h), 0 otherwise
 };
 
 constexpr int64_t kMaxStates = int64_t(1) << 20;
@@ -188,6 +189,18 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
       id /= K;
     }
   };
+  // Flattened steps (every dim of a subset to R at once) on meshes with few enough split dims
+  // for MeshGroups to hold a group per subset.
+  std::vector<uint32_t> flat_masks;
+  if (int64_t(dims.size()) <= DeviceMesh::kMaxFlatDims) {
+    for (uint32_t sub = 1; sub < (1u << dims.size()); ++sub) {
+      if (__builtin_popcount(sub) < 2) continue;
+      uint32_t mask = 0;
+      for (size_t k = 0; k < dims.size(); ++k)
+        if (sub >> k & 1u) mask |= 1u << dims[k];
+      flat_masks.push_back(mask);
+    }
+  }
   Placements target = state;
   for (int64_t m : dims) target[size_t(m)] = dst[size_t(m)];
   const int64_t start = encode(state), goal = encode(target);
@@ -227,6 +240,21 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
         queue.push({next, nid});
       }
     }
+    for (uint32_t mask : flat_masks) {
+      auto tr = rules.flat_step(mask);
+      if (!tr) continue;
+      int64_t nid = id;  // every dim of the mask to R (candidate code 0)
+      stride = 1;
+      for (size_t k = 0; k < dims.size(); ++k, stride *= K)
+        if (mask >> dims[k] & 1u) nid -= ((id / stride) % K) * stride;
+      double t = model_.collective_us(tr->bytes);
+      Label next{label.time_us + t, label.bytes + tr->bytes, label.steps + 1};
+      if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) continue;
+      seen[size_t(nid)] = 1;
+      best[size_t(nid)] = next;
+      how[size_t(nid)] = Edge{id, int32_t(mesh_dims_of(mask)[0]), 0, tr->kind, tr->bytes, t, mask};
+      queue.push({next, nid});
+    }
   }
   DT_CHECK(done[size_t(goal)]) << "no path from " << placements_str(plan.src) << " to " << placements_str(dst);
 
@@ -235,8 +263,8 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
   for (size_t i = path.size(); i-- > 0;) {
     const Edge& e = path[i];
     Placement to = cand[size_t(e.to_code)];
-    plan.steps.push_back({e.mesh_dim, e.kind, state[size_t(e.mesh_dim)], to, e.bytes, e.time_us});
-    state[size_t(e.mesh_dim)] = to;
+    plan.steps.push_back({e.mesh_dim, e.kind, state[size_t(e.mesh_dim)], to, e.bytes, e.time_us, e.flat_dims});
+    for (int64_t m : plan.steps.back().mesh_dims()) state[size_t(m)] = to;
   }
   relabel_trivial_dims(true);
   DT_CHECK(state == dst) << "plan ends in " << placements_str(state) << ", not " << placements_str(dst);

@@ -98,10 +98,11 @@ TEST(Planner, NestedShardsRespectTheSplitOrder) {
   Placements state = p.src;
   for (const RedistributeStep& s : p.steps) {
     TransitionRules rules(p.mesh_shape, state.data(), p.shape, 4);
-    auto tr = rules.step(s.mesh_dim, s.dst);
-    ASSERT_TRUE(tr.has_value()) << placements_str(state) << " mesh dim " << s.mesh_dim << " -> " << s.dst.str();
+    auto tr = s.flattened() ? rules.flat_step(s.flat_dims) : rules.step(s.mesh_dim, s.dst);
+    ASSERT_TRUE(tr.has_value()) << placements_str(state) << " mesh dims " << s.mesh_dims_str() << " -> "
+                                << s.dst.str();
     EXPECT_EQ(tr->kind, s.kind);
-    state[size_t(s.mesh_dim)] = s.dst;
+    for (int64_t m : s.mesh_dims()) state[size_t(m)] = s.dst;
   }
   EXPECT_EQ(state, p.dst);
   // Illegal moves are rejected by the rules.
@@ -113,6 +114,64 @@ TEST(Planner, NestedShardsRespectTheSplitOrder) {
   TransitionRules rules2({2, 4}, inner.data(), {64, 64}, 4);
   EXPECT_FALSE(rules2.step(0, Placement::shard(0)).has_value());
   EXPECT_TRUE(rules2.step(0, Placement::shard(1)).has_value());
+}
+
+TEST(Planner, ReducesOrGathersOverSeveralMeshDimsInOneCollective) {
+  using K = StepKind;
+  // P(sum),P(sum) -> R,R on 4x2: one all_reduce on the 8-rank flattened group, as PyTorch issues,
+  // sending 2·7/8 of the tensor instead of 2·3/4 + 2·1/2.
+  RedistributePlan ar = plan("4x2", "P(sum),P(sum)", "R,R", {64, 32});
+  ASSERT_EQ(kinds(ar), std::vector<K>{K::all_reduce});
+  EXPECT_EQ(ar.steps[0].flat_dims, 3u);
+  EXPECT_EQ(ar.steps[0].mesh_dims(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ar.total_bytes, 2 * 7 * (64 * 32 * 4) / 8);
+  // Nested even S(0),S(0) -> R,R: one all_gather (the pieces arrive in the split order).
+  RedistributePlan ag = plan("4x2", "S(0),S(0)", "R,R", {16, 8});
+  ASSERT_EQ(kinds(ag), std::vector<K>{K::all_gather});
+  EXPECT_EQ(ag.steps[0].flat_dims, 3u);
+  EXPECT_EQ(ag.total_bytes, 7 * 2 * 8 * 4);
+  // Uneven nested shards (1001 rows over 8) gather per mesh dim: the pieces differ in size. (The
+  // sizes are large enough for bandwidth to decide; see the tiny case below.)
+  RedistributePlan uneven = plan("4x2", "S(0),S(0)", "R,R", {1001, 256});
+  EXPECT_EQ(uneven.num_collectives(), 2);
+  for (const RedistributeStep& st : uneven.steps) {
+    EXPECT_FALSE(st.flattened());
+  }
+  // Strided shards are another interleaving: never one flattened gather.
+  for (const RedistributeStep& st : plan("4x2", "SS(0),S(0)", "R,R", {1024, 256}).steps) {
+    EXPECT_FALSE(st.flattened());
+  }
+  // Different partial ops, or one dim partial and one sharded, are not alike.
+  EXPECT_EQ(plan("4x2", "P(max),P(max)", "R,R", {8, 8}).num_collectives(), 1);
+  EXPECT_EQ(plan("4x2", "P(sum),S(0)", "R,R", {1024, 256}).num_collectives(), 2);
+  // ... while on a tiny tensor the latency decides: zero-fill into P(sum), then one flattened
+  // all_reduce (the executor and the partitioner run zero steps).
+  RedistributePlan tiny = plan("4x2", "P(sum),S(0)", "R,R", {8, 8});
+  ASSERT_EQ(kinds(tiny), (std::vector<K>{K::zero, K::all_reduce}));
+  EXPECT_TRUE(tiny.steps[1].flattened());
+  // A subset of the mesh dims on a 3-d mesh: dims 0 and 2 reduce, dim 1 keeps its shard.
+  RedistributePlan sub = plan("2x2x2", "P(sum),S(1),P(sum)", "R,S(1),R", {8, 8});
+  ASSERT_EQ(kinds(sub), std::vector<K>{K::all_reduce});
+  EXPECT_EQ(sub.steps[0].flat_dims, 5u);
+  // Mesh dims of size 1 are not part of any group.
+  RedistributePlan ones = plan("4x1x2", "P(sum),P(sum),P(sum)", "R,R,R", {8, 8});
+  EXPECT_EQ(ones.num_collectives(), 1);
+  for (const RedistributeStep& st : ones.steps) {
+    if (st.kind == K::all_reduce) {
+      EXPECT_EQ(st.flat_dims, 5u);
+    }
+  }
+}
+
+TEST(DeviceMeshFlatGroups, RanksFollowTheSplitOrder) {
+  DeviceMesh mesh = DeviceMesh::parse("2x2x2");
+  EXPECT_EQ(mesh.flat_group_ranks(0b101, 0), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(mesh.flat_group_ranks(0b101, 6), (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(mesh.flat_group_ranks(0b011, 5), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(mesh.flat_group_index(0b101, {1, 1, 0}), 2);
+  EXPECT_THROW(mesh.flat_group_ranks(0b1000, 0), ValueError);
+  DeviceMesh permuted(Shape{2, 2}, {3, 1, 2, 0});
+  EXPECT_EQ(permuted.flat_group_ranks(0b11, 0), (std::vector<int>{3, 1, 2, 0}));
 }
 
 TEST(Planner, RefusesWhatIsNotARedistribution) {

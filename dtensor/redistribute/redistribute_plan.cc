@@ -24,6 +24,26 @@ bool is_collective(StepKind kind) {
          kind == StepKind::all_to_all;
 }
 
+std::vector<int64_t> mesh_dims_of(uint32_t mask) {
+  std::vector<int64_t> dims;
+  for (int64_t m = 0; m < 32; ++m)
+    if (mask >> m & 1u) dims.push_back(m);
+  return dims;
+}
+
+std::vector<int64_t> RedistributeStep::mesh_dims() const {
+  return flattened() ? mesh_dims_of(flat_dims) : std::vector<int64_t>{mesh_dim};
+}
+
+std::string RedistributeStep::mesh_dims_str() const {
+  std::string out;
+  for (int64_t m : mesh_dims()) {
+    if (!out.empty()) out += '+';
+    out += std::to_string(m);
+  }
+  return out;
+}
+
 RedistributePlan RedistributePlan::empty_for(const Shape& mesh_shape, const Placements& src,
                                              const Placements& dst, const Shape& shape, DType dtype) {
   const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
@@ -56,7 +76,7 @@ std::string RedistributePlan::table() const {
                      "bytes/rank", "est_us");
   for (size_t i = 0; i < steps.size(); ++i) {
     const RedistributeStep& s = steps[i];
-    out += fmt::format("{:>4}  {:>9}  {:<15} {:<8} {:<8} {:>14}  {:>10.2f}\n", i, s.mesh_dim, step_kind_name(s.kind),
+    out += fmt::format("{:>4}  {:>9}  {:<15} {:<8} {:<8} {:>14}  {:>10.2f}\n", i, s.mesh_dims_str(), step_kind_name(s.kind),
                        s.src.str(), s.dst.str(), s.bytes, s.time_us);
   }
   if (steps.empty()) out += "  (no steps: the placements already match)\n";

@@ -25,6 +25,16 @@ namespace dt {
 //                   filled with the op's identity (0, lowest, highest)        0
 //   keep            a relabel with identical data: R -> P(avg|max|min), or any change on a mesh
 //                   dim of size 1                                             0
+//
+// A flattened step acts on several mesh dims at once through the group spanning them (their
+// members ordered by mesh coordinate, the lowest mesh dim slowest: the order in which nested
+// shards split a tensor dim), with the same src and dst on each of them. The planner takes one
+// where the cost model says it is cheaper than a step per mesh dim (one latency, fewer bytes), on
+// meshes with at most DeviceMesh::kMaxFlatDims dims of size > 1:
+//   all_reduce  P(op) on every dim -> R on every dim            2(N-1)/N·s   (N: the group's size)
+//   all_gather  S(t) on every dim -> R on every dim, when those dims are the innermost splits of t,
+//               t is split by plain shards only and the extent they split divides by N:
+//               the pieces arrive in the nested split order                 (N-1)·c
 enum class StepKind : uint8_t { all_gather, all_reduce, reduce_scatter, all_to_all, chunk, zero, keep };
 inline constexpr int kNumStepKinds = 7;
 
@@ -32,16 +42,26 @@ std::string_view step_kind_name(StepKind kind);
 bool is_collective(StepKind kind);
 
 struct RedistributeStep {
-  int64_t mesh_dim = 0;
+  int64_t mesh_dim = 0;  // the step's mesh dim; for a flattened step the lowest of its dims
   StepKind kind = StepKind::keep;
   Placement src, dst;   // the placement of this mesh dim before and after the step
   int64_t bytes = 0;    // bytes sent by one rank (the largest over ranks for uneven shards)
   double time_us = 0;   // estimated time under the planner's cost model
+  uint32_t flat_dims = 0;  // a flattened step: bit m set for each of its mesh dims; 0 otherwise
+
+  bool flattened() const { return flat_dims != 0; }
+  // Returns the step's mesh dims in increasing order ({mesh_dim} unless flattened).
+  std::vector<int64_t> mesh_dims() const;
+  // Returns "1", or "0+1" for a flattened step.
+  std::string mesh_dims_str() const;
   bool operator==(const RedistributeStep& o) const {
     return mesh_dim == o.mesh_dim && kind == o.kind && src == o.src && dst == o.dst && bytes == o.bytes &&
-           time_us == o.time_us;
+           time_us == o.time_us && flat_dims == o.flat_dims;
   }
 };
+
+// Returns the mesh dims whose bits are set in `mask`, in increasing order.
+std::vector<int64_t> mesh_dims_of(uint32_t mask);
 
 struct RedistributePlan {
   Shape mesh_shape;

@@ -114,4 +114,33 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
   return Transition{StepKind::all_to_all, worst * rest(t, u) * item};
 }
 
+std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
+  const std::vector<int64_t> dims = mesh_dims_of(dims_mask);
+  DT_CHECK(dims.size() >= 2 && dims.back() < ndim_) << dims_mask;
+  const Placement& p = state_[dims[0]];
+  int64_t group = 1;
+  for (int64_t m : dims) {
+    DT_CHECK(mesh_[size_t(m)] > 1) << "mesh dim " << m;
+    if (state_[m] != p) return std::nullopt;
+    group *= mesh_[size_t(m)];
+  }
+  const int64_t item = int64_t(itemsize_);
+  if (p.is_partial()) return Transition{StepKind::all_reduce, 2 * (group - 1) * rest(-1, -1) * item / group};
+  if (!p.is_shard() || p.is_strided()) return std::nullopt;
+  // Gathering over the flattened group puts the pieces in its member order (lowest mesh dim
+  // slowest), which is the nested split order when the dims are the innermost plain splits of t.
+  // Even splits keep every member's piece the same size, so no padding or per-member sizes.
+  const int64_t t = p.dim();
+  int64_t all_splits = 1;
+  for (int64_t k = 0; k < ndim_; ++k) {
+    if (!state_[k].is_shard(t) || mesh_[size_t(k)] == 1) continue;
+    if (state_[k].is_strided()) return std::nullopt;
+    if (!(dims_mask >> k & 1u) && k > dims[0]) return std::nullopt;  // a split inside the group's
+    all_splits *= mesh_[size_t(k)];
+  }
+  if (shape_[size_t(t)] % all_splits != 0) return std::nullopt;
+  const int64_t piece = shape_[size_t(t)] / all_splits;
+  return Transition{StepKind::all_gather, (group - 1) * piece * rest(t, -1) * item};
+}
+
 }  // namespace dt

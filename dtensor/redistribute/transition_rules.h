@@ -58,6 +58,11 @@ class TransitionRules {
   // Returns the step that changes mesh dim m from state[m] to `to`, or nullopt when that is not
   // legal in this state. `to` must differ from state[m].
   std::optional<Transition> step(int64_t m, const Placement& to) const;
+  // Returns the flattened step (redistribute_plan.h) that makes every mesh dim of `dims_mask`
+  // (at least two, each of size > 1) Replicate, or nullopt when there is none: they must hold
+  // the same P(op) (all_reduce), or the same S(t) as the innermost splits of t where only plain
+  // shards split t and their sizes divide t's extent (all_gather in the nested split order).
+  std::optional<Transition> flat_step(uint32_t dims_mask) const;
 
   // Returns the size of tensor dim t at coordinate 0 before mesh dim m splits it.
   int64_t parent_extent(int64_t t, int64_t m) const;

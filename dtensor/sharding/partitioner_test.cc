@@ -96,6 +96,32 @@ TEST(Partitioner, MlpWithoutBiasHasOneAllReducePerBlock) {
   expect_matches_single(g, mlp_plan(), DeviceMesh({2}));
 }
 
+// Column-wise then row-wise over both mesh dims (2-d tensor parallelism): the row-wise output is
+// partial on both, and the planner reduces it with one all_reduce on the flattened group "dp_tp"
+// instead of one per mesh dim (PyTorch issues one here too). Realistic width, uneven batch.
+TEST(Partitioner, PartialOnTwoMeshDimsIsOneAllReduceOnTheFlattenedGroup) {
+  ParallelPlan plan = ParallelPlan::parse(R"({"mesh_dims": ["dp", "tp"], "modules": [
+      {"pattern": "layers.*.fc1", "style": "colwise", "mesh_dim": "dp"},
+      {"pattern": "layers.*.fc1", "style": "colwise", "mesh_dim": "tp"},
+      {"pattern": "layers.*.fc2", "style": "rowwise", "mesh_dim": "dp"},
+      {"pattern": "layers.*.fc2", "style": "rowwise", "mesh_dim": "tp"}]})");
+  ir::Graph g = mlp_without_bias(512, 2, 5);
+  for (const char* m : {"2x2", "4x2"}) {
+    DeviceMesh mesh = DeviceMesh::parse(m);
+    CompiledModel c = compile(g, plan, mesh);
+    for (const ir::Graph& p : c.programs) {
+      ASSERT_NE(p.find_group("dp_tp"), nullptr) << ir::print(p);
+      EXPECT_EQ(p.find_group("dp_tp")->ranks.size(), size_t(mesh.size()));
+      int on_flat = 0;
+      for (const ir::Node* n : p.nodes())
+        if (n->op == ir::OpKind::all_reduce && n->attr_str("group") == "dp_tp") ++on_flat;
+      EXPECT_EQ(on_flat, 2) << ir::print(p);
+      EXPECT_EQ(collective_stats(p, 0).total, 2) << ir::print(p);
+    }
+    expect_matches_single(g, plan, mesh);
+  }
+}
+
 TEST(Partitioner, RowwiseBiasIsAddedOnGroupIndexZeroOnly) {
   ir::Graph g = ir::build_mlp({.hidden = 8, .layers = 1, .batch = 2});
   CompiledModel c = compile(g, mlp_plan(), DeviceMesh({2}));

@@ -158,11 +158,7 @@ class NodePropagator {
   double move_cost(const Placements& src, const Placements& dst, const ir::TensorType& t) const {
     if (src == dst) return 0;
     try {
-      auto plan = planner_.plan(s_.mesh.shape(), src, dst, t.shape, t.dtype);
-      // A `zero` step (into a partial) has no lowering in per-rank programs.
-      for (const RedistributeStep& step : plan->steps)
-        if (step.kind == StepKind::zero) return kInfinite;
-      return plan->total_time_us;
+      return planner_.plan(s_.mesh.shape(), src, dst, t.shape, t.dtype)->total_time_us;
     } catch (const Error&) {
       return kInfinite;
     }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/redistribute/executor.h"
@@ -15,7 +17,15 @@ class StepLowering {
  public:
   StepLowering(LoweringContext& ctx, const RedistributePlan& plan, const Placements& state, const RedistributeStep& step)
       : ctx_(ctx), b_(ctx.graph), plan_(plan), state_(state), step_(step), m_(size_t(step.mesh_dim)),
-        n_(ctx.mesh.size(step.mesh_dim)), i_(ctx.coord[m_]), group_(ctx.group_names[m_]) {}
+        n_(ctx.mesh.size(step.mesh_dim)), i_(ctx.coord[m_]), group_(ctx.group_names[m_]) {
+    if (step.flattened()) {
+      DT_CHECK(step.kind == StepKind::all_reduce || step.kind == StepKind::all_gather)
+          << "flattened " << step_kind_name(step.kind);
+      group_ = ctx.flat_group(step.flat_dims);
+      n_ = int64_t(ctx.graph.find_group(group_)->ranks.size());
+      i_ = ctx.mesh.flat_group_index(step.flat_dims, ctx.coord);
+    }
+  }
 
   Value* run(Value* x) {
     switch (step_.kind) {
@@ -25,7 +35,7 @@ class StepLowering {
       case StepKind::all_gather: return all_gather(x);
       case StepKind::reduce_scatter: return reduce_scatter(x);
       case StepKind::all_to_all: return all_to_all(x);
-      case StepKind::zero: break;
+      case StepKind::zero: return zero(x);
     }
     DT_THROW(InternalError) << "the partitioner cannot lower a " << step_kind_name(step_.kind) << " step ("
                             << step_.src.str() << " -> " << step_.dst.str() << ")";
@@ -45,7 +55,7 @@ class StepLowering {
     return out;
   }
   static bool all_equal(const std::vector<int64_t>& v) {
-    for (int64_t e : v)
+    for (int64_t e : v)  // true for an empty list
       if (e != v[0]) return false;
     return true;
   }
@@ -68,6 +78,48 @@ class StepLowering {
     return wait(b_.all_reduce(x, group_, std::string(reduce_op_name(step_.src.op()))));
   }
 
+  // R -> P(sum): group index 0 keeps the value, the others hold zeros. S(t) -> P(op): this
+  // member's chunk inside the unsharded extent, the rest the op's identity (0, -inf, +inf). The
+  // planner takes these before a flattened all_reduce of a tiny tensor (one latency, not two).
+  Value* zero(Value* x) {
+    const ReduceOp op = step_.dst.op();
+    if (step_.src.is_replicate()) {
+      if (i_ == 0) return x;
+      named(".zero", x);
+      return full(x->type.dtype, x->type.shape, 0.0);
+    }
+    double fill = 0.0;
+    if (op == ReduceOp::max || op == ReduceOp::min) {
+      if (!is_floating(x->type.dtype))
+        DT_THROW(InternalError) << "the partitioner cannot fill an integer tensor for P(" << reduce_op_name(op) << ")";
+      fill = op == ReduceOp::max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    }
+    const int64_t t = step_.src.dim();
+    const std::vector<int64_t> lens = member_extents(state_, t);
+    int64_t before = 0, total = 0;
+    for (int64_t j = 0; j < n_; ++j) {
+      if (j < i_) before += lens[size_t(j)];
+      total += lens[size_t(j)];
+    }
+    std::vector<Value*> pieces;
+    auto pad = [&](int64_t rows) {
+      Shape s = x->type.shape;
+      s[size_t(t)] = rows;
+      named(".zero", x);
+      pieces.push_back(full(x->type.dtype, s, fill));
+    };
+    if (before > 0) pad(before);
+    pieces.push_back(x);
+    if (total - before - lens[size_t(i_)] > 0) pad(total - before - lens[size_t(i_)]);
+    if (pieces.size() == 1) return x;
+    named(".zero", x);
+    return b_.cat(pieces, t);
+  }
+  Value* full(DType dtype, const Shape& shape, double value) {
+    return b_.record(ir::OpKind::full, {},
+                     {{"shape", std::vector<int64_t>(shape.begin(), shape.end())}, {"value", value}, {"dtype", dtype}})[0];
+  }
+
   Value* chunk(Value* x) {
     const int64_t d = step_.dst.dim();
     const int64_t extent = x->type.shape[size_t(d)];
@@ -78,7 +130,8 @@ class StepLowering {
 
   Value* all_gather(Value* x) {
     const int64_t d = step_.src.dim();
-    std::vector<int64_t> lens = member_extents(state_, d);
+    // A flattened gather's pieces are even (the planner takes one only then).
+    std::vector<int64_t> lens = step_.flattened() ? std::vector<int64_t>{} : member_extents(state_, d);
     Value* t = swap_front(x, d);
     Value* y;
     if (all_equal(lens)) {
@@ -189,12 +242,27 @@ std::string LoweringContext::fresh(const std::string& base) {
   }
 }
 
+const std::string& LoweringContext::flat_group(uint32_t dims_mask) {
+  std::string name;
+  for (int64_t m : mesh_dims_of(dims_mask)) {
+    if (!name.empty()) name += '_';
+    name += group_names[size_t(m)];
+  }
+  std::vector<int> ranks = mesh.flat_group_ranks(dims_mask, mesh.rank_at(coord));
+  if (const ir::GroupDecl* g = graph.find_group(name)) {
+    DT_CHECK(g->ranks == ranks) << "group " << name << " is declared with other ranks";
+    return g->name;
+  }
+  graph.add_group(name, std::move(ranks));
+  return graph.find_group(name)->name;
+}
+
 Value* lower_redistribution(LoweringContext& ctx, Value* x, const RedistributePlan& plan) {
   Placements state = plan.src;
   for (const RedistributeStep& step : plan.steps) {
     DT_CHECK(state[size_t(step.mesh_dim)] == step.src) << "step expects " << step.src.str();
     x = StepLowering(ctx, plan, state, step).run(x);
-    state[size_t(step.mesh_dim)] = step.dst;
+    for (int64_t m : step.mesh_dims()) state[size_t(m)] = step.dst;
   }
   DT_CHECK(state == plan.dst) << placements_str(state) << " vs " << placements_str(plan.dst);
   return x;

@@ -1,7 +1,8 @@
 // Lowers a redistribution plan (dtensor/redistribute) into IR nodes of one rank's program: each
 // collective step becomes functional collectives followed by their wait_tensor, with the local
 // transposes, slices and concatenations around them. The group of a step on mesh dim m is the
-// program's group named after m.
+// program's group named after m; a flattened step (several mesh dims at once) runs on the group
+// named after its dims joined by '_' (mesh dims dp and tp: "dp_tp"), declared when first used.
 //
 // Per step on mesh dim m (group size n, group index i):
 //   all_gather S(d)->R      even chunks: transpose d to the front, all_gather_into_tensor, wait,
@@ -16,8 +17,10 @@
 //                           sizes, wait, split the pieces received from each member, view them,
 //                           concatenate along t, transpose back.
 //   chunk R->S(d)           slice of this rank's chunk (no communication).
+//   zero R->P(sum)          group index 0 keeps the value, the others a `full` of zeros.
+//   zero S(d)->P(op)        cat of identity-filled `full`s around this member's chunk (the
+//                           unsharded extent of d; identity 0, -inf or +inf).
 //   keep                    nothing (same data).
-// `zero` steps (into a partial placement) are never planned for the partitioner's requests.
 #pragma once
 
 #include <string>
@@ -39,6 +42,10 @@ struct LoweringContext {
 
   // Returns a value name "<base>.<k>" unused in both graphs.
   std::string fresh(const std::string& base);
+  // Returns the name of the flattened group of the mesh dims in `dims_mask` (their names joined
+  // by '_', as PyTorch's DeviceMesh._flatten names them: "dp_tp"), declaring it in the program
+  // the first time.
+  const std::string& flat_group(uint32_t dims_mask);
 };
 
 // Appends the nodes moving `x` (this rank's local value of a tensor laid out as plan.src) to
