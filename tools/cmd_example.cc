@@ -83,10 +83,11 @@ void write_example(const ir::Graph& g, const ExampleOptions& opt, int64_t int_hi
   if (!opt.inputs.empty())
     files.add(opt.inputs, io::safetensors_bytes(random_inputs(g, opt.seed, int_high), {{"seed", std::to_string(opt.seed)}}));
   files.commit();
+  // Name every file written (the model goes to stdout when no -o is given).
   if (to_stdout) std::fwrite(text.data(), 1, text.size(), stdout);
-  else
-    std::fprintf(stderr, "wrote %s (%zu nodes, %zu parameters)%s%s\n", opt.output.c_str(), g.nodes().size(),
-                 g.params().size(), opt.weights.empty() ? "" : " and ", opt.weights.c_str());
+  else std::fprintf(stderr, "wrote model %s (%zu nodes, %zu parameters)\n", opt.output.c_str(), g.nodes().size(), g.params().size());
+  if (!opt.weights.empty()) std::fprintf(stderr, "wrote weights %s (seed %llu)\n", opt.weights.c_str(), (unsigned long long)opt.seed);
+  if (!opt.inputs.empty()) std::fprintf(stderr, "wrote inputs %s (seed %llu)\n", opt.inputs.c_str(), (unsigned long long)opt.seed);
 }
 
 void add_common(CLI::App* cmd, ExampleOptions& opt) {

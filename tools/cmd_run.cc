@@ -1,6 +1,7 @@
-// `dtensor run MODEL --weights W --inputs I [--expect E] [--json]`: runs a model written in the IR
-// on CPU and reports time and peak memory; with --expect, compares output 0 with tensor `output`
-// of E (max_abs_diff, max_rel_diff, match; exit code 1 when it does not match).
+// `dtensor run MODEL --weights W --inputs I [--expect E] [--save-outputs O] [--json]`: runs a model
+// written in the IR on CPU and reports time, peak memory and every output (a scalar's value, any
+// non-finite values); with --expect, compares each output E names (tools/output_check.h; exit code
+// 1 when one does not match or is not finite).
 //
 // The single-device path is run_single_device(); the multi-rank path (--mesh/--plan) is
 // tools/run_distributed.cc, on the threads backend or, under mpirun, the mpi backend (--backend).
@@ -13,6 +14,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/comm/timeout.h"
+#include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
@@ -24,6 +26,8 @@
 #include "dtensor/comm/mpi/mpi_runtime.h"
 #endif
 #include "tools/command.h"
+#include "tools/byte_units.h"
+#include "tools/output_check.h"
 #include "tools/run_distributed.h"
 
 namespace dt::tools {
@@ -31,6 +35,7 @@ namespace {
 
 struct RunOptions {
   std::string model, weights, inputs, expect;
+  std::string save_outputs;  // --save-outputs FILE.safetensors
   std::string mesh, plan;  // multi-rank run (tools/run_distributed.cc)
   bool json = false;
   double rtol = 1e-5, atol = 1e-5;
@@ -82,7 +87,8 @@ RunResult run_single_device(const Program& p, int repeat, const CommOptions& com
   return r;
 }
 
-// Prints the report (text or JSON); returns false when --expect was given and did not match.
+// Prints the report (text or JSON); returns false when an output is not finite or --expect was
+// given and did not match.
 bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
   nlohmann::json j;
   j["model"] = opt.model;
@@ -90,44 +96,35 @@ bool report(const RunOptions& opt, const Program& p, const RunResult& r) {
   j["ranks"] = r.ranks;
   j["time_ms"] = r.stats.seconds * 1e3;
   j["peak_bytes"] = r.stats.peak_bytes;
-  nlohmann::json outs = nlohmann::json::array();
-  for (size_t i = 0; i < r.outputs.size(); ++i) {
-    nlohmann::json o = {{"name", p.graph.outputs()[i]->name}, {"type", ir::type_str(p.graph.outputs()[i]->type)}};
-    if (r.outputs[i].numel() == 1) o["value"] = r.outputs[i].item();
-    outs.push_back(o);
-  }
-  j["outputs"] = outs;
-  bool match = true;
+  std::vector<std::optional<Tensor>> reference;
   if (!opt.expect.empty()) {
     if (r.outputs.empty()) DT_THROW(ValueError) << "model " << opt.model << " has no output to compare";
-    Tensor expected = io::SafetensorsFile::open(opt.expect).get("output");
-    DiffReport d = compare(r.outputs[0], expected, opt.rtol, opt.atol);
-    match = d.shapes_match && d.mismatches == 0;
-    j["expect"] = {{"file", opt.expect},   {"max_abs_diff", d.max_abs_diff}, {"max_rel_diff", d.max_rel_diff},
-                   {"mismatches", d.mismatches}, {"rtol", opt.rtol}, {"atol", opt.atol},
-                   {"shapes_match", d.shapes_match}, {"match", match}};
-    if (!d.shapes_match)
-      j["expect"]["expected_shape"] = shape_str(expected.shape());
+    reference = expected_outputs(p.graph, opt.expect);
+  }
+  const OutputCheck check = check_outputs(p.graph, r.outputs, reference, opt.rtol, opt.atol);
+  j["outputs"] = check.outputs;
+  j["match"] = check.match;
+  if (!opt.expect.empty())
+    j["expect"] = {{"file", opt.expect},           {"max_abs_diff", check.max_abs_diff},
+                   {"max_rel_diff", check.max_rel_diff}, {"rtol", opt.rtol},
+                   {"atol", opt.atol},             {"match", check.match}};
+  if (!opt.save_outputs.empty()) {
+    save_outputs(opt.save_outputs, p.graph, r.outputs);
+    j["saved_outputs"] = opt.save_outputs;
   }
   if (opt.json) {
     std::printf("%s\n", j.dump(2).c_str());
-    return match;
+    return check.match;
   }
   std::printf("model %s: %zu nodes, %zu parameters\n", opt.model.c_str(), p.graph.nodes().size(), p.graph.params().size());
-  std::printf("ran on %d rank%s in %.3f ms, peak memory %.2f MiB (%zu bytes of live intermediates)\n", r.ranks,
-              r.ranks == 1 ? "" : "s", r.stats.seconds * 1e3, double(r.stats.peak_bytes) / (1 << 20), r.stats.peak_bytes);
-  for (const auto& o : outs) {
-    std::printf("output %%%s : %s", o["name"].get<std::string>().c_str(), o["type"].get<std::string>().c_str());
-    if (o.contains("value")) std::printf(" = %.9g", o["value"].get<double>());
-    std::printf("\n");
-  }
-  if (j.contains("expect")) {
-    const auto& e = j["expect"];
-    std::printf("expect %s: max_abs_diff %.3g, max_rel_diff %.3g, mismatches %lld (rtol %g, atol %g): %s\n",
-                opt.expect.c_str(), e["max_abs_diff"].get<double>(), e["max_rel_diff"].get<double>(),
-                (long long)e["mismatches"].get<int64_t>(), opt.rtol, opt.atol, match ? "match" : "MISMATCH");
-  }
-  return match;
+  std::printf("ran on 1 device in %.3f ms, peak memory %s (live intermediates)\n", r.stats.seconds * 1e3,
+              bytes_text(double(r.stats.peak_bytes)).c_str());
+  for (const std::string& line : check.lines) std::printf("%s\n", line.c_str());
+  if (!opt.save_outputs.empty()) std::printf("saved %zu outputs to %s\n", r.outputs.size(), opt.save_outputs.c_str());
+  if (!opt.expect.empty())
+    std::printf("expect %s: max_abs_diff %.3g, max_rel_diff %.3g (rtol %g, atol %g): %s\n", opt.expect.c_str(),
+                check.max_abs_diff, check.max_rel_diff, opt.rtol, opt.atol, check.match ? "match" : "MISMATCH");
+  return check.match;
 }
 
 // Returns the CommOptions of --timeout-s and --check-collectives.
@@ -153,12 +150,22 @@ void run_command(const RunOptions& opt) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
                             opt.plan, opt.json, opt.rtol, opt.atol, opt.repeat, opt.passes, opt.trace,
-                            choose_backend(opt), comm, !opt.no_comm_arena};
+                            choose_backend(opt), comm, !opt.no_comm_arena, opt.save_outputs};
     if (!run_distributed(d)) command_exit_code() = 1;
     return;
   }
   if (!opt.backend.empty() && runtime::parse_backend(opt.backend) == runtime::Backend::mpi)
     DT_THROW(ValueError) << "--backend mpi needs --mesh and --plan (a sharded run)";
+#ifdef DTENSOR_WITH_MPI
+  if (mpi::launched_by_mpi_launcher())
+    DT_THROW(ValueError) << "started by mpirun without --mesh: every process would run the whole model; add --mesh N "
+                            "--plan P (N = the number of processes) for a sharded run, or run without mpirun";
+#endif
+  if (!opt.trace.empty())
+    DT_THROW(ValueError) << "--trace records a sharded run: add --mesh and --plan (a single-device run has no "
+                            "trace yet)";
+  refuse_output_over_input(opt.save_outputs, {{"model", opt.model}, {"weights", opt.weights}, {"inputs", opt.inputs},
+                                              {"expect", opt.expect}});
   Program p = load_program(opt);
   RunResult r = run_single_device(p, opt.repeat, comm);
   if (!report(opt, p, r)) command_exit_code() = 1;
@@ -170,7 +177,10 @@ void setup(CLI::App& app) {
   cmd->add_option("model", opt.model, "IR file (.dt)")->required();
   cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model, or (with --mesh) a shard-weights directory of rank<r>.safetensors");
   cmd->add_option("--inputs", opt.inputs, "safetensors file with the data inputs, by name (extra tensors ignored)");
-  cmd->add_option("--expect", opt.expect, "safetensors file whose tensor `output` output 0 must match");
+  cmd->add_option("--expect", opt.expect,
+                  "safetensors file of expected outputs: each output it names (or `output` for output 0) must match");
+  cmd->add_option("--save-outputs", opt.save_outputs,
+                  "write every output, by name, to this safetensors file (gathered to full tensors for --mesh)");
   cmd->add_option("--rtol", opt.rtol, "relative tolerance of --expect")->capture_default_str();
   cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();

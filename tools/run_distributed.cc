@@ -19,7 +19,9 @@
 #include "dtensor/runtime/trace.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/tensor_sharding.h"
+#include "tools/byte_units.h"
 #include "tools/mesh_fit.h"
+#include "tools/output_check.h"
 
 namespace dt::tools {
 namespace {
@@ -130,12 +132,12 @@ RankReport rank_report(const ir::Graph& program, int r, const runtime::RunStats&
 // Compares with the reference, prints the report; returns whether every output matched.
 bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<Tensor>& outputs,
             const std::vector<RankReport>& ranks, const std::map<std::string, int>& kinds) {
-  // The reference: --expect's `output` for output 0, else a single-device run of every output.
-  std::vector<Tensor> reference;
+  // The reference: the outputs --expect names, else a single-device run of every output.
+  std::vector<std::optional<Tensor>> reference;
   std::string compared_with;
   double single_ms = 0;
   if (!opt.expect.empty()) {
-    reference.push_back(io::SafetensorsFile::open(opt.expect).get("output"));
+    reference = expected_outputs(s.model, opt.expect);
     compared_with = opt.expect;
   } else {
     runtime::Bindings full = s.weights;
@@ -143,7 +145,7 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
     runtime::LaunchOptions lo;
     lo.repeat = opt.repeat;
     auto single = runtime::launch({&s.model}, {full}, lo);
-    reference = single[0].outputs;
+    for (Tensor& t : single[0].outputs) reference.emplace_back(std::move(t));
     single_ms = single[0].stats.seconds * 1e3;
     compared_with = "single-device run";
   }
@@ -154,17 +156,14 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
   j["ranks"] = s.mesh.size();
   j["backend"] = runtime::backend_name(opt.backend);
   j["compared_with"] = compared_with;
-  bool match = true;
-  double max_abs = 0, max_rel = 0;
-  nlohmann::json outs = nlohmann::json::array();
-  for (size_t k = 0; k < reference.size() && k < outputs.size(); ++k) {
-    DiffReport d = compare(outputs[k], reference[k], opt.rtol, opt.atol);
-    const bool ok = d.shapes_match && d.mismatches == 0;
-    match = match && ok;
-    max_abs = std::max(max_abs, d.max_abs_diff);
-    max_rel = std::max(max_rel, d.max_rel_diff);
-    outs.push_back({{"name", s.model.outputs()[k]->name}, {"max_abs_diff", d.max_abs_diff}, {"match", ok}});
+  const OutputCheck check = check_outputs(s.model, outputs, reference, opt.rtol, opt.atol);
+  const bool match = check.match;
+  const double max_abs = check.max_abs_diff, max_rel = check.max_rel_diff;
+  if (!opt.save_outputs.empty()) {
+    save_outputs(opt.save_outputs, s.model, outputs);
+    j["saved_outputs"] = opt.save_outputs;
   }
+  const nlohmann::json& outs = check.outputs;
   j["outputs"] = outs;
   j["max_abs_diff"] = max_abs;
   j["max_rel_diff"] = max_rel;
@@ -201,9 +200,12 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
   for (const auto& [k, n] : kinds) kinds_text += fmt::format("{}{} {}", kinds_text.empty() ? "" : ", ", n, k);
   std::printf("collectives per rank: %s\n", kinds_text.empty() ? "none" : kinds_text.c_str());
   for (const auto& r : per_rank)
-    std::printf("  rank %d: %.3f ms, peak %.2f MiB, parameters %.1f KiB, sends %lld bytes\n", r["rank"].get<int>(),
-                r["time_ms"].get<double>(), r["peak_bytes"].get<double>() / (1 << 20),
-                r["param_bytes"].get<double>() / 1024, (long long)r["bytes_sent"].get<int64_t>());
+    std::printf("  rank %d: %.3f ms, peak %s, parameters %s, sends %s\n", r["rank"].get<int>(),
+                r["time_ms"].get<double>(), bytes_text(double(r["peak_bytes"].get<int64_t>())).c_str(),
+                bytes_text(double(r["param_bytes"].get<int64_t>())).c_str(),
+                bytes_text(double(r["bytes_sent"].get<int64_t>())).c_str());
+  for (const std::string& line : check.lines) std::printf("%s\n", line.c_str());
+  if (!opt.save_outputs.empty()) std::printf("saved %zu outputs to %s\n", outputs.size(), opt.save_outputs.c_str());
   std::printf("compared with %s: max_abs_diff %.3g, max_rel_diff %.3g (rtol %g, atol %g): %s\n", compared_with.c_str(),
               max_abs, max_rel, opt.rtol, opt.atol, match ? "match" : "MISMATCH");
   return match;
@@ -336,8 +338,11 @@ bool run_distributed(const DistributedRunOptions& opt) {
   if (opt.backend == runtime::Backend::mpi && !runtime::mpi_backend_available())
     DT_THROW(ValueError) << "--backend mpi requested, but this dtensor was built without Open MPI "
                             "(DTENSOR_WITH_MPI off): rebuild with Open MPI installed or use --backend threads";
-  refuse_output_over_input(opt.trace, {{"model", opt.model}, {"weights", opt.weights}, {"inputs", opt.inputs},
-                                      {"expect", opt.expect}, {"plan", opt.plan}});
+  for (const std::string& out : {opt.trace, opt.save_outputs})
+    refuse_output_over_input(out, {{"model", opt.model}, {"weights", opt.weights}, {"inputs", opt.inputs},
+                                   {"expect", opt.expect}, {"plan", opt.plan}});
+  if (!opt.trace.empty() && !opt.save_outputs.empty() && std::filesystem::path(opt.trace) == opt.save_outputs)
+    DT_THROW(ValueError) << "--trace and --save-outputs name the same file " << opt.trace;
   Setup s;
   load_setup(opt, s);
   if (opt.backend == runtime::Backend::mpi) return run_mpi_rank(opt, s);

@@ -22,6 +22,7 @@ struct DistributedRunOptions {
   runtime::Backend backend = runtime::Backend::threads;
   CommOptions comm;  // --timeout-s, --check-collectives
   bool comm_arena = true;  // place planned comm buffers in the symmetric arena (--no-comm-arena: off)
+  std::string save_outputs;  // write the assembled outputs, by name, to this safetensors file
 };
 
 // Runs and prints the report (on the mpi backend: rank 0 prints, every rank returns the same

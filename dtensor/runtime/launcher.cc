@@ -56,9 +56,13 @@ void run_world(Backend backend, int ranks, const std::function<void(ProcessGroup
 #ifdef DTENSOR_WITH_MPI
   mpi::run_mpi(
       [&](ProcessGroup& world) {
+        if (world.size() == 1 && ranks > 1 && !mpi::launched_by_mpi_launcher())
+          DT_THROW(ValueError) << "--backend mpi runs one process per rank under mpirun: start it with mpirun -np "
+                               << ranks << " (this process was not started by mpirun)";
         if (world.size() != ranks)
-          DT_THROW(ValueError) << "mpirun started " << world.size() << " processes but the mesh has " << ranks
-                               << " ranks: run with mpirun -np " << ranks;
+          DT_THROW(ValueError) << "mpirun started " << world.size() << (world.size() == 1 ? " process" : " processes")
+                               << " but the mesh has " << ranks << (ranks == 1 ? " rank" : " ranks")
+                               << ": run with mpirun -np " << ranks;
         fn(world);
       },
       comm);

@@ -1,0 +1,110 @@
+#include "tools/output_check.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "dtensor/core/error.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/ir/printer.h"
+
+namespace dt::tools {
+
+NonFinite find_non_finite(const Tensor& t) {
+  NonFinite nf;
+  if (!is_floating(t.dtype()) || t.numel() == 0) return nf;
+  const Tensor f = t.to(DType::f64).contiguous();
+  const double* p = f.data<double>();
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    if (std::isfinite(p[i])) continue;
+    if (nf.count++ == 0) {
+      nf.first_value = p[i];
+      nf.first_index.assign(size_t(t.dim()), 0);
+      int64_t rest = i;
+      for (int64_t d = t.dim(); d-- > 0;) {
+        nf.first_index[size_t(d)] = rest % t.size(d);
+        rest /= t.size(d);
+      }
+    }
+  }
+  return nf;
+}
+
+std::string non_finite_text(const NonFinite& nf) {
+  return fmt::format("{} non-finite value{} (first: {} at [{}])", nf.count, nf.count == 1 ? "" : "s", nf.first_value,
+                     fmt::join(nf.first_index, ", "));
+}
+
+std::vector<std::optional<Tensor>> expected_outputs(const ir::Graph& graph, const std::string& file) {
+  io::SafetensorsFile e = io::SafetensorsFile::open(file);
+  std::vector<std::optional<Tensor>> ref(graph.outputs().size());
+  bool any = false;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    const std::string& name = graph.outputs()[k]->name;
+    if (e.contains(name)) ref[k] = e.get(name);
+    else if (k == 0 && e.contains("output")) ref[k] = e.get("output");
+    any = any || ref[k].has_value();
+  }
+  if (!any) {
+    std::vector<std::string> outs;
+    for (const ir::Value* v : graph.outputs()) outs.push_back(v->name);
+    DT_THROW(ValueError) << "--expect " << file << " names none of the model's outputs (" << fmt::format("{}", fmt::join(outs, ", "))
+                         << "); it holds: " << fmt::format("{}", fmt::join(e.names(), ", "))
+                         << " (a tensor named like an output, or `output` for output 0)";
+  }
+  return ref;
+}
+
+OutputCheck check_outputs(const ir::Graph& graph, const std::vector<Tensor>& outputs,
+                          const std::vector<std::optional<Tensor>>& reference, double rtol, double atol) {
+  OutputCheck c;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const ir::Value* v = graph.outputs()[k];
+    const Tensor& out = outputs[k];
+    nlohmann::json o = {{"name", v->name}, {"type", ir::type_str(v->type)}};
+    std::string line = fmt::format("output %{} : {}", v->name, ir::type_str(v->type));
+    if (out.numel() == 1) {
+      o["value"] = out.item();
+      line += fmt::format(" = {:.9g}", out.item());
+    }
+    const NonFinite nf = find_non_finite(out);
+    if (nf.count > 0) {
+      o["non_finite"] = {{"count", nf.count}, {"first_index", nf.first_index}, {"first_value", fmt::format("{}", nf.first_value)}};
+      line += ": " + non_finite_text(nf);
+      c.match = false;
+    }
+    if (k < reference.size() && reference[k]) {
+      const Tensor& want = *reference[k];
+      DiffReport d = compare(out, want, rtol, atol);
+      bool ok = d.shapes_match && d.mismatches == 0 && nf.count == 0;
+      c.match = c.match && ok;
+      o["match"] = ok;
+      o["mismatches"] = d.mismatches;
+      if (!d.shapes_match) {
+        o["expected_shape"] = shape_str(want.shape());
+        line += fmt::format("; expected shape {}: MISMATCH", shape_str(want.shape()));
+      } else if (nf.count > 0) {
+        line += ": MISMATCH";  // the difference would be inf or nan, which says less than the count
+      } else {
+        o["max_abs_diff"] = d.max_abs_diff;
+        o["max_rel_diff"] = d.max_rel_diff;
+        c.max_abs_diff = std::max(c.max_abs_diff, d.max_abs_diff);
+        c.max_rel_diff = std::max(c.max_rel_diff, d.max_rel_diff);
+        line += fmt::format("; max_abs_diff {:.3g}, max_rel_diff {:.3g}, mismatches {}: {}", d.max_abs_diff,
+                            d.max_rel_diff, d.mismatches, ok ? "match" : "MISMATCH");
+      }
+    }
+    c.outputs.push_back(o);
+    c.lines.push_back(line);
+  }
+  return c;
+}
+
+void save_outputs(const std::string& path, const ir::Graph& graph, const std::vector<Tensor>& outputs) {
+  io::TensorMap m;
+  for (size_t k = 0; k < outputs.size(); ++k) m[graph.outputs()[k]->name] = outputs[k];
+  io::write_safetensors(path, m);
+}
+
+}  // namespace dt::tools
