@@ -15,6 +15,7 @@
 #include "dtensor/comm/timeout.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/dist/device_mesh.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
@@ -25,6 +26,7 @@
 #endif
 #include "tools/command.h"
 #include "tools/run_distributed.h"
+#include "tools/threads_option.h"
 
 namespace dt::tools {
 namespace {
@@ -41,6 +43,7 @@ struct RunOptions {
   bool check_collectives = false;
   std::optional<double> timeout_s;  // absent: CommOptions' default
   bool no_comm_arena = false;
+  std::optional<int> threads;  // per rank; absent: cores / ranks
 };
 
 struct Program {
@@ -149,6 +152,7 @@ runtime::Backend choose_backend(const RunOptions& opt) {
 
 void run_command(const RunOptions& opt) {
   const CommOptions comm = comm_options(opt);  // validates --timeout-s before any work
+  apply_threads_option(opt.threads, opt.mesh.empty() ? 1 : int(DeviceMesh::parse(opt.mesh).size()));
   if (!opt.mesh.empty() || !opt.plan.empty()) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
@@ -188,6 +192,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--check-collectives", opt.check_collectives,
                 "debug: compare op, dtype, shape and sequence number across ranks before each collective");
   cmd->add_option("--timeout-s", opt.timeout_s, "per-collective timeout in seconds (default 60)");
+  add_threads_option(cmd, opt.threads);
   cmd->callback([] { run_command(opt); });
 }
 
