@@ -40,8 +40,11 @@ for n in 2 3; do
   ln=$(loss "$n") || FAIL "run --threads $n"
   [ "$ln" = "$l1" ] || FAIL "loss with --threads $n ($ln) differs from --threads 1 ($l1)"
 done
-l_mesh=$(loss 2 --mesh 2 --plan "$SRC/examples/gpt_tp.json") || FAIL "run --mesh 2 --threads 2"
-[ -n "$l_mesh" ] || FAIL "no loss from the --mesh run"
+# Two rank threads with two threads each match the single-device run.
+out=$(timeout 300 "$DT" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --json --threads 2 \
+  --mesh 2 --plan "$SRC/examples/gpt_tp.json") || FAIL "run --mesh 2 --threads 2"
+echo "$out" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["match"] else 1)' ||
+  FAIL "run --mesh 2 --threads 2 does not match the single-device run"
 
 out=$(timeout 300 "$DT" train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --steps 2 --threads 2 --json) ||
   FAIL "train --threads 2"
