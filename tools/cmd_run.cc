@@ -25,6 +25,7 @@
 #include "dtensor/comm/mpi/mpi_runtime.h"
 #endif
 #include "tools/command.h"
+#include "tools/load_program.h"
 #include "tools/run_distributed.h"
 #include "tools/threads_option.h"
 
@@ -46,10 +47,7 @@ struct RunOptions {
   std::optional<int> threads;  // per rank; absent: cores / ranks
 };
 
-struct Program {
-  ir::Graph graph;
-  runtime::Bindings bindings;  // parameters and data inputs by name
-};
+using Program = LoadedProgram;
 
 struct RunResult {
   std::vector<Tensor> outputs;
@@ -57,18 +55,7 @@ struct RunResult {
   int ranks = 1;
 };
 
-// Parses and verifies the model and binds its parameters and data inputs from the files.
-Program load_program(const RunOptions& opt) {
-  Program p{ir::parse_file(opt.model), {}};
-  if (!p.graph.params().empty() && opt.weights.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has " << p.graph.params().size() << " parameters: pass --weights";
-  if (!p.graph.inputs().empty() && opt.inputs.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
-  if (!opt.weights.empty()) p.bindings = io::bind_params(p.graph, io::SafetensorsFile::open(opt.weights));
-  if (!opt.inputs.empty())
-    for (auto& [name, t] : io::bind_inputs(p.graph, io::SafetensorsFile::open(opt.inputs))) p.bindings[name] = t;
-  return p;
-}
+Program load_program(const RunOptions& opt) { return dt::tools::load_program(opt.model, opt.weights, opt.inputs); }
 
 // Runs the program on one rank (a threads world of size 1, so collectives on a 1-rank group work).
 RunResult run_single_device(const Program& p, int repeat, const CommOptions& comm) {
