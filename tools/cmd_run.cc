@@ -17,6 +17,7 @@
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/dist/device_mesh.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
@@ -28,7 +29,9 @@
 #include "tools/command.h"
 #include "tools/byte_units.h"
 #include "tools/output_check.h"
+#include "tools/load_program.h"
 #include "tools/run_distributed.h"
+#include "tools/threads_option.h"
 
 namespace dt::tools {
 namespace {
@@ -46,12 +49,10 @@ struct RunOptions {
   bool check_collectives = false;
   std::optional<double> timeout_s;  // absent: CommOptions' default
   bool no_comm_arena = false;
+  std::optional<int> threads;  // per rank; absent: cores / ranks
 };
 
-struct Program {
-  ir::Graph graph;
-  runtime::Bindings bindings;  // parameters and data inputs by name
-};
+using Program = LoadedProgram;
 
 struct RunResult {
   std::vector<Tensor> outputs;
@@ -59,18 +60,7 @@ struct RunResult {
   int ranks = 1;
 };
 
-// Parses and verifies the model and binds its parameters and data inputs from the files.
-Program load_program(const RunOptions& opt) {
-  Program p{ir::parse_file(opt.model), {}};
-  if (!p.graph.params().empty() && opt.weights.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has " << p.graph.params().size() << " parameters: pass --weights";
-  if (!p.graph.inputs().empty() && opt.inputs.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
-  if (!opt.weights.empty()) p.bindings = io::bind_params(p.graph, io::SafetensorsFile::open(opt.weights));
-  if (!opt.inputs.empty())
-    for (auto& [name, t] : io::bind_inputs(p.graph, io::SafetensorsFile::open(opt.inputs))) p.bindings[name] = t;
-  return p;
-}
+Program load_program(const RunOptions& opt) { return dt::tools::load_program(opt.model, opt.weights, opt.inputs); }
 
 // Runs the program on one rank (a threads world of size 1, so collectives on a 1-rank group work).
 RunResult run_single_device(const Program& p, int repeat, const CommOptions& comm) {
@@ -146,6 +136,7 @@ runtime::Backend choose_backend(const RunOptions& opt) {
 
 void run_command(const RunOptions& opt) {
   const CommOptions comm = comm_options(opt);  // validates --timeout-s before any work
+  apply_threads_option(opt.threads, opt.mesh.empty() ? 1 : int(DeviceMesh::parse(opt.mesh).size()));
   if (!opt.mesh.empty() || !opt.plan.empty()) {
     if (opt.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
     DistributedRunOptions d{opt.model, opt.weights, opt.inputs, opt.expect, opt.mesh.empty() ? "1" : opt.mesh,
@@ -198,6 +189,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--check-collectives", opt.check_collectives,
                 "debug: compare op, dtype, shape and sequence number across ranks before each collective");
   cmd->add_option("--timeout-s", opt.timeout_s, "per-collective timeout in seconds (default 60)");
+  add_threads_option(cmd, opt.threads);
   cmd->callback([] { run_command(opt); });
 }
 

@@ -22,6 +22,7 @@
 #endif
 #include "tools/command.h"
 #include "tools/mesh_fit.h"
+#include "tools/threads_option.h"
 #include "tools/passes_cli.h"
 
 namespace dt::tools {
@@ -35,6 +36,7 @@ struct TrainCliOptions {
   std::optional<double> lr;  // default: 0.1 for sgd, 1e-3 for adamw (torch's defaults differ too)
   bool json = false;
   PassCliOptions passes;
+  std::optional<int> threads;  // per rank; absent: cores / ranks
 };
 
 // Tokens per step: the number of elements of the data input `input` of one batch (token ids for a
@@ -126,6 +128,7 @@ void train_command(TrainCliOptions opt) {
   opt.optimizer.lr = opt.lr ? *opt.lr : (opt.optimizer.kind == "adamw" ? 1e-3 : 0.1);
   autodiff::validate(opt.optimizer);
   if (opt.mesh.empty() != opt.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";
+  apply_threads_option(opt.threads, opt.mesh.empty() ? 1 : int(DeviceMesh::parse(opt.mesh).size()));
   runtime::Backend backend = runtime::Backend::threads;
   if (!opt.backend.empty()) backend = runtime::parse_backend(opt.backend);
 #ifdef DTENSOR_WITH_MPI
@@ -251,6 +254,7 @@ void setup(CLI::App& app) {
                   "--mesh a directory of rank<r>.safetensors shards (loadable by run --weights DIR and train --weights DIR)");
   cmd->add_option("--grads-out", opt.grads_out, "write the first step's full gradients, named like the parameters");
   cmd->add_flag("--json", opt.json, "print {losses, step_ms, peak_bytes, ...} as JSON");
+  add_threads_option(cmd, opt.threads);
   cmd->callback([] { train_command(opt); });
 }
 

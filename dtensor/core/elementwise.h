@@ -5,6 +5,10 @@
 // output shape (broadcast dims have stride 0). The innermost row takes a plain indexed loop when
 // all operands are unit-stride, so that the compiler vectorises it; other rows use strided
 // indexing. Values are loaded as compute_t<T> (f32 for bf16/f16) and rounded on store.
+//
+// The loops split large outputs over the rank's threads (parallel_strided_loop): every element is
+// computed by the same code whichever thread and range it falls in, so results do not depend on
+// the thread count.
 #pragma once
 
 #include <array>
@@ -74,7 +78,7 @@ void unary_loop(const Tensor& x, const Tensor& out, F f) {
   const In* xp = static_cast<const In*>(x.raw_data());
   Out* op = static_cast<Out*>(out.raw_data());
   std::array<const Strides*, 2> st{&out.strides(), &x.strides()};
-  strided_loop<2>(out.shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
+  parallel_strided_loop<2>(out.shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
                                        const std::array<int64_t, 2>& inner) __attribute__((flatten)) {
     Out* __restrict o = op + off[0];
     const In* __restrict a = xp + off[1];
@@ -93,7 +97,7 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const B* bp = static_cast<const B*>(b.raw_data());
   Out* op = static_cast<Out*>(out.raw_data());
   std::array<const Strides*, 3> st{&out.strides(), &a.strides(), &b.strides()};
-  strided_loop<3>(out.shape(), st, [&](const std::array<int64_t, 3>& off, int64_t n,
+  parallel_strided_loop<3>(out.shape(), st, [&](const std::array<int64_t, 3>& off, int64_t n,
                                        const std::array<int64_t, 3>& inner) {
     Out* __restrict o = op + off[0];
     const A* __restrict x = ap + off[1];
@@ -121,7 +125,7 @@ void ternary_loop(const Tensor& c, const Tensor& a, const Tensor& b, const Tenso
   const B* bp = static_cast<const B*>(b.raw_data());
   Out* op = static_cast<Out*>(out.raw_data());
   std::array<const Strides*, 4> st{&out.strides(), &c.strides(), &a.strides(), &b.strides()};
-  strided_loop<4>(out.shape(), st, [&](const std::array<int64_t, 4>& off, int64_t n,
+  parallel_strided_loop<4>(out.shape(), st, [&](const std::array<int64_t, 4>& off, int64_t n,
                                        const std::array<int64_t, 4>& inner) {
     Out* __restrict o = op + off[0];
     const C* __restrict z = cp + off[1];

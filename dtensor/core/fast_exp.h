@@ -1,26 +1,51 @@
-// A branch-free f32 exp that the compiler can vectorise, for the softmax row loops.
+// The f32 exp polynomial, written once: exp_parts (exp(a + b) as two factors, used by every
+// fast_math.h function that needs an exp) and fast_exp, the softmax rows' exp built on it.
 //
-// glibc's expf is a scalar call per element and dominated softmax time. This is the Cephes expf
-// scheme: exp(x) = 2^n * e^r with n = round(x / ln 2) and |r| <= ln2 / 2 (Cody-Waite split of
-// ln 2), e^r from a degree-7 polynomial; max error about 1 ulp over the normal range (checked in
-// fast_exp_test.cc). Below -87.3365 (where the result would be subnormal) it returns 0, so
-// exp(-inf) = 0 exactly as masked attention needs; above 88.7228 it returns +inf; NaN stays NaN.
-// Every step is plain f32 arithmetic in a fixed order, so results are reproducible.
+// glibc's expf is a scalar call per element and dominated softmax time. exp_parts is branch-free
+// (selects only), so loops over it vectorise; every step is plain f32 arithmetic in a fixed order,
+// so results are reproducible.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 namespace dt::kernel {
 
-[[gnu::always_inline]] inline float fast_exp(float x) {
-  const float lo = -87.33654f, hi = 88.72283f;
-  const float xc = x < lo ? lo : (x > hi ? hi : x);  // NaN compares false: passes through
-  // Round x / ln2 to nearest: adding 1.5 * 2^23 pushes the fraction bits out (|x / ln2| < 2^22).
+namespace exp_detail {
+
+// exp(a + b) = m * s. b is the low part of an argument that f32 cannot hold in one number (b = 0
+// is the common case); n is chosen from a + b, so the reduced argument stays within ±ln2/2.
+struct ScaledExp {
+  float m;  // p * 2^n1: p = e^r in [0.7, 1.42], n1 in [-81, 64], so m is a normal number
+  float s;  // 2^n2, n2 = n - n1 in [-81, 64]
+};
+
+// Arguments are clamped to [kExpLo, kExpHi]: below -112 every caller's result underflows to 0
+// (silu(x) = x·e^x is the last to, at x = -108.6); above ln(FLT_MAX) exp overflows.
+inline constexpr float kExpLo = -112.0f;
+inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < FLT_MAX + ulp/2
+
+// Returns exp(a + b) as m * s. This is the Cephes expf scheme (n = round((a + b) / ln 2), Cody-Waite
+// reduction r = a - n·ln2_hi - n·ln2_lo + b, degree-7 polynomial), with n read from the bits of
+// the rounded float (no float->int conversion, so NaN is defined behaviour, its garbage exponent is
+// harmless because NaN propagates through p) and 2^n split in two factors so that n down to -162
+// (subnormal and below) is representable.
+//
+// Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1868,
+// p = e^r = 0.8296, n1 = -72, n2 = -72, m = 0.8296·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
+// with 5 significant bits, rounded once).
+[[gnu::always_inline]] inline ScaledExp exp_parts(float a, float b) {
+  const float ac = a < kExpLo ? kExpLo : (a > kExpHi ? kExpHi : a);  // NaN passes through
+  // Round (a + b) / ln2 to nearest: adding 1.5·2^23 pushes the fraction bits out, and the low
+  // mantissa bits of k then hold n in two's complement.
   const float magic = 12582912.0f;
-  const float n = (xc * 1.44269504088896341f + magic) - magic;
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  const float k = (ac + b) * 1.44269504088896341f + magic;
+  const float n = k - magic;
+  const int32_t ni = int32_t(std::bit_cast<uint32_t>(k) - std::bit_cast<uint32_t>(magic));
+  // ln2_hi = 0.693359375 has 9 significant bits, so n·ln2_hi is exact for |n| < 2^15 and
+  // ac - n·ln2_hi is exact (Sterbenz): only the ln2_lo term and b are rounded.
+  const float r = ((ac - n * 0.693359375f) - n * -2.12194440e-4f) + b;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -28,13 +53,23 @@ namespace dt::kernel {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  // Scale by 2^n as 2^n1 * 2^n2 (n in [-126, 128] does not fit one exponent field at n = 128).
-  const int32_t ni = int32_t(n), n1 = ni / 2, n2 = ni - n1;
-  const int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &b1, 4);
-  std::memcpy(&s2, &b2, 4);
-  float y = (p * s1) * s2;
+  const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n/2): n = -161 -> -81, -80
+  const float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);
+  const float s2 = std::bit_cast<float>(uint32_t(n2 + 127) << 23);
+  return {p * s1, s2};
+}
+
+}  // namespace exp_detail
+
+// exp(x) for softmax rows: max error about 1 ulp over the normal range (checked in
+// fast_exp_test.cc). Below -87.3365 (where the result would be subnormal) it returns 0, so
+// exp(-inf) = 0 exactly as masked attention needs; above 88.7228 it returns +inf; NaN stays NaN.
+// (fast_math.h's exp_f32 keeps subnormal results instead.) Bitwise the same as this function's
+// earlier stand-alone copy of the polynomial, checked over all 2^32 inputs when it was merged.
+[[gnu::always_inline]] inline float fast_exp(float x) {
+  const float lo = -87.33654f, hi = 88.72283f;
+  const exp_detail::ScaledExp e = exp_detail::exp_parts(x, 0.0f);
+  float y = e.m * e.s;
   y = x < lo ? 0.0f : y;
   y = x > hi ? std::numeric_limits<float>::infinity() : y;
   return y;

@@ -36,50 +36,11 @@ namespace dt::kernel {
 
 namespace fast_math_detail {
 
-// exp(a + b) = m * s. b is the low part of an argument that f32 cannot hold in one number (b = 0
-// is the common case); n is chosen from a + b, so the reduced argument stays within ±ln2/2.
-struct ScaledExp {
-  float m;  // p * 2^n1: p = e^r in [0.7, 1.42], n1 in [-81, 64], so m is a normal number
-  float s;  // 2^n2, n2 = n - n1 in [-81, 64]
-};
-
-// Arguments are clamped to [kExpLo, kExpHi]: below -112 every caller's result underflows to 0
-// (silu(x) = x·e^x is the last to, at x = -108.6); above ln(FLT_MAX) exp overflows.
-inline constexpr float kExpLo = -112.0f;
-inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < FLT_MAX + ulp/2
-
-// Returns exp(a + b) as m * s. This is fast_exp's Cephes scheme (n = round((a + b) / ln 2), Cody-
-// Waite reduction r = a - n·ln2_hi - n·ln2_lo + b, degree-7 polynomial) with two changes: n is
-// read from the bits of the rounded float (no float->int conversion, so NaN is defined behaviour,
-// its garbage exponent is harmless because NaN propagates through p) and 2^n is split in two
-// factors so that n down to -162 (subnormal and below) is representable.
-//
-// Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1868,
-// p = e^r = 0.8296, n1 = -72, n2 = -72, m = 0.8296·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
-// with 5 significant bits, rounded once).
-[[gnu::always_inline]] inline ScaledExp exp_parts(float a, float b) {
-  const float ac = a < kExpLo ? kExpLo : (a > kExpHi ? kExpHi : a);  // NaN passes through
-  // Round (a + b) / ln2 to nearest: adding 1.5·2^23 pushes the fraction bits out, and the low
-  // mantissa bits of k then hold n in two's complement.
-  const float magic = 12582912.0f;
-  const float k = (ac + b) * 1.44269504088896341f + magic;
-  const float n = k - magic;
-  const int32_t ni = int32_t(std::bit_cast<uint32_t>(k) - std::bit_cast<uint32_t>(magic));
-  // ln2_hi = 0.693359375 has 9 significant bits, so n·ln2_hi is exact for |n| < 2^15 and
-  // ac - n·ln2_hi is exact (Sterbenz): only the ln2_lo term and b are rounded.
-  const float r = ((ac - n * 0.693359375f) - n * -2.12194440e-4f) + b;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n/2): n = -161 -> -81, -80
-  const float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);
-  const float s2 = std::bit_cast<float>(uint32_t(n2 + 127) << 23);
-  return {p * s1, s2};
-}
+// exp_parts (shared with fast_exp) lives in fast_exp.h.
+using exp_detail::exp_parts;
+using exp_detail::kExpHi;
+using exp_detail::kExpLo;
+using exp_detail::ScaledExp;
 
 // Returns erfc(u) for u >= kErfSwitch as scaled parts, given exp(-u²) = exp(a + b) (the caller
 // splits -u² into an exact a and a small b). erfc(u) = exp(-u²) · t · R(t) with t = 1 / (1 + u/2);

@@ -31,6 +31,7 @@
 
 #include "dtensor/core/elementwise.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/parallel.h"
 #include "dtensor/core/row_reduce.h"
 #include "dtensor/core/threading.h"
 
@@ -74,55 +75,55 @@ struct Scratch {
   std::vector<double> row_sum = std::vector<double>(size_t(kQueryBlock));
 };
 
-// Computes one head (see the file comment). S, Sk, D, Dv >= 1.
+// Computes the query block of rows [i0, i0 + kQueryBlock) of one head (see the file comment).
+// S, Sk, D, Dv >= 1. Blocks write disjoint output rows, so they run on any thread in any order.
 template <typename C>
-void attend_head(const Head<C>& h, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal, Scratch<C>& w) {
+void attend_block(const Head<C>& h, int64_t i0, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal,
+                  Scratch<C>& w) {
   const C scale = C(1.0 / std::sqrt(double(D)));
   const C neg_inf = -std::numeric_limits<C>::infinity();
-  for (int64_t i0 = 0; i0 < S; i0 += kQueryBlock) {
-    const int64_t bq = std::min(kQueryBlock, S - i0);
-    const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
-    C* acc = h.out + i0 * Dv;
-    std::fill(acc, acc + bq * Dv, C(0));
-    std::fill(w.row_max.begin(), w.row_max.end(), neg_inf);
-    std::fill(w.row_sum.begin(), w.row_sum.end(), 0.0);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
-      const int64_t bk = std::min(kKeyBlock, key_end - j0);
-      C* s = w.tile.data();
-      gemm<C>(/*trans_b=*/true, bq, bk, D, C(1), h.q + i0 * h.ldq, h.ldq, h.k + j0 * h.ldk, h.ldk, C(0), s, bk);
-      for (int64_t r = 0; r < bq; ++r) {
-        C* row = s + r * bk;
-        // Keys j0 + c with c < visible are unmasked for query i0 + r.
-        const int64_t visible = causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, bk) : bk;
-        // Scaling after the GEMM (not as its alpha) rounds the scores exactly as the unfused
-        // matmul-then-mul did: a score's rounding error is amplified |score| times by exp.
-        for (int64_t c = 0; c < visible; ++c) row[c] = row[c] * scale;
-        const C m_old = w.row_max[size_t(r)];
-        const C m_new = std::max(m_old, kernel::row_max(row, visible));
-        if (m_new == neg_inf) {  // nothing visible yet (cannot happen, see the file comment)
-          std::fill(row, row + bk, C(0));
-          continue;
-        }
-        for (int64_t c = 0; c < visible; ++c) row[c] = kernel::softmax_exp(row[c] - m_new);
-        std::fill(row + visible, row + bk, C(0));
-        const double block_sum = kernel::row_sum(visible, [&](int64_t c) { return double(row[c]); });
-        if (m_new != m_old) {  // also the first block (m_old = -inf): the sum and output so far are 0
-          const C rescale = kernel::softmax_exp(m_old - m_new);
-          w.row_sum[size_t(r)] *= double(rescale);
-          C* out_row = acc + r * Dv;
-          for (int64_t c = 0; c < Dv; ++c) out_row[c] *= rescale;
-        }
-        w.row_sum[size_t(r)] += block_sum;
-        w.row_max[size_t(r)] = m_new;
-      }
-      gemm<C>(/*trans_b=*/false, bq, Dv, bk, C(1), s, bk, h.v + j0 * h.ldv, h.ldv, C(1), acc, Dv);
-    }
-    if (key_end == 0) continue;  // no keys: the output stays 0, as softmax over nothing times v
+  const int64_t bq = std::min(kQueryBlock, S - i0);
+  const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
+  C* acc = h.out + i0 * Dv;
+  std::fill(acc, acc + bq * Dv, C(0));
+  std::fill(w.row_max.begin(), w.row_max.end(), neg_inf);
+  std::fill(w.row_sum.begin(), w.row_sum.end(), 0.0);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
+    const int64_t bk = std::min(kKeyBlock, key_end - j0);
+    C* s = w.tile.data();
+    gemm<C>(/*trans_b=*/true, bq, bk, D, C(1), h.q + i0 * h.ldq, h.ldq, h.k + j0 * h.ldk, h.ldk, C(0), s, bk);
     for (int64_t r = 0; r < bq; ++r) {
-      const C l = C(w.row_sum[size_t(r)]);
-      C* out_row = acc + r * Dv;
-      for (int64_t c = 0; c < Dv; ++c) out_row[c] = out_row[c] / l;
+      C* row = s + r * bk;
+      // Keys j0 + c with c < visible are unmasked for query i0 + r.
+      const int64_t visible = causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, bk) : bk;
+      // Scaling after the GEMM (not as its alpha) rounds the scores exactly as the unfused
+      // matmul-then-mul did: a score's rounding error is amplified |score| times by exp.
+      for (int64_t c = 0; c < visible; ++c) row[c] = row[c] * scale;
+      const C m_old = w.row_max[size_t(r)];
+      const C m_new = std::max(m_old, kernel::row_max(row, visible));
+      if (m_new == neg_inf) {  // nothing visible yet (cannot happen, see the file comment)
+        std::fill(row, row + bk, C(0));
+        continue;
+      }
+      for (int64_t c = 0; c < visible; ++c) row[c] = kernel::softmax_exp(row[c] - m_new);
+      std::fill(row + visible, row + bk, C(0));
+      const double block_sum = kernel::row_sum(visible, [&](int64_t c) { return double(row[c]); });
+      if (m_new != m_old) {  // also the first block (m_old = -inf): the sum and output so far are 0
+        const C rescale = kernel::softmax_exp(m_old - m_new);
+        w.row_sum[size_t(r)] *= double(rescale);
+        C* out_row = acc + r * Dv;
+        for (int64_t c = 0; c < Dv; ++c) out_row[c] *= rescale;
+      }
+      w.row_sum[size_t(r)] += block_sum;
+      w.row_max[size_t(r)] = m_new;
     }
+    gemm<C>(/*trans_b=*/false, bq, Dv, bk, C(1), s, bk, h.v + j0 * h.ldv, h.ldv, C(1), acc, Dv);
+  }
+  if (key_end == 0) return;  // no keys: the output stays 0, as softmax over nothing times v
+  for (int64_t r = 0; r < bq; ++r) {
+    const C l = C(w.row_sum[size_t(r)]);
+    C* out_row = acc + r * Dv;
+    for (int64_t c = 0; c < Dv; ++c) out_row[c] = out_row[c] / l;
   }
 }
 
@@ -162,16 +163,27 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal)
   Tensor out = Tensor::uninitialized(out_shape, dtype_of<C>());
   init_compute_threads();
   const int64_t batches = out.numel() / (S * Dv);
-  Scratch<C> scratch;
+  const int64_t blocks = (S + kQueryBlock - 1) / kQueryBlock;
   const C* qp = static_cast<const C*>(q.raw_data());
   const C* kp = static_cast<const C*>(k.raw_data());
   const C* vp = static_cast<const C*>(v.raw_data());
   C* op = static_cast<C*>(out.raw_data());
-  for (int64_t b = 0; b < batches; ++b) {
-    const Head<C> h{qp + batch_offset(q, b), kp + batch_offset(k, b), vp + batch_offset(v, b), op + b * S * Dv,
-                    row_stride(q), row_stride(k), row_stride(v)};
-    attend_head(h, S, Sk, D, Dv, causal, scratch);
-  }
+  const int64_t ldq = row_stride(q), ldk = row_stride(k), ldv = row_stride(v);
+  // One task per (head, query block), split over the rank's threads. Causal blocks cost in
+  // proportion to their index, so tasks go out last block first (largest first) and ranges are
+  // small, so that threads finishing early take the remaining small ones.
+  parallel_for(
+      batches * blocks, 1,
+      [&](int64_t t0, int64_t t1) {
+        Scratch<C> scratch;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t blk = blocks - 1 - t / batches, b = t % batches;
+          const Head<C> h{qp + batch_offset(q, b), kp + batch_offset(k, b), vp + batch_offset(v, b),
+                          op + b * S * Dv,         ldq,                     ldk,                     ldv};
+          attend_block(h, blk * kQueryBlock, S, Sk, D, Dv, causal, scratch);
+        }
+      },
+      /*ranges_per_thread=*/8);
   return out;
 }
 

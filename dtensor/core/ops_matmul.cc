@@ -13,11 +13,23 @@
 
 #include "dtensor/core/elementwise.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/parallel.h"
 #include "dtensor/core/threading.h"
 
 namespace dt {
 
 namespace {
+
+// A GEMM is split over the rank's threads only into panels of at least this much work: smaller
+// panels lose more to packing the shared operand than threads win.
+// Panel edges fall on multiples of kGemmPanelQuantum rows. OpenBLAS computes the rows
+// of C in tiles of its kernel's unroll and the ragged last tile with a different edge kernel, whose
+// sums round differently; so a panel edge off a tile edge changes results. Measured with Debian's
+// OpenBLAS 0.3.21 on this project's AMD EPYC host: edges at multiples of 16, 32 or 64 rows changed
+// up to 4% of the elements, multiples of 48 none (the kernel's tile is 24 rows); 48 is also a
+// multiple of the 16-row tiles of OpenBLAS's other x86 sgemm kernels. parallel_test checks it.
+constexpr int64_t kGemmPanelFlops = int64_t(1) << 22;
+constexpr int64_t kGemmPanelQuantum = 48;
 
 // How a 2-d strided operand is handed to BLAS (row-major convention).
 struct BlasOperand {
@@ -61,13 +73,27 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
   const T* ap = static_cast<const T*>(av.raw_data());
   const T* bp = static_cast<const T*>(bv.raw_data());
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(m), blasint(n), blasint(k), float(alpha), ap,
-                blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp, blasint(n));
-  } else {
-    cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(m), blasint(n), blasint(k), alpha, ap, blasint(ao.ld),
-                bp, blasint(bo.ld), beta, cp, blasint(n));
-  }
+  // Rows [r0, r1) of C from the same rows of A (row-major; a transposed A stores element (i, j)
+  // at i + j * ld).
+  auto panel = [&](int64_t r0, int64_t r1) {
+    const T* a0 = ap + (ao.trans == CblasNoTrans ? r0 * ao.ld : r0);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), a0,
+                  blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp + r0 * n, blasint(n));
+    } else {
+      cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, a0,
+                  blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * n, blasint(n));
+    }
+  };
+  // On the rank's threads (parallel.h) C is split into row panels of whole kGemmPanelQuantum
+  // multiples. K is never split, and each panel tiles its rows as the whole call would, so each
+  // element of C is the same dot product whichever panel holds it (parallel_test checks it). C is
+  // never split by columns: with Debian's OpenBLAS, splitting the columns of a 128-row product
+  // changed results at every split point tried (multiples of 8 to 480), so a GEMM with fewer than
+  // two panels of rows (decode) runs on one thread.
+  const int64_t q = kGemmPanelQuantum, units = (m + q - 1) / q;
+  const int64_t grain = std::max<int64_t>(1, kGemmPanelFlops / std::max<int64_t>(2 * n * k * q, 1));
+  parallel_for(units, grain, [&](int64_t u0, int64_t u1) { panel(u0 * q, std::min(u1 * q, m)); });
 }
 
 // The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).

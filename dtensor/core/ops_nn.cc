@@ -11,6 +11,7 @@
 
 #include "dtensor/core/elementwise.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/parallel.h"
 #include "dtensor/core/row_reduce.h"
 
 namespace dt {
@@ -19,26 +20,34 @@ namespace {
 
 using kernel::kFloat;
 
+// Elements per range of a row loop on the rank's pool (whole rows; at least one).
+constexpr int64_t kRowGrainElements = 16 * 1024;
+
 // Applies row_fn(in, out, n) to each of the rows of length n of the contiguous tensor xt, writing
-// the contiguous `out` (same shape and dtype T). Rows are loaded into compute-type buffers.
+// the contiguous `out` (same shape and dtype T). Rows are loaded into compute-type buffers. Rows
+// are split over the rank's threads (each row is computed whole by one thread, in the same order,
+// so results do not depend on the thread count).
 template <typename T, typename RowFn>
 void for_each_row(const Tensor& xt, const Tensor& out, int64_t n, RowFn row_fn) {
   using C = compute_t<T>;
   const int64_t rows = n == 0 ? 0 : xt.numel() / n;
   const T* in = static_cast<const T*>(xt.raw_data());
   T* o = static_cast<T*>(out.raw_data());
-  if constexpr (std::is_same_v<T, C>) {  // f32/f64: work on the rows in place, no staging copies
-    for (int64_t r = 0; r < rows; ++r) row_fn(in + r * n, o + r * n, n);
-    return;
-  }
-  std::vector<C> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = in + r * n;
-    for (int64_t i = 0; i < n; ++i) src[size_t(i)] = kernel::load(row[i]);
-    row_fn(static_cast<const C*>(src.data()), dst.data(), n);
-    T* orow = o + r * n;
-    for (int64_t i = 0; i < n; ++i) orow[i] = kernel::store<T>(dst[size_t(i)]);
-  }
+  const int64_t grain = std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(n, 1));
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, C>) {  // f32/f64: work on the rows in place, no staging copies
+      for (int64_t r = r0; r < r1; ++r) row_fn(in + r * n, o + r * n, n);
+    } else {
+      std::vector<C> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n));
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = in + r * n;
+        for (int64_t i = 0; i < n; ++i) src[size_t(i)] = kernel::load(row[i]);
+        row_fn(static_cast<const C*>(src.data()), dst.data(), n);
+        T* orow = o + r * n;
+        for (int64_t i = 0; i < n; ++i) orow[i] = kernel::store<T>(dst[size_t(i)]);
+      }
+    }
+  });
 }
 
 // Applies row_fn (generic over the compute type) to every row along `dim` of x and returns the

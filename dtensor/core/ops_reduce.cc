@@ -16,6 +16,7 @@
 
 #include "dtensor/core/elementwise.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/parallel.h"
 
 namespace dt {
 
@@ -23,6 +24,10 @@ namespace {
 
 using kernel::kAll;
 using kernel::kFloat;
+
+// Elements read per range when a reduction's outputs are split over the rank's threads. A full
+// reduction (one output) stays on one thread: splitting its sum would change the order of terms.
+constexpr int64_t kReduceGrainElements = 32 * 1024;
 
 template <typename C>
 inline bool is_nan(C v) {
@@ -74,15 +79,16 @@ void reduce_rows(const T* p, int64_t M, int64_t R, Out* out, Fin fin) {
   }
 }
 
-// Reduces over the leading R "rows" of a contiguous [R, M] block: out[j] = fin(acc over r of p[r*M + j]).
+// Reduces over the leading R "rows" of an [R, M] block with row stride ld: out[j] = fin(acc over r
+// of p[r*ld + j]).
 template <typename Op, typename T, typename Out, typename Fin>
-void reduce_columns(const T* p, int64_t R, int64_t M, Out* out, Fin fin) {
+void reduce_columns(const T* p, int64_t R, int64_t M, int64_t ld, Out* out, Fin fin) {
   // unique_ptr, not std::vector: vector<bool> (amax of bool) has no data().
   std::unique_ptr<typename Op::Acc[]> acc(new typename Op::Acc[size_t(M)]);
   typename Op::Acc* __restrict a = acc.get();
   for (int64_t j = 0; j < M; ++j) a[j] = Op::init();
   for (int64_t r = 0; r < R; ++r) {
-    const T* __restrict row = p + r * M;
+    const T* __restrict row = p + r * ld;
     for (int64_t j = 0; j < M; ++j) Op::step(a[j], kernel::load(row[j]));
   }
   for (int64_t j = 0; j < M; ++j) out[j] = fin(a[j]);
@@ -147,15 +153,23 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
     const bool trailing =
         plan.reduced.empty() || (plan.reduced.front() == rank - nr && plan.reduced.back() == rank - 1);
     const bool leading = !plan.reduced.empty() && plan.reduced.front() == 0 && plan.reduced.back() == nr - 1;
+    // Outputs are split over the rank's threads; each output's accumulation order is unchanged.
+    const int64_t M = plan.M, grain = std::max<int64_t>(1, kReduceGrainElements / R);
+    auto rows = [&](const T* p) {
+      parallel_for(M, grain, [&](int64_t m0, int64_t m1) { reduce_rows<O>(p + m0 * R, m1 - m0, R, o + m0, finish); });
+    };
     if (x.is_contiguous() && trailing) {
-      reduce_rows<O>(static_cast<const T*>(x.raw_data()), plan.M, R, o, finish);
+      rows(static_cast<const T*>(x.raw_data()));
     } else if (x.is_contiguous() && leading) {
-      reduce_columns<O>(static_cast<const T*>(x.raw_data()), R, plan.M, o, finish);
+      const T* p = static_cast<const T*>(x.raw_data());
+      // Column ranges of at least 64 outputs keep the inner loop vectorised.
+      parallel_for(M, std::max<int64_t>(64, grain),
+                   [&](int64_t j0, int64_t j1) { reduce_columns<O>(p + j0, R, j1 - j0, M, o + j0, finish); });
     } else {
       std::vector<int64_t> perm = plan.kept;
       perm.insert(perm.end(), plan.reduced.begin(), plan.reduced.end());
       Tensor xp = x.permute(perm).contiguous();
-      reduce_rows<O>(static_cast<const T*>(xp.raw_data()), plan.M, R, o, finish);
+      rows(static_cast<const T*>(xp.raw_data()));
     }
   });
   return out;

@@ -7,6 +7,12 @@
 // call runs entirely on the calling thread: concurrent calls are independent, safe and
 // reproducible. So the default is 1, applied once before the first GEMM; a single-rank program
 // (e.g. a benchmark) may raise it with set_compute_threads.
+//
+// `--threads N` (parallel.h) therefore leaves OpenBLAS at one thread and splits each GEMM into row
+// (or column) panels on the rank's own pool, each panel one single-threaded sgemm call. Debian's
+// OpenBLAS 0.3.21 has only the process-wide openblas_set_num_threads (the per-thread
+// openblas_set_num_threads_local came in a later release), which cannot give R rank threads N
+// threads each without sharing one server among them.
 #pragma once
 
 namespace dt {

@@ -1,0 +1,113 @@
+#include "dtensor/core/parallel.h"
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "dtensor/core/error.h"
+
+namespace dt {
+
+namespace {
+std::atomic<int> g_threads_per_rank{1};
+// True on a pool worker, and on a caller while its pool runs a job: nested loops run serially.
+thread_local bool t_in_task = false;
+thread_local std::unique_ptr<ThreadPool> t_pool;
+}  // namespace
+
+void set_threads_per_rank(int n) {
+  if (n < 1) DT_THROW(ValueError) << "thread count per rank must be at least 1, got " << n;
+  g_threads_per_rank = n;
+}
+
+int threads_per_rank() { return g_threads_per_rank; }
+
+int default_threads_per_rank(int ranks) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(ranks, 1));
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads < 1) DT_THROW(ValueError) << "a thread pool needs at least 1 thread, got " << threads;
+  workers_.reserve(size_t(threads - 1));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (next_ < tasks_) {
+    const int64_t i = next_++;
+    const std::function<void(int64_t)>* task = task_;
+    lock.unlock();
+    std::exception_ptr err;
+    try {
+      (*task)(i);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+    if (err && !error_) error_ = err;
+    if (++finished_ == tasks_) done_.notify_all();
+  }
+}
+
+void ThreadPool::work_loop() {
+  t_in_task = true;
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    lock.unlock();
+    drain();
+    lock.lock();
+  }
+}
+
+void ThreadPool::run(int64_t tasks, const std::function<void(int64_t)>& task) {
+  if (tasks <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    task_ = &task;
+    tasks_ = tasks;
+    next_ = 0;
+    finished_ = 0;
+    error_ = nullptr;
+    ++generation_;
+  }
+  wake_.notify_all();
+  const bool was_in_task = t_in_task;
+  t_in_task = true;
+  drain();
+  t_in_task = was_in_task;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return finished_ == tasks_; });
+  // Workers that woke late find next_ == tasks_ and go back to sleep without touching task_.
+  tasks_ = 0;
+  next_ = 0;
+  task_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+namespace parallel_detail {
+
+ThreadPool* current_pool() {
+  const int n = g_threads_per_rank;
+  if (n <= 1 || t_in_task) return nullptr;
+  if (!t_pool || t_pool->threads() != n) t_pool = std::make_unique<ThreadPool>(n);
+  return t_pool.get();
+}
+
+}  // namespace parallel_detail
+
+}  // namespace dt
