@@ -11,6 +11,7 @@
 #include "dtensor/comm/mpi/collective_check.h"
 #include "dtensor/comm/mpi/mpi_datatypes.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
+#include "dtensor/comm/mpi/peer_state_agent.h"
 #include "dtensor/comm/reduce_kernel.h"
 
 namespace dt::mpi {
@@ -125,7 +126,11 @@ WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
     try {
       check_collective_matches(check_comm_, size(), context, options_.timeout);
     } catch (const CommError& e) {
-      DT_THROW(CommError) << record_failure(context, e.what());
+      // Every member sees the mismatch at once; the other processes (outside this group, or
+      // blocked elsewhere) learn it from the announcement instead of waiting for their timeouts.
+      std::string message = record_failure(context, e.what());
+      if (PeerStateAgent* agent = peer_state_agent()) agent->announce_fault(message, Duration(2000));
+      DT_THROW(CommError) << message;
     }
   }
   return context;
