@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "dtensor/comm/threads/algorithms.h"
+#include "dtensor/comm/all_reduce_algos.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "tools/command.h"
 #ifdef DTENSOR_WITH_MPI
@@ -73,7 +73,7 @@ std::vector<CollectiveResult> time_collectives(const BenchOptions& opt, bool& co
   size_t count = opt.bytes / sizeof(float);  // f32 elements per S bytes
   size_t block = count / size_t(n);          // all_gather input / reduce_scatter output
   std::vector<CollectiveResult> results = {
-      {"all_reduce", std::string(threads::all_reduce_algorithm(count * sizeof(float), comm)), 0, 2.0 * (n - 1) / n},
+      {"all_reduce", std::string(all_reduce_algo_name(choose_all_reduce_algo(AllReduceAlgo::automatic, count * sizeof(float), comm))), 0, 2.0 * (n - 1) / n},
       {"all_gather", "direct", 0, double(n - 1) / n},
       {"reduce_scatter", "direct", 0, double(n - 1) / n},
       {"all_to_all", "direct", 0, double(n - 1) / n},

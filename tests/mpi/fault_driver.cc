@@ -7,6 +7,10 @@
 //   stall           the victim sleeps 30 s instead (alive but late)
 //   mismatch        with check_collectives, the victim issues all_gather instead of all_reduce
 //   subgroup_stall  as stall, on group [0, 2], with rank 2 as the victim (rank 1 only waits)
+//   mismatch_elsewhere  with check_collectives and a 60 s timeout: ranks 0 and 1 disagree on
+//                   collective #1 of group [0, 1] while rank 2 waits in world collective #2,
+//                   which they never issue; rank 2 must learn the mismatch from the members'
+//                   announcement at once, not time out
 // The survivors' CommError is printed by run_mpi ("[rank r] dtensor: error: ...") before it
 // aborts the job; run_fault_test.sh checks the messages, the exit status and the time taken.
 #include <chrono>
@@ -20,21 +24,32 @@
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "exit" && mode != "kill" && mode != "stall" && mode != "mismatch" && mode != "subgroup_stall") {
-    std::fprintf(stderr, "usage: mpi_fault_driver exit|kill|stall|mismatch|subgroup_stall\n");
+  if (mode != "exit" && mode != "kill" && mode != "stall" && mode != "mismatch" && mode != "subgroup_stall" &&
+      mode != "mismatch_elsewhere") {
+    std::fprintf(stderr, "usage: mpi_fault_driver exit|kill|stall|mismatch|subgroup_stall|mismatch_elsewhere\n");
     return 64;
   }
   dt::mpi::MpiRuntime runtime(&argc, &argv);
   dt::CommOptions options;
-  options.timeout = dt::Duration(3000);
-  options.check_collectives = mode == "mismatch";
+  options.timeout = dt::Duration(mode == "mismatch_elsewhere" ? 60000 : 3000);
+  options.check_collectives = mode == "mismatch" || mode == "mismatch_elsewhere";
   dt::mpi::run_mpi(
       [&](dt::ProcessGroup& world) {
         int me = world.rank();
         size_t count = 1000;
         std::vector<float> buf(count, 1.0f), gathered(count * world.size());
         world.all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #1
-        if (mode == "subgroup_stall") {
+        if (mode == "mismatch_elsewhere") {
+          if (me == 2) {
+            world.all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();  // #2, never matched
+          } else {
+            dt::ProcessGroupPtr group = world.new_group({0, 1});
+            if (me == 0)
+              group->all_reduce(buf.data(), count, dt::DType::f32, dt::ReduceOp::sum)->wait();
+            else
+              group->all_gather(buf.data(), gathered.data(), count, dt::DType::f32)->wait();
+          }
+        } else if (mode == "subgroup_stall") {
           if (me == 1) {
             std::this_thread::sleep_for(std::chrono::seconds(30));
             return;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -124,6 +125,23 @@ TEST(MpiCollectives, TwoShotWithShortAndEmptyChunks) {
         for (size_t i = 0; i < count; ++i) bad += buf.get(i) != reference(world->global_ranks(), i, op, t);
         EXPECT_EQ(bad, 0u);
       }
+}
+
+// all_reduce_with_algo runs the requested algorithm on the shared window (the same one-shot and
+// two-shot code as the threads backend), whatever the threshold says; both give the same bits on
+// rounding-sensitive f32 inputs, and a rank count-sized buffer crosses several cache-line slices.
+TEST(MpiCollectives, RequestedAlgorithmsAgreeBitwise) {
+  for (size_t count : {size_t(3), size_t(1000), size_t(70001)}) {
+    SCOPED_TRACE(fmt::format("count {}", count));
+    std::vector<float> one(count), two(count);
+    for (size_t i = 0; i < count; ++i)
+      one[i] = two[i] = 1.0f / float(i + 1) + float(g_world->rank()) * 1e-3f * float(i % 7);
+    g_world->all_reduce_with_algo(one.data(), count, DType::f32, ReduceOp::sum, AllReduceAlgo::one_shot)->wait();
+    g_world->all_reduce_with_algo(two.data(), count, DType::f32, ReduceOp::sum, AllReduceAlgo::two_shot)->wait();
+    size_t differ = 0;
+    for (size_t i = 0; i < count; ++i) differ += std::memcmp(&one[i], &two[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u);
+  }
 }
 
 TEST(MpiCollectives, AllGatherMatrix) {

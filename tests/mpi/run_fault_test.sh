@@ -62,6 +62,13 @@ PY
     expect "(flight recorder dumped to $out/flight/rank_0.json)" ;;
   mismatch)
     expect "collective #2 on group [0, 1, 2] mismatch: rank 0 issued all_reduce(f32, 1000, sum), rank 1 issued all_gather(f32, 1000)" ;;
+  mismatch_elsewhere)
+    # Every rank names the mismatch, rank 2 (outside the group, with a 60 s timeout) included,
+    # and the job ends in well under its timeout (elapsed <= 30 s above).
+    mismatch="collective #1 on group [0, 1] mismatch: rank 0 issued all_reduce(f32, 1000, sum), rank 1 issued all_gather(f32, 1000)"
+    expect "[rank 0] dtensor: error: $mismatch"
+    expect "[rank 2] dtensor: error: $mismatch"
+    grep -q "timed out" "$out/stderr" && fail "a rank timed out instead of learning the mismatch" ;;
   subgroup_stall)
     survivor_timeout 0 "[0, 2]"
     expect "ranks that did not arrive: [2] (rank 2: alive, last issued collective #1 (all_reduce))" ;;

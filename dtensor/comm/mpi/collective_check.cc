@@ -7,7 +7,8 @@
 namespace dt::mpi {
 namespace {
 
-// Fixed words: op, dtype, count, reduce_op, root, seq, group_id; then n send and n recv counts.
+// Fixed words: op, dtype, count, reduce_op | algo << 8, root, seq, group_id; then n send and n recv
+// counts.
 constexpr int kFixedWords = 7;
 
 std::vector<int64_t> pack(const WorkContext& c, int n) {
@@ -16,7 +17,7 @@ std::vector<int64_t> pack(const WorkContext& c, int n) {
   w[0] = int64_t(d.op);
   w[1] = int64_t(d.dtype);
   w[2] = int64_t(d.count);
-  w[3] = int64_t(d.reduce_op);
+  w[3] = int64_t(d.reduce_op) | int64_t(d.algo) << 8;
   w[4] = d.root;
   w[5] = c.seq;
   w[6] = c.group->id;
@@ -30,7 +31,8 @@ CollectiveDesc unpack(const int64_t* w, int n, int64_t* seq, int64_t* group_id) 
   d.op = CollectiveOp(w[0]);
   d.dtype = DType(w[1]);
   d.count = size_t(w[2]);
-  d.reduce_op = ReduceOp(w[3]);
+  d.reduce_op = ReduceOp(w[3] & 0xff);
+  d.algo = AllReduceAlgo(w[3] >> 8);
   d.root = int(w[4]);
   *seq = w[5];
   *group_id = w[6];

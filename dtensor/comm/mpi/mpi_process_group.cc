@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <set>
 
+#include "dtensor/comm/all_reduce_algos.h"
 #include "dtensor/comm/mpi/all_reduce_shared.h"
 #include "dtensor/comm/mpi/collective_check.h"
 #include "dtensor/comm/mpi/mpi_datatypes.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
+#include "dtensor/comm/mpi/peer_state_agent.h"
 #include "dtensor/comm/reduce_kernel.h"
 
 namespace dt::mpi {
@@ -41,18 +42,6 @@ std::string all_reduce_mode() {
   if (mode != "mpi" && mode != "shm" && mode != "auto")
     DT_THROW(ValueError) << "DTENSOR_MPI_ALL_REDUCE must be mpi, shm or auto, got '" << mode << "'";
   return mode;
-}
-
-// Returns the descriptor of one call (all_to_all adds its counts afterwards).
-CollectiveDesc make_desc(CollectiveOp op, DType dtype = DType::f32, size_t count = 0,
-                         ReduceOp reduce_op = ReduceOp::sum, int root = -1) {
-  CollectiveDesc d;
-  d.op = op;
-  d.dtype = dtype;
-  d.count = count;
-  d.reduce_op = reduce_op;
-  d.root = root;
-  return d;
 }
 
 }  // namespace
@@ -89,10 +78,13 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, C
   }
 }
 
+bool MpiProcessGroup::all_reduce_on_arena(size_t nbytes) const {
+  return arena_ && nbytes > 0 && nbytes <= kMaxSharedBytes;
+}
+
 std::string MpiProcessGroup::all_reduce_algorithm(size_t nbytes) const {
-  if (arena_ && nbytes > 0 && nbytes <= kMaxSharedBytes)
-    return std::string(shared_all_reduce_algorithm(nbytes, options_));
-  return "mpi:iallreduce";
+  if (!all_reduce_on_arena(nbytes)) return "mpi:iallreduce";
+  return fmt::format("shm_{}", all_reduce_algo_name(choose_all_reduce_algo(AllReduceAlgo::automatic, nbytes, options_)));
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
@@ -134,7 +126,11 @@ WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
     try {
       check_collective_matches(check_comm_, size(), context, options_.timeout);
     } catch (const CommError& e) {
-      DT_THROW(CommError) << record_failure(context, e.what());
+      // Every member sees the mismatch at once; the other processes (outside this group, or
+      // blocked elsewhere) learn it from the announcement instead of waiting for their timeouts.
+      std::string message = record_failure(context, e.what());
+      if (PeerStateAgent* agent = peer_state_agent()) agent->announce_fault(message, Duration(2000));
+      DT_THROW(CommError) << message;
     }
   }
   return context;
@@ -153,15 +149,18 @@ WorkPtr MpiProcessGroup::finish(WorkContext context, int rc, std::vector<MPI_Req
                                    options_.timeout, std::move(keepalive));
 }
 
-WorkPtr MpiProcessGroup::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) {
+WorkPtr MpiProcessGroup::issue_all_reduce(const CollectiveDesc& desc, void* buf) {
+  size_t count = desc.count;
+  DType dtype = desc.dtype;
+  ReduceOp op = desc.reduce_op;
   int n = mpi_count(count, "all_reduce");
   MPI_Op mpi_op = mpi_reduce_op(dtype, op, "all_reduce");
-  WorkContext context = begin(make_desc(CollectiveOp::all_reduce, dtype, count, op), true);
-  if (all_reduce_algorithm(count * itemsize(dtype)) != "mpi:iallreduce") {
+  WorkContext context = begin(desc, true);
+  if (all_reduce_on_arena(desc.bytes())) {
     flight_recorder().record_started(context.flight_id);
     auto work = std::make_shared<MpiWork>(context, std::vector<MPI_Request>{}, nullptr, options_.timeout);
     try {
-      all_reduce_shared(*arena_, buf, count, dtype, op, options_);
+      all_reduce_shared(*arena_, desc.algo, buf, count, dtype, op, options_.timeout);
     } catch (const ArenaTimeout& e) {
       std::string message = timeout_message(context, options_.timeout);
       work->set_failed(record_failure(context, message + fmt::format(" (in the shared-memory all_reduce at {})", e.what())));
@@ -181,9 +180,11 @@ WorkPtr MpiProcessGroup::all_reduce(void* buf, size_t count, DType dtype, Reduce
   return finish(std::move(context), rc, std::move(requests), std::move(on_complete));
 }
 
-WorkPtr MpiProcessGroup::all_gather(const void* in, void* out, size_t count, DType dtype) {
+WorkPtr MpiProcessGroup::issue_all_gather(const CollectiveDesc& desc, const void* in, void* out) {
+  size_t count = desc.count;
+  DType dtype = desc.dtype;
   int n = mpi_count(count, "all_gather");
-  WorkContext context = begin(make_desc(CollectiveOp::all_gather, dtype, count), true);
+  WorkContext context = begin(desc, true);
   // MPI forbids aliased send/receive buffers unless the input is given as MPI_IN_PLACE.
   const char* my_block = static_cast<const char*>(out) + size_t(rank_) * count * itemsize(dtype);
   const void* send = (in == my_block && count > 0) ? MPI_IN_PLACE : in;
@@ -202,11 +203,13 @@ WorkPtr MpiProcessGroup::all_gather(const void* in, void* out, size_t count, DTy
 // funnelling every byte through one process. The all-to-all moves the (n-1)/n of the input a ring
 // would, and the local reduce_buffers combines the n blocks in group order in f32 for bf16/f16,
 // so the result is the same on every run and matches the threads backend.
-WorkPtr MpiProcessGroup::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+WorkPtr MpiProcessGroup::issue_reduce_scatter(const CollectiveDesc& desc, const void* in, void* out) {
+  size_t count = desc.count;
+  DType dtype = desc.dtype;
+  ReduceOp op = desc.reduce_op;
   int n = mpi_count(count, "reduce_scatter");
   mpi_count(count * size_t(size()), "reduce_scatter input");
-  mpi_reduce_op(dtype, op, "reduce_scatter");  // rejects bool avg before anything is issued
-  WorkContext context = begin(make_desc(CollectiveOp::reduce_scatter, dtype, count, op), true);
+  WorkContext context = begin(desc, true);
   size_t block_bytes = count * itemsize(dtype);
   std::shared_ptr<std::vector<std::byte>> blocks = scratch(block_bytes * size_t(size()));
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
@@ -224,12 +227,10 @@ WorkPtr MpiProcessGroup::reduce_scatter(const void* in, void* out, size_t count,
   return finish(std::move(context), rc, std::move(requests), std::move(on_complete));
 }
 
-WorkPtr MpiProcessGroup::all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
-                                    const std::vector<size_t>& recv_counts, DType dtype) {
-  if (int(send_counts.size()) != size() || int(recv_counts.size()) != size())
-    DT_THROW(ValueError) << "all_to_all needs one send and one recv count per rank of group "
-                         << ranks_str(global_ranks_) << ", got " << send_counts.size() << " and "
-                         << recv_counts.size();
+WorkPtr MpiProcessGroup::issue_all_to_all(const CollectiveDesc& desc, const void* in, void* out) {
+  const std::vector<size_t>& send_counts = desc.send_counts;
+  const std::vector<size_t>& recv_counts = desc.recv_counts;
+  DType dtype = desc.dtype;
   // MPI reads the count and displacement arrays until completion: the Work keeps them alive.
   auto arrays = std::make_shared<std::vector<int>>(4 * size_t(size()));
   int* sc = arrays->data();
@@ -245,10 +246,7 @@ WorkPtr MpiProcessGroup::all_to_all(const void* in, const std::vector<size_t>& s
     send_offset += send_counts[j];
     recv_offset += recv_counts[j];
   }
-  CollectiveDesc desc = make_desc(CollectiveOp::all_to_all, dtype);
-  desc.send_counts = send_counts;
-  desc.recv_counts = recv_counts;
-  WorkContext context = begin(std::move(desc), true);
+  WorkContext context = begin(desc, true);
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
@@ -259,11 +257,11 @@ WorkPtr MpiProcessGroup::all_to_all(const void* in, const std::vector<size_t>& s
   return finish(std::move(context), rc, std::move(requests), nullptr, arrays);
 }
 
-WorkPtr MpiProcessGroup::broadcast(void* buf, size_t count, DType dtype, int root) {
-  if (root < 0 || root >= size())
-    DT_THROW(ValueError) << "broadcast root " << root << " out of range for group of size " << size();
-  int n = mpi_count(count, "broadcast");
-  WorkContext context = begin(make_desc(CollectiveOp::broadcast, dtype, count, ReduceOp::sum, root), true);
+WorkPtr MpiProcessGroup::issue_broadcast(const CollectiveDesc& desc, void* buf) {
+  int root = desc.root;
+  DType dtype = desc.dtype;
+  int n = mpi_count(desc.count, "broadcast");
+  WorkContext context = begin(desc, true);
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
@@ -273,36 +271,24 @@ WorkPtr MpiProcessGroup::broadcast(void* buf, size_t count, DType dtype, int roo
   return finish(std::move(context), rc, std::move(requests));
 }
 
-WorkPtr MpiProcessGroup::send(const void* buf, size_t count, DType dtype, int dst) {
-  if (dst < 0 || dst >= size())
-    DT_THROW(ValueError) << "send destination " << dst << " out of range for group of size " << size();
-  int n = mpi_count(count, "send");
-  WorkContext context = begin(make_desc(CollectiveOp::send, dtype, count, ReduceOp::sum, dst), false);
+WorkPtr MpiProcessGroup::issue_point_to_point(const CollectiveDesc& desc, const void* in, void* out) {
+  bool is_send = desc.op == CollectiveOp::send;
+  int n = mpi_count(desc.count, is_send ? "send" : "recv");
+  WorkContext context = begin(desc, false);
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
     MpiCallGuard guard;
-    rc = MPI_Isend(buf, n, mpi_datatype(dtype), dst, /*tag=*/0, comm_, &requests[0]);
+    if (is_send)
+      rc = MPI_Isend(in, n, mpi_datatype(desc.dtype), desc.root, /*tag=*/0, comm_, &requests[0]);
+    else
+      rc = MPI_Irecv(out, n, mpi_datatype(desc.dtype), desc.root, /*tag=*/0, comm_, &requests[0]);
   }
   return finish(std::move(context), rc, std::move(requests));
 }
 
-WorkPtr MpiProcessGroup::recv(void* buf, size_t count, DType dtype, int src) {
-  if (src < 0 || src >= size())
-    DT_THROW(ValueError) << "recv source " << src << " out of range for group of size " << size();
-  int n = mpi_count(count, "recv");
-  WorkContext context = begin(make_desc(CollectiveOp::recv, dtype, count, ReduceOp::sum, src), false);
-  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
-  int rc;
-  {
-    MpiCallGuard guard;
-    rc = MPI_Irecv(buf, n, mpi_datatype(dtype), src, /*tag=*/0, comm_, &requests[0]);
-  }
-  return finish(std::move(context), rc, std::move(requests));
-}
-
-WorkPtr MpiProcessGroup::barrier() {
-  WorkContext context = begin(make_desc(CollectiveOp::barrier), true);
+WorkPtr MpiProcessGroup::issue_barrier(const CollectiveDesc& desc) {
+  WorkContext context = begin(desc, true);
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
   {
@@ -312,19 +298,22 @@ WorkPtr MpiProcessGroup::barrier() {
   return finish(std::move(context), rc, std::move(requests));
 }
 
-std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>& ranks) {
-  if (ranks.empty()) DT_THROW(ValueError) << "new_group needs at least one rank";
-  std::set<int> seen;
-  for (int r : ranks) {
-    if (!seen.insert(r).second)
-      DT_THROW(ValueError) << "new_group ranks " << ranks_str(ranks) << " contain rank " << r << " twice";
-    if (std::find(global_ranks_.begin(), global_ranks_.end(), r) == global_ranks_.end())
-      DT_THROW(ValueError) << "new_group rank " << r << " is not in group " << ranks_str(global_ranks_);
+WorkPtr MpiProcessGroup::issue(const CollectiveDesc& desc, const void* in, void* out) {
+  switch (desc.op) {
+    case CollectiveOp::all_reduce: return issue_all_reduce(desc, out);
+    case CollectiveOp::all_gather: return issue_all_gather(desc, in, out);
+    case CollectiveOp::reduce_scatter: return issue_reduce_scatter(desc, in, out);
+    case CollectiveOp::all_to_all: return issue_all_to_all(desc, in, out);
+    case CollectiveOp::broadcast: return issue_broadcast(desc, out);
+    case CollectiveOp::send:
+    case CollectiveOp::recv: return issue_point_to_point(desc, in, out);
+    case CollectiveOp::barrier: return issue_barrier(desc);
   }
-  int me = global_ranks_[rank_];
-  if (!seen.count(me))
-    DT_THROW(ValueError) << "rank " << me << " called new_group " << ranks_str(ranks)
-                         << " but is not a member";
+  DT_CHECK(false) << "unknown collective op " << int(desc.op);
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>& ranks) {
+  check_group_ranks(ranks, global_ranks_, global_ranks_[rank_]);
   MPI_Comm comm = MPI_COMM_NULL;
   {
     MpiCallGuard guard;

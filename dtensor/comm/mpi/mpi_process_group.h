@@ -12,8 +12,9 @@
 // all_reduce has two paths, chosen per group when it is created and by size per call:
 //  * `mpi`: MPI_Iallreduce (any group, any host);
 //  * `shm`: when every member runs on this host, the one-shot / two-shot algorithms over an
-//    MPI-3 shared window (all_reduce_shared.h); it runs at issue time and returns a completed
-//    Work (or one whose wait() rethrows the failure).
+//    MPI-3 shared window (all_reduce_shared.h; the algorithm as requested, or as
+//    choose_all_reduce_algo picks it); it runs at issue time and returns a completed Work (or one
+//    whose wait() rethrows the failure).
 // DTENSOR_MPI_ALL_REDUCE=mpi|shm|auto selects (auto, the default: shm when the group is on one
 // host). The choice is the same on every member because it depends only on the group and count.
 #pragma once
@@ -25,11 +26,11 @@
 #include "dtensor/comm/mpi/group_progress.h"
 #include "dtensor/comm/mpi/shared_arena.h"
 #include "dtensor/comm/mpi/mpi_work.h"
-#include "dtensor/comm/process_group.h"
+#include "dtensor/comm/process_group_base.h"
 
 namespace dt::mpi {
 
-class MpiProcessGroup final : public ProcessGroup {
+class MpiProcessGroup final : public ProcessGroupBase {
  public:
   // Takes ownership of comm, whose rank order must match global_ranks.
   MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, CommOptions options);
@@ -41,23 +42,26 @@ class MpiProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "mpi"; }
   const CommOptions& options() const override { return options_; }
 
-  WorkPtr all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) override;
-  WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) override;
-  WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) override;
-  WorkPtr all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
-                     const std::vector<size_t>& recv_counts, DType dtype) override;
-  WorkPtr broadcast(void* buf, size_t count, DType dtype, int root) override;
-  WorkPtr send(const void* buf, size_t count, DType dtype, int dst) override;
-  WorkPtr recv(void* buf, size_t count, DType dtype, int src) override;
-  WorkPtr barrier() override;
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks) override;
 
   MPI_Comm comm() const { return comm_; }
-  // Returns "mpi:iallreduce", "shm_one_shot" or "shm_two_shot": the all_reduce path for nbytes.
+  // Returns "mpi:iallreduce", "shm_one_shot" or "shm_two_shot": the all_reduce path for nbytes
+  // (the shm algorithm as choose_all_reduce_algo picks it for an `automatic` request).
   std::string all_reduce_algorithm(size_t nbytes) const;
   int64_t group_id() const { return progress_->id; }
 
  private:
+  WorkPtr issue(const CollectiveDesc& desc, const void* in, void* out) override;
+  // One per op kind; desc is checked (ProcessGroupBase).
+  WorkPtr issue_all_reduce(const CollectiveDesc& desc, void* buf);
+  WorkPtr issue_all_gather(const CollectiveDesc& desc, const void* in, void* out);
+  WorkPtr issue_reduce_scatter(const CollectiveDesc& desc, const void* in, void* out);
+  WorkPtr issue_all_to_all(const CollectiveDesc& desc, const void* in, void* out);
+  WorkPtr issue_broadcast(const CollectiveDesc& desc, void* buf);
+  WorkPtr issue_point_to_point(const CollectiveDesc& desc, const void* in, void* out);
+  WorkPtr issue_barrier(const CollectiveDesc& desc);
+  // True when an all_reduce of nbytes runs on the shared arena (else MPI_Iallreduce).
+  bool all_reduce_on_arena(size_t nbytes) const;
   // Numbers the collective, records it in the flight recorder and, in check mode, verifies that
   // every member issues the same one. Point-to-point calls pass collective = false.
   WorkContext begin(CollectiveDesc desc, bool collective);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "dtensor/comm/mpi/group_progress.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
@@ -11,6 +12,9 @@ namespace dt::mpi {
 namespace {
 
 constexpr int kQueryTag = 1;
+// Above the reply tags (2 .. 30001).
+constexpr int kFaultTag = 30002;
+constexpr int kFaultAckTag = 30003;
 constexpr int kQueryWords = 2;  // group_id, nonce
 constexpr int kReplyWords = 4;  // knows_group, issued, completed, last_op
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
@@ -67,6 +71,7 @@ void PeerStateAgent::serve() {
         }
       }
     }
+    serve_fault_announcement();
     if (!arrived) {
       std::this_thread::sleep_for(kIdleSleep);
       continue;
@@ -88,6 +93,62 @@ void PeerStateAgent::serve() {
   MPI_Cancel(&recv);
   MPI_Wait(&recv, MPI_STATUS_IGNORE);
   for (auto& [req, buf] : replies) MPI_Request_free(&req);
+}
+
+void PeerStateAgent::serve_fault_announcement() {
+  int pending = 0;
+  MPI_Status status;
+  std::string text;
+  {
+    MpiCallGuard guard;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kFaultTag, comm_, &pending, &status) != MPI_SUCCESS || !pending) return;
+    int len = 0;
+    MPI_Get_count(&status, MPI_CHAR, &len);
+    text.resize(size_t(len));
+    MPI_Recv(text.data(), len, MPI_CHAR, status.MPI_SOURCE, kFaultTag, comm_, MPI_STATUS_IGNORE);
+  }
+  int me = 0;
+  MPI_Comm_rank(comm_, &me);
+  // Once per process: several ranks may announce the same fault (every member detects a mismatch).
+  if (!announced_.exchange(true)) {
+    std::fprintf(stderr, "[rank %d] dtensor: error: %s (reported by rank %d)\n", me, text.c_str(), status.MPI_SOURCE);
+    std::fflush(stderr);
+  }
+  static int ack = 1;
+  MpiCallGuard guard;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Isend(&ack, 1, MPI_INT, status.MPI_SOURCE, kFaultAckTag, comm_, &request);
+  MPI_Request_free(&request);
+}
+
+void PeerStateAgent::announce_fault(const std::string& message, Duration grace) {
+  announced_ = true;  // this process reports the fault itself
+  int me = 0, n = 1;
+  MPI_Comm_rank(comm_, &me);
+  MPI_Comm_size(comm_, &n);
+  // Leaked on purpose: the job aborts next, and an unanswered request to a dead peer stays pending.
+  auto* text = new std::string(message);
+  auto* acks = new std::vector<int>(size_t(n), 0);
+  std::vector<MPI_Request> requests;
+  {
+    MpiCallGuard guard;
+    for (int r = 0; r < n; ++r) {
+      if (r == me) continue;
+      MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
+      MPI_Isend(text->data(), int(text->size()), MPI_CHAR, r, kFaultTag, comm_, &send);
+      MPI_Request_free(&send);
+      MPI_Irecv(&(*acks)[size_t(r)], 1, MPI_INT, r, kFaultAckTag, comm_, &recv);
+      requests.push_back(recv);
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  for (int done = 0; !done && std::chrono::steady_clock::now() < deadline;) {
+    {
+      MpiCallGuard guard;
+      MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    }
+    if (!done) std::this_thread::sleep_for(kIdleSleep);
+  }
 }
 
 std::vector<PeerAnswer> PeerStateAgent::query(int64_t group_id, const std::vector<int>& peers,

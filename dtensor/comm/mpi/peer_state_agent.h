@@ -7,6 +7,8 @@
 // {knows_group, issued, completed, last_op} with tag reply_tag(nonce). A peer that does not
 // reply within the grace period is reported as dead or unreachable: that is all one can know
 // about it (a live process answers even while it computes, because the agent is its own thread).
+// The same thread receives fault announcements (kFaultTag: the text of the fault), prints them on
+// this process's stderr and acknowledges (kFaultAckTag), so every rank of a failed job says why.
 #pragma once
 
 #include <mpi.h>
@@ -43,12 +45,22 @@ class PeerStateAgent {
   // Asks each peer (global ranks) for its progress on group_id; waits at most `grace`.
   std::vector<PeerAnswer> query(int64_t group_id, const std::vector<int>& peers, Duration grace);
 
+  // Tells every other process of the job that this one hit a fault that ends the run (e.g. a
+  // collective mismatch), so each prints "[rank r] dtensor: error: <message> (reported by rank s)"
+  // at once instead of sitting in its own collectives until the timeout (the caller then aborts
+  // the job, which would otherwise kill them without a word). Waits at most `grace` for every
+  // process to acknowledge that it printed.
+  void announce_fault(const std::string& message, Duration grace);
+
  private:
   void serve();
+  // Receives, prints and acknowledges one pending fault announcement, if any.
+  void serve_fault_announcement();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> next_nonce_{0};
+  std::atomic<bool> announced_{false};  // a fault was printed or announced by this process
   std::thread thread_;
 };
 

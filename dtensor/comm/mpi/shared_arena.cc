@@ -63,10 +63,10 @@ void SharedArena::allocate(size_t capacity) {
     base_[size_t(i)] = static_cast<std::byte*>(base);
     data_[size_t(i)] = base_[size_t(i)] + kHeaderBytes;
   }
-  // Counters continue from op_ (a fresh window starts at 0 everywhere, and op_ is the same on every
-  // member), so publish op_ as already reached for every counter.
-  // The memory is not zeroed: nobody may read a counter before its owner initialized it.
-  for (int c = 0; c < 3; ++c) counter_ref(me_, ArenaCounter(c)).store(op_, std::memory_order_release);
+  // Counters continue from op_ and phase_ (the same on every member), so publish them as already
+  // reached. The memory is not zeroed: nobody may read a counter before its owner initialized it.
+  counter_ref(me_, ArenaCounter::phase).store(phase_, std::memory_order_release);
+  counter_ref(me_, ArenaCounter::done).store(op_, std::memory_order_release);
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier after allocating the shared arena");
   capacity_ = capacity;
 }
@@ -130,17 +130,17 @@ void SharedArena::wait_for(ArenaCounter counter, uint64_t op, Duration timeout) 
   }
   std::vector<int> lagging;
   std::string details;
-  static const char* names[] = {"ready", "reduced", "done"};
+  static const char* names[] = {"phase", "done"};
   for (int i = 0; i < n; ++i) {
     uint64_t at = counter_ref(i, counter).load(std::memory_order_acquire);
     if (at < op) {
       lagging.push_back(global_ranks_[size_t(i)]);
-      details += fmt::format("{}rank {} at op {}", details.empty() ? "" : "; ",
+      details += fmt::format("{}rank {} at {}", details.empty() ? "" : "; ",
                              global_ranks_[size_t(i)], at);
     }
   }
-  throw ArenaTimeout(fmt::format("shared-memory op {} ({}): ranks {} behind ({})", op,
-                                 names[int(counter)], ranks_str(lagging), details));
+  throw ArenaTimeout(fmt::format("shared-memory {} {}: ranks {} behind ({})", names[int(counter)], op,
+                                 ranks_str(lagging), details));
 }
 
 }  // namespace dt::mpi

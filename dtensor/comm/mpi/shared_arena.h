@@ -3,10 +3,11 @@
 // segment, so a collective reads its peers' data with plain loads instead of messages.
 //
 // Segment layout (same on every member, hence "symmetric"):
-//   [ phase counters: ready | reduced | done, one cache line each ][ data: capacity bytes ]
-// The counters are monotonic per-member operation numbers, written only by their owner with
-// release stores and read by peers with acquire loads, so "member j's counter reached k" means
-// everything j wrote before it is visible. wait_for() polls them (spinning, then backing off to
+//   [ counters: phase | done, one cache line each ][ data: capacity bytes ]
+// The counters are monotonic per member: `phase` counts the barriers the member passed, `done` the
+// operations it finished (no longer reading peers' segments). They are written only by their owner
+// with release stores and read by peers with acquire loads, so "member j's counter reached k"
+// means everything j wrote before it is visible. wait_for() polls them (spinning, then backing off to
 // bounded sleeps: comm/backoff.h) with a timeout and names the members that lag, which is
 // exactly the set that did not arrive.
 //
@@ -28,10 +29,13 @@
 
 namespace dt::mpi {
 
-enum class ArenaCounter : int { ready = 0, reduced = 1, done = 2 };
+enum class ArenaCounter : int { phase = 0, done = 1 };
+
+class SharedArena;
+
 
 // A wait on the arena's counters timed out; what() names the step and the members behind, e.g.
-// "shared-memory op 2 (ready): ranks [1] behind (rank 1 at op 1)". The caller turns it into the
+// "shared-memory phase 2: ranks [1] behind (rank 1 at 1)". The caller turns it into the
 // backend's usual timeout message (collective, number, group, ranks that did not arrive).
 class ArenaTimeout : public CommError {
   using CommError::CommError;
@@ -55,6 +59,10 @@ class SharedArena {
 
   // Returns the number of the next operation on this arena (1, 2, ...), same on every member.
   uint64_t next_op() { return ++op_; }
+  // Returns the number of the next barrier on this arena (1, 2, ...), same on every member.
+  uint64_t next_phase() { return ++phase_; }
+  // Returns this member's private scratch memory (see PeerMemory::scratch).
+  std::vector<std::byte>& scratch() { return scratch_; }
   // Publishes that I reached `op` at `counter` (release).
   void signal(ArenaCounter counter, uint64_t op);
   // Waits until every member reached `op` at `counter`; throws ArenaTimeout naming the lagging
@@ -75,6 +83,8 @@ class SharedArena {
   std::vector<std::byte*> base_;  // segment starts
   std::vector<std::byte*> data_;  // data areas
   uint64_t op_ = 0;
+  uint64_t phase_ = 0;
+  std::vector<std::byte> scratch_;
 };
 
 }  // namespace dt::mpi

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <set>
 
+#include "dtensor/comm/process_group_base.h"
 #include "dtensor/comm/threads/endpoint.h"
 #include "dtensor/comm/timeout.h"
 
@@ -35,16 +35,10 @@ World::~World() {
 }
 
 Endpoint& World::endpoint(const std::vector<int>& ranks, int global_rank) {
-  if (ranks.empty()) DT_THROW(ValueError) << "process group needs at least one rank";
-  std::set<int> seen;
-  for (int r : ranks) {
-    if (r < 0 || r >= size_)
-      DT_THROW(ValueError) << "rank " << r << " in group " << ranks_str(ranks) << " out of range for world size " << size_;
-    if (!seen.insert(r).second) DT_THROW(ValueError) << "rank " << r << " appears twice in group " << ranks_str(ranks);
-  }
+  std::vector<int> all(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) all[size_t(r)] = r;
+  check_group_ranks(ranks, all, global_rank);
   auto it = std::find(ranks.begin(), ranks.end(), global_rank);
-  if (it == ranks.end())
-    DT_THROW(ValueError) << "rank " << global_rank << " is not a member of group " << ranks_str(ranks);
   std::lock_guard<std::mutex> lock(endpoints_mu_);
   auto [gid_it, inserted] = group_ids_.try_emplace(ranks, int(group_ids_.size()));
   int gid = gid_it->second;
