@@ -11,6 +11,12 @@
 // An op without a rule takes replicated operands and gives replicated results, with one warning
 // per op.
 //
+// A gradient of a training step (ResolvedPlan::gradient_of) is read, by every reader, as the
+// backward rule of a redistribution derives from its forward value (redistribute/backward.h): the
+// forward value's placements, partial turned replicated unless the gradient is partial. The
+// partitioner inserts that redistribution before its first reader, so the backward issues the
+// collectives that mirror the forward's.
+//
 // Invariants of the result: every value has one placement per mesh dim, normalised; every node
 // records the placements its operands must have (the partitioner inserts the redistribution where
 // they differ from the producer's); graph outputs end as the plan says (R by default).
