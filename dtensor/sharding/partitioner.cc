@@ -107,7 +107,7 @@ class RankPartitioner {
 
   // The all-reduced [N] row statistics of local logits `x` of `logits_type` (global [N, C])
   // sharded on their classes as `lp`: the row max, the sum of exp(x - max) and, when `target` is
-  // given, the target logit (ir/ops_loss.cc). `name` prefixes the new values.
+  // given, the target logit (ir/ops_loss.cc); the new values are named after n's result.
   // Rows sharded on a mesh dim (data parallel) stay sharded: the statistics are per row.
   RowStats row_stats(const Node& n, const ir::TensorType& logits_type, const Placements& lp, Value* x, Value* target) {
     const size_t nd = lp.size();
