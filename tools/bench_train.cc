@@ -10,17 +10,18 @@
 // parameter): a rank's peak under fsdp on n ranks (its parameter and state shards plus the peak of
 // its live results) against 1/n of the one-device parameter + gradient + optimizer-state bytes
 // plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
-// activations are measured, not modelled: the one-device step peak of the model minus that of the
-// model with one layer fewer, less that layer's gradient, updated parameters and updated state
-// (which that peak also holds).
+// activations are counted in the step graph: the forward results the backward reads, with the
+// configured layers minus with one layer fewer (views of other results count their own bytes).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "dtensor/core/rng.h"
+#include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/train_loop.h"
@@ -50,6 +51,20 @@ int64_t bytes_of(const std::map<std::string, Tensor>& m, const std::string& pref
   return b;
 }
 
+// Bytes of the forward results of `forward`'s training step that its backward or update reads.
+int64_t saved_activation_bytes(const ir::Graph& forward, const autodiff::OptimizerConfig& opt) {
+  const size_t nf = forward.nodes().size();
+  autodiff::TrainStep step = autodiff::make_train_step(forward.clone(), opt);
+  std::set<const ir::Node*> fwd(step.graph.nodes().begin(), step.graph.nodes().begin() + ptrdiff_t(nf));
+  std::set<const ir::Value*> saved;
+  for (size_t i = nf; i < step.graph.nodes().size(); ++i)
+    for (const ir::Value* v : step.graph.nodes()[i]->operands)
+      if (v->producer && fwd.count(v->producer)) saved.insert(v);
+  int64_t b = 0;
+  for (const ir::Value* v : saved) b += v->type.numel() * int64_t(itemsize(v->type.dtype));
+  return b;
+}
+
 nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfig& cfg, const ir::Graph& g,
                                 const std::map<std::string, Tensor>& weights, const std::map<std::string, Tensor>& data) {
   if (cfg.layers < 1) DT_THROW(ValueError) << "the fsdp memory goal needs --layers >= 1";
@@ -59,14 +74,13 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
   ir::GptConfig fewer = cfg;
   fewer.layers = cfg.layers - 1;
   ir::Graph g1 = ir::build_gpt(fewer);
-  const runtime::TrainResult one = runtime::train_single_device(g.clone(), weights, data, to);
-  const runtime::TrainResult one1 = runtime::train_single_device(g1.clone(), ir::random_weights(g1, 0), data, to);
   const int64_t params = bytes_of(weights), grads = params, state = params;
   const std::string layer = "h." + std::to_string(cfg.layers - 1) + ".";
   const int64_t layer_params = bytes_of(weights, layer);
-  // The extra layer's results at the step's peak: its saved activations, and its gradient, updated
-  // parameters and updated momentum buffers (3 x its parameters).
-  const int64_t layer_acts = std::max<int64_t>(int64_t(one.peak_bytes) - int64_t(one1.peak_bytes) - 3 * layer_params, 0);
+  // One layer's activations: what the step keeps of the forward for the backward, with one layer
+  // more minus with one layer fewer (counted in the one-device step graph: the forward results a
+  // backward node reads).
+  const int64_t layer_acts = saved_activation_bytes(g, to.optimizer) - saved_activation_bytes(g1, to.optimizer);
   nlohmann::json runs = nlohmann::json::array();
   std::stringstream ss(opt.fsdp);
   std::string text;
@@ -95,7 +109,7 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
   }
   return {{"param_bytes", params},           {"grad_bytes", grads},
           {"state_bytes", state},            {"layer_param_bytes", layer_params},
-          {"layer_activation_bytes", layer_acts}, {"one_device_step_peak_bytes", one.peak_bytes},
+          {"layer_activation_bytes", layer_acts},
           {"runs", runs}};
 }
 

@@ -55,6 +55,9 @@ class RankPartitioner {
       localize_attrs(n, ns, types, op, attrs);
       Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
+      // A gradient moves where its forward value says right away (its readers find it in moved_).
+      for (const Value* r : n.results)
+        if (size_t(r->id) < s_.reads.size() && !s_.reads[size_t(r->id)].empty()) moved(r, s_.reads[size_t(r->id)]);
     }
     std::vector<Value*> outputs;
     for (size_t k = 0; k < g_.outputs().size(); ++k) outputs.push_back(moved(g_.outputs()[k], s_.outputs[k]));

@@ -355,6 +355,9 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       reads[size_t(v->id)] = gradient_layout(graph, *v, s, plan, prop);
     }
   }
+  s.reads.resize(graph.num_values());
+  for (size_t v = 0; v < reads.size(); ++v)
+    if (reads[v] != s.values[v]) s.reads[v] = std::move(reads[v]);
   s.outputs = plan.output_placements;
   if (s.outputs.size() != graph.outputs().size()) s.outputs.assign(graph.outputs().size(), replicated);
   return s;
