@@ -5,14 +5,23 @@
 // (PyTorch's is about 3), and per mesh the step time, bytes each rank sends per step and the peak
 // of live results per rank, against the one-device step. Steps after the first are timed (the
 // fastest of --steps - 1; the first warms the allocator).
+//
+// The memory goal (--fsdp 2,4; SGD with momentum 0.9, so the optimizer state is one buffer per
+// parameter): a rank's peak under fsdp on n ranks (its parameter and state shards plus the peak of
+// its live results) against 1/n of the one-device parameter + gradient + optimizer-state bytes
+// plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
+// activations are counted in the step graph: the forward results the backward reads, with the
+// configured layers minus with one layer fewer (views of other results count their own bytes).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "dtensor/core/rng.h"
+#include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/train_loop.h"
@@ -26,12 +35,82 @@ struct BenchTrainOptions {
   int64_t hidden = 512, layers = 4, heads = 8, vocab = 4096, batch = 4, seq = 256;
   int steps = 3;
   std::string meshes = "2,2x2", examples = "examples";
+  std::string fsdp = "2,4";  // ranks of the fsdp memory-goal runs ("" to skip)
   bool json = false;
 };
 
 double fastest_after_first(const std::vector<double>& ms) {
   if (ms.size() < 2) return ms.empty() ? 0 : ms[0];
   return *std::min_element(ms.begin() + 1, ms.end());
+}
+
+int64_t bytes_of(const std::map<std::string, Tensor>& m, const std::string& prefix = "") {
+  int64_t b = 0;
+  for (const auto& [name, t] : m)
+    if (name.rfind(prefix, 0) == 0) b += t.numel() * int64_t(itemsize(t.dtype()));
+  return b;
+}
+
+// Bytes of the forward results of `forward`'s training step that its backward or update reads.
+int64_t saved_activation_bytes(const ir::Graph& forward, const autodiff::OptimizerConfig& opt) {
+  const size_t nf = forward.nodes().size();
+  autodiff::TrainStep step = autodiff::make_train_step(forward.clone(), opt);
+  std::set<const ir::Node*> fwd(step.graph.nodes().begin(), step.graph.nodes().begin() + ptrdiff_t(nf));
+  std::set<const ir::Value*> saved;
+  for (size_t i = nf; i < step.graph.nodes().size(); ++i)
+    for (const ir::Value* v : step.graph.nodes()[i]->operands)
+      if (v->producer && fwd.count(v->producer)) saved.insert(v);
+  int64_t b = 0;
+  for (const ir::Value* v : saved) b += v->type.numel() * int64_t(itemsize(v->type.dtype));
+  return b;
+}
+
+nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfig& cfg, const ir::Graph& g,
+                                const std::map<std::string, Tensor>& weights, const std::map<std::string, Tensor>& data) {
+  if (cfg.layers < 1) DT_THROW(ValueError) << "the fsdp memory goal needs --layers >= 1";
+  runtime::TrainOptions to;
+  to.steps = 2;
+  to.optimizer.momentum = 0.9;
+  ir::GptConfig fewer = cfg;
+  fewer.layers = cfg.layers - 1;
+  ir::Graph g1 = ir::build_gpt(fewer);
+  const int64_t params = bytes_of(weights), grads = params, state = params;
+  const std::string layer = "h." + std::to_string(cfg.layers - 1) + ".";
+  const int64_t layer_params = bytes_of(weights, layer);
+  // One layer's activations: what the step keeps of the forward for the backward, with one layer
+  // more minus with one layer fewer (counted in the one-device step graph: the forward results a
+  // backward node reads).
+  const int64_t layer_acts = saved_activation_bytes(g, to.optimizer) - saved_activation_bytes(g1, to.optimizer);
+  nlohmann::json runs = nlohmann::json::array();
+  std::stringstream ss(opt.fsdp);
+  std::string text;
+  while (std::getline(ss, text, ',')) {
+    runtime::ShardedTrainOptions so;
+    so.mesh = DeviceMesh::parse(text);
+    if (so.mesh.ndim() != 1) DT_THROW(ValueError) << "--fsdp takes rank counts (1-d meshes), got " << text;
+    so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
+      "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
+      "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
+    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+      run_pass_pipelines(programs, ranks, PassCliOptions{});
+    };
+    const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
+    const int64_t n = so.mesh.size();
+    int64_t held = 0;  // the largest rank's parameter and state shards (bound, not results)
+    for (const auto& rank_state : r.rank_state) held = std::max(held, bytes_of(rank_state));
+    const int64_t peak = held + int64_t(r.peak_bytes);
+    const int64_t goal = (params + grads + state) / n + layer_params + layer_acts / n;
+    runs.push_back({{"ranks", n},
+                    {"held_bytes_per_rank", held},
+                    {"peak_result_bytes_per_rank", r.peak_bytes},
+                    {"rank_peak_bytes", peak},
+                    {"goal_bytes", goal},
+                    {"holds", peak <= goal}});
+  }
+  return {{"param_bytes", params},           {"grad_bytes", grads},
+          {"state_bytes", state},            {"layer_param_bytes", layer_params},
+          {"layer_activation_bytes", layer_acts},
+          {"runs", runs}};
 }
 
 void bench(const BenchTrainOptions& opt) {
@@ -89,6 +168,7 @@ void bench(const BenchTrainOptions& opt) {
                       {"loss_diff_vs_one_device", std::abs(r.losses.back() - one.losses.back())}});
   }
   j["meshes"] = meshes;
+  if (!opt.fsdp.empty()) j["fsdp_memory"] = fsdp_memory_goal(opt, cfg, g, weights, data);
   if (opt.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -105,6 +185,20 @@ void bench(const BenchTrainOptions& opt) {
                 m["plan"].get<std::string>().c_str(), m["step_ms"].get<double>(),
                 m["speedup_vs_one_device"].get<double>(), (long long)m["bytes_sent_per_step"].get<int64_t>(),
                 m["peak_bytes_per_rank"].get<double>() / (1 << 20), m["peak_vs_one_device"].get<double>());
+  if (!j.contains("fsdp_memory")) return;
+  const auto& fm = j["fsdp_memory"];
+  auto mib = [](const nlohmann::json& v) { return v.get<double>() / (1 << 20); };
+  std::printf("fsdp memory goal (sgd momentum 0.9): one device params %.1f MiB, grads %.1f MiB, state %.1f MiB; "
+              "one layer: params %.1f MiB, activations %.1f MiB\n",
+              mib(fm["param_bytes"]), mib(fm["grad_bytes"]), mib(fm["state_bytes"]), mib(fm["layer_param_bytes"]),
+              mib(fm["layer_activation_bytes"]));
+  std::printf("%-6s %14s %12s %14s %12s %8s %6s\n", "ranks", "held MiB/rank", "peak results", "rank peak MiB",
+              "goal MiB", "peak/goal", "holds");
+  for (const auto& r : fm["runs"])
+    std::printf("%-6d %14.1f %12.1f %14.1f %12.1f %8.2f %6s\n", r["ranks"].get<int>(), mib(r["held_bytes_per_rank"]),
+                mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]), mib(r["goal_bytes"]),
+                r["rank_peak_bytes"].get<double>() / r["goal_bytes"].get<double>(),
+                r["holds"].get<bool>() ? "yes" : "no");
 }
 
 void setup(CLI::App& bench_app) {
@@ -118,6 +212,8 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--seq", opt.seq)->capture_default_str();
   cmd->add_option("--steps", opt.steps, "steps per configuration (the first is not timed)")->capture_default_str();
   cmd->add_option("--meshes", opt.meshes, "comma list of meshes (1-d: gpt_tp.json, 2-d: gpt_fsdp_tp.json)")
+      ->capture_default_str();
+  cmd->add_option("--fsdp", opt.fsdp, "comma list of rank counts for the fsdp memory goal (\"\" skips it)")
       ->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print JSON");

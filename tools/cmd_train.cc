@@ -137,8 +137,6 @@ void train_command(TrainCliOptions opt) {
   if (backend == runtime::Backend::mpi) {
     if (opt.mesh.empty())
       DT_THROW(ValueError) << "an mpi training run needs --mesh and --plan (one process per rank: mpirun -np <mesh size>)";
-    if (!opt.save.empty() || !opt.grads_out.empty())
-      DT_THROW(ValueError) << "--save and --grads-out are not supported on the mpi backend yet: train on the threads backend";
   }
   for (const std::string* out : {&opt.save, &opt.grads_out})
     if (!out->empty())
@@ -179,6 +177,7 @@ void train_command(TrainCliOptions opt) {
   } else {
     runtime::ShardedTrainOptions so;
     so.backend = backend;
+    so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
     so.mesh = DeviceMesh::parse(opt.mesh);
     so.plan = sharding::ParallelPlan::load(opt.plan);
     check_mesh_fits_model(model, so.plan, so.mesh);

@@ -25,7 +25,8 @@ ir::Value* find_loss(const Graph& g) {
   return loss;
 }
 
-std::vector<Value*> append_gradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
+std::vector<Value*> append_gradients(Graph& g, Value* loss, const std::vector<Value*>& wrt,
+                                     std::vector<std::pair<Value*, Value*>>* pairs) {
   if (loss->type.rank() != 0 || !is_floating(loss->type.dtype))
     DT_THROW(ValueError) << "autodiff needs a floating scalar loss, got " << loss->name << " "
                          << ir::type_str(loss->type);
@@ -68,6 +69,9 @@ std::vector<Value*> append_gradients(Graph& g, Value* loss, const std::vector<Va
       any_want = any_want || wants.back();
     }
     if (!any_grad || !any_want) continue;
+    if (pairs)
+      for (size_t r = 0; r < n.results.size(); ++r)
+        if (result_grads[r]) pairs->emplace_back(n.results[r], result_grads[r]);
     const ir::OpDef& def = ir::op_def(n.op);
     if (!def.grad)
       DT_THROW(ValueError) << "op " << def.name() << " has no gradient rule, but the gradient of the loss "
@@ -90,6 +94,7 @@ std::vector<Value*> append_gradients(Graph& g, Value* loss, const std::vector<Va
       // view) gets its own node so the name belongs to it alone.
       if (gv->kind != ir::ValueKind::result || gv->name.rfind("grad.", 0) == 0) gv = b.reshape(gv, gv->type.shape);
       g.rename(gv, "grad." + v->name);
+      if (pairs) pairs->emplace_back(v, gv);
     }
     out.push_back(gv);
   }

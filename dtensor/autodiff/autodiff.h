@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/ir/graph.h"
@@ -24,7 +25,15 @@ namespace dt::autodiff {
 // gradient of each value of `wrt` (same order; null when the loss does not depend on it). Every
 // returned gradient is named "grad.<name of the value>". Throws ValueError when the loss is not a
 // scalar or a gradient must flow through an op without a gradient rule (naming the op and node).
-std::vector<ir::Value*> append_gradients(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt);
+//
+// When `pairs` is given, it receives (forward value, its whole gradient) for every value whose
+// gradient the backward reads: each result of a node whose backward runs (the gradient summed over
+// all its readers, as that backward reads it) and each value of `wrt`. One gradient value can
+// belong to several forward values (a gradient rule passing its gradient through, as add's); the
+// pair closest to the loss comes first. Sharding uses the pairs to lay each gradient out as the
+// backward rule of a redistribution derives from its forward value (sharding/train_step_placement.h).
+std::vector<ir::Value*> append_gradients(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt,
+                                         std::vector<std::pair<ir::Value*, ir::Value*>>* pairs = nullptr);
 
 // Returns the graph output that is the loss: the output named "loss" when there are several, else
 // the only output; ValueError when there is none or it is not a floating scalar.

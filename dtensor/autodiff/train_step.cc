@@ -26,14 +26,16 @@ void validate(const OptimizerConfig& opt) {
 
 TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads) {
   validate(opt);
-  TrainStep step{std::move(forward), {}, 0, {}, {}};
+  TrainStep step{std::move(forward), {}, 0, {}, {}, {}};
   ir::Graph& g = step.graph;
   Value* loss = find_loss(g);
   std::vector<Value*> params;
   for (Value* p : g.params())
     if (is_floating(p->type.dtype)) params.push_back(p);
   if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
-  std::vector<Value*> grads = append_gradients(g, loss, params);
+  std::vector<std::pair<Value*, Value*>> pairs;
+  std::vector<Value*> grads = append_gradients(g, loss, params, &pairs);
+  for (const auto& [v, gv] : pairs) step.gradient_pairs.emplace_back(v->id, gv->id);
   for (size_t i = 0; i < params.size(); ++i)
     if (!grads[i])
       DT_THROW(ValueError) << "the loss " << loss->name << " does not depend on parameter " << params[i]->name

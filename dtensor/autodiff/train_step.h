@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/core/tensor.h"
@@ -38,6 +39,9 @@ struct TrainStep {
   size_t grads_begin = 0;
   std::vector<std::string> params;  // the forward's parameters (the trained ones)
   std::vector<std::string> state;   // the optimizer state tensors the graph added as parameters
+  // (forward value id, id of its gradient) for every gradient the backward reads
+  // (append_gradients' pairs), closest to the loss first.
+  std::vector<std::pair<int64_t, int64_t>> gradient_pairs;
 };
 
 // Builds the step graph from a forward graph (consumed) whose loss find_loss() identifies. Every

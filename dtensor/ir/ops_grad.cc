@@ -13,10 +13,14 @@
 //       -> dinput; `count` is the number of elements (mse) or rows (cross_entropy) of the whole
 //       forward operand that the mean divides by, so that a sharded operand scales by the global
 //       count (0: the operand's own)
+//   cross_entropy_backward(grad, logits, target, max, sum_exp) {count, class_start} -> this rank's
+//       class shard of dlogits from the forward's all-reduced row statistics (loss parallel,
+//       ops_loss.cc; written by the partitioner)
 //   slice_backward(grad) {shape, dim, start, end, step} -> zeros of `shape` with grad at the slice
 #include "dtensor/core/ops_grad.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "dtensor/core/ops.h"
@@ -46,6 +50,21 @@ void infer_loss_backward(const Node& node, const Graph&, std::vector<TensorType>
     DT_THROW(ShapeError) << op_name(node.op) << " expects a scalar grad, got " << type_str(node.operands[0]->type);
   infer_util::require_floating(node, 1);
   out.push_back(node.operands[1]->type);
+}
+
+// cross_entropy_backward: with max and sum_exp (both [N], or neither) it is the loss-parallel
+// form on a class shard starting at class_start.
+void infer_ce_backward(const Node& node, const Graph& g, std::vector<TensorType>& out) {
+  infer_loss_backward(node, g, out);
+  if (node.operands.size() == 4)
+    DT_THROW(ShapeError) << "cross_entropy_backward takes max and sum_exp together, got only max";
+  infer_util::require_rank(node, 1, 2);
+  for (size_t i = 3; i < node.operands.size(); ++i) {
+    const TensorType& v = node.operands[i]->type;
+    if (v.rank() != 1 || v.shape[0] != node.operands[1]->type.shape[0])
+      DT_THROW(ShapeError) << "cross_entropy_backward row statistic " << type_str(v) << " does not match logits "
+                           << type_str(node.operands[1]->type);
+  }
 }
 
 void infer_norm_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
@@ -142,7 +161,31 @@ void run_embedding_backward(const KernelArgs& a) {
 void run_mse_backward(const KernelArgs& a) {
   a.out[0] = dt::mse_loss_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
 }
+// With the row statistics (loss parallel, ir/ops_loss.cc): this rank's columns, from
+// class_start, of (exp(x - max) / sum_exp - onehot(target)) · grad / count, in f64 like the
+// forward's statistics.
+Tensor ce_backward_shard(const KernelArgs& a) {
+  const Tensor x = a.in[1].to(DType::f64).contiguous();
+  const Tensor t = a.in[2].to(DType::i64).contiguous();
+  const Tensor m = a.in[3].to(DType::f64).contiguous(), s = a.in[4].to(DType::f64).contiguous();
+  const int64_t n = x.size(0), c = x.size(1), start = a.node.attr_int("class_start");
+  const int64_t count = a.node.attr_int("count");
+  const double scale = a.in[0].item() / double(std::max<int64_t>(count > 0 ? count : n, 1));
+  Tensor out = Tensor::uninitialized({n, c}, DType::f64);
+  const double* xp = x.data<double>();
+  double* op = out.data<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double mi = m.data<double>()[i], si = s.data<double>()[i];
+    const int64_t k = t.data<int64_t>()[i] - start;
+    for (int64_t j = 0; j < c; ++j) op[i * c + j] = (std::exp(xp[i * c + j] - mi) / si - (j == k ? 1.0 : 0.0)) * scale;
+  }
+  return out.to(a.in[1].dtype());
+}
 void run_ce_backward(const KernelArgs& a) {
+  if (a.in.size() == 5) {
+    a.out[0] = ce_backward_shard(a);
+    return;
+  }
   a.out[0] = dt::cross_entropy_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
 }
 void run_slice_backward(const KernelArgs& a) {
@@ -181,8 +224,10 @@ void register_grad_ops(OpTable& t) {
   t.add({.kind = OpKind::mse_loss_backward, .operands = {{"grad"}, {"input"}, {"target"}},
          .attrs = {{"count", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_loss_backward,
          .kernel = run_mse_backward});
-  t.add({.kind = OpKind::cross_entropy_backward, .operands = {{"grad"}, {"logits"}, {"target"}},
-         .attrs = {{"count", AttrKind::i64, Attr(int64_t(0))}}, .infer = infer_loss_backward,
+  t.add({.kind = OpKind::cross_entropy_backward,
+         .operands = {{"grad"}, {"logits"}, {"target"}, {"max", true}, {"sum_exp", true}},
+         .attrs = {{"count", AttrKind::i64, Attr(int64_t(0))}, {"class_start", AttrKind::i64, Attr(int64_t(0))}},
+         .infer = infer_ce_backward,
          .kernel = run_ce_backward});
   t.add({.kind = OpKind::slice_backward, .operands = {{"grad"}},
          .attrs = {{"shape", AttrKind::ints, std::nullopt},

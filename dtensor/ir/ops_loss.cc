@@ -10,6 +10,9 @@
 //   xt = all_reduce(sum)(cross_entropy_target_logit(x_local, t) {class_start})  the target logit:
 //        this rank's column t - class_start when it holds it, else 0
 //   loss = cross_entropy_combine(m, s, xt) = mean(log(s) + m - xt)
+// Its backward on the same shards needs only m and s (the partitioner reuses the forward's):
+//   dx_local = cross_entropy_backward(g, x_local, t, m, s) {count, class_start}   (ir/ops_grad.cc)
+//            = (exp(x_local - m) / s - onehot(t - class_start)) · g / count
 #include <algorithm>
 #include <cmath>
 #include <limits>

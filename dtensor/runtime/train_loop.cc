@@ -2,6 +2,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
+#include "dtensor/redistribute/executor.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/compiler.h"
@@ -63,6 +64,39 @@ autodiff::TrainStep make_step(ir::Graph forward, const TrainOptions& options) {
   return step;
 }
 
+// Under mpi, after the last step: every rank sends its shard of each parameter and state tensor
+// to rank 0 (point to point, in name order), which keeps all ranks' shards and assembles the
+// full tensors, as the threads backend's result holds them.
+void gather_state_to_root(const autodiff::TrainStep& step, const sharding::CompiledModel& c, const DeviceMesh& mesh,
+                          const Bindings& mine, ProcessGroup& world, TrainResult& result) {
+  std::vector<std::string> names = step.params;
+  names.insert(names.end(), step.state.begin(), step.state.end());
+  const int n = world.size(), me = world.rank();
+  if (me == 0) result.rank_state.assign(size_t(n), {});
+  for (const std::string& name : names) {
+    const ir::Value* v = step.graph.find(name);
+    const Placements& placements = c.sharding.values[size_t(v->id)];
+    if (me != 0) {
+      const Tensor t = mine.at(name).contiguous();
+      if (t.numel() > 0) world.send(t.raw_data(), size_t(t.numel()), t.dtype(), 0)->wait();
+      continue;
+    }
+    std::vector<Tensor> locals;
+    for (int r = 0; r < n; ++r) {
+      Tensor t = mine.at(name).contiguous();
+      if (r != 0) {
+        t = Tensor::uninitialized(local_shape_of(mesh.shape(), placements, v->type.shape, *mesh.coordinate(r)),
+                                  v->type.dtype);
+        if (t.numel() > 0) world.recv(t.raw_data(), size_t(t.numel()), t.dtype(), r)->wait();
+      }
+      result.rank_state[size_t(r)][name] = t;
+      locals.push_back(t);
+    }
+    result.state[name] = sharding::assemble_tensor(locals, mesh, placements, v->type.shape);
+    result.placements[name] = sharding::placements_of(c.sharding, v);
+  }
+}
+
 }  // namespace
 
 TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
@@ -120,9 +154,8 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
   LaunchOptions lo;
   lo.comm = sharded.comm;
   if (sharded.backend == Backend::mpi) {
-    if (options.keep_first_grads)
-      DT_THROW(ValueError) << "gradients of an mpi training run cannot be written yet: train on the threads backend";
-    DT_CHECK(c.sharding.outputs[0] == Placements(size_t(sharded.mesh.ndim()))) << "the loss output is not replicated";
+    const Placements replicated(size_t(sharded.mesh.ndim()));
+    DT_CHECK(c.sharding.outputs[0] == replicated) << "the loss output is not replicated";
     run_world(Backend::mpi, n, [&](ProcessGroup& world) {
       const int r = world.rank();
       Bindings& mine = bind[size_t(r)];
@@ -138,8 +171,15 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
         result.bytes_sent_per_step.push_back(sent);
         result.peak_bytes = std::max(result.peak_bytes, rr.stats.peak_bytes);
         for (size_t k = 0; k < step.updates.size(); ++k) mine[step.updates[k]] = rr.outputs[k + 1];
+        // The gradient outputs are replicated (the plan places only the updates): rank 0's are whole.
+        if (s == 0 && options.keep_first_grads && r == 0)
+          for (size_t i = 0; i < step.params.size(); ++i) {
+            DT_CHECK(c.sharding.outputs[step.grads_begin + i] == replicated) << "gradient output not replicated";
+            result.first_grads[step.params[i]] = rr.outputs[step.grads_begin + i];
+          }
         if (options.on_step && r == 0) options.on_step(s + 1, loss, rr.stats.seconds * 1e3);
       }
+      if (sharded.gather_state) gather_state_to_root(step, c, sharded.mesh, mine, world, result);
     }, sharded.comm);
     return result;
   }

@@ -40,9 +40,12 @@ struct ShardedTrainOptions {
   std::function<void(std::vector<ir::Graph>& programs, const std::vector<int>& ranks)> run_passes;
   CommOptions comm;
   // threads: every rank a thread of this process. mpi: this process runs its own rank (under
-  // mpirun -np <mesh size>); the result then holds this rank's numbers only (`root` says whether
-  // it is rank 0), no full state and no gradients (gathering them is not implemented yet).
+  // mpirun -np <mesh size>); the result then holds this rank's numbers (`root` says whether it is
+  // rank 0). Rank 0 also holds the first step's full gradients when asked (keep_first_grads: they
+  // are replicated outputs of the first step's program) and, with gather_state, every rank's
+  // trained shards (sent to it after the last step) and the full tensors assembled from them.
   Backend backend = Backend::threads;
+  bool gather_state = false;  // mpi only: the threads backend always fills state and rank_state
 };
 
 struct TrainResult {

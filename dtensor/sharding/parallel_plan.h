@@ -71,6 +71,11 @@ struct ResolvedPlan {
   // By node index: the sequence dim forced onto operand 0 per mesh dim (-1: none).
   std::vector<std::vector<int64_t>> forced_operand0_dim;
   std::vector<Placements> output_placements;  // per graph output
+  // By Value::id: the forward value whose gradient this value is (-1 or absent: none). Propagation
+  // lays such a gradient out as the backward rule of a redistribution derives from its forward
+  // value's placements (redistribute/backward.h), so the backward's collectives mirror the
+  // forward's. Set for training steps (sharding/train_step_placement.h).
+  std::vector<int> gradient_of;
 };
 
 // Resolves `plan` against `graph` on `mesh`; throws ValueError for a pattern matching no module,

@@ -1,5 +1,7 @@
 #include "dtensor/sharding/partitioner.h"
 
+#include <unordered_map>
+
 #include "dtensor/core/error.h"
 #include "dtensor/dist/dtensor_spec.h"
 #include "dtensor/ir/builder.h"
@@ -41,6 +43,7 @@ class RankPartitioner {
         operands.push_back(x);
       }
       if (n.op == ir::OpKind::cross_entropy && expand_loss_parallel(n, ns, operands)) continue;
+      if (n.op == ir::OpKind::cross_entropy_backward && expand_loss_parallel_backward(n, ns, operands)) continue;
       types.clear();
       names.clear();
       for (const Value* r : n.results) {
@@ -52,6 +55,9 @@ class RankPartitioner {
       localize_attrs(n, ns, types, op, attrs);
       Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
+      // A gradient moves where its forward value says right away (its readers find it in moved_).
+      for (const Value* r : n.results)
+        if (size_t(r->id) < s_.reads.size() && !s_.reads[size_t(r->id)].empty()) moved(r, s_.reads[size_t(r->id)]);
     }
     std::vector<Value*> outputs;
     for (size_t k = 0; k < g_.outputs().size(); ++k) outputs.push_back(moved(g_.outputs()[k], s_.outputs[k]));
@@ -90,43 +96,87 @@ class RankPartitioner {
     return y;
   }
 
-  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops_loss.cc):
-  // three all_reduces of [N] row statistics over the mesh dims sharding the classes. Returns false
-  // when the classes are not sharded (the op runs as it is).
-  bool expand_loss_parallel(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
-    const Placements& lp = ns.operands[0];
+  struct RowStats {
+    Value* max = nullptr;
+    Value* sum_exp = nullptr;
+    Value* target_logit = nullptr;  // only the forward's
+  };
+
+  static bool classes_sharded(const Placements& lp) {
+    for (const Placement& p : lp)
+      if (p.is_shard(1)) return true;
+    return false;
+  }
+
+  // The all-reduced [N] row statistics of local logits `x` of `logits_type` (global [N, C])
+  // sharded on their classes as `lp`: the row max, the sum of exp(x - max) and, when `target` is
+  // given, the target logit (ir/ops_loss.cc); the new values are named after n's result.
+  // Rows sharded on a mesh dim (data parallel) stay sharded: the statistics are per row.
+  RowStats row_stats(const Node& n, const ir::TensorType& logits_type, const Placements& lp, Value* x, Value* target) {
     const size_t nd = lp.size();
-    Placements partial_max(nd), partial_sum(nd);
-    bool sharded = false;
+    Placements partial_max(nd), partial_sum(nd), rows(nd);
     for (size_t m = 0; m < nd; ++m) {
+      if (lp[m].is_shard(0)) rows[m] = partial_max[m] = partial_sum[m] = lp[m];
       if (!lp[m].is_shard(1)) continue;
-      sharded = true;
       partial_max[m] = Placement::partial(ReduceOp::max);
       partial_sum[m] = Placement::partial(ReduceOp::sum);
     }
-    if (!sharded) return false;
-    const ir::TensorType& logits = n.operands[0]->type;
-    const int64_t rows = logits.shape[0];
-    const ir::TensorType stat{logits.dtype, {rows}};
-    const Placements replicated(nd);
+    const ir::TensorType stat{logits_type.dtype, {logits_type.shape[0]}};
+    const ir::TensorType local_stat{logits_type.dtype, {x->type.shape[0]}};
     const std::string& name = n.result()->name;
     auto piece = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs, const std::string& suffix) {
-      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {stat}, {ctx_.fresh(name + suffix)}, n.loc)
+      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {local_stat}, {ctx_.fresh(name + suffix)},
+                         n.loc)
           ->results[0];
     };
     auto reduce = [&](Value* local, const Placements& src) {
-      auto plan = planner_.plan(s_.mesh.shape(), src, replicated, stat.shape, stat.dtype);
+      auto plan = planner_.plan(s_.mesh.shape(), src, rows, stat.shape, stat.dtype);
       return lower_redistribution(ctx_, local, *plan);
     };
-    const int64_t class_start =
-        shard_extent(s_.mesh.shape(), lp, logits.shape[1], 1, ctx_.coord, s_.mesh.ndim()).first;
-    Value* m = reduce(piece(ir::OpKind::cross_entropy_max, {operands[0]}, {}, ".max"), partial_max);
-    Value* s = reduce(piece(ir::OpKind::cross_entropy_sum_exp, {operands[0], m}, {}, ".sumexp"), partial_sum);
-    Value* t = reduce(piece(ir::OpKind::cross_entropy_target_logit, {operands[0], operands[1]},
-                            {{"class_start", class_start}}, ".target"),
-                      partial_sum);
-    Node* loss = out_.append(ir::OpKind::cross_entropy_combine, {m, s, t}, {}, {local_type(n.result())}, {name}, n.loc);
+    RowStats st;
+    st.max = reduce(piece(ir::OpKind::cross_entropy_max, {x}, {}, ".max"), partial_max);
+    st.sum_exp = reduce(piece(ir::OpKind::cross_entropy_sum_exp, {x, st.max}, {}, ".sumexp"), partial_sum);
+    if (target)
+      st.target_logit = reduce(piece(ir::OpKind::cross_entropy_target_logit, {x, target},
+                                     {{"class_start", class_start(lp, logits_type)}}, ".target"),
+                               partial_sum);
+    return st;
+  }
+
+  int64_t class_start(const Placements& lp, const ir::TensorType& logits_type) const {
+    return shard_extent(s_.mesh.shape(), lp, logits_type.shape[1], 1, ctx_.coord, s_.mesh.ndim()).first;
+  }
+
+  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops_loss.cc):
+  // three all_reduces of [N] row statistics over the mesh dims sharding the classes. Returns false
+  // when the classes are not sharded (the op runs as it is). Keeps the row max and sum for the
+  // backward of the same logits.
+  bool expand_loss_parallel(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
+    const Placements& lp = ns.operands[0];
+    if (!classes_sharded(lp)) return false;
+    RowStats st = row_stats(n, n.operands[0]->type, lp, operands[0], operands[1]);
+    row_stats_[operands[0]] = st;
+    Node* loss = out_.append(ir::OpKind::cross_entropy_combine, {st.max, st.sum_exp, st.target_logit}, {},
+                             {local_type(n.result())}, {n.result()->name}, n.loc);
     local_[size_t(n.result()->id)] = loss->results[0];
+    return true;
+  }
+
+  // cross_entropy_backward(grad, logits, target) on class-sharded logits: this rank's columns of
+  // the gradient, cross_entropy_backward with the row statistics (ir/ops_grad.cc). Those are the forward's when
+  // it expanded the same local logits (no collective at all), else two all_reduces of [N] here.
+  bool expand_loss_parallel_backward(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
+    const Placements& lp = ns.operands[1];
+    if (!classes_sharded(lp)) return false;
+    const ir::TensorType& logits = n.operands[1]->type;
+    auto it = row_stats_.find(operands[1]);
+    const RowStats st = it != row_stats_.end() ? it->second : row_stats(n, logits, lp, operands[1], nullptr);
+    const ir::OpKind op = ir::OpKind::cross_entropy_backward;
+    Node* grad = out_.append(op, {operands[0], operands[1], operands[2], st.max, st.sum_exp},
+                             ir::complete_attrs(op, {{"count", n.attr_int("count")},
+                                                     {"class_start", class_start(lp, logits)}}),
+                             {local_type(n.result())}, {n.result()->name}, n.loc);
+    local_[size_t(n.result()->id)] = grad->results[0];
     return true;
   }
 
@@ -184,6 +234,7 @@ class RankPartitioner {
   LoweringContext ctx_;
   std::vector<Value*> local_;
   std::vector<std::vector<std::pair<Placements, Value*>>> moved_;
+  std::unordered_map<const Value*, RowStats> row_stats_;  // of each loss-parallel forward's local logits
 };
 
 }  // namespace

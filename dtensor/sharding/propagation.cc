@@ -7,6 +7,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/redistribute/backward.h"
 #include "dtensor/sharding/sharding_rule.h"
 
 namespace dt::sharding {
@@ -38,9 +39,9 @@ struct Candidate {
 
 class NodePropagator {
  public:
-  NodePropagator(const Node& node, const OpShardingRule& rule, const Sharding& s, const ResolvedPlan& plan,
-                 RedistributePlanner& planner)
-      : n_(node), rule_(rule), s_(s), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())),
+  NodePropagator(const Node& node, const OpShardingRule& rule, const Sharding& s, const std::vector<Placements>& reads,
+                 const ResolvedPlan& plan, RedistributePlanner& planner)
+      : n_(node), rule_(rule), s_(s), reads_(reads), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())),
         reads_stored_(ir::op_def(node.op).reads_stored) {}
 
   // Returns the options of mesh dim m (never empty). `preferred[m]` >= 0: a reader of result 0
@@ -63,7 +64,7 @@ class NodePropagator {
     ReduceOp op0 = ReduceOp::sum;
     for (size_t i = 0; i < n_.operands.size(); ++i) {
       const Value* v = n_.operands[i];
-      const Placement& p = s_.values[size_t(v->id)][m];
+      const Placement& p = reads_[size_t(v->id)][m];
       if (p.is_shard() && (reads_stored_ || !((plan_.stored_only[size_t(v->id)] >> m) & 1u))) {
         int f = rule_.operands[i][size_t(p.dim())].first();
         if (f >= 0) add(Option{Option::factor, int8_t(f)});
@@ -111,7 +112,7 @@ class NodePropagator {
           }
           break;
         case Option::partial_all: {
-          ReduceOp op = s_.values[size_t(n_.operands[0]->id)][m].op();
+          ReduceOp op = reads_[size_t(n_.operands[0]->id)][m].op();
           for (size_t i = 0; i < no; ++i) c.operands[i][m] = Placement::partial(op);
           for (size_t r = 0; r < nr; ++r) c.results[r][m] = Placement::partial(op);
           break;
@@ -139,7 +140,7 @@ class NodePropagator {
         const Value* v = n_.operands[i];
         const uint32_t pins = size_t(v->id) < plan_.pinned.size() ? plan_.pinned[size_t(v->id)] : 0;
         for (size_t m = 0; m < nd_; ++m)
-          if (((pins >> m) & 1u) && c.operands[i][m] != s_.values[size_t(v->id)][m]) {
+          if (((pins >> m) & 1u) && c.operands[i][m] != reads_[size_t(v->id)][m]) {
             c.invalid = kPinnedReason;
             return;
           }
@@ -148,7 +149,7 @@ class NodePropagator {
     double cost = 0;
     for (size_t i = 0; i < no; ++i) {
       const Value* v = n_.operands[i];
-      cost += move_cost(s_.values[size_t(v->id)], c.operands[i], v->type);
+      cost += move_cost(reads_[size_t(v->id)], c.operands[i], v->type);
       if (cost == kInfinite) return;
     }
     c.cost = cost;
@@ -195,6 +196,7 @@ class NodePropagator {
   const Node& n_;
   const OpShardingRule& rule_;
   const Sharding& s_;
+  const std::vector<Placements>& reads_;  // the placements each value is read from (see propagate)
   const ResolvedPlan& plan_;
   RedistributePlanner& planner_;
   size_t nd_;
@@ -204,6 +206,25 @@ class NodePropagator {
  public:
   void allow_moving_pinned() { ignore_pins_ = true; }
 };
+
+// The placements the readers of `v` take it at. For the gradient of a forward value f
+// (ResolvedPlan::gradient_of), the backward rule of a redistribution (redistribute/backward.h):
+// f's placements, where a partial f becomes replicated unless the gradient is partial too. The
+// backward then mirrors the forward: a replicated activation's partial gradient is all_reduced
+// once (Megatron's f before a colwise block), a partial forward output's replicated gradient stays
+// as it is, a fsdp parameter's partial gradient is reduce_scattered into its shard, a
+// sequence-sharded activation's partial gradient is reduce_scattered. Kept as produced when that
+// layout has no lowering.
+Placements gradient_layout(const ir::Graph& g, const Value& v, const Sharding& s, const ResolvedPlan& plan,
+                           const NodePropagator& prop) {
+  const Placements& own = s.values[size_t(v.id)];
+  if (size_t(v.id) >= plan.gradient_of.size() || plan.gradient_of[size_t(v.id)] < 0) return own;
+  const Value& f = *g.values()[size_t(plan.gradient_of[size_t(v.id)])];
+  if (f.type.shape != v.type.shape) return own;
+  Placements want = gradient_placements(s.values[size_t(f.id)], own);
+  if (want == own || prop.move_cost(own, want, v.type) == kInfinite) return own;
+  return want;
+}
 
 bool better(const Candidate& a, const Candidate& b) {
   if (a.cost != b.cost) return a.cost < b.cost;
@@ -246,6 +267,9 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     }
   }
 
+  // reads[v]: the placements v's readers start from. A value's own placements (s.values), except
+  // for a gradient, which is redistributed first as its forward value dictates (gradient_layout).
+  std::vector<Placements> reads = s.values;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& n = *graph.nodes()[i];
     NodeSharding& ns = s.nodes[i];
@@ -258,14 +282,14 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       }
       ns.fallback = true;
       ns.operands.assign(n.operands.size(), replicated);
-      for (const Value* r : n.results) s.values[size_t(r->id)] = replicated;
+      for (const Value* r : n.results) reads[size_t(r->id)] = s.values[size_t(r->id)] = replicated;
       continue;
     }
     const OpShardingRule rule = fn(n);
     DT_CHECK(rule.operands.size() == n.operands.size() && rule.results.size() == n.results.size())
         << ir::op_name(n.op) << " rule has " << rule.operands.size() << " operands and " << rule.results.size()
         << " results";
-    NodePropagator prop(n, rule, s, plan, planner);
+    NodePropagator prop(n, rule, s, reads, plan, planner);
     const auto& forced = i < plan.forced_operand0_dim.size() ? plan.forced_operand0_dim[i] : kNoForce;
     std::vector<std::vector<Option>> opts(nd);
     for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced, preferred[i]);
@@ -284,7 +308,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       if (cand.cost != kInfinite) {
         for (size_t k = 0; k < n.operands.size(); ++k)
           for (size_t m = 0; m < nd; ++m)
-            if (cand.operands[k][m] == s.values[size_t(n.operands[k]->id)][m]) kept[k] |= 1u << m;
+            if (cand.operands[k][m] == reads[size_t(n.operands[k]->id)][m]) kept[k] |= 1u << m;
       } else {
         for (size_t m = 0; m < nd; ++m)
           if (choice[m].kind == Option::factor && !why_not[m]) why_not[m] = cand.invalid;
@@ -305,7 +329,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     for (size_t k = 0; k < n.operands.size(); ++k) {
       const Value* v = n.operands[k];
       for (size_t m = 0; m < nd; ++m) {
-        const Placement& p = s.values[size_t(v->id)][m];
+        const Placement& p = reads[size_t(v->id)][m];
         if (!p.is_shard() || ((kept[k] >> m) & 1u) || ((plan.stored_only[size_t(v->id)] >> m) & 1u)) continue;
         if (why_not[m] == kPinnedReason) continue;
         s.warnings.push_back(fmt::format(
@@ -321,8 +345,15 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     ns.added_once = rule.added_once;
     ns.cost_us = best.cost;
     s.total_cost_us += best.cost;
-    for (size_t r = 0; r < n.results.size(); ++r) s.values[size_t(n.results[r]->id)] = std::move(best.results[r]);
+    for (size_t r = 0; r < n.results.size(); ++r) {
+      const Value* v = n.results[r];
+      s.values[size_t(v->id)] = std::move(best.results[r]);
+      reads[size_t(v->id)] = gradient_layout(graph, *v, s, plan, prop);
+    }
   }
+  s.reads.resize(graph.num_values());
+  for (size_t v = 0; v < reads.size(); ++v)
+    if (reads[v] != s.values[v]) s.reads[v] = std::move(reads[v]);
   s.outputs = plan.output_placements;
   if (s.outputs.size() != graph.outputs().size()) s.outputs.assign(graph.outputs().size(), replicated);
   return s;

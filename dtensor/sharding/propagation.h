@@ -11,6 +11,13 @@
 // An op without a rule takes replicated operands and gives replicated results, with one warning
 // per op.
 //
+// A gradient of a training step (ResolvedPlan::gradient_of) is read, by every reader, as the
+// backward rule of a redistribution derives from its forward value (redistribute/backward.h): the
+// forward value's placements, partial turned replicated unless the gradient is partial. The
+// partitioner inserts that redistribution right after the gradient is produced (Sharding::reads),
+// so the backward issues the collectives that mirror the forward's and a full-size partial
+// gradient dies at its reduce_scatter instead of living until the optimizer reads it.
+//
 // Invariants of the result: every value has one placement per mesh dim, normalised; every node
 // records the placements its operands must have (the partitioner inserts the redistribution where
 // they differ from the producer's); graph outputs end as the plan says (R by default).
@@ -39,6 +46,9 @@ struct Sharding {
   DeviceMesh mesh;
   std::vector<std::string> mesh_dim_names;
   std::vector<Placements> values;    // by Value::id
+  // By Value::id: where the value is redistributed right after it is produced, for all its readers
+  // (a gradient laid out like its forward value); empty when it is read where it is produced.
+  std::vector<Placements> reads;
   std::vector<NodeSharding> nodes;   // by node index
   std::vector<Placements> outputs;   // required placements of the graph outputs
   std::vector<std::string> warnings;  // one per op without a rule

@@ -5,7 +5,7 @@
 // the forward. Attention's backward shards the batch and head dims (tensor-parallel heads). The
 // weight gradient of embedding sums rows over every index: the index dims are reduction factors,
 // so batch-sharded indices leave a partial sum (reduce_scatter / all_reduce by the plan). The
-// losses' backwards shard their rows (cross_entropy's class dim stays whole: softmax needs it).
+// losses' backwards shard their rows, and cross_entropy's its classes too (loss parallel).
 // An optimizer update is elementwise over parameter, gradient and state, so state is sharded
 // like its parameter and a step never moves it.
 #include "dtensor/ir/op_registry.h"
@@ -92,12 +92,16 @@ OpShardingRule mse_backward(const Node& n) {
   return r;
 }
 
-// (grad [], logits [N, C], target [N]) -> [N, C]: rows pass through, classes replicated.
+// (grad [], logits [N, C], target [N]) -> [N, C]: rows and classes pass through. Class-sharded
+// logits (loss parallel) give a class-sharded gradient: the partitioner writes it as
+// cross_entropy_backward with the forward's row statistics (ir/ops_loss.cc), never
+// gathering the logits.
 OpShardingRule cross_entropy_backward(const Node& n) {
   OpShardingRule r;
   const int rows = r.add_factor(n.operands[1]->type.shape[0]);
-  r.operands = {TensorFactors{}, {dim_of(rows), dim_of(-1)}, {dim_of(rows)}};
-  r.results = {{dim_of(rows), dim_of(-1)}};
+  const int classes = r.add_factor(n.operands[1]->type.shape[1]);
+  r.operands = {TensorFactors{}, {dim_of(rows), dim_of(classes)}, {dim_of(rows)}};
+  r.results = {{dim_of(rows), dim_of(classes)}};
   return r;
 }
 

@@ -15,6 +15,10 @@ void place_like_params(const autodiff::TrainStep& step, ResolvedPlan& plan) {
       if (bits->size() > size_t(s->id)) (*bits)[size_t(s->id)] = (*bits)[size_t(p->id)];
     plan.value_placements[size_t(s->id)] = plan.value_placements[size_t(p->id)];
   }
+  // A gradient shared by several forward values (passed through) keeps the pair nearest the loss.
+  plan.gradient_of.assign(g.num_values(), -1);
+  for (const auto& [v, gv] : step.gradient_pairs)
+    if (plan.gradient_of[size_t(gv)] < 0) plan.gradient_of[size_t(gv)] = int(v);
   for (size_t k = 0; k < step.updates.size(); ++k) {
     const ir::Value* v = g.find(step.updates[k]);
     DT_CHECK(v) << "update target " << step.updates[k] << " missing from the step graph";

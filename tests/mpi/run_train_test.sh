@@ -2,7 +2,8 @@
 # Training under mpirun (docs/training.md): gpt hidden 512, 8 heads, 1 layer, vocabulary 1000, 3 SGD
 # steps on a 2x2 mesh with the fsdp x tp plan, one rank per process, default passes, must give the
 # threads backend's losses (within 1e-5 relative: the same programs, the same collectives), and only
-# rank 0 reports. `timeout 180` around mpirun so a hang fails the test.
+# rank 0 reports; --save (a file, or a directory of per-rank shards) and --grads-out gather to rank 0
+# and equal the threads backend's. `timeout 180` around mpirun so a hang fails the test.
 # Usage: run_train_test.sh MPIEXEC DTENSOR SOURCE_DIR
 set -u
 mpiexec=$1 dtensor=$2 src=$3
@@ -29,9 +30,45 @@ paste <(grep -o 'loss [0-9.e+-]*' "$out/threads" | head -3 | cut -d' ' -f2) \
       <(grep -o 'loss [0-9.e+-]*' "$out/stdout" | head -3 | cut -d' ' -f2) |
   awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) { print "step " n ": " $1 " vs " $2; bad = 1 } }
        END { exit (n == 3 && !bad) ? 0 : 1 }' || fail "mpi losses differ from the threads backend's"
-"$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${args[@]}" --backend mpi \
-  --save "$out/x.safetensors" >"$out/stdout" 2>"$out/stderr"
-[[ $? == 2 ]] || fail "--save on mpi was not refused with exit 2"
-grep -q "not supported on the mpi backend" "$out/stdout" "$out/stderr" || fail "no clear message for --save on mpi"
+# --save FILE, --save DIR and --grads-out under mpirun: rank 0 gathers the shards (trained weights
+# and state) and the first step's gradients; they equal the threads backend's files within 1e-5 of
+# each tensor's largest magnitude, and DIR holds one file per rank.
+"$dtensor" "${args[@]}" --backend threads --momentum 0.9 --save "$out/t.safetensors" \
+  --grads-out "$out/tg.safetensors" > "$out/threads2" 2>&1 || fail "threads --save: $(cat "$out/threads2")"
+timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${args[@]}" --backend mpi \
+  --momentum 0.9 --save "$out/m.safetensors" --grads-out "$out/mg.safetensors" >"$out/stdout" 2>"$out/stderr" ||
+  fail "mpi --save FILE --grads-out"
+timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${args[@]}" --backend mpi \
+  --momentum 0.9 --save "$out/mdir" >"$out/stdout" 2>"$out/stderr" || fail "mpi --save DIR"
+"$dtensor" "${args[@]}" --backend threads --momentum 0.9 --save "$out/tdir" >/dev/null 2>&1 || fail "threads --save DIR"
+compare() {  # compare A B: same tensor names, shapes and f32 values within 1e-5 of the largest |value|
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop('__metadata__', None)
+    out = {}
+    for k, v in h.items():
+        s, e = v['data_offsets']
+        raw = b[8 + n + s:8 + n + e]
+        assert v['dtype'] == 'F32', (k, v['dtype'])
+        out[k] = (v['shape'], struct.unpack('<%df' % (len(raw) // 4), raw))
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for k in a:
+    assert a[k][0] == b[k][0], (k, a[k][0], b[k][0])
+    scale = max([abs(x) for x in a[k][1]] + [1e-30])
+    d = max([abs(x - y) for x, y in zip(a[k][1], b[k][1])] + [0])
+    assert d <= 1e-5 * scale, '%s: max |diff| %g of max |value| %g' % (k, d, scale)
+print('%s: %d tensors match' % (sys.argv[2].split('/')[-1], len(a)))
+PY
+}
+compare "$out/t.safetensors" "$out/m.safetensors" || fail "mpi --save FILE differs from the threads backend's"
+compare "$out/tg.safetensors" "$out/mg.safetensors" || fail "mpi --grads-out differs from the threads backend's"
+for r in 0 1 2 3; do
+  compare "$out/tdir/rank$r.safetensors" "$out/mdir/rank$r.safetensors" || fail "mpi --save DIR rank $r differs"
+done
 cat "$out/threads"
 echo "PASS"
