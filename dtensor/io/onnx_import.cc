@@ -241,6 +241,13 @@ void Importer::declare_inputs() {
   for (const auto& vi : g.input()) {
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (old exporters)
     seen.insert(vi.name());
+    if (auto it = opt_.constant_inputs.find(vi.name()); it != opt_.constant_inputs.end()) {
+      Slot s;
+      s.is_const = true;
+      s.constant = it->second;
+      slots_[vi.name()] = std::move(s);
+      continue;
+    }
     const auto& tt = vi.type().tensor_type();
     if (!vi.type().has_tensor_type())
       DT_THROW(ValueError) << "graph input '" << vi.name() << "' is not a tensor";
@@ -485,6 +492,8 @@ void conv_identity(Importer& im, const onnx::NodeProto&) { im.set_out_slot(0, im
 
 // Dropout at inference: the identity (its optional mask output is all true).
 void conv_dropout(Importer& im, const onnx::NodeProto& n) {
+  if (im.has_input(2) && im.const_in(2).to_doubles().at(0) != 0)
+    DT_THROW(ValueError) << im.where() << ": training-mode dropout is not supported (import for inference)";
   im.set_out_slot(0, im.slot(0));
   if (n.output_size() > 1 && !n.output(1).empty()) {
     const ir::TensorType t = im.type_of(0);

@@ -31,6 +31,9 @@ namespace dt::io {
 struct OnnxImportOptions {
   std::map<std::string, Shape> input_shapes;  // graph input name -> its shape
   std::map<std::string, DType> input_dtypes;  // graph input name -> dtype to declare it with
+  // Graph inputs whose values are fixed at import (folded like initializers, not parameters): the
+  // conformance suite feeds axes, starts and shapes as inputs.
+  std::map<std::string, Tensor> constant_inputs;
 };
 
 struct OnnxImportResult {
