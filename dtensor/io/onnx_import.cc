@@ -237,10 +237,20 @@ void Importer::declare_inputs() {
     slots_[t.name()] = std::move(s);
     init_names.insert(t.name());
   }
+  // Options naming no graph input are refused first (a typo would otherwise read as a dynamic dim).
   std::set<std::string> seen;
+  for (const auto& vi : g.input())
+    if (!init_names.count(vi.name())) seen.insert(vi.name());
+  for (const auto& [name, shape] : opt_.input_shapes)
+    if (!seen.count(name)) {
+      std::string names;
+      for (const auto& n : seen) names += (names.empty() ? "" : ", ") + n;
+      DT_THROW(ValueError) << "--input-shape names '" << name << "', which is not a graph input (inputs: " << names << ")";
+    }
+  for (const auto& [name, dtype] : opt_.input_dtypes)
+    if (!seen.count(name)) DT_THROW(ValueError) << "--input-dtype names '" << name << "', which is not a graph input";
   for (const auto& vi : g.input()) {
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (old exporters)
-    seen.insert(vi.name());
     if (auto it = opt_.constant_inputs.find(vi.name()); it != opt_.constant_inputs.end()) {
       Slot s;
       s.is_const = true;
@@ -282,14 +292,6 @@ void Importer::declare_inputs() {
     s.value = main_.add_input(ir_name(vi.name()), {dtype, shape});
     slots_[vi.name()] = std::move(s);
   }
-  for (const auto& [name, shape] : opt_.input_shapes)
-    if (!seen.count(name)) {
-      std::string names;
-      for (const auto& n : seen) names += (names.empty() ? "" : ", ") + n;
-      DT_THROW(ValueError) << "--input-shape names '" << name << "', which is not a graph input (inputs: " << names << ")";
-    }
-  for (const auto& [name, dtype] : opt_.input_dtypes)
-    if (!seen.count(name)) DT_THROW(ValueError) << "--input-dtype names '" << name << "', which is not a graph input";
 }
 
 Value* Importer::param(const std::string& name, const Tensor& t) {

@@ -11,6 +11,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -113,6 +114,113 @@ TEST(OnnxConformance, NodeTestsOfEveryClaimedOpPass) {
               claimed.size(), passed, unsupported, failed.size());
   for (const auto& f : failed) ADD_FAILURE() << f;
   EXPECT_GT(passed, 100);
+}
+
+// ---- PyTorch's exports ----
+
+class Reference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Reference, ImportsRunsLikePyTorchAndShards) {
+  const std::string m = GetParam();
+  OnnxImportOptions opt;
+  opt.input_shapes["input_ids"] = {2, 8};
+  OnnxImportResult im = import_onnx(kReference + "/" + m + ".onnx", opt);
+  // Print/parse round-trip.
+  const std::string text = ir::print(im.graph);
+  EXPECT_EQ(ir::print(ir::parse(text, m + ".dt")), text);
+  // The nn.Linear modules are linear ops on parameters named by their module paths.
+  const std::string q = m == "gpt" ? "h.0.attn.q_proj.weight" : "layers.0.self_attn.q_proj.weight";
+  ASSERT_TRUE(im.graph.find(q)) << q;
+  EXPECT_EQ(im.graph.find(q)->kind, ir::ValueKind::param);
+  EXPECT_GE(sharding::testing::count_ops(im.graph, ir::OpKind::linear), m == "gpt" ? 13 : 15);
+  EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::matmul), 4);  // q·kᵀ and p·v per layer
+  // One device, against PyTorch.
+  TensorMap io = read_safetensors(kReference + "/" + m + "_io.safetensors");
+  const TensorMap inputs = {{"input_ids", io.at("input_ids")}};
+  std::vector<Tensor> single = sharding::testing::run_single(im.graph, im.weights, inputs);
+  DiffReport d = compare(single[0], io.at("output"), 1e-5, 1e-5);
+  std::printf("%s: one device vs PyTorch max_abs_diff %.3g\n", m.c_str(), d.max_abs_diff);
+  EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "max_abs_diff " << d.max_abs_diff;
+  // Tensor parallel with the plan beside the model, on meshes the heads do and do not divide.
+  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(kReference + "/" + m + "_tp.json");
+  for (int64_t n : {2, 3, 4}) {
+    auto run = sharding::testing::run_sharded(im.graph, plan, DeviceMesh({n}), im.weights, inputs, "default");
+    DiffReport ds = compare(run.outputs[0], single[0], 1e-5, 1e-5);
+    std::printf("%s: tp %lld vs one device max_abs_diff %.3g\n", m.c_str(), (long long)n, ds.max_abs_diff);
+    EXPECT_TRUE(ds.shapes_match && ds.mismatches == 0) << "mesh " << n << " max_abs_diff " << ds.max_abs_diff;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Reference, ::testing::Values("gpt", "llama"));
+
+// ---- errors ----
+
+// A one-node model: y = op(x), x f32 [2, 3] (dim 1 dynamic when asked).
+onnx::ModelProto tiny(const std::string& op, int64_t opset = 17, int64_t ir_version = 8, bool dynamic = false) {
+  onnx::ModelProto m;
+  m.set_ir_version(ir_version);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->set_name("tiny");
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_value(2);
+  if (dynamic) tt->mutable_shape()->add_dim()->set_dim_param("seq");
+  else tt->mutable_shape()->add_dim()->set_dim_value(3);
+  auto* n = g->add_node();
+  n->set_name("n0");
+  n->set_op_type(op);
+  n->add_input("x");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+template <typename E>
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const E& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+  }
+}
+
+TEST(OnnxImportErrors, EachIsClearAndNamesTheNode) {
+  const std::string ok = tiny("Relu").SerializeAsString();
+  OnnxImportResult r = import_onnx_bytes(ok, "tiny.onnx");
+  EXPECT_EQ(r.graph.outputs()[0]->type.shape, (Shape{2, 3}));
+
+  expect_error<IoError>([&] { import_onnx_bytes(read(kReference + "/gpt.onnx").substr(0, 1000), "cut.onnx"); },
+                        {"cut.onnx", "not a valid ONNX model"});
+  expect_error<ValueError>([] { import_onnx_bytes(tiny("Bogus").SerializeAsString(), "m"); },
+                           {"node 'n0'", "Bogus", "output 'y'", "not supported"});
+  expect_error<ValueError>([] { import_onnx_bytes(tiny("Relu", 9).SerializeAsString(), "m"); }, {"opset 9", "11 to 17"});
+  expect_error<ValueError>([] { import_onnx_bytes(tiny("Relu", 17, 99).SerializeAsString(), "m"); }, {"IR version 99"});
+  const std::string dyn = tiny("Relu", 17, 8, true).SerializeAsString();
+  expect_error<ValueError>([&] { import_onnx_bytes(dyn, "m"); }, {"'x' dim 1 is dynamic", "seq", "--input-shape x="});
+  OnnxImportOptions opt;
+  opt.input_shapes["x"] = {2, 5};
+  EXPECT_EQ(import_onnx_bytes(dyn, "m", opt).graph.outputs()[0]->type.shape, (Shape{2, 5}));
+  opt.input_shapes["x"] = {4, 5};
+  expect_error<ValueError>([&] { import_onnx_bytes(dyn, "m", opt); }, {"dim 0 is fixed to 2"});
+  opt.input_shapes = {{"z", {2, 5}}};
+  expect_error<ValueError>([&] { import_onnx_bytes(dyn, "m", opt); }, {"'z'", "not a graph input", "inputs: x"});
+  // A computed value where the importer needs a constant.
+  onnx::ModelProto rs = tiny("Reshape");
+  rs.mutable_graph()->mutable_node(0)->add_input("x");
+  expect_error<ValueError>([&] { import_onnx_bytes(rs.SerializeAsString(), "m"); }, {"node 'n0' (Reshape", "must be known at import"});
+
+  EXPECT_EQ(parse_input_shape("input_ids=2x32").second, (Shape{2, 32}));
+  EXPECT_EQ(parse_input_shape("s=").second, Shape{});
+  for (const char* bad : {"input_ids", "=2x3", "x=2x", "x=2xa", "x=-1x3", "x=2*3"})
+    expect_error<ValueError>([&] { parse_input_shape(bad); }, {"--input-shape"});
+  EXPECT_EQ(parse_input_dtype("ids=i32").second, DType::i32);
+  expect_error<ValueError>([] { parse_input_dtype("ids=int3"); }, {"int3"});
 }
 
 }  // namespace
