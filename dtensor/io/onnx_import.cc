@@ -135,7 +135,7 @@ class Importer {
   // Input i as a constant; error when it is computed from data.
   const Tensor& const_in(int i);
   std::vector<int64_t> const_ints(int i);
-  const ir::TensorType& type_of(int i);
+  ir::TensorType type_of(int i);
   void set_out(int k, Value* v) { out_values_[size_t(k)] = v; }
   void set_out_slot(int k, Slot s) { out_slots_[size_t(k)] = std::move(s); }
   void set_out_const(int k, Tensor t) {
@@ -360,14 +360,9 @@ std::vector<int64_t> Importer::const_ints(int i) {
   return v;
 }
 
-const ir::TensorType& Importer::type_of(int i) {
-  Slot& s = slot(i);
-  if (s.is_const) {
-    static thread_local ir::TensorType t;
-    t = {s.constant.dtype(), s.constant.shape()};
-    return t;
-  }
-  return s.value->type;
+ir::TensorType Importer::type_of(int i) {
+  const Slot& s = slot(i);
+  return s.is_const ? ir::TensorType{s.constant.dtype(), s.constant.shape()} : s.value->type;
 }
 
 std::vector<const onnx::NodeProto*> Importer::consumers(int k) const {
@@ -434,7 +429,6 @@ void Importer::convert(const onnx::NodeProto& n) {
       else if (!out_slots_[size_t(k)].is_const && !out_slots_[size_t(k)].value && !n.output(k).empty())
         DT_THROW(InternalError) << where() << " gave no output " << k;
     }
-    // A folded constant keeps the initializer's name when the node passed it through unchanged.
     builder_ = nullptr;
   } else {
     Builder mb(main_);
@@ -630,7 +624,7 @@ void conv_size(Importer& im, const onnx::NodeProto&) {
 
 void conv_reshape(Importer& im, const onnx::NodeProto&) {
   std::vector<int64_t> shape = im.const_ints(1);
-  const Shape& x = im.type_of(0).shape;
+  const Shape x = im.type_of(0).shape;
   if (!im.attr_int("allowzero", 0))
     for (size_t d = 0; d < shape.size(); ++d)
       if (shape[d] == 0) {
@@ -655,7 +649,7 @@ void conv_squeeze(Importer& im, const onnx::NodeProto&) {
 
 // ONNX Flatten makes 2-d: [prod(dims < axis), prod(dims >= axis)].
 void conv_flatten(Importer& im, const onnx::NodeProto&) {
-  const Shape& x = im.type_of(0).shape;
+  const Shape x = im.type_of(0).shape;
   const int64_t axis = im.attr_int("axis", 1);
   const int64_t a = axis < 0 ? axis + int64_t(x.size()) : axis;
   if (a < 0 || a > int64_t(x.size())) DT_THROW(ValueError) << im.where() << ": axis " << axis << " out of range";
@@ -694,7 +688,7 @@ void conv_concat(Importer& im, const onnx::NodeProto&) {
 
 void conv_split(Importer& im, const onnx::NodeProto& n) {
   const int64_t axis = im.attr_int("axis", 0);
-  const Shape& x = im.type_of(0).shape;
+  const Shape x = im.type_of(0).shape;
   const int64_t d = normalize_dim(axis, int64_t(x.size()));
   std::vector<int64_t> sizes = im.opset() >= 13 ? (im.has_input(1) ? im.const_ints(1) : std::vector<int64_t>{})
                                                 : im.attr_ints("split");
@@ -710,7 +704,7 @@ void conv_split(Importer& im, const onnx::NodeProto& n) {
 }
 
 void conv_slice(Importer& im, const onnx::NodeProto&) {
-  const Shape& x = im.type_of(0).shape;
+  const Shape x = im.type_of(0).shape;
   std::vector<int64_t> starts, ends, axes, steps;
   if (im.opset() >= 10) {
     starts = im.const_ints(1);
@@ -843,7 +837,7 @@ void conv_layer_norm(Importer& im, const onnx::NodeProto& n) {
   for (int k = 1; k < n.output_size(); ++k)
     if (!n.output(k).empty() && !im.consumers(k).empty())
       DT_THROW(ValueError) << im.where() << ": the mean and inv_std_dev outputs are not supported";
-  const Shape& x = im.type_of(0).shape;
+  const Shape x = im.type_of(0).shape;
   const int64_t axis = normalize_dim(im.attr_int("axis", -1), int64_t(x.size()));
   const Shape ns(x.begin() + axis, x.end());
   Value* w = im.has_input(1) ? im.in(1) : nullptr;
