@@ -311,7 +311,10 @@ Value* Importer::param(const std::string& name, const Tensor& t) {
 // (initializers, large constants), full or constant.
 Value* Importer::materialise(const std::string& onnx_name, Slot& s) {
   if (folding_) {
-    Value* v = builder_->input("c" + std::to_string(scratch_bound_.size()), s.constant.dtype(), s.constant.shape());
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"c" + string`.
+    std::string name = "c";
+    name += std::to_string(scratch_bound_.size());
+    Value* v = builder_->input(name, s.constant.dtype(), s.constant.shape());
     scratch_bound_[v] = s.constant;
     return v;
   }
