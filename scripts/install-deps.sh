@@ -14,6 +14,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin  # the mpi backend (DTENSOR_WITH_MPI)
   clang libclang-rt-14-dev    # make fuzz: libFuzzer, ASan + UBSan runtimes for clang
   libtsan2                    # make tsan: GCC's ThreadSanitizer runtime
+  libonnx-dev libprotobuf-dev # dtensor import: the official ONNX protobuf classes
+  libonnx-testdata            # the ONNX conformance node tests (tests/onnx)
 )
 
 missing=()

@@ -170,6 +170,51 @@ std::vector<Case> cases() {
          Value* x = p(b, "x", {2, 1, 3});
          return V{b.sum(x, {1}, true), b.mean(x, {0, 2}), b.sum(x), b.mean(x)};
        }},
+      {"math", {OpKind::exp, OpKind::tanh, OpKind::sigmoid, OpKind::erf, OpKind::sin, OpKind::cos, OpKind::abs},
+       [](Builder& b) {
+         Value* x = p(b, "x", {2, 5});
+         V out;
+         for (OpKind k : {OpKind::exp, OpKind::tanh, OpKind::sigmoid, OpKind::erf, OpKind::sin, OpKind::cos, OpKind::abs})
+           out.push_back(b.record(k, {x})[0]);
+         return out;
+       }},
+      {"log_sqrt_rsqrt_pow", {OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::pow},
+       [](Builder& b) {
+         // x kept positive: exp(x)
+         Value* x = b.record(OpKind::exp, {p(b, "x", {2, 3})})[0];
+         return V{b.record(OpKind::log, {x})[0], b.record(OpKind::sqrt, {x})[0], b.record(OpKind::rsqrt, {x})[0],
+                  b.record(OpKind::pow, {x}, {{"exponent", 2.5}})[0], b.record(OpKind::pow, {x}, {{"exponent", 1.0}})[0]};
+       }},
+      {"clamp", {OpKind::clamp},
+       [](Builder& b) { return V{b.record(OpKind::clamp, {p(b, "x", {9})}, {{"min", -0.5}, {"max", 0.4}})[0]}; }},
+      {"maximum_minimum_broadcast", {OpKind::maximum, OpKind::minimum},
+       [](Builder& b) {
+         Value* x = p(b, "a", {3, 4});
+         Value* y = p(b, "b", {4});
+         return V{b.record(OpKind::maximum, {x, y})[0], b.record(OpKind::minimum, {y, x})[0]};
+       }},
+      {"where_masked_fill", {OpKind::where, OpKind::masked_fill},
+       [](Builder& b) {
+         Value* c = b.record(OpKind::lt, {b.input("idx", DType::i64, {3, 1}), b.input("jdx", DType::i64, {4})})[0];
+         Value* x = p(b, "x", {3, 4});
+         return V{b.record(OpKind::where, {c, x, p(b, "y", {4})})[0],
+                  b.record(OpKind::masked_fill, {x, c}, {{"value", -2.0}})[0]};
+       }},
+      {"log_softmax", {OpKind::log_softmax},
+       [](Builder& b) { return V{b.record(OpKind::log_softmax, {p(b, "x", {3, 5})}, {{"dim", int64_t(0)}})[0]}; }},
+      {"amax_amin", {OpKind::amax, OpKind::amin},
+       [](Builder& b) {
+         Value* x = p(b, "x", {3, 5});
+         return V{b.record(OpKind::amax, {x}, {{"dims", std::vector<int64_t>{1}}})[0],
+                  b.record(OpKind::amin, {x}, {{"dims", std::vector<int64_t>{0}}, {"keepdim", true}})[0],
+                  b.record(OpKind::amax, {x})[0]};
+       }},
+      {"unsqueeze_squeeze_flatten", {OpKind::unsqueeze, OpKind::squeeze, OpKind::flatten},
+       [](Builder& b) {
+         Value* x = b.record(OpKind::unsqueeze, {p(b, "x", {2, 3})}, {{"dims", std::vector<int64_t>{1}}})[0];
+         Value* y = b.record(OpKind::squeeze, {x})[0];
+         return V{b.record(OpKind::flatten, {b.mul(x, x)})[0], y};
+       }},
       {"mse_loss", {OpKind::mse_loss}, [](Builder& b) { return V{b.mse_loss(p(b, "x", {3, 4}), p(b, "t", {3, 4}))}; }},
       {"cross_entropy", {OpKind::cross_entropy},
        [](Builder& b) { return V{b.cross_entropy(p(b, "logits", {4, 6}), b.input("target", DType::i64, {4}))}; }},

@@ -26,6 +26,12 @@ Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+Tensor erf(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor abs(const Tensor& x);
+// min(max(x, lo), hi), as torch.clamp (NaN stays NaN); either bound may be ±inf.
+Tensor clamp(const Tensor& x, double lo, double hi);
 Tensor cast(const Tensor& x, DType dtype);
 
 // ---- elementwise binary with broadcasting (ops_binary.cc) ----

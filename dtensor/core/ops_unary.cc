@@ -3,6 +3,7 @@
 // The transcendental ones (exp, log, tanh, sigmoid, silu, gelu) use fast_math.h's branch-free f32
 // kernels whenever the compute type is f32 (f32, bf16, f16), so their row loops vectorise; f64
 // keeps libm, as the precise reference dtype.
+#include <algorithm>
 #include <cmath>
 
 #include "dtensor/core/elementwise.h"
@@ -108,6 +109,37 @@ Tensor tanh(const Tensor& x) {
 
 Tensor pow(const Tensor& x, double exponent) {
   return unary<kFloat>("pow", x, [exponent](auto v) { return std::pow(v, decltype(v)(exponent)); });
+}
+
+// erf, sin and cos keep libm in every dtype: they feed RoPE tables and exact gelu decompositions,
+// where the last ulp matters more than vector speed.
+Tensor erf(const Tensor& x) {
+  return unary<kFloat>("erf", x, [](auto v) { return std::erf(v); });
+}
+
+Tensor sin(const Tensor& x) {
+  return unary<kFloat>("sin", x, [](auto v) { return std::sin(v); });
+}
+
+Tensor cos(const Tensor& x) {
+  return unary<kFloat>("cos", x, [](auto v) { return std::cos(v); });
+}
+
+Tensor abs(const Tensor& x) {
+  return unary<kNumeric>("abs", x, [](auto v) -> decltype(v) { return v < decltype(v)(0) ? decltype(v)(0) - v : v; });
+}
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  return unary<kNumeric>("clamp", x, [lo, hi](auto v) -> decltype(v) {
+    using C = decltype(v);
+    if constexpr (std::is_integral_v<C>) {  // integer bounds beyond the type saturate
+      const double d = std::min(std::max(double(v), lo), hi);
+      return C(d);
+    } else {
+      if (v != v) return v;  // NaN
+      return std::min(std::max(v, C(lo)), C(hi));
+    }
+  });
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

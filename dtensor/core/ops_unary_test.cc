@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -39,6 +40,11 @@ std::vector<UnaryCase> unary_cases() {
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double v) { return 1 / (1 + std::exp(-v)); }, -6, 6},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, -3, 3},
       {"pow", [](const Tensor& x) { return pow(x, 2.5); }, [](double v) { return std::pow(v, 2.5); }, 0, 3},
+      {"erf", [](const Tensor& x) { return erf(x); }, [](double v) { return std::erf(v); }, -3, 3},
+      {"sin", [](const Tensor& x) { return sin(x); }, [](double v) { return std::sin(v); }, -4, 4},
+      {"cos", [](const Tensor& x) { return cos(x); }, [](double v) { return std::cos(v); }, -4, 4},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](double v) { return std::abs(v); }, -3, 3},
+      {"clamp", [](const Tensor& x) { return clamp(x, -1, 0.5); }, [](double v) { return std::clamp(v, -1.0, 0.5); }, -3, 3},
       {"add_scalar", [](const Tensor& x) { return add(x, 1.5); }, [](double v) { return v + 1.5; }, -3, 3},
       {"mul_scalar", [](const Tensor& x) { return mul(x, -0.5); }, [](double v) { return v * -0.5; }, -3, 3},
   };
@@ -148,6 +154,13 @@ TEST(OpsUnary, RejectsUnsupportedDtype) {
   expect_error<DTypeError>([&] { exp(i); }, {"exp", "i64"});
   expect_error<DTypeError>([&] { neg(Tensor::zeros({2}, DType::boolean)); }, {"neg", "bool"});
   expect_error<DTypeError>([&] { add(i, 0.5); }, {"add", "0.5", "i64"});
+}
+
+TEST(OpsUnary, IntegerAbsAndClampAndNaNClamp) {
+  Tensor i = Tensor::from_vector<int64_t>({-3, 0, 7}, {3});
+  EXPECT_EQ(abs(i).to_doubles(), (std::vector<double>{3, 0, 7}));
+  EXPECT_EQ(clamp(i, -1, 5).to_doubles(), (std::vector<double>{-1, 0, 5}));
+  EXPECT_TRUE(std::isnan(clamp(Tensor::full({1}, NAN), 0, 1).to_doubles()[0]));
 }
 
 TEST(OpsUnary, RejectsBadGeluApproximation) {

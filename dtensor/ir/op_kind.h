@@ -16,15 +16,17 @@ namespace dt::ir {
   X(linear) X(matmul) X(bmm)                                                                          \
   /* ops_elementwise.cc */                                                                            \
   X(add) X(sub) X(mul) X(div) X(neg) X(relu) X(gelu) X(silu) X(cast)                                  \
+  X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(sigmoid) X(erf) X(sin) X(cos) X(abs) X(pow) X(clamp)        \
+  X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(where) X(masked_fill)                   \
   /* ops_norm.cc */                                                                                   \
-  X(layer_norm) X(rms_norm) X(softmax)                                                                \
+  X(layer_norm) X(rms_norm) X(softmax) X(log_softmax)                                                 \
   /* ops_shape.cc */                                                                                  \
   X(embedding) X(masked_embedding) X(view) X(reshape) X(transpose) X(permute) X(slice) X(split)       \
-  X(cat) X(arange) X(expand) X(full)                                                                  \
+  X(cat) X(arange) X(expand) X(full) X(unsqueeze) X(squeeze) X(flatten) X(constant)                    \
   /* ops_attention.cc */                                                                              \
   X(scaled_dot_product_attention)                                                                     \
   /* ops_reduce.cc */                                                                                 \
-  X(sum) X(mean)                                                                                      \
+  X(sum) X(mean) X(amax) X(amin)                                                                      \
   /* ops_loss.cc */                                                                                   \
   X(mse_loss) X(cross_entropy) X(cross_entropy_max) X(cross_entropy_sum_exp)                          \
   X(cross_entropy_target_logit) X(cross_entropy_combine)                                              \

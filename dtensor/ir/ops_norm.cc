@@ -1,4 +1,4 @@
-// layer_norm, rms_norm (over trailing `normalized_shape` dims) and softmax (over `dim`).
+// layer_norm, rms_norm (over trailing `normalized_shape` dims), softmax and log_softmax (over `dim`).
 #include "dtensor/core/ops.h"
 #include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
@@ -42,6 +42,7 @@ void infer_softmax(const Node& node, const Graph&, std::vector<TensorType>& out)
 }
 
 void run_softmax(const KernelArgs& a) { a.out[0] = dt::softmax(a.in[0], a.node.attr_int("dim")); }
+void run_log_softmax(const KernelArgs& a) { a.out[0] = dt::log_softmax(a.in[0], a.node.attr_int("dim")); }
 
 // Gradient rules. dx comes from the backward op; the affine parameters' gradients are ordinary
 // ops, dweight = Σ_rows grad · norm(x) (the norm recomputed without weight) and dbias = Σ_rows grad,
@@ -72,6 +73,13 @@ void grad_softmax(GradContext& c) {
   c.set(0, c.b().record(OpKind::softmax_backward, {c.grad(), c.result()}, {{"dim", c.node().attr_int("dim")}})[0]);
 }
 
+// log_softmax: dx = g - exp(y) · Σ_dim g.
+void grad_log_softmax(GradContext& c) {
+  Builder& b = c.b();
+  Value* total = b.sum(c.grad(), {c.node().attr_int("dim")}, /*keepdim=*/true);
+  c.set(0, b.sub(c.grad(), b.mul(b.record(OpKind::exp, {c.result()})[0], total)));
+}
+
 }  // namespace
 
 void register_norm_ops(OpTable& t) {
@@ -90,7 +98,13 @@ void register_norm_ops(OpTable& t) {
          .attrs = {{"dim", AttrKind::i64, std::nullopt}},
          .infer = infer_softmax,
          .kernel = run_softmax});
-  for (OpKind k : {OpKind::layer_norm, OpKind::rms_norm, OpKind::softmax}) t.at(k).fresh_result = true;
+  t.add({.kind = OpKind::log_softmax,
+         .operands = {{"x"}},
+         .attrs = {{"dim", AttrKind::i64, std::nullopt}},
+         .infer = infer_softmax,
+         .kernel = run_log_softmax,
+         .grad = grad_log_softmax});
+  for (OpKind k : {OpKind::layer_norm, OpKind::rms_norm, OpKind::softmax, OpKind::log_softmax}) t.at(k).fresh_result = true;
   t.at(OpKind::layer_norm).grad = grad_layer_norm;
   t.at(OpKind::rms_norm).grad = grad_rms_norm;
   t.at(OpKind::softmax).grad = grad_softmax;

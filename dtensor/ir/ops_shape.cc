@@ -1,5 +1,7 @@
 // Shape ops: embedding, masked_embedding, view, reshape, transpose, permute, slice, split, cat, arange,
-// expand (broadcast to a shape, a view) and full (a constant), with their gradient rules: each
+// expand (broadcast to a shape, a view), full (a constant), unsqueeze, squeeze, flatten (views that
+// add, drop or merge dims) and constant (a small tensor spelled in the IR), with their gradient
+// rules: each
 // gradient is the inverse rearrangement of the result's gradient (slice's pads with zeros,
 // split's concatenates, cat's slices, expand's sums).
 //
@@ -245,6 +247,82 @@ void run_full(const KernelArgs& a) {
   a.out[0] = Tensor::full(a.node.result()->type.shape, a.node.attr_float("value"), a.node.attr_dtype("dtype"));
 }
 
+// unsqueeze(x) {dims}: inserts size-1 dims at `dims` (positions in the result, torch/ONNX rules).
+void infer_unsqueeze(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  const auto& dims = node.attr_ints("dims");
+  const int64_t rank = x.rank() + int64_t(dims.size());
+  std::vector<bool> inserted(size_t(rank), false);
+  for (int64_t d : dims) {
+    const int64_t nd = normalize_dim(d, rank);
+    if (inserted[size_t(nd)]) DT_THROW(ValueError) << "unsqueeze dims " << shape_str(dims) << " repeat dim " << nd;
+    inserted[size_t(nd)] = true;
+  }
+  Shape s;
+  size_t from = 0;
+  for (int64_t d = 0; d < rank; ++d) s.push_back(inserted[size_t(d)] ? 1 : x.shape[from++]);
+  out.push_back({x.dtype, std::move(s)});
+}
+
+// squeeze(x) {dims}: drops the size-1 dims `dims` (empty: every size-1 dim); a listed dim whose
+// size is not 1 is an error (ONNX's rule; torch would keep it silently).
+void infer_squeeze(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  const auto& dims = node.attr_ints("dims");
+  std::vector<bool> drop(x.shape.size(), false);
+  for (size_t d = 0; d < x.shape.size(); ++d) drop[d] = dims.empty() && x.shape[d] == 1;
+  for (int64_t d : dims) {
+    const int64_t nd = normalize_dim(d, x.rank());
+    if (x.shape[size_t(nd)] != 1)
+      DT_THROW(ShapeError) << "squeeze dim " << nd << " of " << type_str(x) << " has size " << x.shape[size_t(nd)] << ", not 1";
+    drop[size_t(nd)] = true;
+  }
+  Shape s;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (!drop[d]) s.push_back(x.shape[d]);
+  out.push_back({x.dtype, std::move(s)});
+}
+
+// flatten(x) {start_dim, end_dim}: merges dims start_dim..end_dim into one (torch.flatten).
+void infer_flatten(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  if (x.rank() == 0) {
+    out.push_back({x.dtype, {1}});
+    return;
+  }
+  const int64_t a = normalize_dim(node.attr_int("start_dim"), x.rank());
+  const int64_t e = normalize_dim(node.attr_int("end_dim"), x.rank());
+  if (a > e) DT_THROW(ValueError) << "flatten start_dim " << a << " is after end_dim " << e << " of " << type_str(x);
+  Shape s(x.shape.begin(), x.shape.begin() + a);
+  int64_t merged = 1;
+  for (int64_t d = a; d <= e; ++d) merged *= x.shape[size_t(d)];
+  s.push_back(merged);
+  s.insert(s.end(), x.shape.begin() + e + 1, x.shape.end());
+  out.push_back({x.dtype, std::move(s)});
+}
+
+// constant() {shape, values, dtype}: a small tensor written out in the IR (an exporter's constant
+// that is neither a parameter nor one repeated value: full covers those). Values are doubles, so
+// integers are exact up to 2^53.
+constexpr int64_t kMaxConstantElements = 4096;
+void infer_constant(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const auto& shape = node.attr_ints("shape");
+  for (int64_t d : shape)
+    if (d < 0) DT_THROW(ShapeError) << "constant shape " << shape_str(shape) << " has a negative size";
+  check_shape_attr(node, shape);
+  const Shape s(shape.begin(), shape.end());
+  const size_t n = std::get<std::vector<double>>(node.attr("values")).size();
+  if (numel(s) > kMaxConstantElements)
+    DT_THROW(ValueError) << "constant of shape " << shape_str(shape) << " has more than " << kMaxConstantElements
+                         << " elements: make it a parameter";
+  if (int64_t(n) != numel(s))
+    DT_THROW(ShapeError) << "constant has " << n << " values for shape " << shape_str(shape);
+  out.push_back({node.attr_dtype("dtype"), s});
+}
+void run_constant(const KernelArgs& a) {
+  a.out[0] = Tensor::from_doubles(std::get<std::vector<double>>(a.node.attr("values")), a.node.result()->type.shape, a.node.attr_dtype("dtype"));
+}
+
 std::vector<int64_t> shape_attr(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
 
 // Gradient rules.
@@ -335,8 +413,21 @@ void register_shape_ops(OpTable& t) {
                    {"value", AttrKind::f64, Attr(0.0)},
                    {"dtype", AttrKind::dtype, Attr(DType::f32)}},
          .infer = infer_full, .kernel = run_full});
+  t.add({.kind = OpKind::unsqueeze, .operands = {{"x"}}, .attrs = {{"dims", AttrKind::ints, std::nullopt}},
+         .infer = infer_unsqueeze, .kernel = run_view, .result_aliases_operand = true, .grad = grad_reshape});
+  t.add({.kind = OpKind::squeeze, .operands = {{"x"}}, .attrs = {{"dims", AttrKind::ints, Attr(std::vector<int64_t>{})}},
+         .infer = infer_squeeze, .kernel = run_view, .result_aliases_operand = true, .grad = grad_reshape});
+  t.add({.kind = OpKind::flatten, .operands = {{"x"}},
+         .attrs = {{"start_dim", AttrKind::i64, Attr(int64_t(0))}, {"end_dim", AttrKind::i64, Attr(int64_t(-1))}},
+         .infer = infer_flatten, .kernel = run_view, .result_aliases_operand = true, .grad = grad_reshape});
+  t.add({.kind = OpKind::constant, .operands = {},
+         .attrs = {{"shape", AttrKind::ints, std::nullopt},
+                   {"values", AttrKind::floats, std::nullopt},
+                   {"dtype", AttrKind::dtype, Attr(DType::f32)}},
+         .infer = infer_constant, .kernel = run_constant});
   // Lookups and cat copy into a new buffer; the other shape ops may return views.
-  for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat, OpKind::full}) t.at(k).fresh_result = true;
+  for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat, OpKind::full, OpKind::constant})
+    t.at(k).fresh_result = true;
 }
 
 }  // namespace dt::ir

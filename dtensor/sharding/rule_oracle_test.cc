@@ -71,6 +71,50 @@ std::vector<OpCase> cases() {
   add("sum all", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}))}); });
   add("mean keepdim", [](Builder& b) { b.outputs({b.mean(in(b, 0, {3, 5}), {0}, true)}); });
   add("mse_loss", [](Builder& b) { b.outputs({b.mse_loss(in(b, 0, {3, 5}), in(b, 1, {3, 5}))}); });
+  for (OpKind k : {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::tanh, OpKind::sigmoid, OpKind::erf,
+                   OpKind::sin, OpKind::cos, OpKind::abs})
+    add(std::string(ir::op_name(k)), [k](Builder& b) { b.outputs({b.record(k, {in(b, 0, {3, 5})})[0]}); });
+  add("pow", [](Builder& b) { b.outputs({b.record(OpKind::pow, {in(b, 0, {3, 5})}, {{"exponent", 2.0}})[0]}); });
+  add("clamp", [](Builder& b) {
+    b.outputs({b.record(OpKind::clamp, {in(b, 0, {3, 5})}, {{"min", 0.8}, {"max", 1.2}})[0]});
+  });
+  add("maximum broadcast", [](Builder& b) { b.outputs({b.record(OpKind::maximum, {in(b, 0, {3, 5}), in(b, 1, {5})})[0]}); });
+  add("minimum", [](Builder& b) { b.outputs({b.record(OpKind::minimum, {in(b, 0, {3, 5}), in(b, 1, {3, 5})})[0]}); });
+  // Comparisons give bool results: cast back so the oracle compares numbers.
+  for (OpKind k : {OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge})
+    add(std::string(ir::op_name(k)), [k](Builder& b) {
+      b.outputs({b.cast(b.record(k, {in(b, 0, {3, 5}, DType::i64), in(b, 1, {1, 5}, DType::i64)})[0], DType::f32)});
+    });
+  add("where", [](Builder& b) {
+    Value* c = b.record(OpKind::lt, {in(b, 0, {3, 5}, DType::i64), in(b, 1, {5}, DType::i64)})[0];
+    b.outputs({b.record(OpKind::where, {c, in(b, 2, {3, 5}), in(b, 3, {3, 1})})[0]});
+  });
+  for (double fill : {0.0, -1e9})
+    add("masked_fill " + std::to_string(fill), [fill](Builder& b) {
+      Value* m = b.record(OpKind::gt, {in(b, 0, {5}, DType::i64), in(b, 1, {}, DType::i64)})[0];
+      b.outputs({b.record(OpKind::masked_fill, {in(b, 2, {3, 5}), m}, {{"value", fill}})[0]});
+    });
+  add("log_softmax", [](Builder& b) { b.outputs({b.record(OpKind::log_softmax, {in(b, 0, {3, 5})}, {{"dim", int64_t(1)}})[0]}); });
+  add("amax", [](Builder& b) {
+    b.outputs({b.record(OpKind::amax, {in(b, 0, {3, 5})}, {{"dims", std::vector<int64_t>{1}}})[0]});
+  });
+  add("amin keepdim", [](Builder& b) {
+    b.outputs({b.record(OpKind::amin, {in(b, 0, {3, 5})}, {{"dims", std::vector<int64_t>{0}}, {"keepdim", true}})[0]});
+  });
+  add("unsqueeze", [](Builder& b) {
+    b.outputs({b.record(OpKind::unsqueeze, {in(b, 0, {3, 5})}, {{"dims", std::vector<int64_t>{0, -1}}})[0]});
+  });
+  add("squeeze", [](Builder& b) {
+    b.outputs({b.record(OpKind::squeeze, {in(b, 0, {3, 1, 5})}, {{"dims", std::vector<int64_t>{1}}})[0]});
+  });
+  add("flatten", [](Builder& b) {
+    b.outputs({b.record(OpKind::flatten, {in(b, 0, {2, 3, 5})}, {{"start_dim", int64_t(1)}})[0]});
+  });
+  add("constant", [](Builder& b) {
+    Value* c = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{5}},
+                                               {"values", std::vector<double>{1, 2, 3, 4, 5}}})[0];
+    b.outputs({b.add(c, in(b, 0, {3, 5}))});
+  });
   add("cross_entropy", [](Builder& b) { b.outputs({b.cross_entropy(in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64))}); });
   return c;
 }

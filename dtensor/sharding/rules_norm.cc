@@ -1,4 +1,4 @@
-// Sharding rules of layer_norm, rms_norm and softmax: the normalised dims need every element, so
+// Sharding rules of layer_norm, rms_norm, softmax and log_softmax: the normalised dims need every element, so
 // they must be replicated; the other dims pass through. None is linear.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/sharding/sharding_rule.h"
@@ -36,7 +36,8 @@ OpShardingRule softmax_rule(const Node& n) {
 
 std::vector<RuleEntry> norm_rules() {
   using ir::OpKind;
-  return {{OpKind::layer_norm, norm_rule}, {OpKind::rms_norm, norm_rule}, {OpKind::softmax, softmax_rule}};
+  return {{OpKind::layer_norm, norm_rule}, {OpKind::rms_norm, norm_rule}, {OpKind::softmax, softmax_rule},
+          {OpKind::log_softmax, softmax_rule}};
 }
 
 }  // namespace dt::sharding

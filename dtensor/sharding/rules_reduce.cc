@@ -1,6 +1,8 @@
-// Sharding rules of sum and mean. The kept dims pass through. A summed dim is a reduction factor
-// (sharding it leaves P(sum)); a dim averaged by mean must be replicated, because with uneven
-// shards the mean of local means is not the mean. sum is linear, so P(sum) passes through it.
+// Sharding rules of sum, mean, amax and amin. The kept dims pass through. A summed dim is a
+// reduction factor (sharding it leaves P(sum)); a dim averaged by mean must be replicated, because
+// with uneven shards the mean of local means is not the mean, and so must a dim amax/amin search
+// (kept simple: a P(max) result would need its own reduce). sum alone is linear, so P(sum) passes
+// through it and only it.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/sharding/sharding_rule.h"
 
@@ -36,7 +38,8 @@ OpShardingRule reduce_rule(const Node& n) {
 }  // namespace
 
 std::vector<RuleEntry> reduce_rules() {
-  return {{ir::OpKind::mean, reduce_rule}, {ir::OpKind::sum, reduce_rule}};
+  return {{ir::OpKind::mean, reduce_rule}, {ir::OpKind::sum, reduce_rule}, {ir::OpKind::amax, reduce_rule},
+          {ir::OpKind::amin, reduce_rule}};
 }
 
 }  // namespace dt::sharding

@@ -1,10 +1,10 @@
 // Sharding rules of the shape ops. view and reshape map merged or split dims onto several factors
-// (sharding_rule.h); transpose and permute move factors; slice, split and cat need their dim whole
+// (sharding_rule.h), and so do unsqueeze, squeeze and flatten; transpose and permute move factors; slice, split and cat need their dim whole
 // (replicated) unless the slice keeps everything. All of them are linear, so partial operands pass
 // through. embedding passes the index dims and the hidden dim through; its vocabulary dim is a
 // reduction factor: a table sharded by rows (vocabulary parallel) gives a P(sum) result, which
 // the partitioner computes with masked_embedding (rows of other shards read as zeros). arange has
-// no operands and a replicated result.
+// no operands and a replicated result, as have full and constant.
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/sharding/sharding_rule.h"
 
@@ -117,7 +117,8 @@ std::vector<RuleEntry> shape_rules() {
   return {{OpKind::arange, arange_rule},   {OpKind::cat, cat_rule},         {OpKind::embedding, embedding_rule},
           {OpKind::permute, permute_rule}, {OpKind::reshape, view_rule},    {OpKind::slice, slice_rule},
           {OpKind::split, split_rule},     {OpKind::transpose, transpose_rule}, {OpKind::view, view_rule},
-          {OpKind::expand, expand_rule},   {OpKind::full, full_rule}};
+          {OpKind::expand, expand_rule},   {OpKind::full, full_rule},       {OpKind::unsqueeze, view_rule},
+          {OpKind::squeeze, view_rule},    {OpKind::flatten, view_rule},    {OpKind::constant, full_rule}};
 }
 
 }  // namespace dt::sharding

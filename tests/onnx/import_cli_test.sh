@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# End-to-end test of `dtensor import` (docs/import.md) on PyTorch's exports (tests/reference/onnx):
+# - gpt.onnx and llama.onnx import with --input-shape input_ids=2x8, run on one device matching
+#   PyTorch (--expect, rtol/atol 1e-5) and with the tp plans beside them on 4 ranks;
+# - the written model parses (compile reads it) and the weights hold the module-path names;
+# - clear errors, exit 2, nothing written: a truncated file, a dynamic dim without --input-shape,
+#   bad --input-shape text, an --input-shape naming no input, -o over the model.
+# Usage: import_cli_test.sh path/to/dtensor path/to/source
+set -u
+DT="$1"
+SRC="$2"
+R="$SRC/tests/reference/onnx"
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fail=0
+FAIL() { echo "FAIL: $*"; fail=1; }
+
+for m in gpt llama; do
+  out=$("$DT" import "$R/$m.onnx" -o "$t/$m.dt" --weights "$t/$m.safetensors" --input-shape input_ids=2x8 2>&1) ||
+    FAIL "import $m: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" 2>&1) || FAIL "$m one device: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" --mesh 4 --plan "$R/${m}_tp.json" 2>&1) || FAIL "$m tp 4: $out"
+done
+grep -q "param %h.0.attn.q_proj.weight : f32\[64, 64\]" "$t/gpt.dt" || FAIL "gpt.dt lacks the q_proj parameter"
+grep -q "linear(.*%layers.0.self_attn.k_proj.weight) : f32\[2, 8, 16\]" "$t/llama.dt" || FAIL "llama.dt lacks k_proj as linear"
+
+# expect_error <label> <text the message must contain> <command...>: exit 2, one-line message.
+expect_error() {
+  local label="$1" want="$2"
+  shift 2
+  out=$("$@" 2>&1)
+  code=$?
+  [ "$code" = 2 ] || FAIL "$label: exit $code, expected 2 ($out)"
+  echo "$out" | grep -q -- "$want" || FAIL "$label: message lacks '$want': $out"
+}
+head -c 5000 "$R/gpt.onnx" >"$t/cut.onnx"
+expect_error "truncated" "not a valid ONNX model" "$DT" import "$t/cut.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "dynamic dim" "dim 0 is dynamic ('batch'): give its shape with --input-shape input_ids=" \
+  "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "bad shape text" "is not a shape like 2x32" \
+  "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape input_ids=2by8
+expect_error "wrong name" "'ids', which is not a graph input (inputs: input_ids)" \
+  "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape ids=2x8
+cp "$R/gpt.onnx" "$t/copy.onnx"
+expect_error "output over input" "same file" \
+  "$DT" import "$t/copy.onnx" -o "$t/copy.onnx" --weights "$t/x.safetensors" --input-shape input_ids=2x8
+[ ! -e "$t/x.dt" ] && [ ! -e "$t/x.safetensors" ] || FAIL "a failed import wrote files"
+cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
+
+[ "$fail" = 0 ] && echo "import_cli_test: all passed"
+exit "$fail"
