@@ -28,14 +28,14 @@ TEST(OpRegistry, TraitsAreConsistent) {
     SCOPED_TRACE(std::string(kOpNames[i]));
     const bool has_group = def.attr_index("group") >= 0;
     // Communicating ops name their group; waiting and in-place are kinds of communicating.
-    if (def.is_collective()) EXPECT_TRUE(has_group);
-    if (def.needs_wait) EXPECT_TRUE(def.is_collective());
+    EXPECT_TRUE(!def.is_collective() || has_group);
+    EXPECT_TRUE(!def.needs_wait || def.is_collective());
     if (def.in_place) {
       EXPECT_TRUE(def.is_collective());
       EXPECT_TRUE(def.result_aliases_operand);
     }
     // A fresh buffer is not an alias; a comm prep is a fresh buffer a collective reads from the arena.
-    if (def.fresh_result) EXPECT_FALSE(def.result_aliases_operand);
+    EXPECT_TRUE(!def.fresh_result || !def.result_aliases_operand);
     if (def.comm_prep) {
       EXPECT_TRUE(def.fresh_result);
       EXPECT_TRUE(def.writes_preallocated_out);
@@ -43,7 +43,9 @@ TEST(OpRegistry, TraitsAreConsistent) {
     // `arena_offset` is the last attribute of exactly the ops that write a preallocated output.
     const int arena = def.attr_index("arena_offset");
     EXPECT_EQ(arena >= 0, def.writes_preallocated_out);
-    if (arena >= 0) EXPECT_EQ(size_t(arena), def.attrs.size() - 1);
+    if (arena >= 0) {
+      EXPECT_EQ(size_t(arena), def.attrs.size() - 1);
+    }
   }
 }
 

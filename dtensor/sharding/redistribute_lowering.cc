@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "dtensor/core/error.h"
@@ -165,17 +166,25 @@ class StepLowering {
     Placements after = state_;
     after[m_] = step_.dst;
     std::vector<int64_t> lens = member_extents(after, d);
-    if (!all_equal(lens)) {
-      // Uneven chunks: reduce everything, keep this rank's chunk.
-      Value* full = all_reduce(x);
-      const int64_t extent = full->type.shape[size_t(d)];
-      const int64_t off = chunk_offset(extent, n_, i_);
-      named(".chunk", x);
-      return b_.slice(full, d, off, off + lens[size_t(i_)]);
-    }
+    const int64_t extent = x->type.shape[size_t(d)], c = *std::max_element(lens.begin(), lens.end());
     Value* t = swap_front(x, d);
+    if (!all_equal(lens)) {
+      // Uneven chunks (torch.chunk: ceil-sized, the last ones short or empty): pad with zeros to
+      // n equal chunks, reduce-scatter, keep this member's rows. The executor does the same, so
+      // no member ever holds the whole reduced tensor (an FSDP gradient stays a shard).
+      Shape pad_shape = t->type.shape;
+      pad_shape[0] = n_ * c - extent;
+      named(".pad", x);
+      Value* zeros = full(t->type.dtype, pad_shape, 0.0);
+      named(".pad", x);
+      t = b_.cat({t, zeros}, 0);
+    }
     named(".rs", x);
     Value* y = wait(b_.reduce_scatter_tensor(t, group_, std::string(reduce_op_name(step_.src.op()))));
+    if (lens[size_t(i_)] != c) {
+      named(".unpad", x);
+      y = b_.slice(y, 0, 0, lens[size_t(i_)]);
+    }
     return swap_front(y, d);
   }
 

@@ -12,7 +12,9 @@
 //                           viewed as the gathered tensor: exact, no padding.
 //   all_reduce P->R         all_reduce + wait.
 //   reduce_scatter P->S(d)  even: transpose d to the front, reduce_scatter_tensor, wait, transpose
-//                           back. Uneven: all_reduce + wait, then slice this rank's chunk.
+//                           back. Uneven: pad with zeros to n chunks of the largest size,
+//                           reduce_scatter_tensor, wait, slice this rank's rows (never the
+//                           whole reduced tensor on a rank).
 //   all_to_all S(t)->S(u)   transpose u to the front, flatten, all_to_all_single with exact split
 //                           sizes, wait, split the pieces received from each member, view them,
 //                           concatenate along t, transpose back.

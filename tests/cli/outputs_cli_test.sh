@@ -7,10 +7,7 @@
 set -u
 DT="$1"
 SRC="$2"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 run() { timeout 300 "$DT" "$@" 2>&1; }
 
 # example names the model, the weights and the inputs it wrote (hidden 512, 8 heads, vocab 1000).
@@ -68,5 +65,4 @@ out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors
 out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --save-outputs "$t/w.safetensors")
 [ $? -eq 2 ] || FAIL "--save-outputs over the weights accepted: $out"
 
-[ $fail -eq 0 ] && echo "PASS"
-exit $fail
+finish

@@ -7,10 +7,7 @@ set -u
 DT="$1"
 SRC="$2"
 PLAN="$SRC/examples/gpt_tp.json"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 
 # expect <code> <text> <args...>: dtensor exits with <code> and its stderr+stdout contains <text>.
 expect() {
@@ -91,4 +88,4 @@ expect 0 "Usage" --help
 expect 0 "Usage" compile --help
 expect 0 "dtensor" --version
 
-exit $fail
+finish

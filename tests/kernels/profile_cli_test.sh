@@ -4,10 +4,7 @@
 # Usage: profile_cli_test.sh path/to/dtensor
 set -u
 DT="$1"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 
 "$DT" example gpt --hidden 128 --heads 4 --layers 2 --batch 2 --seq 32 -o "$t/m.dt" --weights "$t/w.safetensors" \
   --inputs "$t/in.safetensors" 2>/dev/null || FAIL "example"
@@ -62,5 +59,4 @@ expect_error "profile --mesh/--plan is not implemented yet" profile "$t/m.dt" --
 expect_error "--repeat must be >= 1, got 0" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 0
 expect_error "pass --weights" profile "$t/m.dt" --inputs "$t/in.safetensors"
 
-[ "$fail" -eq 0 ] && echo "profile CLI: all checks passed"
-exit "$fail"
+finish

@@ -7,10 +7,7 @@
 set -u
 DT="$1"
 SRC="$2"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 
 expect_error() {  # expect_error <text> <args...>: exit 2, one line containing <text>
   local text="$1"
@@ -50,5 +47,4 @@ out=$(timeout 300 "$DT" train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/
   FAIL "train --threads 2"
 echo "$out" | grep -q '"losses"' || FAIL "train --threads 2 printed no losses: $out"
 
-[ "$fail" -eq 0 ] && echo "threads CLI: all checks passed"
-exit "$fail"
+finish

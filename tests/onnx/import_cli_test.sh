@@ -10,10 +10,7 @@ set -u
 DT="$1"
 SRC="$2"
 R="$SRC/tests/reference/onnx"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 
 for m in gpt llama; do
   out=$("$DT" import "$R/$m.onnx" -o "$t/$m.dt" --weights "$t/$m.safetensors" --input-shape input_ids=2x8 2>&1) ||
@@ -49,5 +46,4 @@ expect_error "output over input" "same file" \
 [ ! -e "$t/x.dt" ] && [ ! -e "$t/x.safetensors" ] || FAIL "a failed import wrote files"
 cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
 
-[ "$fail" = 0 ] && echo "import_cli_test: all passed"
-exit "$fail"
+finish

@@ -11,10 +11,7 @@
 set -u
 DT="$1"
 SRC="$2"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 run_ok() {  # run_ok <label> <args...>: exit 0 and ": match"
   local out
   out=$(timeout 300 "$DT" "$@" 2>&1)
@@ -52,5 +49,4 @@ out=$(timeout 60 "$DT" run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safet
 json=$("$DT" compile "$t/h6.dt" --mesh 4 --plan "$SRC/examples/gpt_tp.json" --report --json 2>/dev/null)
 echo "$json" | grep -q '(view): operand' || FAIL "no warning naming the view in --report --json: $(echo "$json" | grep -A3 warnings)"
 
-[ $fail -eq 0 ] && echo "PASS"
-exit $fail
+finish

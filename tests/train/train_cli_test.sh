@@ -13,10 +13,7 @@
 set -u
 DT="$1"
 SRC="$2"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-FAIL() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/../cli_test_lib.sh"
 
 # losses <json>: prints the losses of a --json report, one per line.
 losses() { echo "$1" | tr -d '\n ' | sed 's/.*"losses":\[\([^]]*\)\].*/\1/' | tr ',' '\n'; }
@@ -110,5 +107,4 @@ expect_error "save over weights" "is the same file as weights" train "$t/gpt.dt"
 expect_error "data shape" "data input has shape \[3, 32\]" train "$t/gpt.dt" --weights "$t/w.safetensors" \
   --data "$t/d3.safetensors"
 
-[ $fail -eq 0 ] && echo "PASS"
-exit $fail
+finish

@@ -122,15 +122,26 @@ TEST(TrainCollectives, TensorParallelStepGathersNothingAndNeverMovesAGradient) {
   }
 }
 
-// The values a collective moves: the members of its bucket (the operands of the all_gather copy-in
-// or chunk_cat that builds its input) or its operand itself.
+// Appends v's name and, through what the lowering adds around the collective of an uneven shard
+// (the zero padding (cat) of a reduce_scatter, the flattening (reshape) and replication (cat) of a
+// gather), the names of the values it was made from: one of them is the parameter or gradient.
+void append_chain(const ir::Value* v, std::vector<std::string>& out) {
+  for (;;) {
+    out.push_back(v->name);
+    if (!v->producer || (v->producer->op != ir::OpKind::cat && v->producer->op != ir::OpKind::reshape)) return;
+    v = v->producer->operands[0];
+  }
+}
+
+// Returns the names of the values a collective moves: the members of its bucket (the operands of
+// the all_gather copy-in or chunk_cat that builds its input) or its operand itself.
 std::vector<std::string> members(const ir::Node& n) {
   const ir::Value* in = n.operands[0];
   std::vector<std::string> out;
   if (in->producer && (in->producer->op == ir::OpKind::all_gather_copy_in || in->producer->op == ir::OpKind::chunk_cat))
-    for (const ir::Value* v : in->producer->operands) out.push_back(v->name);
+    for (const ir::Value* v : in->producer->operands) append_chain(v, out);
   else
-    out.push_back(in->name);
+    append_chain(in, out);
   return out;
 }
 
@@ -144,17 +155,18 @@ Family family(ir::OpKind op) {
   return Family::other;
 }
 
-// FSDP on 4 ranks (vocabulary 512 here: every parameter shards evenly; a table of 509 rows has no
-// uneven reduce_scatter lowering yet, so its gradient is all-reduced and chunked), without and with
-// the default passes (bucketing): every parameter is gathered exactly once in the step, as in the
+// FSDP on 4 ranks, vocabulary 512 (every parameter shards evenly) and 509 (the tables' rows do not
+// divide: their gradients are reduce_scattered padded to equal chunks), without and with the
+// default passes (bucketing): every parameter is gathered exactly once in the step, as in the
 // forward (kept for the backward, never gathered again), every parameter gradient but wpe's is
 // reduce_scattered exactly once into its shard (one reduce_scatter per bucket: a bucket's members
 // are moved by its one collective), and the one all_reduce is the positional embedding's [seq, H]
 // activation gradient (replicated in the forward, summed over the batch shards in the backward), from
 // which each rank computes wpe's gradient and keeps its shard. No other collective moves a gradient.
 TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterPerBucket) {
+  for (const int64_t vocab : {512, 509}) {
   ir::GptConfig cfg = config(2);
-  cfg.vocab = 512;
+  cfg.vocab = vocab;
   std::vector<std::string> params;
   const ir::Graph model = ir::build_gpt(cfg);
   for (const ir::Value* p : model.params()) params.push_back(p->name);
@@ -183,7 +195,8 @@ TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterP
       return collectives;
     };
     for (size_t i = 0; i < step.programs.size(); ++i) {
-      const std::string where = std::string(with_passes ? "default passes" : "no passes") + ", rank " + std::to_string(i);
+      const std::string where = std::string(with_passes ? "default passes" : "no passes") + ", vocab " +
+                                std::to_string(vocab) + ", rank " + std::to_string(i);
       std::map<std::string, int> in_step, in_forward;
       const int step_gathers = param_gathers(step.programs[i], in_step);
       EXPECT_EQ(step_gathers, param_gathers(fwd.programs[i], in_forward)) << where;
@@ -216,6 +229,7 @@ TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterP
                       step_gathers, params.size(), reduce_scatters);
       }
     }
+  }
   }
 }
 
