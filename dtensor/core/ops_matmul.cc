@@ -66,8 +66,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     return;
   }
   init_compute_threads();
-  auto [av, ao] = as_blas(a);
-  auto [bv, bo] = as_blas(b);
+  // Named references, not structured bindings: the panel lambda captures them, which clang 14
+  // (make fuzz) does not allow for bindings.
+  const auto a_blas = as_blas(a), b_blas = as_blas(b);
+  const Tensor& av = std::get<0>(a_blas);
+  const Tensor& bv = std::get<0>(b_blas);
+  const auto& ao = std::get<1>(a_blas);
+  const auto& bo = std::get<1>(b_blas);
   for (int64_t v : {m, n, k, ao.ld, bo.ld})
     if (v > std::numeric_limits<blasint>::max())
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
