@@ -17,7 +17,7 @@
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"

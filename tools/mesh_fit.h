@@ -3,7 +3,7 @@
 // dim, the parameter and its size), not a failed check deep in propagation.
 #pragma once
 
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/sharding/parallel_plan.h"
 

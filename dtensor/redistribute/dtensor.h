@@ -1,7 +1,7 @@
 // The eager distributed tensor: this rank's local shard plus the spec that says how the shards
 // of all ranks form the global tensor.
 //
-// It lives in dtensor/redistribute rather than dtensor/dist because redistribute() runs the
+// It lives in dtensor/redistribute rather than dtensor/layout because redistribute() runs the
 // planner and the executor, which depend on dist. Every function here is collective over the
 // mesh except to_local() and the accessors: all ranks call it with the same arguments.
 #pragma once
@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "dtensor/core/tensor.h"
-#include "dtensor/dist/dtensor_spec.h"
-#include "dtensor/dist/mesh_groups.h"
+#include "dtensor/layout/dtensor_spec.h"
+#include "dtensor/layout/mesh_groups.h"
 #include "dtensor/redistribute/planner.h"
 
 namespace dt {

@@ -7,7 +7,7 @@
 
 #include "dtensor/comm/collectives.h"
 #include "dtensor/core/error.h"
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 
 namespace dt {
 

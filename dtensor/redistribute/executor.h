@@ -11,7 +11,7 @@
 #pragma once
 
 #include "dtensor/core/tensor.h"
-#include "dtensor/dist/mesh_groups.h"
+#include "dtensor/layout/mesh_groups.h"
 #include "dtensor/redistribute/redistribute_plan.h"
 
 namespace dt {

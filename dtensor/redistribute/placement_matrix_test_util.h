@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "dtensor/core/error.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/placement.h"
 
 namespace dt::test {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "dtensor/core/tensor.h"
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/redistribute/redistribute_plan.h"
 
 namespace dt {

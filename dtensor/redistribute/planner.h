@@ -35,7 +35,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/redistribute_plan.h"
 #include "dtensor/redistribute/transition_rules.h"

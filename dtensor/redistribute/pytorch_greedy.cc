@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/redistribute/transition_rules.h"
 
 namespace dt {

@@ -1,6 +1,6 @@
 #include "dtensor/redistribute/redistribute_plan.h"
 
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 
 #include <fmt/format.h>
 

@@ -10,7 +10,7 @@
 
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/placement.h"
 
 namespace dt {
 

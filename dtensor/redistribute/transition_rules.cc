@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/core/error.h"
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 
 namespace dt {
 

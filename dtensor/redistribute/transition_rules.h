@@ -30,7 +30,7 @@
 #include <optional>
 
 #include "dtensor/core/shape.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/placement.h"
 #include "dtensor/redistribute/redistribute_plan.h"
 
 namespace dt {

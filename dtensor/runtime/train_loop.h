@@ -15,7 +15,7 @@
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/comm/process_group.h"
 #include "dtensor/core/tensor.h"
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/parallel_plan.h"

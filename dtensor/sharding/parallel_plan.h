@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dist/device_mesh.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/layout/placement.h"
 #include "dtensor/ir/graph.h"
 
 namespace dt::sharding {

@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "dtensor/core/error.h"
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/verifier.h"

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dist/device_mesh.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/layout/placement.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/sharding/parallel_plan.h"

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/redistribute/redistribute_plan.h"
 

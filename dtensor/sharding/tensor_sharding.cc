@@ -2,7 +2,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 
 namespace dt::sharding {
 namespace {

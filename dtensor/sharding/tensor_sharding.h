@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "dtensor/core/tensor.h"
-#include "dtensor/dist/device_mesh.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/layout/placement.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/sharding/propagation.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dtensor/comm/process_group.h"
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 
 namespace dt {
 

@@ -20,7 +20,7 @@
 #include "dtensor/comm/threads/run_ranks.h"
 #include "tools/command.h"
 #ifdef DTENSOR_WITH_MPI
-#include "tools/bench_collectives_mpi.h"
+#include "bench/bench_collectives_mpi.h"
 #endif
 
 namespace dt::tools {

@@ -1,4 +1,4 @@
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/placement.h"
 
 #include <cctype>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "dtensor/dist/mesh_groups.h"
+#include "dtensor/layout/mesh_groups.h"
 
 #include "dtensor/core/error.h"
 

@@ -1,4 +1,4 @@
-#include "dtensor/dist/device_mesh.h"
+#include "dtensor/layout/device_mesh.h"
 
 #include <algorithm>
 #include <charconv>

@@ -8,7 +8,7 @@
 // median over --iters calls (the median, not the mean, because CI machines are shared and noisy).
 // For all_reduce and all_gather, ours and raw (blocking MPI_Allreduce / MPI_Allgather) alternate
 // call by call, and ours_over_raw is the median of the per-pair ratios.
-#include "tools/bench_collectives_mpi.h"
+#include "bench/bench_collectives_mpi.h"
 
 #include <mpi.h>
 

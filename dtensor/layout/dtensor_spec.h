@@ -14,8 +14,8 @@
 
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
-#include "dtensor/dist/device_mesh.h"
-#include "dtensor/dist/placement.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/layout/placement.h"
 
 namespace dt {
 

@@ -1,4 +1,4 @@
-#include "dtensor/dist/dtensor_spec.h"
+#include "dtensor/layout/dtensor_spec.h"
 
 #include <gtest/gtest.h>
 
