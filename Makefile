@@ -28,10 +28,13 @@ test: build
 	$(MAKE) tsan
 	$(MAKE) fuzz
 
+# Only the unit tests run under ASan, so only their executables are built there (each unit test's
+# target is named like the test: dtensor_add_unit_test in CMakeLists.txt).
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDTENSOR_SANITIZE=ON \
 	  -DDTENSOR_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
-	@cmake --build build-asan -j $(JOBS)
+	@cmake --build build-asan -j $(JOBS) \
+	  --target $$(ctest --test-dir build-asan -N -L unit | awk '$$1 == "Test" {print $$3}')
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L unit
 
