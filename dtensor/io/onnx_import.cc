@@ -18,6 +18,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/io/onnx_fusion.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"
 
@@ -470,6 +471,7 @@ OnnxImportResult Importer::run() {
   }
   builder_ = nullptr;
   main_.set_outputs(outs);
+  if (opt_.fuse) fuse_onnx_patterns(main_, result_.weights);
   ir::verify(main_);
   return std::move(result_);
 }
@@ -848,6 +850,19 @@ void conv_layer_norm(Importer& im, const onnx::NodeProto& n) {
   im.set_out(0, im.b().layer_norm(im.in(0), ns, w, bias, im.attr_float("epsilon", 1e-5)));
 }
 
+// SimplifiedLayerNormalization (onnxruntime's RMSNorm, in the default domain): rms_norm over the
+// dims from `axis` with the scale as weight.
+void conv_simplified_layer_norm(Importer& im, const onnx::NodeProto& n) {
+  for (int k = 1; k < n.output_size(); ++k)
+    if (!n.output(k).empty() && !im.consumers(k).empty())
+      DT_THROW(ValueError) << im.where() << ": the inv_std_var output is not supported";
+  const Shape x = im.type_of(0).shape;
+  const int64_t axis = normalize_dim(im.attr_int("axis", -1), int64_t(x.size()));
+  const Shape ns(x.begin() + axis, x.end());
+  Value* w = im.has_input(1) ? im.in(1) : nullptr;
+  im.set_out(0, im.b().rms_norm(im.in(0), ns, w, im.attr_float("epsilon", 1e-5)));
+}
+
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = {
       {"Abs", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::abs); }},
@@ -894,6 +909,7 @@ const std::map<std::string, Converter>& converters() {
       {"Sigmoid", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::sigmoid); }},
       {"Sin", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::sin); }},
       {"Size", conv_size},
+      {"SimplifiedLayerNormalization", conv_simplified_layer_norm},
       {"Slice", conv_slice},
       {"Softmax", [](Importer& im, const onnx::NodeProto&) { conv_softmax(im, OpKind::softmax); }},
       {"Split", conv_split},
@@ -968,6 +984,8 @@ Tensor read_onnx_tensor(const std::string& path, std::string* name) {
   if (name) *name = p.name();
   return tensor_from_proto(p, path);
 }
+
+std::string onnx_ir_name(const std::string& onnx_name) { return ir_name(onnx_name); }
 
 std::vector<std::string> onnx_supported_ops() {
   std::vector<std::string> v;
