@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of `dtensor import` (docs/import.md) on PyTorch's exports (tests/reference/onnx):
 # - gpt.onnx and llama.onnx import with --input-shape input_ids=2x8, run on one device matching
-#   PyTorch (--expect, rtol/atol 1e-5) and with the tp plans beside them on 4 ranks;
+#   PyTorch (--expect, rtol/atol 1e-5) and with the plans beside them: tp on 4 ranks, sp on 3,
+#   fsdp x tp on 2x2;
 # - the written model parses (compile reads it) and the weights hold the module-path names;
 # - clear errors, exit 2, nothing written: a truncated file, a dynamic dim without --input-shape,
 #   bad --input-shape text, an --input-shape naming no input, -o over the model.
@@ -19,9 +20,15 @@ for m in gpt llama; do
     --expect "$R/${m}_io.safetensors" 2>&1) || FAIL "$m one device: $out"
   out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
     --expect "$R/${m}_io.safetensors" --mesh 4 --plan "$R/${m}_tp.json" 2>&1) || FAIL "$m tp 4: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" --mesh 3 --plan "$R/${m}_sp.json" 2>&1) || FAIL "$m sp 3: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" --mesh 2x2 --plan "$R/${m}_fsdp_tp.json" 2>&1) || FAIL "$m fsdp_tp 2x2: $out"
 done
 grep -q "param %h.0.attn.q_proj.weight : f32\[64, 64\]" "$t/gpt.dt" || FAIL "gpt.dt lacks the q_proj parameter"
 grep -q "linear(.*%layers.0.self_attn.k_proj.weight) : f32\[2, 8, 16\]" "$t/llama.dt" || FAIL "llama.dt lacks k_proj as linear"
+grep -q "scaled_dot_product_attention(.*) {causal = true} : f32\[2, 8, 8, 8\]" "$t/llama.dt" || FAIL "llama.dt's attention is not fused"
+grep -q "rms_norm(.*%layers.0.input_layernorm.weight)" "$t/llama.dt" || FAIL "llama.dt's RMSNorm is not fused"
 
 # expect_error <label> <text the message must contain> <command...>: exit 2, one-line message.
 expect_error() {

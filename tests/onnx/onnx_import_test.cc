@@ -185,7 +185,8 @@ class ModelWriter {
   int next_ = 0;
 };
 
-std::string llama512() {
+// `scale_divisor` 8 is 1/sqrt(D) (fused); another value must leave the attention unfused.
+std::string llama512(float scale_divisor = 8) {
   constexpr int64_t B = 2, S = 8, H = 512, NH = 8, D = 64, F = 1024, V = 509;
   ModelWriter w;
   w.io("input_ids", "logits");
@@ -199,7 +200,7 @@ std::string llama512() {
   std::vector<float> mask(size_t(S * S), 0.f);
   for (int64_t i = 0; i < S; ++i)
     for (int64_t j = i + 1; j < S; ++j) mask[size_t(i * S + j)] = -INFINITY;
-  const std::string scores = w.op("Add", {w.op("Div", {w.op("MatMul", {q, kt}), w.scalar(8)}), w.init("mask", {S, S}, mask)});
+  const std::string scores = w.op("Add", {w.op("Div", {w.op("MatMul", {q, kt}), w.scalar(scale_divisor)}), w.init("mask", {S, S}, mask)});
   std::string o = w.op("MatMul", {w.op("Softmax", {scores}, {}, "axis", -1), v});
   o = w.op("Reshape", {w.op("Transpose", {o}, {0, 2, 1, 3}), w.ints({B, S, H})});
   x = w.op("Add", {x, w.linear(o, w.randn(p + "self_attn.o_proj.weight", {H, H}))});
@@ -245,6 +246,11 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
       std::printf("llama512: %s on %lld vs one device max_abs_diff %.3g\n", p, (long long)n, ds.max_abs_diff);
       EXPECT_TRUE(ds.shapes_match && ds.mismatches == 0) << p << " mesh " << n << " max_abs_diff " << ds.max_abs_diff;
     }
+  // Attention scaled by other than 1/sqrt(D) is not scaled_dot_product_attention: left as exported.
+  OnnxImportResult other = import_onnx_bytes(llama512(7), "llama512.onnx");
+  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::scaled_dot_product_attention), 0);
+  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::matmul), 2);
+  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::rms_norm), 3);
 }
 
 // ---- errors ----
