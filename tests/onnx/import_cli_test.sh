@@ -5,7 +5,8 @@
 #   fsdp x tp on 2x2;
 # - the written model parses (compile reads it) and the weights hold the module-path names;
 # - clear errors, exit 2, nothing written: a truncated file, a dynamic dim without --input-shape,
-#   bad --input-shape text, an --input-shape naming no input, -o over the model.
+#   bad --input-shape text, an --input-shape naming no input, -o over the model;
+# - onnx-conformance: --filter, --json, and its bad options (exit 2).
 # Usage: import_cli_test.sh path/to/dtensor path/to/source
 set -u
 DT="$1"
@@ -52,5 +53,13 @@ expect_error "output over input" "same file" \
   "$DT" import "$t/copy.onnx" -o "$t/copy.onnx" --weights "$t/x.safetensors" --input-shape input_ids=2x8
 [ ! -e "$t/x.dt" ] && [ ! -e "$t/x.safetensors" ] || FAIL "a failed import wrote files"
 cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
+
+# onnx-conformance: --filter selects tests, --json is JSON, bad options are errors (exit 2).
+out=$("$DT" onnx-conformance --filter '^test_relu$' 2>&1) || FAIL "conformance relu: $out"
+echo "$out" | grep -q "1 node tests ran: 1 passed, 0 failed" || FAIL "conformance --filter: $out"
+"$DT" onnx-conformance --filter '^test_softmax' --json | python3 -c 'import json, sys; j = json.load(sys.stdin); assert j["ops"]["Softmax"]["passed"] > 0 and j["totals"]["failed"] == 0, j["totals"]' ||
+  FAIL "conformance --json"
+expect_error "bad filter" "is not a regular expression" "$DT" onnx-conformance --filter '('
+expect_error "no data" "is not a directory: give --data" "$DT" onnx-conformance --data "$t/none"
 
 finish
