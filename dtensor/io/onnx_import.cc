@@ -198,6 +198,7 @@ class Importer {
   Builder* builder_ = nullptr;
   int64_t opset_ = 0;
   const onnx::NodeProto* node_ = nullptr;
+  int node_index_ = 0;  // of node_ in the graph
   bool folding_ = false;
   std::unordered_map<std::string, Slot> slots_;
   std::map<std::string, Value*> params_;  // initializer/param name -> its param value
@@ -210,8 +211,12 @@ class Importer {
 };
 
 std::string Importer::where() const {
-  std::string s = "node '" + node_->name() + "' (" + node_->op_type();
-  if (node_->output_size() > 0) s += ", output '" + node_->output(0) + "'";
+  // Unnamed nodes (exporters may leave names empty) by their index; the first output given (an
+  // op's leading outputs may be omitted).
+  std::string s = node_->name().empty() ? "node #" + std::to_string(node_index_) : "node '" + node_->name() + "'";
+  s += " (" + node_->op_type();
+  for (const auto& o : node_->output())
+    if (!o.empty()) return s + ", output '" + o + "')";
   return s + ")";
 }
 
@@ -455,7 +460,10 @@ OnnxImportResult Importer::run() {
   for (const auto& n : g.node())
     for (const auto& i : n.input()) users_[i].push_back(&n);
   declare_inputs();
-  for (const auto& n : g.node()) convert(n);
+  for (const auto& n : g.node()) {
+    convert(n);
+    ++node_index_;
+  }
   std::vector<Value*> outs;
   Builder mb(main_);
   builder_ = &mb;

@@ -5,7 +5,7 @@
 #   fsdp x tp on 2x2;
 # - the written model parses (compile reads it) and the weights hold the module-path names;
 # - clear errors, exit 2, nothing written: a truncated file, a dynamic dim without --input-shape,
-#   bad --input-shape text, an --input-shape naming no input, -o over the model;
+#   bad --input-shape text, an --input-shape naming no input, an unsupported op, -o over the model;
 # - onnx-conformance: --filter, --json, and its bad options (exit 2).
 # Usage: import_cli_test.sh path/to/dtensor path/to/source
 set -u
@@ -48,6 +48,9 @@ expect_error "bad shape text" "is not a shape like 2x32" \
   "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape input_ids=2by8
 expect_error "wrong name" "'ids', which is not a graph input (inputs: input_ids)" \
   "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape ids=2x8
+# An op the importer does not convert (GRU, from the conformance data).
+expect_error "unsupported op" "node #0 (GRU, output 'Y_h'): op GRU is not supported by the importer" \
+  "$DT" import /usr/share/libonnx-testdata/data/node/test_gru_defaults/model.onnx -o "$t/x.dt" --weights "$t/x.safetensors"
 cp "$R/gpt.onnx" "$t/copy.onnx"
 expect_error "output over input" "same file" \
   "$DT" import "$t/copy.onnx" -o "$t/copy.onnx" --weights "$t/x.safetensors" --input-shape input_ids=2x8
