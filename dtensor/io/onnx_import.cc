@@ -809,21 +809,33 @@ void conv_range(Importer& im, const onnx::NodeProto&) {
   im.set_out_const(0, Tensor::arange(start, limit, delta, st.dtype()));
 }
 
-// Trilu on a constant (the causal masks exporters build): evaluated here; on computed data it is
-// not supported.
+// Trilu: keeps the elements on and above (upper) or on and below diagonal k of the last two dims.
+// On a constant (the causal masks exporters build) it is evaluated here; on computed data it is
+// where(keep, x, 0) with the keep mask known at import.
 void conv_trilu(Importer& im, const onnx::NodeProto&) {
-  const Tensor x = im.const_in(0).contiguous();
+  const ir::TensorType xt = im.type_of(0);
   const int64_t k = im.has_input(1) ? im.const_ints(1).at(0) : 0;
   const bool upper = im.attr_int("upper", 1);
-  if (x.dim() < 2) DT_THROW(ShapeError) << im.where() << ": input has rank " << x.dim();
-  std::vector<double> v = x.to_doubles();
-  const int64_t rows = x.shape()[size_t(x.dim() - 2)], cols = x.shape().back();
-  for (size_t e = 0; e < v.size(); ++e) {
-    const int64_t i = (int64_t(e) / cols) % rows, j = int64_t(e) % cols;
-    const bool keep = upper ? j - i >= k : j - i <= k;
-    if (!keep) v[e] = 0;
+  if (xt.rank() < 2) DT_THROW(ShapeError) << im.where() << ": input has rank " << xt.rank() << ", Trilu needs 2 or more";
+  const int64_t rows = xt.shape[size_t(xt.rank() - 2)], cols = xt.shape.back();
+  auto keep = [&](int64_t i, int64_t j) { return upper ? j - i >= k : j - i <= k; };
+  if (im.is_const(0)) {
+    const Tensor x = im.const_in(0).contiguous();
+    std::vector<double> v = x.to_doubles();
+    for (size_t e = 0; e < v.size(); ++e)
+      if (!keep((int64_t(e) / cols) % rows, int64_t(e) % cols)) v[e] = 0;
+    return im.set_out_const(0, Tensor::from_doubles(v, x.shape(), x.dtype()));
   }
-  im.set_out_const(0, Tensor::from_doubles(v, x.shape(), x.dtype()));
+  std::vector<double> mask(size_t(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask[size_t(i * cols + j)] = keep(i, j);
+  const std::vector<int64_t> ms = {rows, cols};
+  Value* m = mask.empty() ? rec(im, OpKind::full, {}, {{"shape", ms}, {"value", 0.0}, {"dtype", DType::boolean}})
+             : mask.size() <= 4096
+                 ? rec(im, OpKind::constant, {}, {{"shape", ms}, {"values", mask}, {"dtype", DType::boolean}})
+                 : im.param(im.node().output(0) + "_mask", Tensor::from_doubles(mask, {rows, cols}, DType::boolean));
+  Value* zero = rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", 0.0}, {"dtype", xt.dtype}});
+  im.set_out(0, rec(im, OpKind::where, {m, im.in(0), zero}));
 }
 
 void conv_where(Importer& im, const onnx::NodeProto&) {
