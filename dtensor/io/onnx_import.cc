@@ -541,16 +541,26 @@ void conv_cast(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, im.b().cast(im.in(0), to_dtype(im, im.attr_int("to", 1))));
 }
 
+// Clip(x, min, max) = min(max(x, min), max): constant bounds are one clamp; a bound computed from
+// the data is maximum / minimum with it.
 void conv_clip(Importer& im, const onnx::NodeProto&) {
   double lo = -HUGE_VAL, hi = HUGE_VAL;
+  Value* lo_v = nullptr;
+  Value* hi_v = nullptr;
   if (im.opset() < 11) {
     lo = im.attr_float("min", lo);
     hi = im.attr_float("max", hi);
   } else {
-    if (im.has_input(1)) lo = im.const_in(1).to_doubles().at(0);
-    if (im.has_input(2)) hi = im.const_in(2).to_doubles().at(0);
+    if (im.has_input(1) && im.is_const(1)) lo = im.const_in(1).to_doubles().at(0);
+    else if (im.has_input(1)) lo_v = im.in(1);
+    if (im.has_input(2) && im.is_const(2)) hi = im.const_in(2).to_doubles().at(0);
+    else if (im.has_input(2)) hi_v = im.in(2);
   }
-  im.set_out(0, rec(im, OpKind::clamp, {im.in(0)}, {{"min", lo}, {"max", hi}}));
+  Value* y = im.in(0);
+  if (lo != -HUGE_VAL || hi != HUGE_VAL || (!lo_v && !hi_v)) y = rec(im, OpKind::clamp, {y}, {{"min", lo}, {"max", hi}});
+  if (lo_v) y = rec(im, OpKind::maximum, {y, lo_v});
+  if (hi_v) y = rec(im, OpKind::minimum, {y, hi_v});
+  im.set_out(0, y);
 }
 
 // Max / Min of any number of inputs, folded pairwise.
@@ -858,16 +868,30 @@ void conv_reduce(Importer& im, OpKind op) {
   im.set_out(0, rec(im, op, {im.in(0)}, {{"dims", axes}, {"keepdim", keep}}));
 }
 
+// LayerNormalization; its optional Mean and InvStdDev outputs (over the dims from `axis`, kept as
+// 1s) are computed apart, in the stash type (f32 unless stash_type says otherwise).
 void conv_layer_norm(Importer& im, const onnx::NodeProto& n) {
-  for (int k = 1; k < n.output_size(); ++k)
-    if (!n.output(k).empty() && !im.consumers(k).empty())
-      DT_THROW(ValueError) << im.where() << ": the mean and inv_std_dev outputs are not supported";
   const Shape x = im.type_of(0).shape;
   const int64_t axis = normalize_dim(im.attr_int("axis", -1), int64_t(x.size()));
   const Shape ns(x.begin() + axis, x.end());
+  const double eps = im.attr_float("epsilon", 1e-5);
   Value* w = im.has_input(1) ? im.in(1) : nullptr;
   Value* bias = im.has_input(2) ? im.in(2) : nullptr;
-  im.set_out(0, im.b().layer_norm(im.in(0), ns, w, bias, im.attr_float("epsilon", 1e-5)));
+  im.set_out(0, im.b().layer_norm(im.in(0), ns, w, bias, eps));
+  const bool stats = (n.output_size() > 1 && !n.output(1).empty()) || (n.output_size() > 2 && !n.output(2).empty());
+  if (!stats) return;
+  Builder& b = im.b();
+  const DType stash = to_dtype(im, im.attr_int("stash_type", 1));
+  Value* xs = im.in(0);
+  if (xs->type.dtype != stash) xs = b.cast(xs, stash);
+  std::vector<int64_t> dims;
+  for (int64_t d = axis; d < int64_t(x.size()); ++d) dims.push_back(d);
+  Value* mean = b.mean(xs, dims, true);
+  Value* centred = b.sub(xs, mean);
+  Value* var = b.mean(b.mul(centred, centred), dims, true);
+  Value* e = rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", eps}, {"dtype", stash}});
+  if (n.output_size() > 1 && !n.output(1).empty()) im.set_out(1, mean);
+  if (n.output_size() > 2 && !n.output(2).empty()) im.set_out(2, rec(im, OpKind::rsqrt, {b.add(var, e)}));
 }
 
 // SimplifiedLayerNormalization (onnxruntime's RMSNorm, in the default domain): rms_norm over the
