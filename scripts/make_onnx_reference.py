@@ -2,6 +2,7 @@
 """Exports the ONNX reference models of tests/reference/onnx/ with PyTorch (1.13, /usr/bin/python3).
 
     /usr/bin/python3 scripts/make_onnx_reference.py [--out tests/reference/onnx]
+    /usr/bin/python3 scripts/make_onnx_reference.py --bench-llama OUT.onnx [--layers 24] [--hidden 256]
 
 Writes, per model (gpt: GPT-2 style; llama: RMSNorm, SwiGLU MLP, RoPE, grouped-query attention
 with 8 query heads and 2 key/value heads, untied lm_head):
@@ -9,6 +10,10 @@ with 8 query heads and 2 key/value heads, untied lm_head):
   MODEL_io.safetensors       `input_ids` (i64 [2, 8]) and PyTorch's logits for it, `output` (f32)
 Models are small (hidden 64) so the files stay small; CI never runs this script. Seeded: the same
 torch version writes the same files.
+
+--bench-llama writes only OUT.onnx, a deeper Llama-style model for `dtensor bench import` (not
+committed), and prints one JSON line: {"export_seconds": the wall time of torch.onnx.export alone,
+"nodes": ..., "bytes": ...}.
 """
 import argparse
 import math
@@ -198,10 +203,33 @@ def export(model, name, out_dir):
     print("wrote", path, os.path.getsize(path), "bytes")
 
 
+def bench_llama(path, layers, hidden):
+    """Exports a `layers`-deep Llama of width `hidden` and reports how long torch.onnx.export took."""
+    global HIDDEN, LAYERS
+    HIDDEN, LAYERS = hidden, layers
+    torch.manual_seed(0)
+    model = Llama().eval()
+    ids = torch.zeros((1, MAX_SEQ), dtype=torch.long)
+    import time
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        torch.onnx.export(model, (ids,), path, input_names=["input_ids"], output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
+                          opset_version=17, do_constant_folding=False)
+        seconds = time.perf_counter() - t0
+    print(json.dumps({"export_seconds": seconds, "bytes": os.path.getsize(path), "layers": layers, "hidden": hidden}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "reference", "onnx"))
+    ap.add_argument("--bench-llama", metavar="OUT.onnx")
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=256)
     args = ap.parse_args()
+    if args.bench_llama:
+        bench_llama(args.bench_llama, args.layers, args.hidden)
+        return
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     export(Gpt(), "gpt", args.out)

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dtensor/comm/reduce_kernel.h"
 #include "dtensor/comm/threads/run_ranks.h"
 
 namespace dt {
@@ -25,6 +26,36 @@ std::string error_of(F fn) {
     return e.what();
   }
   return "no error";
+}
+
+// The one identity both the executor (typed fill) and the lowering (a `full` op) use: a member
+// holding it changes no reduction, for every dtype.
+TEST(ReduceIdentity, LeavesEveryReductionUnchanged) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32, DType::boolean}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    EXPECT_EQ(identity_of(ReduceOp::sum, t), 0.0);
+    EXPECT_EQ(identity_of(ReduceOp::avg, t), 0.0);
+  }
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    EXPECT_EQ(identity_of(ReduceOp::max, t), -inf);
+    EXPECT_EQ(identity_of(ReduceOp::min, t), inf);
+  }
+  EXPECT_EQ(identity_of(ReduceOp::max, DType::i32), double(std::numeric_limits<int32_t>::lowest()));
+  EXPECT_EQ(identity_of(ReduceOp::min, DType::i32), double(std::numeric_limits<int32_t>::max()));
+  EXPECT_EQ(identity_of<int64_t>(ReduceOp::min), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(identity_of<int64_t>(ReduceOp::max), std::numeric_limits<int64_t>::lowest());
+  EXPECT_EQ(identity_of(ReduceOp::max, DType::boolean), 0.0);
+  EXPECT_EQ(identity_of(ReduceOp::min, DType::boolean), 1.0);
+  // Reduced with a real value through the reduction kernel, the identity gives that value back.
+  const int64_t x = -7, id_max = identity_of<int64_t>(ReduceOp::max), id_min = identity_of<int64_t>(ReduceOp::min);
+  const void* in_max[2] = {&x, &id_max};
+  const void* in_min[2] = {&id_min, &x};
+  int64_t out = 0;
+  reduce_buffers(in_max, 2, &out, 1, DType::i64, ReduceOp::max);
+  EXPECT_EQ(out, x);
+  reduce_buffers(in_min, 2, &out, 1, DType::i64, ReduceOp::min);
+  EXPECT_EQ(out, x);
 }
 
 TEST(Collectives, AllGatherChecksShapesDtypesAndContiguity) {

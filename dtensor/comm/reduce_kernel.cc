@@ -70,4 +70,10 @@ void reduce_buffers(const void* const* inputs, int n, void* out, size_t count, D
   DT_DISPATCH(dtype, reduce_op_dispatch<T>(inputs, n, out, count, op));
 }
 
+double identity_of(ReduceOp op, DType dtype) {
+  double v = 0;
+  DT_DISPATCH(dtype, { v = double(identity_of<T>(op)); });
+  return v;
+}
+
 }  // namespace dt

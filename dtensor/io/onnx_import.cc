@@ -18,6 +18,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/io/onnx_fusion.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"
 
@@ -197,6 +198,7 @@ class Importer {
   Builder* builder_ = nullptr;
   int64_t opset_ = 0;
   const onnx::NodeProto* node_ = nullptr;
+  int node_index_ = 0;  // of node_ in the graph
   bool folding_ = false;
   std::unordered_map<std::string, Slot> slots_;
   std::map<std::string, Value*> params_;  // initializer/param name -> its param value
@@ -209,8 +211,12 @@ class Importer {
 };
 
 std::string Importer::where() const {
-  std::string s = "node '" + node_->name() + "' (" + node_->op_type();
-  if (node_->output_size() > 0) s += ", output '" + node_->output(0) + "'";
+  // Unnamed nodes (exporters may leave names empty) by their index; the first output given (an
+  // op's leading outputs may be omitted).
+  std::string s = node_->name().empty() ? "node #" + std::to_string(node_index_) : "node '" + node_->name() + "'";
+  s += " (" + node_->op_type();
+  for (const auto& o : node_->output())
+    if (!o.empty()) return s + ", output '" + o + "')";
   return s + ")";
 }
 
@@ -454,7 +460,10 @@ OnnxImportResult Importer::run() {
   for (const auto& n : g.node())
     for (const auto& i : n.input()) users_[i].push_back(&n);
   declare_inputs();
-  for (const auto& n : g.node()) convert(n);
+  for (const auto& n : g.node()) {
+    convert(n);
+    ++node_index_;
+  }
   std::vector<Value*> outs;
   Builder mb(main_);
   builder_ = &mb;
@@ -470,6 +479,7 @@ OnnxImportResult Importer::run() {
   }
   builder_ = nullptr;
   main_.set_outputs(outs);
+  if (opt_.fuse) fuse_onnx_patterns(main_, result_.weights);
   ir::verify(main_);
   return std::move(result_);
 }
@@ -531,16 +541,26 @@ void conv_cast(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, im.b().cast(im.in(0), to_dtype(im, im.attr_int("to", 1))));
 }
 
+// Clip(x, min, max) = min(max(x, min), max): constant bounds are one clamp; a bound computed from
+// the data is maximum / minimum with it.
 void conv_clip(Importer& im, const onnx::NodeProto&) {
   double lo = -HUGE_VAL, hi = HUGE_VAL;
+  Value* lo_v = nullptr;
+  Value* hi_v = nullptr;
   if (im.opset() < 11) {
     lo = im.attr_float("min", lo);
     hi = im.attr_float("max", hi);
   } else {
-    if (im.has_input(1)) lo = im.const_in(1).to_doubles().at(0);
-    if (im.has_input(2)) hi = im.const_in(2).to_doubles().at(0);
+    if (im.has_input(1) && im.is_const(1)) lo = im.const_in(1).to_doubles().at(0);
+    else if (im.has_input(1)) lo_v = im.in(1);
+    if (im.has_input(2) && im.is_const(2)) hi = im.const_in(2).to_doubles().at(0);
+    else if (im.has_input(2)) hi_v = im.in(2);
   }
-  im.set_out(0, rec(im, OpKind::clamp, {im.in(0)}, {{"min", lo}, {"max", hi}}));
+  Value* y = im.in(0);
+  if (lo != -HUGE_VAL || hi != HUGE_VAL || (!lo_v && !hi_v)) y = rec(im, OpKind::clamp, {y}, {{"min", lo}, {"max", hi}});
+  if (lo_v) y = rec(im, OpKind::maximum, {y, lo_v});
+  if (hi_v) y = rec(im, OpKind::minimum, {y, hi_v});
+  im.set_out(0, y);
 }
 
 // Max / Min of any number of inputs, folded pairwise.
@@ -799,21 +819,33 @@ void conv_range(Importer& im, const onnx::NodeProto&) {
   im.set_out_const(0, Tensor::arange(start, limit, delta, st.dtype()));
 }
 
-// Trilu on a constant (the causal masks exporters build): evaluated here; on computed data it is
-// not supported.
+// Trilu: keeps the elements on and above (upper) or on and below diagonal k of the last two dims.
+// On a constant (the causal masks exporters build) it is evaluated here; on computed data it is
+// where(keep, x, 0) with the keep mask known at import.
 void conv_trilu(Importer& im, const onnx::NodeProto&) {
-  const Tensor x = im.const_in(0).contiguous();
+  const ir::TensorType xt = im.type_of(0);
   const int64_t k = im.has_input(1) ? im.const_ints(1).at(0) : 0;
   const bool upper = im.attr_int("upper", 1);
-  if (x.dim() < 2) DT_THROW(ShapeError) << im.where() << ": input has rank " << x.dim();
-  std::vector<double> v = x.to_doubles();
-  const int64_t rows = x.shape()[size_t(x.dim() - 2)], cols = x.shape().back();
-  for (size_t e = 0; e < v.size(); ++e) {
-    const int64_t i = (int64_t(e) / cols) % rows, j = int64_t(e) % cols;
-    const bool keep = upper ? j - i >= k : j - i <= k;
-    if (!keep) v[e] = 0;
+  if (xt.rank() < 2) DT_THROW(ShapeError) << im.where() << ": input has rank " << xt.rank() << ", Trilu needs 2 or more";
+  const int64_t rows = xt.shape[size_t(xt.rank() - 2)], cols = xt.shape.back();
+  auto keep = [&](int64_t i, int64_t j) { return upper ? j - i >= k : j - i <= k; };
+  if (im.is_const(0)) {
+    const Tensor x = im.const_in(0).contiguous();
+    std::vector<double> v = x.to_doubles();
+    for (size_t e = 0; e < v.size(); ++e)
+      if (!keep((int64_t(e) / cols) % rows, int64_t(e) % cols)) v[e] = 0;
+    return im.set_out_const(0, Tensor::from_doubles(v, x.shape(), x.dtype()));
   }
-  im.set_out_const(0, Tensor::from_doubles(v, x.shape(), x.dtype()));
+  std::vector<double> mask(size_t(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask[size_t(i * cols + j)] = keep(i, j);
+  const std::vector<int64_t> ms = {rows, cols};
+  Value* m = mask.empty() ? rec(im, OpKind::full, {}, {{"shape", ms}, {"value", 0.0}, {"dtype", DType::boolean}})
+             : mask.size() <= 4096
+                 ? rec(im, OpKind::constant, {}, {{"shape", ms}, {"values", mask}, {"dtype", DType::boolean}})
+                 : im.param(im.node().output(0) + "_mask", Tensor::from_doubles(mask, {rows, cols}, DType::boolean));
+  Value* zero = rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", 0.0}, {"dtype", xt.dtype}});
+  im.set_out(0, rec(im, OpKind::where, {m, im.in(0), zero}));
 }
 
 void conv_where(Importer& im, const onnx::NodeProto&) {
@@ -836,16 +868,43 @@ void conv_reduce(Importer& im, OpKind op) {
   im.set_out(0, rec(im, op, {im.in(0)}, {{"dims", axes}, {"keepdim", keep}}));
 }
 
+// LayerNormalization; its optional Mean and InvStdDev outputs (over the dims from `axis`, kept as
+// 1s) are computed apart, in the stash type (f32 unless stash_type says otherwise).
 void conv_layer_norm(Importer& im, const onnx::NodeProto& n) {
+  const Shape x = im.type_of(0).shape;
+  const int64_t axis = normalize_dim(im.attr_int("axis", -1), int64_t(x.size()));
+  const Shape ns(x.begin() + axis, x.end());
+  const double eps = im.attr_float("epsilon", 1e-5);
+  Value* w = im.has_input(1) ? im.in(1) : nullptr;
+  Value* bias = im.has_input(2) ? im.in(2) : nullptr;
+  im.set_out(0, im.b().layer_norm(im.in(0), ns, w, bias, eps));
+  const bool stats = (n.output_size() > 1 && !n.output(1).empty()) || (n.output_size() > 2 && !n.output(2).empty());
+  if (!stats) return;
+  Builder& b = im.b();
+  const DType stash = to_dtype(im, im.attr_int("stash_type", 1));
+  Value* xs = im.in(0);
+  if (xs->type.dtype != stash) xs = b.cast(xs, stash);
+  std::vector<int64_t> dims;
+  for (int64_t d = axis; d < int64_t(x.size()); ++d) dims.push_back(d);
+  Value* mean = b.mean(xs, dims, true);
+  Value* centred = b.sub(xs, mean);
+  Value* var = b.mean(b.mul(centred, centred), dims, true);
+  Value* e = rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", eps}, {"dtype", stash}});
+  if (n.output_size() > 1 && !n.output(1).empty()) im.set_out(1, mean);
+  if (n.output_size() > 2 && !n.output(2).empty()) im.set_out(2, rec(im, OpKind::rsqrt, {b.add(var, e)}));
+}
+
+// SimplifiedLayerNormalization (onnxruntime's RMSNorm, in the default domain): rms_norm over the
+// dims from `axis` with the scale as weight.
+void conv_simplified_layer_norm(Importer& im, const onnx::NodeProto& n) {
   for (int k = 1; k < n.output_size(); ++k)
     if (!n.output(k).empty() && !im.consumers(k).empty())
-      DT_THROW(ValueError) << im.where() << ": the mean and inv_std_dev outputs are not supported";
+      DT_THROW(ValueError) << im.where() << ": the inv_std_var output is not supported";
   const Shape x = im.type_of(0).shape;
   const int64_t axis = normalize_dim(im.attr_int("axis", -1), int64_t(x.size()));
   const Shape ns(x.begin() + axis, x.end());
   Value* w = im.has_input(1) ? im.in(1) : nullptr;
-  Value* bias = im.has_input(2) ? im.in(2) : nullptr;
-  im.set_out(0, im.b().layer_norm(im.in(0), ns, w, bias, im.attr_float("epsilon", 1e-5)));
+  im.set_out(0, im.b().rms_norm(im.in(0), ns, w, im.attr_float("epsilon", 1e-5)));
 }
 
 const std::map<std::string, Converter>& converters() {
@@ -894,6 +953,7 @@ const std::map<std::string, Converter>& converters() {
       {"Sigmoid", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::sigmoid); }},
       {"Sin", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::sin); }},
       {"Size", conv_size},
+      {"SimplifiedLayerNormalization", conv_simplified_layer_norm},
       {"Slice", conv_slice},
       {"Softmax", [](Importer& im, const onnx::NodeProto&) { conv_softmax(im, OpKind::softmax); }},
       {"Split", conv_split},
@@ -968,6 +1028,8 @@ Tensor read_onnx_tensor(const std::string& path, std::string* name) {
   if (name) *name = p.name();
   return tensor_from_proto(p, path);
 }
+
+std::string onnx_ir_name(const std::string& onnx_name) { return ir_name(onnx_name); }
 
 std::vector<std::string> onnx_supported_ops() {
   std::vector<std::string> v;

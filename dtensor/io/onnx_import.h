@@ -34,6 +34,9 @@ struct OnnxImportOptions {
   // Graph inputs whose values are fixed at import (folded like initializers, not parameters): the
   // conformance suite feeds axes, starts and shapes as inputs.
   std::map<std::string, Tensor> constant_inputs;
+  // Recognise the decomposed RMSNorm and attention patterns as rms_norm and
+  // scaled_dot_product_attention (onnx_fusion.h); off, the graph keeps the exporter's ops.
+  bool fuse = true;
 };
 
 struct OnnxImportResult {
@@ -59,6 +62,9 @@ Tensor read_onnx_tensor(const std::string& path, std::string* name = nullptr);
 // "name=i64"; ValueError naming the text otherwise.
 std::pair<std::string, Shape> parse_input_shape(const std::string& text);
 std::pair<std::string, DType> parse_input_dtype(const std::string& text);
+
+// The IR name the importer gives an ONNX value or input ("onnx::Mul_3" -> "onnx__Mul_3").
+std::string onnx_ir_name(const std::string& onnx_name);
 
 // The ONNX op types the importer converts (sorted), for docs and the conformance command.
 std::vector<std::string> onnx_supported_ops();

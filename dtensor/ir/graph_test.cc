@@ -35,12 +35,15 @@ TEST(OpRegistry, SchemasDescribeOperandsAndDefaults) {
   EXPECT_FALSE(op_def(OpKind::wait_tensor).needs_wait);
 }
 
-TEST(OpRegistry, ShardingRuleSlotIsSettable) {
-  static const int rule = 42;
+// The rule is registered with the op (no start-up install): relu's is there on first lookup, and
+// the test-only replacement round-trips.
+TEST(OpRegistry, ShardingRuleIsRegisteredWithItsOp) {
+  const RuleFn relu = op_def(OpKind::relu).sharding_rule;
+  ASSERT_NE(relu, nullptr);
+  EXPECT_EQ(replace_sharding_rule_for_test(OpKind::relu, nullptr), relu);
   EXPECT_EQ(op_def(OpKind::relu).sharding_rule, nullptr);
-  set_sharding_rule(OpKind::relu, &rule);
-  EXPECT_EQ(op_def(OpKind::relu).sharding_rule, &rule);
-  set_sharding_rule(OpKind::relu, nullptr);
+  EXPECT_EQ(replace_sharding_rule_for_test(OpKind::relu, relu), nullptr);
+  EXPECT_EQ(op_def(OpKind::relu).sharding_rule, relu);
 }
 
 TEST(Builder, RecordsNodesWithInferredTypes) {

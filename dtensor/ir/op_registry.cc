@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "dtensor/core/error.h"
 
@@ -79,6 +80,15 @@ void OpTable::add(OpDef def) {
   slot = std::move(def);
 }
 
+void OpTable::set_sharding_rules(const std::vector<RuleEntry>& rules) {
+  for (const RuleEntry& e : rules) {
+    OpDef& def = at(e.op);
+    DT_CHECK(def.kind == e.op) << "sharding rule for " << op_name(e.op) << " before the op is registered";
+    DT_CHECK(def.sharding_rule == nullptr) << op_name(e.op) << " has two sharding rules";
+    def.sharding_rule = e.rule;
+  }
+}
+
 namespace {
 OpTable& table() {
   static OpTable* t = [] {
@@ -108,7 +118,9 @@ const OpDef& op_def(OpKind op) {
   return table().defs_[size_t(op)];
 }
 
-void set_sharding_rule(OpKind op, const void* rule) { table().defs_[size_t(op)].sharding_rule = rule; }
+RuleFn replace_sharding_rule_for_test(OpKind op, RuleFn rule) {
+  return std::exchange(table().defs_[size_t(op)].sharding_rule, rule);
+}
 
 AttrSpec arena_offset_attr() { return {"arena_offset", AttrKind::i64, Attr(int64_t(-1))}; }
 AttrSpec group_attr() { return {"group", AttrKind::group, std::nullopt}; }
@@ -131,6 +143,12 @@ Tensor output_buffer(const KernelArgs& a, size_t k) {
       << op_name(a.node.op) << ": preallocated output " << pre.str() << " does not match " << type_str(want);
   return pre;
 }
+
+namespace localize_util {
+void shape_attr(const LocalizeContext& ctx, OpKind& op, std::vector<Attr>& attrs) {
+  attrs[size_t(op_def(op).attr_index("shape"))] = ctx.local_results[0].shape;
+}
+}  // namespace localize_util
 
 namespace infer_util {
 

@@ -5,12 +5,13 @@
 // table lookup; the table is complete (every OpKind registered exactly once, checked when the
 // registry is first built).
 //
-// The sharding rule slot: dtensor/sharding sits above ir in the dependency order, so the registry
-// cannot name its rule type. OpDef::sharding_rule is an opaque `const void*` that the sharding
-// library sets once at start-up through set_sharding_rule() (it points at a static object of that
-// library's rule type, which casts it back); ir never dereferences it.
+// The sharding rule is typed (sharding_factors.h: factors of the node's dims, which need only its
+// shapes and attributes) and registered by the op family's register_* function from its
+// sharding_<family>.cc table, so nothing has to install it at run time.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "dtensor/ir/attr.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/ir/op_kind.h"
+#include "dtensor/ir/sharding_factors.h"
 
 namespace dt::ir {
 
@@ -59,6 +61,18 @@ struct KernelArgs {
 // dt::Error subclass whose message says what is wrong (the verifier adds file:line:col).
 using InferFn = void (*)(const Node& node, const Graph& graph, std::vector<TensorType>& out);
 using KernelFn = void (*)(const KernelArgs& args);
+// What a per-rank partitioner knows when it copies a node into one rank's program: the global
+// node, the local result types, and where this rank's block of an operand dim starts (nullopt when
+// the dim is not sharded). dtensor/sharding fills it from the placements; ir sees no placements.
+struct LocalizeContext {
+  const Node& node;
+  const std::vector<TensorType>& local_results;
+  std::function<std::optional<int64_t>(int operand, int dim)> shard_start;
+};
+// Rewrites attributes holding sizes of sharded dims to their local values, and the op when its
+// local form differs (a vocabulary-parallel embedding becomes masked_embedding). `op` and
+// `attrs` start as the node's.
+using LocalizeFn = void (*)(const LocalizeContext& ctx, OpKind& op, std::vector<Attr>& attrs);
 // Records the ops computing the node's operand gradients (grad_rule.h).
 class GradContext;
 using GradFn = void (*)(GradContext& ctx);
@@ -97,7 +111,11 @@ struct OpDef {
   // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
   // every other reader gets the gathered parameter.
   bool reads_stored = false;
-  const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
+  // How the op's dims shard (sharding_<family>.cc); null: no rule, propagation replicates every
+  // operand (and says so in a warning).
+  RuleFn sharding_rule = nullptr;
+  // Null for ops whose attributes hold no sizes of shardable dims (copied as they are).
+  LocalizeFn localize_attrs = nullptr;
   // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
   // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a
   // gradient must flow through one.
@@ -116,19 +134,21 @@ struct OpDef {
 
 // Returns the definition of `op` (the registry is built on first use, thread-safe).
 const OpDef& op_def(OpKind op);
-// Sets the sharding rule slot of `op` (called by dtensor/sharding at start-up, before any
-// concurrent reads).
-void set_sharding_rule(OpKind op, const void* rule);
+// Tests only (the fallback for an op without a rule): replaces the sharding rule of `op` and
+// returns the previous one. Not thread-safe against concurrent readers.
+RuleFn replace_sharding_rule_for_test(OpKind op, RuleFn rule);
 
 // Registration, used only by the ops_*.cc files and the registry itself.
 class OpTable {
  public:
   void add(OpDef def);
   OpDef& at(OpKind op) { return defs_[size_t(op)]; }
+  // Sets the sharding rule of each listed op, already added, that has none yet.
+  void set_sharding_rules(const std::vector<RuleEntry>& rules);
 
  private:
   friend const OpDef& op_def(OpKind);
-  friend void set_sharding_rule(OpKind, const void*);
+  friend RuleFn replace_sharding_rule_for_test(OpKind, RuleFn);
   OpDef defs_[kNumOps];
 };
 void register_linear_ops(OpTable& table);
@@ -171,6 +191,12 @@ int64_t reduce_scatter(const Node& node, int64_t n, int64_t index);  // (n-1)/nÂ
 int64_t broadcast(const Node& node, int64_t n, int64_t index);       // s on the root, else 0
 int64_t all_to_all(const Node& node, int64_t n, int64_t index);      // all but its own split
 }  // namespace comm_bytes
+
+namespace localize_util {
+// localize_attrs of ops whose `shape` attribute is their result's shape (view, reshape, expand,
+// full, slice_backward): the local result's shape.
+void shape_attr(const LocalizeContext& ctx, OpKind& op, std::vector<Attr>& attrs);
+}  // namespace localize_util
 
 namespace infer_util {
 // Throws DTypeError unless every operand has the same dtype.

@@ -46,6 +46,14 @@ TEST(OpRegistry, TraitsAreConsistent) {
     if (arena >= 0) {
       EXPECT_EQ(size_t(arena), def.attrs.size() - 1);
     }
+    // Collectives exist only in per-rank programs, after sharding: no sharding rule. An op is
+    // localized only when it can be sharded, so localize_attrs implies a rule.
+    if (def.is_collective()) {
+      EXPECT_EQ(def.sharding_rule, nullptr);
+    }
+    if (def.localize_attrs) {
+      EXPECT_NE(def.sharding_rule, nullptr);
+    }
   }
 }
 

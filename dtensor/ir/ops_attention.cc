@@ -53,6 +53,7 @@ void register_attention_ops(OpTable& t) {
          .infer = infer_sdpa,
          .kernel = run_sdpa,
          .grad = grad_sdpa});
+  t.set_sharding_rules(attention_sharding_rules());
 }
 
 }  // namespace dt::ir

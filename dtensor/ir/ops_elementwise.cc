@@ -303,6 +303,7 @@ void register_elementwise_ops(OpTable& t) {
                    OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge, OpKind::where,
                    OpKind::masked_fill})
     t.at(k).fresh_result = true;
+  t.set_sharding_rules(elementwise_sharding_rules());
 }
 
 }  // namespace dt::ir

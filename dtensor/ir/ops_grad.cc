@@ -242,6 +242,9 @@ void register_grad_ops(OpTable& t) {
                    OpKind::embedding_backward, OpKind::mse_loss_backward, OpKind::cross_entropy_backward,
                    OpKind::slice_backward})
     t.at(k).fresh_result = true;
+  // Its sliced dim is replicated: only other dims shrink, and `shape` is the local result's.
+  t.at(OpKind::slice_backward).localize_attrs = localize_util::shape_attr;
+  t.set_sharding_rules(grad_sharding_rules());
 }
 
 }  // namespace dt::ir

@@ -122,6 +122,7 @@ void register_linear_ops(OpTable& t) {
   t.at(OpKind::linear).grad = grad_linear;
   t.at(OpKind::matmul).grad = grad_matmul;
   t.at(OpKind::bmm).grad = grad_bmm;
+  t.set_sharding_rules(linear_sharding_rules());
 }
 
 }  // namespace dt::ir

@@ -172,6 +172,7 @@ void register_loss_ops(OpTable& t) {
          .infer = infer_combine, .kernel = run_ce_combine});
   t.at(OpKind::mse_loss).grad = grad_mse;
   t.at(OpKind::cross_entropy).grad = grad_cross_entropy;
+  t.set_sharding_rules(loss_sharding_rules());
 }
 
 }  // namespace dt::ir

@@ -108,6 +108,7 @@ void register_norm_ops(OpTable& t) {
   t.at(OpKind::layer_norm).grad = grad_layer_norm;
   t.at(OpKind::rms_norm).grad = grad_rms_norm;
   t.at(OpKind::softmax).grad = grad_softmax;
+  t.set_sharding_rules(norm_sharding_rules());
 }
 
 }  // namespace dt::ir

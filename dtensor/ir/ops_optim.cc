@@ -79,6 +79,7 @@ void register_optim_ops(OpTable& t) {
     t.at(k).fresh_result = true;
     t.at(k).reads_stored = true;
   }
+  t.set_sharding_rules(optim_sharding_rules());
 }
 
 }  // namespace dt::ir

@@ -78,6 +78,7 @@ void register_reduce_ops(OpTable& t) {
   t.at(OpKind::amin).grad = grad_extremum;
   t.at(OpKind::sum).grad = grad_sum;
   t.at(OpKind::mean).grad = grad_mean;
+  t.set_sharding_rules(reduce_sharding_rules());
 }
 
 }  // namespace dt::ir

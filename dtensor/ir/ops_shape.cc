@@ -365,6 +365,34 @@ void grad_cat(GradContext& c) {
 }
 void grad_expand(GradContext& c) { c.set(0, c.sum_to(c.grad(), c.operand(0)->type.shape)); }
 
+// Partitioning (OpDef::localize_attrs). A vocabulary-parallel embedding (table rows sharded)
+// becomes masked_embedding at this rank's first row: rows of other shards read as zeros, and the
+// P(sum) result adds the shards up.
+void localize_embedding(const LocalizeContext& c, OpKind& op, std::vector<Attr>& attrs) {
+  const std::optional<int64_t> start = c.shard_start(1, 0);
+  if (!start) return;
+  op = OpKind::masked_embedding;
+  attrs = complete_attrs(op, {{"vocab_start", *start}});
+}
+// Only a slice keeping its whole dim may be sharded on it: keep the whole local dim.
+void localize_slice(const LocalizeContext& c, OpKind& op, std::vector<Attr>& attrs) {
+  const Node& n = c.node;
+  const size_t d = size_t(normalize_dim(n.attr_int("dim"), n.operands[0]->type.rank()));
+  const int64_t local = c.local_results[0].shape[d];
+  if (local == n.result()->type.shape[d]) return;
+  attrs[size_t(op_def(op).attr_index("start"))] = int64_t(0);
+  attrs[size_t(op_def(op).attr_index("end"))] = local;
+}
+// A split into one piece of explicit size (the only split whose dim may be sharded) keeps the
+// whole local dim.
+void localize_split(const LocalizeContext& c, OpKind& op, std::vector<Attr>& attrs) {
+  const Node& n = c.node;
+  const size_t i = size_t(op_def(op).attr_index("sizes"));
+  if (n.results.size() != 1 || std::get<std::vector<int64_t>>(attrs[i]).empty()) return;
+  const size_t d = size_t(normalize_dim(n.attr_int("dim"), n.operands[0]->type.rank()));
+  attrs[i] = std::vector<int64_t>{c.local_results[0].shape[d]};
+}
+
 }  // namespace
 
 void register_shape_ops(OpTable& t) {
@@ -428,6 +456,12 @@ void register_shape_ops(OpTable& t) {
   // Lookups and cat copy into a new buffer; the other shape ops may return views.
   for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat, OpKind::full, OpKind::constant})
     t.at(k).fresh_result = true;
+  t.at(OpKind::embedding).localize_attrs = localize_embedding;
+  t.at(OpKind::slice).localize_attrs = localize_slice;
+  t.at(OpKind::split).localize_attrs = localize_split;
+  for (OpKind k : {OpKind::view, OpKind::reshape, OpKind::expand, OpKind::full})
+    t.at(k).localize_attrs = localize_util::shape_attr;
+  t.set_sharding_rules(shape_sharding_rules());
 }
 
 }  // namespace dt::ir

@@ -13,13 +13,15 @@
 
 #include "dtensor/ir/graph.h"
 #include "dtensor/ir/op_kind.h"
+#include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
 
 namespace dt::passes {
 
-// Ops whose result is their operand's buffer (a wait, an in-place collective): not counted again.
+// Ops whose result is their operand's buffer (a wait, an in-place collective: OpDef::in_place):
+// not counted again.
 inline bool reuses_operand_buffer(ir::OpKind op) {
-  return op == ir::OpKind::wait_tensor || op == ir::OpKind::all_reduce_ || op == ir::OpKind::all_gather_into_tensor_;
+  return op == ir::OpKind::wait_tensor || ir::op_def(op).in_place;
 }
 
 // Returns the last position that reads `v` or what it stands for (the wait of a collective

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "dtensor/comm/collectives.h"
+#include "dtensor/comm/reduce_kernel.h"
 #include "dtensor/core/error.h"
 #include "dtensor/layout/dtensor_spec.h"
 
@@ -43,26 +44,13 @@ Shape with_dim(Shape s, int64_t d, int64_t v) {
   return s;
 }
 
-// Returns the identity of max (lowest value) or min (highest value) for element type T.
-template <typename T>
-T extreme_value(bool lowest) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
-    return T(lowest ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return lowest ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-  } else {
-    return lowest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-  }
-}
-
-// Fills t with the identity of op: 0 for sum/avg (fresh tensors already are), lowest for max,
-// highest for min.
+// Fills t with the identity of op (comm/reduce_kernel.h); fresh tensors already hold sum's and
+// avg's zeros. Typed, so that integer limits stay exact.
 void fill_identity(Tensor& t, ReduceOp op) {
   if (op == ReduceOp::sum || op == ReduceOp::avg || t.numel() == 0) return;
-  const bool is_max = op == ReduceOp::max;
   DT_DISPATCH(t.dtype(), {
     T* p = t.data<T>();
-    std::fill(p, p + t.numel(), extreme_value<T>(is_max));
+    std::fill(p, p + t.numel(), identity_of<T>(op));
   });
 }
 

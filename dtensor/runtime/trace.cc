@@ -18,7 +18,8 @@ NodeHook TraceRecorder::hook(int rank) {
     auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
     std::vector<Event>& ev = events_[size_t(rank)];
     const bool collective = ir::op_def(node.op).needs_wait;
-    const bool comm = collective || node.op == ir::OpKind::wait_tensor || node.op == ir::OpKind::one_shot_all_reduce;
+    // Communicating ops (the blocking one_shot_all_reduce too) and waits are the comm lane.
+    const bool comm = ir::op_def(node.op).is_collective() || node.op == ir::OpKind::wait_tensor;
     std::string label = std::string(ir::op_name(node.op)) + " %" + (node.results.empty() ? "" : node.result()->name);
     ev.push_back({label, comm ? "comm" : "compute", us(start), us(end) - us(start), 'X', 0});
     if (collective) {

@@ -180,51 +180,22 @@ class RankPartitioner {
     return true;
   }
 
-  // Rewrites attributes that hold sizes of sharded dims to their local values, and ops whose local
-  // form differs (a vocabulary-parallel embedding becomes masked_embedding at its rows' offset).
+  // The op's own localize_attrs (ir/op_registry.h), told where this rank's block of each sharded
+  // operand dim starts.
   void localize_attrs(const Node& n, const NodeSharding& ns, const std::vector<ir::TensorType>& types, ir::OpKind& op,
                       std::vector<ir::Attr>& attrs) const {
-    const ir::OpDef& def = ir::op_def(n.op);
-    switch (n.op) {
-      case ir::OpKind::embedding: {
-        const Placements& w = ns.operands[1];
-        bool rows_sharded = false;
-        for (const Placement& p : w) rows_sharded = rows_sharded || p.is_shard(0);
-        if (!rows_sharded) break;
-        const ir::Value* table = n.operands[1];
-        op = ir::OpKind::masked_embedding;
-        const int64_t start =
-            shard_extent(s_.mesh.shape(), w, table->type.shape[0], 0, ctx_.coord, s_.mesh.ndim()).first;
-        attrs = ir::complete_attrs(op, {{"vocab_start", start}});
-        break;
-      }
-      case ir::OpKind::view:
-      case ir::OpKind::reshape:
-      case ir::OpKind::expand:
-      case ir::OpKind::full:
-      case ir::OpKind::slice_backward:  // its sliced dim is replicated: only other dims shrink
-        attrs[size_t(def.attr_index("shape"))] = types[0].shape;
-        break;
-      case ir::OpKind::slice: {
-        // Only a slice keeping its whole dim may be sharded on it: keep the whole local dim.
-        const Value* x = n.operands[0];
-        int64_t d = normalize_dim(n.attr_int("dim"), x->type.rank());
-        if (types[0].shape[size_t(d)] != n.result()->type.shape[size_t(d)]) {
-          attrs[size_t(def.attr_index("start"))] = int64_t(0);
-          attrs[size_t(def.attr_index("end"))] = types[0].shape[size_t(d)];
-        }
-        break;
-      }
-      case ir::OpKind::split: {
-        int i = def.attr_index("sizes");
-        if (n.results.size() == 1 && !std::get<std::vector<int64_t>>(attrs[size_t(i)]).empty()) {
-          int64_t d = normalize_dim(n.attr_int("dim"), n.operands[0]->type.rank());
-          attrs[size_t(i)] = std::vector<int64_t>{types[0].shape[size_t(d)]};
-        }
-        break;
-      }
-      default: break;
-    }
+    const ir::LocalizeFn fn = ir::op_def(n.op).localize_attrs;
+    if (!fn) return;
+    auto shard_start = [&](int k, int d) -> std::optional<int64_t> {
+      const Placements& ps = ns.operands[size_t(k)];
+      bool sharded = false;
+      for (const Placement& p : ps) sharded = sharded || p.is_shard(d);
+      if (!sharded) return std::nullopt;
+      return shard_extent(s_.mesh.shape(), ps, n.operands[size_t(k)]->type.shape[size_t(d)], d, ctx_.coord,
+                          s_.mesh.ndim())
+          .first;
+    };
+    fn({.node = n, .local_results = types, .shard_start = shard_start}, op, attrs);
   }
 
   const ir::Graph& g_;

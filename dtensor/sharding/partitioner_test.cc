@@ -9,7 +9,6 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/printer.h"
-#include "dtensor/sharding/sharding_rule.h"
 #include "tests/sharding/sharded_run.h"
 
 namespace dt::sharding {
@@ -136,12 +135,10 @@ TEST(Partitioner, RowwiseBiasIsAddedOnGroupIndexZeroOnly) {
 }
 
 TEST(Partitioner, OpWithoutRuleFallsBackToAllGatherBeforeIt) {
-  install_sharding_rules();
-  const void* saved = ir::op_def(ir::OpKind::relu).sharding_rule;
-  ir::set_sharding_rule(ir::OpKind::relu, nullptr);
+  const ir::RuleFn saved = ir::replace_sharding_rule_for_test(ir::OpKind::relu, nullptr);
   ir::Graph g = ir::build_mlp({.hidden = 8, .layers = 1, .batch = 2});
   CompiledModel c = compile(g, mlp_plan(), DeviceMesh({2}));
-  ir::set_sharding_rule(ir::OpKind::relu, saved);
+  ir::replace_sharding_rule_for_test(ir::OpKind::relu, saved);
   ASSERT_EQ(c.sharding.warnings.size(), 1u);
   EXPECT_NE(c.sharding.warnings[0].find("relu"), std::string::npos);
   const ir::Graph& p = c.programs[0];

@@ -8,12 +8,14 @@
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/redistribute/backward.h"
-#include "dtensor/sharding/sharding_rule.h"
 
 namespace dt::sharding {
 namespace {
 
+using ir::FactorKind;
 using ir::Node;
+using ir::OpShardingRule;
+using ir::TensorFactors;
 using ir::Value;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
@@ -235,7 +237,6 @@ bool better(const Candidate& a, const Candidate& b) {
 
 Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const ResolvedPlan& plan,
                    RedistributePlanner& planner) {
-  install_sharding_rules();
   Sharding s;
   s.mesh = mesh;
   s.mesh_dim_names = plan.mesh_dim_names;
@@ -273,7 +274,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& n = *graph.nodes()[i];
     NodeSharding& ns = s.nodes[i];
-    const RuleFn fn = rule_of(n.op);
+    const ir::RuleFn fn = ir::op_def(n.op).sharding_rule;
     if (!fn) {
       if (!warned[size_t(n.op)]) {
         warned[size_t(n.op)] = true;

@@ -1,7 +1,7 @@
 // Sharding propagation: annotates every value of a single-device graph with placements on a mesh.
 //
 // Inputs and parameters start with the plan's placements (parallel_plan.h). Nodes are visited in
-// order; for each node the candidate strategies come from its rule (sharding_rule.h): on every
+// order; for each node the candidate strategies come from its rule (OpDef::sharding_rule, ir/sharding_factors.h): on every
 // mesh dim of size > 1, either nothing is sharded, or a factor that some operand already shards
 // on that mesh dim (shardings propagate, they are never invented; fsdp-stored parameter shardings
 // do not propagate), or a partial operand passes through a linear op. A plan's `sequence` style

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "dtensor/comm/reduce_kernel.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/redistribute/executor.h"
@@ -89,12 +90,10 @@ class StepLowering {
       named(".zero", x);
       return full(x->type.dtype, x->type.shape, 0.0);
     }
-    double fill = 0.0;
-    if (op == ReduceOp::max || op == ReduceOp::min) {
-      if (!is_floating(x->type.dtype))
-        DT_THROW(InternalError) << "the partitioner cannot fill an integer tensor for P(" << reduce_op_name(op) << ")";
-      fill = op == ReduceOp::max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    }
+    // `full` takes a double: an integer limit for max/min would not survive it.
+    if ((op == ReduceOp::max || op == ReduceOp::min) && !is_floating(x->type.dtype))
+      DT_THROW(InternalError) << "the partitioner cannot fill an integer tensor for P(" << reduce_op_name(op) << ")";
+    const double fill = identity_of(op, x->type.dtype);
     const int64_t t = step_.src.dim();
     const std::vector<int64_t> lens = member_extents(state_, t);
     int64_t before = 0, total = 0;

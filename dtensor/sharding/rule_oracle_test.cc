@@ -14,7 +14,6 @@
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
 #include "tests/sharding/sharded_run.h"
 
 namespace dt::sharding {
@@ -171,12 +170,11 @@ std::string check(const ir::Graph& g, const DeviceMesh& mesh, const std::vector<
 }
 
 TEST(RuleOracle, EveryRuleIsCorrectForEveryStartingPlacement) {
-  install_sharding_rules();
   std::string missing;
   for (size_t i = 0; i < ir::kNumOps; ++i)
-    if (!rule_of(OpKind(i))) missing += std::string(missing.empty() ? "" : ", ") + std::string(ir::kOpNames[i]);
+    if (!ir::op_def(OpKind(i)).sharding_rule) missing += std::string(missing.empty() ? "" : ", ") + std::string(ir::kOpNames[i]);
   std::printf("ops without a sharding rule (replicated fallback): %s\n", missing.c_str());
-  EXPECT_EQ(rule_of(OpKind::linear) != nullptr, true);
+  EXPECT_EQ(ir::op_def(OpKind::linear).sharding_rule != nullptr, true);
 
   std::mt19937 rng(42);
   int checked = 0;

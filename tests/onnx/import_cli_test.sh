@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end test of `dtensor import` (docs/import.md) on PyTorch's exports (tests/reference/onnx):
 # - gpt.onnx and llama.onnx import with --input-shape input_ids=2x8, run on one device matching
-#   PyTorch (--expect, rtol/atol 1e-5) and with the tp plans beside them on 4 ranks;
+#   PyTorch (--expect, rtol/atol 1e-5) and with the plans beside them: tp on 4 ranks, sp on 3,
+#   fsdp x tp on 2x2;
 # - the written model parses (compile reads it) and the weights hold the module-path names;
 # - clear errors, exit 2, nothing written: a truncated file, a dynamic dim without --input-shape,
-#   bad --input-shape text, an --input-shape naming no input, -o over the model.
+#   bad --input-shape text, an --input-shape naming no input, an unsupported op, -o over the model;
+# - onnx-conformance: --filter, --json, and its bad options (exit 2).
 # Usage: import_cli_test.sh path/to/dtensor path/to/source
 set -u
 DT="$1"
@@ -19,9 +21,15 @@ for m in gpt llama; do
     --expect "$R/${m}_io.safetensors" 2>&1) || FAIL "$m one device: $out"
   out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
     --expect "$R/${m}_io.safetensors" --mesh 4 --plan "$R/${m}_tp.json" 2>&1) || FAIL "$m tp 4: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" --mesh 3 --plan "$R/${m}_sp.json" 2>&1) || FAIL "$m sp 3: $out"
+  out=$("$DT" run "$t/$m.dt" --weights "$t/$m.safetensors" --inputs "$R/${m}_io.safetensors" \
+    --expect "$R/${m}_io.safetensors" --mesh 2x2 --plan "$R/${m}_fsdp_tp.json" 2>&1) || FAIL "$m fsdp_tp 2x2: $out"
 done
 grep -q "param %h.0.attn.q_proj.weight : f32\[64, 64\]" "$t/gpt.dt" || FAIL "gpt.dt lacks the q_proj parameter"
 grep -q "linear(.*%layers.0.self_attn.k_proj.weight) : f32\[2, 8, 16\]" "$t/llama.dt" || FAIL "llama.dt lacks k_proj as linear"
+grep -q "scaled_dot_product_attention(.*) {causal = true} : f32\[2, 8, 8, 8\]" "$t/llama.dt" || FAIL "llama.dt's attention is not fused"
+grep -q "rms_norm(.*%layers.0.input_layernorm.weight)" "$t/llama.dt" || FAIL "llama.dt's RMSNorm is not fused"
 
 # expect_error <label> <text the message must contain> <command...>: exit 2, one-line message.
 expect_error() {
@@ -40,10 +48,21 @@ expect_error "bad shape text" "is not a shape like 2x32" \
   "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape input_ids=2by8
 expect_error "wrong name" "'ids', which is not a graph input (inputs: input_ids)" \
   "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape ids=2x8
+# An op the importer does not convert (GRU, from the conformance data).
+expect_error "unsupported op" "node #0 (GRU, output 'Y_h'): op GRU is not supported by the importer" \
+  "$DT" import /usr/share/libonnx-testdata/data/node/test_gru_defaults/model.onnx -o "$t/x.dt" --weights "$t/x.safetensors"
 cp "$R/gpt.onnx" "$t/copy.onnx"
 expect_error "output over input" "same file" \
   "$DT" import "$t/copy.onnx" -o "$t/copy.onnx" --weights "$t/x.safetensors" --input-shape input_ids=2x8
 [ ! -e "$t/x.dt" ] && [ ! -e "$t/x.safetensors" ] || FAIL "a failed import wrote files"
 cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
+
+# onnx-conformance: --filter selects tests, --json is JSON, bad options are errors (exit 2).
+out=$("$DT" onnx-conformance --filter '^test_relu$' 2>&1) || FAIL "conformance relu: $out"
+echo "$out" | grep -q "1 node tests ran: 1 passed, 0 failed" || FAIL "conformance --filter: $out"
+"$DT" onnx-conformance --filter '^test_softmax' --json | python3 -c 'import json, sys; j = json.load(sys.stdin); assert j["ops"]["Softmax"]["passed"] > 0 and j["totals"]["failed"] == 0, j["totals"]' ||
+  FAIL "conformance --json"
+expect_error "bad filter" "is not a regular expression" "$DT" onnx-conformance --filter '('
+expect_error "no data" "is not a directory: give --data" "$DT" onnx-conformance --data "$t/none"
 
 finish

@@ -4,12 +4,11 @@
 // (kept simple: a P(max) result would need its own reduce). sum alone is linear, so P(sum) passes
 // through it and only it.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 OpShardingRule reduce_rule(const Node& n) {
   OpShardingRule r;
@@ -26,20 +25,20 @@ OpShardingRule reduce_rule(const Node& n) {
       yf.push_back(dim_of(f));
       continue;
     }
-    if (n.op == ir::OpKind::sum) xf[d] = dim_of(r.add_factor(x[d], FactorKind::reduction));
+    if (n.op == OpKind::sum) xf[d] = dim_of(r.add_factor(x[d], FactorKind::reduction));
     if (keepdim) yf.push_back(dim_of(-1));
   }
   r.operands.push_back(std::move(xf));
   r.results.push_back(std::move(yf));
-  r.partial_all = n.op == ir::OpKind::sum;
+  r.partial_all = n.op == OpKind::sum;
   return r;
 }
 
 }  // namespace
 
-std::vector<RuleEntry> reduce_rules() {
-  return {{ir::OpKind::mean, reduce_rule}, {ir::OpKind::sum, reduce_rule}, {ir::OpKind::amax, reduce_rule},
-          {ir::OpKind::amin, reduce_rule}};
+std::vector<RuleEntry> reduce_sharding_rules() {
+  return {{OpKind::mean, reduce_rule}, {OpKind::sum, reduce_rule}, {OpKind::amax, reduce_rule},
+          {OpKind::amin, reduce_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -4,20 +4,20 @@
 // logits sharded on it stay sharded and the partitioner computes the loss with three small
 // all_reduces (loss parallel, ir/ops_loss.cc) instead of gathering them.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-OpShardingRule replicated_rule(const ir::Node& n) {
+OpShardingRule replicated_rule(const Node& n) {
   OpShardingRule r;
-  for (const ir::Value* v : n.operands) r.operands.push_back(TensorFactors(v->type.shape.size()));
-  for (const ir::Value* v : n.results) r.results.push_back(TensorFactors(v->type.shape.size()));
+  for (const Value* v : n.operands) r.operands.push_back(TensorFactors(v->type.shape.size()));
+  for (const Value* v : n.results) r.results.push_back(TensorFactors(v->type.shape.size()));
   return r;
 }
 
 // cross_entropy(logits [N, C], target [N]) -> []
-OpShardingRule cross_entropy_rule(const ir::Node& n) {
+OpShardingRule cross_entropy_rule(const Node& n) {
   OpShardingRule r;
   const int c = r.add_factor(n.operands[0]->type.shape[1], FactorKind::expanded);
   r.operands = {{dim_of(-1), dim_of(c)}, {dim_of(-1)}};
@@ -27,8 +27,8 @@ OpShardingRule cross_entropy_rule(const ir::Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> loss_rules() {
-  return {{ir::OpKind::cross_entropy, cross_entropy_rule}, {ir::OpKind::mse_loss, replicated_rule}};
+std::vector<RuleEntry> loss_sharding_rules() {
+  return {{OpKind::cross_entropy, cross_entropy_rule}, {OpKind::mse_loss, replicated_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

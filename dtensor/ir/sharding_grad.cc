@@ -9,12 +9,11 @@
 // An optimizer update is elementwise over parameter, gradient and state, so state is sharded
 // like its parameter and a step never moves it.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 // Operand 0 (the gradient) and operand 1 share every dim; other operands have the same shape too.
 OpShardingRule pointwise_backward(const Node& n) {
@@ -124,16 +123,15 @@ OpShardingRule optimizer_update(const Node& n) {
   OpShardingRule r;
   const Shape& p = n.operands[0]->type.shape;
   TensorFactors t = rule_util::pass_through_dims(r, p);
-  auto factors = [&](const ir::Value* v) { return v->type.shape == p ? t : TensorFactors(v->type.shape.size()); };
-  for (const ir::Value* v : n.operands) r.operands.push_back(factors(v));
-  for (const ir::Value* v : n.results) r.results.push_back(factors(v));
+  auto factors = [&](const Value* v) { return v->type.shape == p ? t : TensorFactors(v->type.shape.size()); };
+  for (const Value* v : n.operands) r.operands.push_back(factors(v));
+  for (const Value* v : n.results) r.results.push_back(factors(v));
   return r;
 }
 
 }  // namespace
 
-std::vector<RuleEntry> grad_rules() {
-  using ir::OpKind;
+std::vector<RuleEntry> grad_sharding_rules() {
   return {{OpKind::relu_backward, pointwise_backward},
           {OpKind::gelu_backward, pointwise_backward},
           {OpKind::silu_backward, pointwise_backward},
@@ -147,9 +145,8 @@ std::vector<RuleEntry> grad_rules() {
           {OpKind::slice_backward, slice_backward}};
 }
 
-std::vector<RuleEntry> optim_rules() {
-  using ir::OpKind;
+std::vector<RuleEntry> optim_sharding_rules() {
   return {{OpKind::sgd_update, optimizer_update}, {OpKind::adamw_update, optimizer_update}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -1,12 +1,11 @@
 // Sharding rules of layer_norm, rms_norm, softmax and log_softmax: the normalised dims need every element, so
 // they must be replicated; the other dims pass through. None is linear.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 OpShardingRule norm_rule(const Node& n) {
   OpShardingRule r;
@@ -34,10 +33,9 @@ OpShardingRule softmax_rule(const Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> norm_rules() {
-  using ir::OpKind;
+std::vector<RuleEntry> norm_sharding_rules() {
   return {{OpKind::layer_norm, norm_rule}, {OpKind::rms_norm, norm_rule}, {OpKind::softmax, softmax_rule},
           {OpKind::log_softmax, softmax_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

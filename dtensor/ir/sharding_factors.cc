@@ -1,11 +1,8 @@
-#include "dtensor/sharding/sharding_rule.h"
-
-#include <mutex>
+#include "dtensor/ir/sharding_factors.h"
 
 #include "dtensor/core/error.h"
-#include "dtensor/ir/op_registry.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 
 int OpShardingRule::add_factor(int64_t size, FactorKind kind) {
   DT_CHECK(factor_kinds.size() < 127) << "too many factors";
@@ -50,35 +47,6 @@ DimFactors dim_of(int factor) {
     d.factor[0] = int8_t(factor);
   }
   return d;
-}
-
-namespace {
-
-// The registry slot holds a pointer to one of these (static storage, never freed).
-struct InstalledRule {
-  RuleFn fn;
-};
-
-}  // namespace
-
-void install_sharding_rules() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // One table per op family, alphabetised.
-    for (auto table : {attention_rules, elementwise_rules, grad_rules, linear_rules, loss_rules, norm_rules,
-                       optim_rules, reduce_rules, shape_rules}) {
-      for (const RuleEntry& e : table()) {
-        DT_CHECK(ir::op_def(e.op).sharding_rule == nullptr) << ir::op_name(e.op) << " has two sharding rules";
-        ir::set_sharding_rule(e.op, new InstalledRule{e.rule});
-      }
-    }
-  });
-}
-
-RuleFn rule_of(ir::OpKind op) {
-  install_sharding_rules();
-  const void* slot = ir::op_def(op).sharding_rule;
-  return slot ? static_cast<const InstalledRule*>(slot)->fn : nullptr;
 }
 
 namespace rule_util {
@@ -164,4 +132,4 @@ TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const 
 
 }  // namespace rule_util
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -2,12 +2,11 @@
 // dim is a reduction factor (sharding it leaves a P(sum) result); each op is linear in each of its
 // operands, so one P(sum) operand with the others replicated gives a P(sum) result.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 // linear(x [..., k], w [o, k], b? [o]) -> [..., o]
 OpShardingRule linear_rule(const Node& n) {
@@ -84,8 +83,8 @@ OpShardingRule bmm_rule(const Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> linear_rules() {
-  return {{ir::OpKind::bmm, bmm_rule}, {ir::OpKind::linear, linear_rule}, {ir::OpKind::matmul, matmul_rule}};
+std::vector<RuleEntry> linear_sharding_rules() {
+  return {{OpKind::bmm, bmm_rule}, {OpKind::linear, linear_rule}, {OpKind::matmul, matmul_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

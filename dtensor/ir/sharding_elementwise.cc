@@ -5,12 +5,11 @@
 // broadcasts its three operands; masked_fill broadcasts the mask to x and is linear in x when it
 // fills with 0 (the zeros of every shard sum to zero).
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 OpShardingRule binary(const Node& n) {
   OpShardingRule r;
@@ -66,8 +65,7 @@ OpShardingRule masked_fill_rule(const Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> elementwise_rules() {
-  using ir::OpKind;
+std::vector<RuleEntry> elementwise_sharding_rules() {
   return {{OpKind::add, additive_rule}, {OpKind::cast, unary_rule}, {OpKind::div, div_rule},
           {OpKind::gelu, unary_rule},   {OpKind::mul, mul_rule},    {OpKind::neg, neg_rule},
           {OpKind::relu, unary_rule},
@@ -82,4 +80,4 @@ std::vector<RuleEntry> elementwise_rules() {
           {OpKind::masked_fill, masked_fill_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -4,12 +4,11 @@
 // through only without the causal mask (the kernel builds the mask from local indices). The
 // output is linear in v alone.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 OpShardingRule sdpa_rule(const Node& n) {
   OpShardingRule r;
@@ -37,6 +36,6 @@ OpShardingRule sdpa_rule(const Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> attention_rules() { return {{ir::OpKind::scaled_dot_product_attention, sdpa_rule}}; }
+std::vector<RuleEntry> attention_sharding_rules() { return {{OpKind::scaled_dot_product_attention, sdpa_rule}}; }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -6,12 +6,11 @@
 // the partitioner computes with masked_embedding (rows of other shards read as zeros). arange has
 // no operands and a replicated result, as have full and constant.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/sharding/sharding_rule.h"
+#include "dtensor/ir/sharding_factors.h"
 
-namespace dt::sharding {
+namespace dt::ir {
 namespace {
 
-using ir::Node;
 
 OpShardingRule embedding_rule(const Node& n) {
   OpShardingRule r;
@@ -112,8 +111,7 @@ OpShardingRule full_rule(const Node& n) {
 
 }  // namespace
 
-std::vector<RuleEntry> shape_rules() {
-  using ir::OpKind;
+std::vector<RuleEntry> shape_sharding_rules() {
   return {{OpKind::arange, arange_rule},   {OpKind::cat, cat_rule},         {OpKind::embedding, embedding_rule},
           {OpKind::permute, permute_rule}, {OpKind::reshape, view_rule},    {OpKind::slice, slice_rule},
           {OpKind::split, split_rule},     {OpKind::transpose, transpose_rule}, {OpKind::view, view_rule},
@@ -121,4 +119,4 @@ std::vector<RuleEntry> shape_rules() {
           {OpKind::squeeze, view_rule},    {OpKind::flatten, view_rule},    {OpKind::constant, full_rule}};
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

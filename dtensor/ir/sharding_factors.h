@@ -31,8 +31,13 @@
 #include <vector>
 
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/op_kind.h"
 
-namespace dt::sharding {
+// These types live in ir, beside the ops, because a rule reads nothing but the node (shapes,
+// attributes): every op family registers its rule with its OpDef (sharding_<family>.cc, added by
+// ops_<family>.cc), and dtensor/sharding reads OpDef::sharding_rule. Nothing here knows meshes or
+// placements; propagation (dtensor/sharding) turns factors into placements.
+namespace dt::ir {
 
 // pass_through: sharded in the operands, sharded in the result. reduction: sharding it leaves a
 // P(sum) result. expanded: the op can run with it sharded although the result does not have it
@@ -72,30 +77,24 @@ struct OpShardingRule {
 DimFactors dim_of(int factor);
 
 // Computes the rule of one node (its operands, attributes and types are set).
-using RuleFn = OpShardingRule (*)(const ir::Node& node);
+using RuleFn = OpShardingRule (*)(const Node& node);
 
-// A family's rule table entry (the data registered into the op registry's sharding_rule slot).
+// A family's rule table entry: ops_<family>.cc hands its table to OpTable::set_sharding_rules.
 struct RuleEntry {
-  ir::OpKind op;
+  OpKind op;
   RuleFn rule;
 };
 
-// Installs every family's rules into the op registry (idempotent, thread-safe). Called by every
-// entry point of this library.
-void install_sharding_rules();
-// Returns the rule function of `op`, or null when the op has no rule.
-RuleFn rule_of(ir::OpKind op);
-
-// The family tables, one per ops_<family>.cc of the ir registry (rules_<family>.cc here).
-std::vector<RuleEntry> attention_rules();
-std::vector<RuleEntry> elementwise_rules();
-std::vector<RuleEntry> grad_rules();   // ir/ops_grad.cc
-std::vector<RuleEntry> optim_rules();  // ir/ops_optim.cc
-std::vector<RuleEntry> linear_rules();
-std::vector<RuleEntry> loss_rules();
-std::vector<RuleEntry> norm_rules();
-std::vector<RuleEntry> reduce_rules();
-std::vector<RuleEntry> shape_rules();
+// The family tables, one per ops_<family>.cc (sharding_<family>.cc beside it).
+std::vector<RuleEntry> attention_sharding_rules();
+std::vector<RuleEntry> elementwise_sharding_rules();
+std::vector<RuleEntry> grad_sharding_rules();   // ops_grad.cc
+std::vector<RuleEntry> optim_sharding_rules();  // ops_optim.cc
+std::vector<RuleEntry> linear_sharding_rules();
+std::vector<RuleEntry> loss_sharding_rules();
+std::vector<RuleEntry> norm_sharding_rules();
+std::vector<RuleEntry> reduce_sharding_rules();
+std::vector<RuleEntry> shape_sharding_rules();
 
 // Shared builders for the rule files.
 namespace rule_util {
@@ -108,4 +107,4 @@ void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out);
 TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const std::vector<bool>& replicated = {});
 }  // namespace rule_util
 
-}  // namespace dt::sharding
+}  // namespace dt::ir

@@ -1,0 +1,293 @@
+// Pattern fusion of imported graphs (onnx_fusion.h). One sweep over the nodes in order: a node that
+// ends a pattern gets a replacement recorded at the end of the graph and placed where it stood; the
+// replaced value's users read the replacement; then the nodes nothing reads any more are dropped.
+#include "dtensor/io/onnx_fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+#include "dtensor/ir/builder.h"
+
+namespace dt::io {
+namespace {
+
+using ir::Node;
+using ir::OpKind;
+using ir::Value;
+
+class Fuser {
+ public:
+  Fuser(ir::Graph& g, const TensorMap& weights) : g_(g), weights_(weights), b_(g) {
+    for (const Node* n : g.nodes())
+      for (const Value* v : n->operands) ++uses_[v];
+    for (const Value* v : g.outputs()) ++uses_[v];
+  }
+
+  FusionCounts run();
+
+ private:
+  // The producer of `v` when it is op `op`, else null.
+  static Node* made_by(const Value* v, OpKind op) {
+    return v->producer && v->producer->op == op ? v->producer : nullptr;
+  }
+  // `v` read only once (by the node being matched), so the pattern may absorb it.
+  bool single_use(const Value* v) const {
+    auto it = uses_.find(v);
+    return v->kind == ir::ValueKind::result && it != uses_.end() && it->second == 1;
+  }
+  // The value of `v` when it is known at import: a full, a constant or a parameter.
+  bool constant_of(const Value* v, Tensor& t) const;
+  // The scalar value of `v` when it is a one-element constant.
+  bool scalar_of(const Value* v, double& x) const {
+    Tensor t;
+    if (!constant_of(v, t) || t.numel() != 1) return false;
+    x = t.to_doubles()[0];
+    return true;
+  }
+  bool match_rms(Node* n);
+  bool match_attention(Node* n);
+  // Places the nodes recorded since `mark` before `at`, and makes `old`'s users read `now`.
+  void replace(Node* at, size_t mark, Value* old, Value* now);
+
+  ir::Graph& g_;
+  const TensorMap& weights_;
+  ir::Builder b_;
+  std::unordered_map<const Value*, int> uses_;
+  std::map<Node*, std::vector<Node*>> before_;  // new nodes to place before an original node
+  std::vector<std::pair<Value*, std::string>> renames_;  // replaced graph outputs' names
+  FusionCounts counts_;
+};
+
+bool Fuser::constant_of(const Value* v, Tensor& t) const {
+  if (v->kind == ir::ValueKind::param) {
+    auto it = weights_.find(v->name);
+    if (it == weights_.end()) return false;
+    t = it->second;
+    return true;
+  }
+  if (const Node* n = made_by(v, OpKind::full)) {
+    t = Tensor::full(v->type.shape, n->attr_float("value"), v->type.dtype);
+    return true;
+  }
+  if (const Node* n = made_by(v, OpKind::constant)) {
+    t = Tensor::from_doubles(std::get<std::vector<double>>(n->attr("values")), v->type.shape, v->type.dtype);
+    return true;
+  }
+  return false;
+}
+
+// The sum of squares' source: pow(x, 2) or x * x.
+Value* square_source(const Value* v) {
+  const Node* n = v->producer;
+  if (!n) return nullptr;
+  if (n->op == OpKind::pow && n->attr_float("exponent") == 2.0) return n->operands[0];
+  if (n->op == OpKind::mul && n->operands[0] == n->operands[1]) return n->operands[0];
+  return nullptr;
+}
+
+bool Fuser::match_rms(Node* n) {
+  // n: mul(x, r) | mul(r, x) with r = rsqrt(d) or 1 / sqrt(d); or div(x, sqrt(d)); with
+  // d = mean(x^2, [-1], keepdim) + eps. Optionally followed by a single mul by a weight [H].
+  Value* x = nullptr;
+  Value* sq = nullptr;  // the sqrt or rsqrt value (whose operand is d)
+  auto as_rsqrt = [&](Value* r, Value*& s) {
+    if (!single_use(r)) return false;
+    if (made_by(r, OpKind::rsqrt)) return s = r, true;
+    if (Node* d = made_by(r, OpKind::div); d && single_use(d->operands[1]) && made_by(d->operands[1], OpKind::sqrt)) {
+      double one;
+      if (scalar_of(d->operands[0], one) && one == 1.0) return s = d->operands[1], true;
+    }
+    return false;
+  };
+  if (n->op == OpKind::mul) {
+    for (int i = 0; i < 2 && !sq; ++i)
+      if (as_rsqrt(n->operands[size_t(1 - i)], sq)) x = n->operands[size_t(i)];
+  } else if (n->op == OpKind::div && single_use(n->operands[1]) && made_by(n->operands[1], OpKind::sqrt)) {
+    x = n->operands[0];
+    sq = n->operands[1];
+  }
+  if (!sq) return false;
+  Node* add = made_by(sq->producer->operands[0], OpKind::add);
+  if (!add || !single_use(add->result())) return false;
+  double eps = 0;
+  Value* m = nullptr;
+  for (int i = 0; i < 2 && !m; ++i)
+    if (scalar_of(add->operands[size_t(1 - i)], eps)) m = add->operands[size_t(i)];
+  Node* mean = m ? made_by(m, OpKind::mean) : nullptr;
+  if (!mean || !single_use(m) || !mean->attr_bool("keepdim")) return false;
+  const int64_t rank = x->type.rank();
+  const std::vector<int64_t>& dims = mean->attr_ints("dims");
+  if (rank < 1 || dims.size() != 1 || (dims[0] != -1 && dims[0] != rank - 1)) return false;
+  if (!single_use(mean->operands[0]) || square_source(mean->operands[0]) != x) return false;
+  if (!is_floating(x->type.dtype) || n->result()->type != x->type) return false;
+  const int64_t h = x->type.shape.back();
+  // A following mul by a weight [H] (a parameter, nn.RMSNorm's scale) joins the norm.
+  Node* at = n;
+  Value* weight = nullptr;
+  Value* old = n->result();
+  if (single_use(old)) {
+    for (Node* u : g_.nodes()) {
+      if (u->op != OpKind::mul) continue;
+      for (int i = 0; i < 2; ++i)
+        if (u->operands[size_t(i)] == old && u->operands[size_t(1 - i)]->kind == ir::ValueKind::param &&
+            u->operands[size_t(1 - i)]->type == ir::TensorType{x->type.dtype, {h}} && u->result()->type == x->type) {
+          weight = u->operands[size_t(1 - i)];
+          at = u;
+        }
+      if (weight) break;
+    }
+  }
+  const size_t mark = g_.nodes().size();
+  Value* y = b_.rms_norm(x, {h}, weight, eps);
+  replace(at, mark, at->result(), y);
+  ++counts_.rms_norm;
+  return true;
+}
+
+bool Fuser::match_attention(Node* n) {
+  // n: matmul(p, v) with p = softmax(s, -1), s = masked(scaled(matmul(q, kᵀ))).
+  if (n->op != OpKind::matmul) return false;
+  Value* p = n->operands[0];
+  Value* v = n->operands[1];
+  Node* sm = made_by(p, OpKind::softmax);
+  if (!sm || !single_use(p)) return false;
+  const int64_t rank = p->type.rank();
+  if (rank < 2 || (sm->attr_int("dim") != -1 && sm->attr_int("dim") != rank - 1)) return false;
+  Value* s = sm->operands[0];
+  if (!single_use(s)) return false;
+  // The mask, if any: add(s, m) with m 0 on and below the diagonal and -inf (or <= -1e4) above;
+  // or where(c, s, fill) / where(c, fill, s).
+  bool causal = false;
+  const int64_t len = p->type.shape[size_t(rank - 1)], rows = p->type.shape[size_t(rank - 2)];
+  auto causal_mask = [&](const Tensor& t, const std::function<bool(double, bool)>& ok) {
+    // t broadcasts to [..., rows, len] with only its last two dims > 1.
+    if (t.dim() < 2 || t.dim() > rank || rows != len) return false;
+    for (int64_t d = 0; d + 2 < t.dim(); ++d)
+      if (t.shape()[size_t(d)] != 1) return false;
+    if (t.shape()[size_t(t.dim() - 2)] != rows || t.shape().back() != len) return false;
+    const std::vector<double> vals = t.to_doubles();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < len; ++j)
+        if (!ok(vals[size_t(i * len + j)], j > i)) return false;
+    return true;
+  };
+  if (Node* add = made_by(s, OpKind::add)) {
+    Tensor m;
+    for (int i = 0; i < 2 && !causal; ++i)
+      if (constant_of(add->operands[size_t(1 - i)], m) &&
+          causal_mask(m, [](double x, bool above) { return above ? x <= -1e4 : x == 0; })) {
+        causal = true;
+        s = add->operands[size_t(i)];
+      }
+    if (!causal || !single_use(s)) return false;
+  } else if (Node* w = made_by(s, OpKind::where)) {
+    Tensor c;
+    double fill = 0;
+    if (!constant_of(w->operands[0], c) || c.dtype() != DType::boolean) return false;
+    for (int i = 1; i <= 2 && !causal; ++i) {
+      Value* other = w->operands[size_t(3 - i)];
+      // Fill at i: masked where c equals (i == 1), kept elsewhere.
+      const bool masked_when = i == 1;
+      if (scalar_of(w->operands[size_t(i)], fill) && fill <= -1e4 &&
+          causal_mask(c, [&](double x, bool above) { return (x != 0) == masked_when ? above : !above; })) {
+        causal = true;
+        s = other;
+      }
+    }
+    if (!causal || !single_use(s)) return false;
+  }
+  // The scale: div by sqrt(D) or mul by 1/sqrt(D).
+  Node* scale = made_by(s, OpKind::div);
+  double k = 0;
+  Value* raw = nullptr;
+  if (scale && scalar_of(scale->operands[1], k)) {
+    raw = scale->operands[0];
+    k = 1 / k;
+  } else if ((scale = made_by(s, OpKind::mul))) {
+    for (int i = 0; i < 2 && !raw; ++i)
+      if (scalar_of(scale->operands[size_t(1 - i)], k)) raw = scale->operands[size_t(i)];
+  }
+  if (!raw || !single_use(raw)) return false;
+  Node* qk = made_by(raw, OpKind::matmul);
+  if (!qk) return false;
+  Value* q = qk->operands[0];
+  Value* kt = qk->operands[1];
+  if (q->type.rank() != rank || kt->type.rank() != rank || v->type.rank() != rank) return false;
+  const int64_t d = q->type.shape.back();
+  if (std::abs(k * std::sqrt(double(d)) - 1) > 1e-6) return false;
+  // Leading (batch, head) dims must agree exactly: the op does not broadcast them.
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (q->type.shape[size_t(i)] != kt->type.shape[size_t(i)] || q->type.shape[size_t(i)] != v->type.shape[size_t(i)])
+      return false;
+  const size_t mark = g_.nodes().size();
+  // kᵀ is most often a transpose of the last two dims of k: read k itself.
+  Value* key = nullptr;
+  if (Node* t = made_by(kt, OpKind::transpose)) {
+    const int64_t a = t->attr_int("dim0"), c = t->attr_int("dim1");
+    const int64_t a0 = a < 0 ? a + rank : a, c0 = c < 0 ? c + rank : c;
+    if (std::min(a0, c0) == rank - 2 && std::max(a0, c0) == rank - 1) key = t->operands[0];
+  } else if (Node* t = made_by(kt, OpKind::permute); t && single_use(kt)) {
+    // kᵀ = permute(x, dims): k = permute(x, dims with its last two swapped) (x itself when
+    // that is the identity), one permute instead of two.
+    std::vector<int64_t> dims = t->attr_ints("dims");
+    std::swap(dims[size_t(rank - 2)], dims[size_t(rank - 1)]);
+    bool identity = true;
+    for (int64_t i = 0; i < rank; ++i) identity &= dims[size_t(i)] == i;
+    key = identity ? t->operands[0] : b_.permute(t->operands[0], dims);
+  }
+  if (!key) key = b_.transpose(kt, -2, -1);
+  Value* y = b_.scaled_dot_product_attention(q, key, v, causal);
+  if (y->type != n->result()->type) return false;  // left unused; dropped below
+  replace(n, mark, n->result(), y);
+  ++counts_.attention;
+  return true;
+}
+
+void Fuser::replace(Node* at, size_t mark, Value* old, Value* now) {
+  for (size_t i = mark; i < g_.nodes().size(); ++i) before_[at].push_back(g_.nodes()[i]);
+  for (Value* o : g_.outputs())
+    if (o == old) renames_.emplace_back(now, old->name);
+  g_.replace_all_uses(old, now);
+  uses_[now] += uses_[old];
+  uses_[old] = 0;
+}
+
+FusionCounts Fuser::run() {
+  const std::vector<Node*> original = g_.nodes();
+  for (Node* n : original) {
+    if (match_attention(n)) continue;
+    if (n->op == OpKind::mul || n->op == OpKind::div) match_rms(n);
+  }
+  // New nodes where their pattern ended, then drop what nothing reads (sweeping backwards, so a
+  // chain goes at once).
+  std::vector<Node*> order;
+  for (Node* n : original) {
+    if (auto it = before_.find(n); it != before_.end()) order.insert(order.end(), it->second.begin(), it->second.end());
+    order.push_back(n);
+  }
+  std::unordered_map<const Value*, int> uses;
+  for (const Value* v : g_.outputs()) ++uses[v];
+  std::vector<Node*> kept;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    bool live = false;
+    for (const Value* r : n->results) live |= uses[r] > 0;
+    if (!live) continue;
+    for (const Value* o : n->operands) ++uses[o];
+    kept.push_back(n);
+  }
+  std::reverse(kept.begin(), kept.end());
+  g_.set_node_order(kept);
+  // Names of replaced graph outputs go to their replacements (set_node_order freed them).
+  for (auto& [v, name] : renames_) g_.rename(v, name);
+  return counts_;
+}
+
+}  // namespace
+
+FusionCounts fuse_onnx_patterns(ir::Graph& g, const TensorMap& weights) { return Fuser(g, weights).run(); }
+
+}  // namespace dt::io

@@ -1,0 +1,27 @@
+// Recognises the decomposed forms exporters write for two ops the IR has whole, so that parallel
+// plans see them as one op (attention heads shard; the norm is one kernel):
+//   - RMSNorm: x * rsqrt(mean(x^2, -1, keepdim) + eps) [* weight], with x^2 as pow(x, 2) or x * x,
+//     rsqrt as rsqrt(.) or 1 / sqrt(.), or x / sqrt(...) -> rms_norm(x, [H], weight, eps);
+//   - attention: matmul(q, kᵀ) scaled by 1/sqrt(D) (div by sqrt(D) or mul by its inverse), with
+//     an optional causal mask (add of 0 / -inf, or where(mask, scores, -inf) either way round),
+//     softmax over the last dim, matmul by v -> scaled_dot_product_attention(q, k, v, causal).
+// A candidate whose scale is not 1/sqrt(D), whose mask is not causal, or whose intermediate values
+// have other users is left as it is (still correct, only not fused). Nodes the fusion leaves
+// unused are removed.
+#pragma once
+
+#include "dtensor/io/safetensors.h"
+#include "dtensor/ir/graph.h"
+
+namespace dt::io {
+
+struct FusionCounts {
+  int rms_norm = 0;
+  int attention = 0;
+};
+
+// Rewrites `g` in place; `weights` holds the parameters' values (a mask may be one). Parameters
+// the rewrite leaves unread stay declared (their weights still bind).
+FusionCounts fuse_onnx_patterns(ir::Graph& g, const TensorMap& weights);
+
+}  // namespace dt::io
