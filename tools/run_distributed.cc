@@ -65,7 +65,7 @@ void load_sharded_checkpoint(const std::string& dir, Setup& s) {
                              << want << ": shard the weights again with this plan";
       if (!f.contains(p->name)) DT_THROW(IoError) << path << " has no tensor " << p->name;
       Tensor t = f.get(p->name);
-      const Shape local = local_shape_of(s.mesh.shape(), s.c.sharding.values[size_t(p->id)], p->type.shape,
+      const Shape local = local_shape_at(s.mesh.shape(), s.c.sharding.values[size_t(p->id)], p->type.shape,
                                          *s.mesh.coordinate(r));
       if (t.shape() != local || t.dtype() != p->type.dtype)
         DT_THROW(IoError) << path << ": " << p->name << " is " << dtype_name(t.dtype()) << shape_str(t.shape())

@@ -1,6 +1,8 @@
 // One test per parse or verification error: each checks the file:line:col and the message.
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "dtensor/core/error.h"
 #include "dtensor/ir/parser.h"
 
@@ -79,6 +81,40 @@ TEST(ParseErrors, BadAttributeValueFromInference) {
             "t.dt:4:8: gelu approximate must be \"none\" or \"tanh\", got \"fast\"");
   EXPECT_EQ(error_of("  %y = softmax(%x) {dim = 2} : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: dim 2 out of range for tensor of rank 2");
+}
+
+// The location is structured too: file, line and column as fields, the message without them.
+TEST(ParseErrors, LocationIsCarriedAsFields) {
+  std::string text = "graph t {\n  input %x : f32[8, 64]\n  %y = nosuchop(%x) : f32[8, 64]\n  return %y\n}\n";
+  try {
+    parse(text, "t.dt");
+    FAIL() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.file(), "t.dt");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.column(), 8);
+    EXPECT_EQ(e.message(), "unknown op 'nosuchop'");
+    EXPECT_EQ(std::string(e.what()), "t.dt:3:8: unknown op 'nosuchop'");
+  }
+}
+
+// Internal errors are not user errors: a handler of dt::Error (a cost search, the CLI's exit code
+// 2) cannot catch a failed DT_CHECK.
+static_assert(!std::is_base_of_v<Error, InternalError>);
+TEST(Errors, InternalErrorIsNotCaughtAsAUserError) {
+  bool user = false, internal = false;
+  try {
+    try {
+      DT_CHECK(1 + 1 == 3) << "arithmetic";
+    } catch (const Error&) {
+      user = true;
+    }
+  } catch (const InternalError& e) {
+    internal = true;
+    EXPECT_NE(std::string(e.what()).find("check failed: 1 + 1 == 3 arithmetic"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(user);
+  EXPECT_TRUE(internal);
 }
 
 TEST(ParseErrors, ShapeMismatchWithInference) {

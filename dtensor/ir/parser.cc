@@ -125,35 +125,31 @@ class Parser {
       if (tok_.kind == Tok::ident && tok_.text == "group") parse_group();
       else if (tok_.kind == Tok::ident && (tok_.text == "input" || tok_.text == "param")) parse_signature_value();
       else if (tok_.kind == Tok::value) parse_node();
-      else fail(tok_) << "expected 'group', 'input', 'param', a node or 'return', found " << describe(tok_);
+      else DT_PARSE_FAIL(fail(tok_)) << "expected 'group', 'input', 'param', a node or 'return', found " << describe(tok_);
     }
     expect(Tok::rbrace, "'}' after return");
-    if (tok_.kind != Tok::eof) fail(tok_) << "expected end of file after '}', found " << describe(tok_);
+    if (tok_.kind != Tok::eof) DT_PARSE_FAIL(fail(tok_)) << "expected end of file after '}', found " << describe(tok_);
     return g;
   }
 
  private:
-  ::dt::detail::Thrower<ParseError> fail(const Token& at) { return fail(at.line, at.col); }
-  ::dt::detail::Thrower<ParseError> fail(int line, int col) {
-    return ::dt::detail::Thrower<ParseError>(fmt::format("{}:{}:{}: ", file_, line, col).c_str());
-  }
+  // Where an error is: DT_PARSE_FAIL(fail(tok)) << "message" throws the ParseError.
+  ::dt::detail::ParseAt fail(const Token& at) const { return fail(at.line, at.col); }
+  ::dt::detail::ParseAt fail(int line, int col) const { return {std::string(file_), line, col, {}}; }
 
-  // Error paths of the per-token functions, kept out of line: an inlined Thrower puts an
+  // Error paths of the per-token functions, kept out of line: an inlined message builder puts an
   // ostringstream in the caller's frame, whose setup then runs for every token.
   [[noreturn, gnu::noinline, gnu::cold]] void fail_here(std::string_view a, std::string_view b = {},
                                                         std::string_view c = {}) {
-    fail(tok_) << a << b << c;
-    std::abort();  // not reached: the Thrower throws
+    DT_PARSE_FAIL(fail(tok_)) << a << b << c;
   }
   [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what) {
-    fail(tok_) << "expected " << what << ", found " << describe(tok_);
-    std::abort();  // not reached: the Thrower throws
+    DT_PARSE_FAIL(fail(tok_)) << "expected " << what << ", found " << describe(tok_);
   }
   [[noreturn, gnu::noinline, gnu::cold]] void fail_unexpected_char(char c) {
     if (uint8_t(c) < 0x20 || uint8_t(c) >= 0x7f)
-      fail(tok_) << "unexpected character 0x" << fmt::format("{:02x}", uint8_t(c));
-    fail(tok_) << "unexpected character '" << c << "'";
-    std::abort();  // not reached: the Thrower throws
+      DT_PARSE_FAIL(fail(tok_)) << "unexpected character 0x" << fmt::format("{:02x}", uint8_t(c));
+    DT_PARSE_FAIL(fail(tok_)) << "unexpected character '" << c << "'";
   }
 
   // Counts newlines with memchr (vectorized), an upper bound on the number of statements.
@@ -282,7 +278,7 @@ class Parser {
   }
 
   void expect_keyword(std::string_view kw) {
-    if (tok_.kind != Tok::ident || tok_.text != kw) fail(tok_) << "expected '" << kw << "', found " << describe(tok_);
+    if (tok_.kind != Tok::ident || tok_.text != kw) DT_PARSE_FAIL(fail(tok_)) << "expected '" << kw << "', found " << describe(tok_);
     advance();
   }
 
@@ -294,26 +290,26 @@ class Parser {
 
   // ---- literals ----
   int64_t parse_int(const Token& t, const char* what) {
-    if (t.kind != Tok::number) fail(t) << "expected " << what << ", found " << describe(t);
+    if (t.kind != Tok::number) DT_PARSE_FAIL(fail(t)) << "expected " << what << ", found " << describe(t);
     std::string_view s = t.text;
     if (!s.empty() && s[0] == '+') s.remove_prefix(1);
     int64_t v = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc::result_out_of_range) fail(t) << "integer " << t.text << " is out of range";
-    if (ec != std::errc() || end != s.data() + s.size()) fail(t) << "expected " << what << ", found " << describe(t);
+    if (ec == std::errc::result_out_of_range) DT_PARSE_FAIL(fail(t)) << "integer " << t.text << " is out of range";
+    if (ec != std::errc() || end != s.data() + s.size()) DT_PARSE_FAIL(fail(t)) << "expected " << what << ", found " << describe(t);
     return v;
   }
 
   double parse_float(const Token& t) {
     std::string_view s = t.text;
     if (t.kind == Tok::ident && (s == "inf" || s == "nan")) return s == "inf" ? HUGE_VAL : std::nan("");
-    if (t.kind != Tok::number) fail(t) << "expected a float, found " << describe(t);
+    if (t.kind != Tok::number) DT_PARSE_FAIL(fail(t)) << "expected a float, found " << describe(t);
     if (!s.empty() && s[0] == '+') s.remove_prefix(1);
     if (s == "-inf") return -HUGE_VAL;
     if (s == "inf") return HUGE_VAL;
     double v = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) fail(t) << "expected a float, found " << describe(t);
+    if (ec != std::errc() || end != s.data() + s.size()) DT_PARSE_FAIL(fail(t)) << "expected a float, found " << describe(t);
     return v;
   }
 
@@ -326,7 +322,7 @@ class Parser {
         char e = t.text[++i];
         if (e == 'n') out += '\n';
         else if (e == '"' || e == '\\') out += e;
-        else fail(t.line, t.col + int(i)) << "unknown escape '\\" << e << "' in string";
+        else DT_PARSE_FAIL(fail(t.line, t.col + int(i))) << "unknown escape '\\" << e << "' in string";
       } else {
         out += c;
       }
@@ -456,7 +452,7 @@ class Parser {
     try {
       t.dtype = parse_dtype(dt.text);
     } catch (const ValueError&) {
-      fail(dt) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
+      DT_PARSE_FAIL(fail(dt)) << "unknown dtype '" << dt.text << "' (expected f32, f64, bf16, f16, i64, i32 or bool)";
     }
     if (tok_.kind == Tok::lbrack) {
       const char* p = src_.data() + pos_;
@@ -475,9 +471,9 @@ class Parser {
       while (true) {
         Token d = tok_;
         int64_t v = parse_int(d, "a dim size");
-        if (v < 0 || v > kMaxDim) fail(d) << "dim size " << v << " out of range [0, " << kMaxDim << "]";
+        if (v < 0 || v > kMaxDim) DT_PARSE_FAIL(fail(d)) << "dim size " << v << " out of range [0, " << kMaxDim << "]";
         if (v != 0 && numel > kMaxNumel / v)
-          fail(d) << "shape has more than " << kMaxNumel << " elements (counting size 0 as 1)";
+          DT_PARSE_FAIL(fail(d)) << "shape has more than " << kMaxNumel << " elements (counting size 0 as 1)";
         numel *= std::max<int64_t>(v, 1);
         dims_.push_back(v);
         advance();
@@ -495,7 +491,7 @@ class Parser {
     Token kw = tok_;
     advance();
     Token name = expect(Tok::ident, "a group name");
-    if (g_->find_group(name.text)) fail(name) << "group " << name.text << " is already declared";
+    if (g_->find_group(name.text)) DT_PARSE_FAIL(fail(name)) << "group " << name.text << " is already declared";
     expect(Tok::equal, "'=' after the group name");
     expect(Tok::lbrack, "'[' before the group's ranks");
     std::vector<int> ranks;
@@ -503,24 +499,23 @@ class Parser {
       while (true) {
         Token r = tok_;
         int64_t v = parse_int(r, "a rank");
-        if (v < 0 || v > (int64_t(1) << 30)) fail(r) << "rank " << v << " out of range";
+        if (v < 0 || v > (int64_t(1) << 30)) DT_PARSE_FAIL(fail(r)) << "rank " << v << " out of range";
         for (int x : ranks)
-          if (x == v) fail(r) << "rank " << v << " appears twice in group " << name.text;
+          if (x == v) DT_PARSE_FAIL(fail(r)) << "rank " << v << " appears twice in group " << name.text;
         ranks.push_back(int(v));
         advance();
         if (accept(Tok::rbrack)) break;
         expect(Tok::comma, "',' or ']' in the rank list");
       }
     }
-    if (ranks.empty()) fail(name) << "group " << name.text << " has no ranks";
+    if (ranks.empty()) DT_PARSE_FAIL(fail(name)) << "group " << name.text << " has no ranks";
     g_->add_group(std::string(name.text), std::move(ranks), {kw.line, kw.col});
   }
 
   // Fails with "already defined" for name token `t` (called when the graph refused a duplicate).
   [[noreturn]] void fail_redefined(const Token& t) {
     const Value* prev = g_->find(t.text);
-    fail(t) << "value %" << t.text << " is already defined at line " << (prev ? prev->loc.line : 0);
-    std::abort();  // not reached: the Thrower above throws
+    DT_PARSE_FAIL(fail(t)) << "value %" << t.text << " is already defined at line " << (prev ? prev->loc.line : 0);
   }
 
   void parse_signature_value() {
@@ -545,7 +540,7 @@ class Parser {
 
   Value* lookup(const Token& t) {
     Value* v = g_->find(t.text);
-    if (!v) fail(t) << "undefined value %" << t.text;
+    if (!v) DT_PARSE_FAIL(fail(t)) << "undefined value %" << t.text;
     return v;
   }
 
@@ -566,7 +561,7 @@ class Parser {
   Attr parse_attr_value(const OpDef& def, const AttrSpec& spec) {
     const Token t = tok_;
     auto bad = [&]() {
-      fail(t) << "attribute " << spec.name << " of " << def.name() << " expects " << with_article(spec.kind)
+      DT_PARSE_FAIL(fail(t)) << "attribute " << spec.name << " of " << def.name() << " expects " << with_article(spec.kind)
               << ", found " << describe(t);
     };
     switch (spec.kind) {
@@ -597,19 +592,19 @@ class Parser {
           d = parse_dtype(t.text);
         } catch (const ValueError&) {
         }
-        if (!d) fail(t) << "unknown dtype '" << t.text << "' for attribute " << spec.name << " of " << def.name();
+        if (!d) DT_PARSE_FAIL(fail(t)) << "unknown dtype '" << t.text << "' for attribute " << spec.name << " of " << def.name();
         advance();
         return *d;
       }
       case AttrKind::group:
         if (t.kind != Tok::ident) bad();
-        if (!g_->find_group(t.text)) fail(t) << "undeclared group " << t.text << " (declare it with `group " << t.text << " = [...]`)";
+        if (!g_->find_group(t.text)) DT_PARSE_FAIL(fail(t)) << "undeclared group " << t.text << " (declare it with `group " << t.text << " = [...]`)";
         advance();
         return std::string(t.text);
       case AttrKind::reduce_op:
         if (t.kind != Tok::ident) bad();
         if (t.text != "sum" && t.text != "avg" && t.text != "max" && t.text != "min")
-          fail(t) << "unknown reduce op '" << t.text << "' (expected sum, avg, max or min)";
+          DT_PARSE_FAIL(fail(t)) << "unknown reduce op '" << t.text << "' (expected sum, avg, max or min)";
         advance();
         return std::string(t.text);
       case AttrKind::ints:
@@ -622,7 +617,7 @@ class Parser {
           while (true) {
             if (spec.kind == AttrKind::ints) {
               if (tok_.kind != Tok::number)
-                fail(tok_) << "attribute " << spec.name << " of " << def.name() << " expects ints, found " << describe(tok_);
+                DT_PARSE_FAIL(fail(tok_)) << "attribute " << spec.name << " of " << def.name() << " expects ints, found " << describe(tok_);
               ints.push_back(parse_int(tok_, "an int"));
             } else {
               floats.push_back(parse_float(tok_));
@@ -667,7 +662,7 @@ class Parser {
       while (true) {
         Token r = expect(Tok::value, "a result name");
         for (const Token& prev : results_)
-          if (prev.text == r.text) fail(r) << "value %" << r.text << " is already defined at line " << prev.line;
+          if (prev.text == r.text) DT_PARSE_FAIL(fail(r)) << "value %" << r.text << " is already defined at line " << prev.line;
         results_.push_back(r);
         if (!accept(Tok::comma)) break;
       }
@@ -675,7 +670,7 @@ class Parser {
       op_tok = expect(Tok::ident, "an op name");
     }
     std::optional<OpKind> op = find_op(op_tok.text);
-    if (!op) fail(op_tok) << "unknown op '" << op_tok.text << "'";
+    if (!op) DT_PARSE_FAIL(fail(op_tok)) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
     operands_.clear();
     if (!(tok_.kind == Tok::lparen && scan_operands_fast())) {
@@ -692,12 +687,13 @@ class Parser {
     const int n = int(operands_.size());
     const int max_operands = def.max_operands();
     if (n < def.min_operands() || (max_operands >= 0 && n > max_operands)) {
-      auto f = fail(op_tok);
+      ::dt::detail::Message f("");
       f << def.name() << " expects ";
       if (def.max_operands() < 0) f << "at least " << def.min_operands();
       else if (def.min_operands() == def.max_operands()) f << def.min_operands();
       else f << def.min_operands() << " to " << def.max_operands();
       f << " operands (" << def.operand_signature() << "), got " << n;
+      fail(op_tok) & f;
     }
     // Attributes: fill in schema order, defaults for the absent ones.
     std::vector<Attr> attrs(def.attrs.size());
@@ -707,7 +703,7 @@ class Parser {
         Token name = expect(Tok::ident, "an attribute name");
         int i = def.attr_index(name.text);
         if (i < 0) {
-          auto f = fail(name);
+          ::dt::detail::Message f("");
           f << def.name() << " has no attribute '" << name.text << "'";
           if (def.attrs.empty()) f << " (it takes none)";
           else {
@@ -715,8 +711,9 @@ class Parser {
             for (size_t k = 0; k < def.attrs.size(); ++k) f << (k ? ", " : " ") << def.attrs[k].name;
             f << ")";
           }
+          fail(name) & f;
         }
-        if (set_[size_t(i)]) fail(name) << "attribute " << name.text << " is given twice";
+        if (set_[size_t(i)]) DT_PARSE_FAIL(fail(name)) << "attribute " << name.text << " is given twice";
         expect(Tok::equal, "'=' after the attribute name");
         attrs[size_t(i)] = parse_attr_value(def, def.attrs[size_t(i)]);
         set_[size_t(i)] = true;
@@ -726,7 +723,7 @@ class Parser {
     }
     for (size_t i = 0; i < def.attrs.size(); ++i) {
       if (set_[i]) continue;
-      if (!def.attrs[i].default_value) fail(op_tok) << def.name() << " needs attribute " << def.attrs[i].name;
+      if (!def.attrs[i].default_value) DT_PARSE_FAIL(fail(op_tok)) << def.name() << " needs attribute " << def.attrs[i].name;
       attrs[i] = *def.attrs[i].default_value;
     }
     if (tok_.kind != Tok::colon) fail_expected("':' before the result types");
@@ -745,7 +742,7 @@ class Parser {
       if (tok_.kind != Tok::comma) break;
     }
     if (types_.size() != results_.size())
-      fail(type_locs_.back().line, type_locs_.back().col)
+      DT_PARSE_FAIL(fail(type_locs_.back().line, type_locs_.back().col))
           << "expected " << results_.size() << " result types, found " << types_.size();
     names_.clear();
     for (const Token& r : results_) names_.push_back(r.text);

@@ -26,43 +26,40 @@ class Verifier {
     for (size_t i = 0; i < nodes.size(); ++i) check_node(*nodes[i], i);
     for (const Value* v : g_.outputs()) {
       DT_CHECK(v) << "null graph output";
-      if (!defined_[size_t(v->id)]) fail_at({}, 0, nullptr) << "graph output %" << v->name << " is not defined";
+      if (!defined_[size_t(v->id)]) DT_PARSE_FAIL(fail_at({}, 0, nullptr)) << "graph output %" << v->name << " is not defined";
     }
     for (const auto& n : nodes)
       for (const Value* r : n->results)
         if (wait_[size_t(r->id)] == WaitState::pending)
-          fail_at(n->loc, 0, n) << "result %" << r->name << " of " << op_name(n->op)
+          DT_PARSE_FAIL(fail_at(n->loc, 0, n)) << "result %" << r->name << " of " << op_name(n->op)
                                       << " has no wait_tensor (every collective needs exactly one)";
   }
 
  private:
   // Starts an error message at `loc` (or at node index `index` for graphs built in code).
-  ::dt::detail::Thrower<ParseError> fail_at(SourceLoc loc, size_t index, const Node* node) {
-    if (loc.line > 0)
-      return ::dt::detail::Thrower<ParseError>(
-          fmt::format("{}:{}:{}: ", g_.source().empty() ? "<input>" : g_.source(), loc.line, loc.col).c_str());
-    if (node)
-      return ::dt::detail::Thrower<ParseError>(
-          fmt::format("graph {}, node {} ({}): ", g_.name(), index, op_name(node->op)).c_str());
-    return ::dt::detail::Thrower<ParseError>(fmt::format("graph {}: ", g_.name()).c_str());
+  // DT_PARSE_FAIL(fail_at(...)) << "message" throws the ParseError.
+  ::dt::detail::ParseAt fail_at(SourceLoc loc, size_t index, const Node* node) const {
+    if (loc.line > 0) return {g_.source().empty() ? "<input>" : std::string(g_.source()), loc.line, loc.col, {}};
+    if (node) return {{}, 0, 0, fmt::format("graph {}, node {} ({}): ", g_.name(), index, op_name(node->op))};
+    return {{}, 0, 0, fmt::format("graph {}: ", g_.name())};
   }
 
   void define(const Value* v, const Node* node, size_t index) {
     DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)] == v) << "foreign value";
     if (defined_[size_t(v->id)])
-      fail_at(v->loc, index, node) << "value %" << v->name << " is defined twice";
+      DT_PARSE_FAIL(fail_at(v->loc, index, node)) << "value %" << v->name << " is defined twice";
     defined_[size_t(v->id)] = 1;
   }
 
   void check_group(const GroupDecl& grp) {
     std::vector<int> seen;
     for (int r : grp.ranks) {
-      if (r < 0) fail_at(grp.loc, 0, nullptr) << "group " << grp.name << " has negative rank " << r;
+      if (r < 0) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " has negative rank " << r;
       for (int s : seen)
-        if (s == r) fail_at(grp.loc, 0, nullptr) << "group " << grp.name << " lists rank " << r << " twice";
+        if (s == r) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " lists rank " << r << " twice";
       seen.push_back(r);
     }
-    if (grp.ranks.empty()) fail_at(grp.loc, 0, nullptr) << "group " << grp.name << " is empty";
+    if (grp.ranks.empty()) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " is empty";
   }
 
   void check_node(const Node& n, size_t index) {
@@ -71,33 +68,33 @@ class Verifier {
     const int count = int(n.operands.size());
     const int max_operands = def.max_operands();
     if (count < def.min_operands() || (max_operands >= 0 && count > max_operands))
-      fail_at(n.loc, index, &n) << op_name(n.op) << " expects operands (" << def.operand_signature() << "), got "
+      DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " expects operands (" << def.operand_signature() << "), got "
                                 << count;
     for (const Value* v : n.operands) {
       DT_CHECK(v) << "null operand of " << op_name(n.op);
       if (!defined_[size_t(v->id)])
-        fail_at(n.loc, index, &n) << "operand %" << v->name << " of " << op_name(n.op)
+        DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << "operand %" << v->name << " of " << op_name(n.op)
                                   << " is used before it is defined";
       WaitState& w = wait_[size_t(v->id)];
       if (n.op == OpKind::wait_tensor) {
         if (w == WaitState::waited)
-          fail_at(n.loc, index, &n) << "%" << v->name << " already has a wait_tensor (exactly one is allowed)";
+          DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << "%" << v->name << " already has a wait_tensor (exactly one is allowed)";
         if (w == WaitState::pending) w = WaitState::waited;
       } else if (w == WaitState::pending) {
-        fail_at(n.loc, index, &n) << op_name(n.op) << " reads %" << v->name << " of "
+        DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " reads %" << v->name << " of "
                                   << op_name(v->producer->op) << " before its wait_tensor";
       }
     }
     if (n.attrs.size() != def.attrs.size())
-      fail_at(n.loc, index, &n) << op_name(n.op) << " has " << n.attrs.size() << " attributes, expected "
+      DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " has " << n.attrs.size() << " attributes, expected "
                                 << def.attrs.size();
     for (size_t i = 0; i < def.attrs.size(); ++i) {
       const AttrSpec& spec = def.attrs[i];
       if (n.attrs[i].index() != attr_index(spec.kind))
-        fail_at(n.loc, index, &n) << op_name(n.op) << " attribute " << spec.name << " must be of kind "
+        DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " attribute " << spec.name << " must be of kind "
                                   << attr_kind_name(spec.kind);
       if (spec.kind == AttrKind::group && !g_.find_group(std::get<std::string>(n.attrs[i])))
-        fail_at(n.loc, index, &n) << op_name(n.op) << " names undeclared group " << std::get<std::string>(n.attrs[i]);
+        DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " names undeclared group " << std::get<std::string>(n.attrs[i]);
     }
     types_.clear();
     try {
@@ -105,16 +102,16 @@ class Verifier {
     } catch (const ParseError&) {
       throw;
     } catch (const Error& e) {
-      fail_at(n.loc, index, &n) << e.what();
+      DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << e.what();
     }
     if (types_.size() != n.results.size())
-      fail_at(n.loc, index, &n) << op_name(n.op) << " declares " << n.results.size() << " results but infers "
+      DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " declares " << n.results.size() << " results but infers "
                                 << types_.size();
     for (size_t i = 0; i < types_.size(); ++i) {
       const Value* r = n.results[i];
       DT_CHECK(r && r->producer == &n && r->result_index == int(i)) << "bad result link in " << op_name(n.op);
       if (r->type != types_[i])
-        fail_at(r->loc.line ? r->loc : n.loc, index, &n)
+        DT_PARSE_FAIL(fail_at(r->loc.line ? r->loc : n.loc, index, &n))
             << "type of %" << r->name << " is declared " << type_str(r->type) << " but " << op_name(n.op)
             << " infers " << type_str(types_[i]);
       define(r, &n, index);

@@ -67,9 +67,14 @@ Shape DTensorSpec::local_shape(int global_rank) const { return local_shape_at(ch
 Shape DTensorSpec::global_offset(int global_rank) const { return global_offset_at(checked_coordinate(global_rank)); }
 
 Shape DTensorSpec::local_shape_at(const std::vector<int64_t>& coord) const {
-  Shape out(shape_.size());
-  for (int64_t t = 0; t < rank(); ++t)
-    out[size_t(t)] = shard_extent(mesh_.shape(), placements_, shape_[size_t(t)], t, coord, mesh_.ndim()).second;
+  return dt::local_shape_at(mesh_.shape(), placements_, shape_, coord);
+}
+
+Shape local_shape_at(const Shape& mesh_shape, const Placements& placements, const Shape& shape,
+                     const std::vector<int64_t>& coord) {
+  Shape out(shape.size());
+  for (size_t t = 0; t < shape.size(); ++t)
+    out[t] = shard_extent(mesh_shape, placements, shape[t], int64_t(t), coord, int64_t(mesh_shape.size())).second;
   return out;
 }
 

@@ -35,6 +35,11 @@ inline int64_t split_key(const Placement& p, int64_t m) { return p.is_strided() 
 std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
                                          int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
                                          int64_t upto_mesh_dim);
+// Returns the local shape at mesh coordinate `coord` of a tensor of `shape` laid out as
+// `placements` on a mesh of `mesh_shape` (DTensorSpec::local_shape_at without building a spec:
+// redistribution plans and per-rank programs carry only the mesh shape).
+Shape local_shape_at(const Shape& mesh_shape, const Placements& placements, const Shape& shape,
+                     const std::vector<int64_t>& coord);
 
 class DTensorSpec {
  public:

@@ -199,18 +199,10 @@ struct Run {
 
 }  // namespace
 
-Shape local_shape_of(const Shape& mesh_shape, const Placements& placements, const Shape& shape,
-                     const std::vector<int64_t>& coord) {
-  Shape out(shape.size());
-  for (size_t t = 0; t < shape.size(); ++t)
-    out[t] = shard_extent(mesh_shape, placements, shape[t], int64_t(t), coord, int64_t(mesh_shape.size())).second;
-  return out;
-}
-
 Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const MeshGroups& groups) {
   if (groups.mesh().shape() != plan.mesh_shape)
     DT_THROW(ValueError) << "plan for mesh " << shape_str(plan.mesh_shape) << " run on mesh " << groups.mesh().str();
-  Shape expected = local_shape_of(plan.mesh_shape, plan.src, plan.shape, groups.coordinate());
+  Shape expected = local_shape_at(plan.mesh_shape, plan.src, plan.shape, groups.coordinate());
   if (local.shape() != expected)
     DT_THROW(ShapeError) << "local tensor of shape " << shape_str(local.shape()) << " on rank " << groups.global_rank()
                          << " does not match " << placements_str(plan.src) << " of " << shape_str(plan.shape)
@@ -229,7 +221,7 @@ Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const Mes
     for (int64_t m : s.mesh_dims()) run.state[size_t(m)] = s.dst;
   }
   DT_CHECK(run.state == plan.dst) << placements_str(run.state);
-  Shape final_shape = local_shape_of(plan.mesh_shape, plan.dst, plan.shape, groups.coordinate());
+  Shape final_shape = local_shape_at(plan.mesh_shape, plan.dst, plan.shape, groups.coordinate());
   DT_CHECK(x.shape() == final_shape) << shape_str(x.shape()) << " vs " << shape_str(final_shape);
   return x.shares_storage_with(local) ? x.clone() : x.contiguous();
 }

@@ -22,8 +22,4 @@ namespace dt {
 // same plan.
 Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const MeshGroups& groups);
 
-// Returns the local shape at `coord` of a tensor of `shape` laid out as `placements`.
-Shape local_shape_of(const Shape& mesh_shape, const Placements& placements, const Shape& shape,
-                     const std::vector<int64_t>& coord);
-
 }  // namespace dt

@@ -1,6 +1,7 @@
 #include "dtensor/runtime/train_loop.h"
 
 #include "dtensor/core/error.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/ir/verifier.h"
 #include "dtensor/redistribute/executor.h"
 #include "dtensor/runtime/interpreter.h"
@@ -85,7 +86,7 @@ void gather_state_to_root(const autodiff::TrainStep& step, const sharding::Compi
     for (int r = 0; r < n; ++r) {
       Tensor t = mine.at(name).contiguous();
       if (r != 0) {
-        t = Tensor::uninitialized(local_shape_of(mesh.shape(), placements, v->type.shape, *mesh.coordinate(r)),
+        t = Tensor::uninitialized(local_shape_at(mesh.shape(), placements, v->type.shape, *mesh.coordinate(r)),
                                   v->type.dtype);
         if (t.numel() > 0) world.recv(t.raw_data(), size_t(t.numel()), t.dtype(), r)->wait();
       }

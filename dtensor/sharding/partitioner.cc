@@ -73,7 +73,7 @@ class RankPartitioner {
   }
 
   ir::TensorType local_type(const Value* v) const {
-    return {v->type.dtype, local_shape_of(s_.mesh.shape(), s_.values[size_t(v->id)], v->type.shape, ctx_.coord)};
+    return {v->type.dtype, local_shape_at(s_.mesh.shape(), s_.values[size_t(v->id)], v->type.shape, ctx_.coord)};
   }
 
   bool skips_added_once(uint32_t mask) const {

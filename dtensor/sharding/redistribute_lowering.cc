@@ -7,6 +7,7 @@
 
 #include "dtensor/comm/reduce_kernel.h"
 #include "dtensor/core/error.h"
+#include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/redistribute/executor.h"
 
@@ -49,7 +50,7 @@ class StepLowering {
   Shape member_shape(const Placements& placements, int64_t j) const {
     std::vector<int64_t> c = ctx_.coord;
     c[m_] = j;
-    return local_shape_of(plan_.mesh_shape, placements, plan_.shape, c);
+    return local_shape_at(plan_.mesh_shape, placements, plan_.shape, c);
   }
   std::vector<int64_t> member_extents(const Placements& placements, int64_t d) const {
     std::vector<int64_t> out(static_cast<size_t>(n_));

@@ -38,7 +38,7 @@ ir::Graph lowered_program(const RedistributePlan& plan, const DeviceMesh& mesh, 
   for (int64_t m = 0; m < mesh.ndim(); ++m)
     if (mesh.size(m) > 1) g.add_group(names[size_t(m)], mesh.group_ranks(m, rank));
   const std::vector<int64_t> coord = *mesh.coordinate(rank);
-  ir::Value* x = g.add_input("x", {plan.dtype, local_shape_of(plan.mesh_shape, plan.src, plan.shape, coord)});
+  ir::Value* x = g.add_input("x", {plan.dtype, local_shape_at(plan.mesh_shape, plan.src, plan.shape, coord)});
   LoweringContext ctx{g, nullptr, mesh, coord, names};
   g.set_outputs({lower_redistribution(ctx, x, plan)});
   ir::verify(g);

@@ -34,9 +34,9 @@ bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, 
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(rc, text, &len);
-        DT_THROW(CommError) << fmt::format("{} collective #{} on group {} failed on rank {}: {}",
-                                           c.desc.str(), c.seq, ranks_str(c.group->global_ranks),
-                                           c.my_global_rank, std::string(text, len));
+        throw CommError(fmt::format("{} collective #{} on group {} failed on rank {}: {}", c.desc.str(), c.seq,
+                                    ranks_str(c.group->global_ranks), c.my_global_rank, std::string(text, len)),
+                        int64_t(c.seq), c.group->global_ranks);
       }
     }
     if (done) return true;
@@ -79,7 +79,7 @@ std::string timeout_message(const WorkContext& c, Duration timeout) {
 
 void wait_requests(const WorkContext& c, std::vector<MPI_Request>& requests, Duration timeout) {
   if (test_until(requests, deadline_after(timeout), c)) return;
-  DT_THROW(CommError) << timeout_message(c, timeout);
+  throw CommError(timeout_message(c, timeout), int64_t(c.seq), c.group->global_ranks);
 }
 
 MpiWork::MpiWork(WorkContext context, std::vector<MPI_Request> requests, std::function<void()> finish,

@@ -51,7 +51,7 @@ ThreadsWork::~ThreadsWork() {
 
 void ThreadsWork::throw_if_failed() {
   std::string error = state_->error();
-  if (!error.empty()) throw CommError(error);
+  if (!error.empty()) throw CommError(error, state_->key.seq, state_->members);
 }
 
 void ThreadsWork::wait() {
@@ -62,8 +62,9 @@ void ThreadsWork::wait() {
 
 void ThreadsWork::wait(Duration timeout) {
   if (!state_->wait_until(deadline_after(timeout)))
-    DT_THROW(CommError) << state_->label << ": wait on rank " << state_->rank << " timed out after "
-                        << timeout.count() << " ms (the collective is still in flight)";
+    throw CommError(fmt::format("{}: wait on rank {} timed out after {} ms (the collective is still in flight)",
+                                state_->label, state_->rank, timeout.count()),
+                    state_->key.seq, state_->members);
   throw_if_failed();
 }
 

@@ -74,6 +74,26 @@ TEST(Faults, LaterCollectivesAfterFailureFailToo) {
   EXPECT_EQ(failures.load(), 6);
 }
 
+// The failed collective's sequence number and group are fields of the CommError, not only text.
+TEST(Faults, CommErrorCarriesSequenceAndRanks) {
+  std::atomic<int> checked{0};
+  EXPECT_THROW(run_ranks(3, [&](ProcessGroup& pg) {
+                 if (pg.rank() == 1) throw ValueError("bad input");
+                 float x = 1;
+                 for (int i = 0; i < 2; ++i) {
+                   try {
+                     pg.all_reduce(&x, 1, DType::f32, ReduceOp::sum)->wait();
+                   } catch (const CommError& e) {
+                     EXPECT_EQ(e.sequence(), i + 1) << e.what();
+                     EXPECT_EQ(e.ranks(), (std::vector<int>{0, 1, 2})) << e.what();
+                     ++checked;
+                   }
+                 }
+               }),
+               ValueError);
+  EXPECT_EQ(checked.load(), 4);
+}
+
 TEST(Faults, RankNeverArrivesTimesOut) {
   CommOptions options;
   options.timeout = Duration(200);
