@@ -188,7 +188,11 @@ void setup(CLI::App& app) {
   cmd->add_flag("--report", opt.report, "print the inserted collectives and per-rank parameter memory instead");
   cmd->add_flag("--json", opt.json, "print the report as JSON");
   add_pass_options(cmd, opt.passes, /*with_print=*/true);
-  cmd->callback([] { compile_command(opt); });
+  cmd->callback([cmd] {
+    refuse_unless(cmd, !opt.report && !opt.json, {"--output"},
+                  "writes the programs, which --report and --json print a report instead of: drop one");
+    compile_command(opt);
+  });
 }
 
 CommandRegistrar reg("compile", setup);

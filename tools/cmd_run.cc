@@ -133,6 +133,8 @@ void run_command(RunCli& cli) {
     DT_THROW(ValueError) << "started by mpirun without --mesh: every process would run the whole model; add --mesh N "
                             "--plan P (N = the number of processes) for a sharded run, or run without mpirun";
   refuse_unless(cli.cmd, false, kShardedOnly, "applies to sharded runs only: add --mesh and --plan");
+  refuse_unless(cli.cmd, !opt.expect.empty(), {"--rtol", "--atol"},
+                "is the tolerance of a comparison: add --expect (a single-device run compares with nothing else)");
   for (const std::string& out : {opt.trace, opt.save_outputs})
     refuse_output_over_input(out, {{"model", opt.files.model}, {"weights", opt.files.weights},
                                    {"inputs", opt.files.inputs}, {"expect", opt.expect}});

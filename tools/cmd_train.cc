@@ -51,6 +51,9 @@ int64_t tokens_per_step(const ir::Graph& model) {
 
 void train_command(TrainCliOptions opt) {
   if (opt.steps < 1) DT_THROW(ValueError) << "--steps must be >= 1, got " << opt.steps;
+  refuse_unless(opt.cmd, opt.optimizer.kind == "sgd", {"--momentum"}, "applies to --optimizer sgd only");
+  refuse_unless(opt.cmd, opt.optimizer.kind == "adamw", {"--beta1", "--beta2", "--eps"},
+                "applies to --optimizer adamw only");
   opt.optimizer.lr = opt.lr ? *opt.lr : (opt.optimizer.kind == "adamw" ? 1e-3 : 0.1);
   autodiff::validate(opt.optimizer);
   if (opt.mesh.mesh.empty() != opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";

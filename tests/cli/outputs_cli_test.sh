@@ -115,5 +115,23 @@ for flag in "--passes none" "--backend threads"; do
 done
 out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --save-outputs "$t/w.safetensors")
 [ $? -eq 2 ] || FAIL "--save-outputs over the weights accepted: $out"
+# Each other option that only some runs read: an error naming it where it cannot apply.
+expect_refused() {  # expect_refused "message" dtensor-args...
+  local msg="$1"; shift
+  local o; o=$(run "$@")
+  [ $? -eq 2 ] && echo "$o" | grep -qF -- "$msg" || FAIL "$* accepted or wrong message (want '$msg'): $o"
+}
+expect_refused "--rtol is the tolerance of a comparison: add --expect" \
+  run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --rtol 1e-3
+expect_refused "--atol is the tolerance of a comparison" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --atol 1
+expect_refused "--momentum applies to --optimizer sgd only" \
+  train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --optimizer adamw --momentum 0.9
+expect_refused "--beta1 applies to --optimizer adamw only" \
+  train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --beta1 0.8
+expect_refused "--eps applies to --optimizer adamw only" train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --eps 1e-6
+expect_refused "--output writes the programs" compile "$t/m.dt" --mesh 2 --plan "$SRC/examples/gpt_tp.json" --report -o "$t/p.dt"
+[ -e "$t/p.dt" ] || [ -e "$t/p.rank0.dt" ] && FAIL "compile -o --report wrote a program"
+expect_refused "--seed seeds the --verify data: add --verify" plan --mesh 2 --shape 4x4 --from 'S(0)' --to R --seed 3
+expect_refused "--seed seeds the random weights and inputs" example gpt --seed 3
 
 finish
