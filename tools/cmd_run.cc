@@ -7,9 +7,6 @@
 // path is run_single_device(); the multi-rank path (--mesh/--plan) is tools/run_distributed.cc, on
 // the threads backend or, under mpirun, the mpi backend (--backend). A flag that cannot apply to
 // the run asked for is an error (refuse_unless), never silently ignored.
-#include <fmt/format.h>
-
-#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -18,12 +15,7 @@
 #include "dtensor/comm/timeout.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
 #include "dtensor/layout/device_mesh.h"
-#include "dtensor/io/safetensors.h"
-#include "dtensor/io/tensor_binding.h"
-#include "dtensor/ir/parser.h"
-#include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/runtime/trace.h"
 #include "tools/command.h"

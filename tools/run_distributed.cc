@@ -244,6 +244,15 @@ bool report(const RunOptions& opt, const Setup& s, const std::vector<std::vector
   return match;
 }
 
+// Returns the launch options of --repeat, --timeout-s, --check-collectives and --no-comm-arena.
+runtime::LaunchOptions launch_options(const RunOptions& opt) {
+  runtime::LaunchOptions lo;
+  lo.repeat = opt.repeat;
+  lo.comm = opt.comm;
+  lo.comm_arena = opt.comm_arena;
+  return lo;
+}
+
 // Runs every rank as a thread of this process.
 bool run_threads(const RunOptions& opt, Setup& s) {
   const int n = int(s.mesh.size());
@@ -254,10 +263,7 @@ bool run_threads(const RunOptions& opt, Setup& s) {
     bindings[size_t(r)] = rank_bindings(s, r);
   }
   run_pass_pipelines(s.c.programs, s.c.ranks, opt.passes);
-  runtime::LaunchOptions lo;
-  lo.repeat = opt.repeat;
-  lo.comm = opt.comm;
-  lo.comm_arena = opt.comm_arena;
+  runtime::LaunchOptions lo = launch_options(opt);
   std::unique_ptr<runtime::TraceRecorder> trace;
   if (!opt.trace.empty()) {
     trace = std::make_unique<runtime::TraceRecorder>(n);
@@ -340,10 +346,7 @@ bool run_mpi_rank(const RunOptions& opt, Setup& s) {
         if (r == 0)
           for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
         const runtime::Bindings bindings = rank_bindings(s, r);
-        runtime::LaunchOptions lo;
-        lo.repeat = opt.repeat;
-        lo.comm = opt.comm;
-        lo.comm_arena = opt.comm_arena;
+        runtime::LaunchOptions lo = launch_options(opt);
         // Every process records its own rank's track from the same moment (after a barrier), so
         // that rank 0 can merge the tracks onto one time axis.
         std::unique_ptr<runtime::TraceRecorder> trace;
