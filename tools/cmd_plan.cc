@@ -127,7 +127,10 @@ CommandRegistrar reg("plan", [](CLI::App& app) {
   cmd->add_option("--alpha-us", opt->alpha_us, "Latency per collective (us)")->capture_default_str();
   cmd->add_option("--beta-gbs", opt->beta_gbs, "Bandwidth per rank (GB/s)")->capture_default_str();
   cmd->add_option("--seed", opt->seed, "Seed of the --verify data")->capture_default_str();
-  cmd->callback([opt] { run_plan(*opt); });
+  cmd->callback([opt, cmd] {
+    refuse_unless(cmd, opt->verify, {"--seed"}, "seeds the --verify data: add --verify");
+    run_plan(*opt);
+  });
 });
 
 }  // namespace

@@ -91,7 +91,7 @@ class RankPartitioner {
     for (const auto& [placements, value] : moved_[size_t(v->id)])
       if (placements == dst) return value;
     auto plan = planner_.plan(s_.mesh.shape(), src, dst, v->type.shape, v->type.dtype);
-    Value* y = lower_redistribution(ctx_, x, *plan);
+    Value* y = lower_redistribution(ctx_, x, *plan, module_stem(v));
     moved_[size_t(v->id)].emplace_back(dst, y);
     return y;
   }
