@@ -18,11 +18,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+#include "dtensor/ir/printer.h"
 #include <sstream>
 
 #include "dtensor/core/rng.h"
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/train_loop.h"
 #include "tools/command.h"
@@ -36,6 +38,7 @@ struct BenchTrainOptions {
   int steps = 3;
   std::string meshes = "2,2x2", examples = "examples";
   std::string fsdp = "2,4";  // ranks of the fsdp memory-goal runs ("" to skip)
+  int peak_breakdown = 0;  // list this many of the largest values live at each fsdp run's peak
   bool json = false;
 };
 
@@ -65,6 +68,30 @@ int64_t saved_activation_bytes(const ir::Graph& forward, const autodiff::Optimiz
   return b;
 }
 
+// The values live at the estimated peak of `program` (passes/memory_estimate.h), the `top`
+// largest of them: what dominates a rank's peak.
+nlohmann::json peak_breakdown(const ir::Graph& program, int top) {
+  const std::vector<int64_t> live = passes::live_bytes_profile(program);
+  if (live.empty()) return nlohmann::json::object();
+  const size_t at = size_t(std::max_element(live.begin(), live.end()) - live.begin());
+  const std::vector<passes::LiveValue> values = passes::live_values_at(program, at);
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < values.size() && int(i) < top; ++i) {
+    const passes::LiveValue& v = values[i];
+    list.push_back({{"name", v.value->name},
+                    {"op", std::string(ir::op_name(v.value->producer->op))},
+                    {"bytes", v.bytes},
+                    {"def", v.def},
+                    {"last_use", v.last}});
+  }
+  return {{"estimated_peak_bytes", live[at]},
+          {"position", at},
+          {"nodes", program.nodes().size()},
+          {"live_values", values.size()},
+          {"peak_node", std::string(ir::op_name(program.nodes()[at]->op))},
+          {"largest", list}};
+}
+
 nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfig& cfg, const ir::Graph& g,
                                 const std::map<std::string, Tensor>& weights, const std::map<std::string, Tensor>& data) {
   if (cfg.layers < 1) DT_THROW(ValueError) << "the fsdp memory goal needs --layers >= 1";
@@ -91,8 +118,12 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
     so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
       "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
       "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
-    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+    nlohmann::json breakdown;
+    so.run_passes = [&](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+      if (getenv("DT_TMP_DUMP")) std::fprintf(stderr, "%s", ir::print(programs[0]).c_str());
       run_pass_pipelines(programs, ranks, PassCliOptions{});
+      if (getenv("DT_TMP_DUMP")) std::fprintf(stderr, "=====PASSES\n%s", ir::print(programs[0]).c_str());
+      if (opt.peak_breakdown > 0) breakdown = peak_breakdown(programs[0], opt.peak_breakdown);
     };
     const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
     const int64_t n = so.mesh.size();
@@ -106,6 +137,7 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
                     {"rank_peak_bytes", peak},
                     {"goal_bytes", goal},
                     {"holds", peak <= goal}});
+    if (opt.peak_breakdown > 0) runs.back()["peak_breakdown"] = breakdown;
   }
   return {{"param_bytes", params},           {"grad_bytes", grads},
           {"state_bytes", state},            {"layer_param_bytes", layer_params},
@@ -199,6 +231,18 @@ void bench(const BenchTrainOptions& opt) {
                 mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]), mib(r["goal_bytes"]),
                 r["rank_peak_bytes"].get<double>() / r["goal_bytes"].get<double>(),
                 r["holds"].get<bool>() ? "yes" : "no");
+  for (const auto& r : fm["runs"]) {
+    if (!r.contains("peak_breakdown") || r["peak_breakdown"].empty()) continue;
+    const auto& b = r["peak_breakdown"];
+    std::printf("fsdp %d, rank 0: estimated peak %.1f MiB at node %lld of %lld (%s), %lld values live; largest:\n",
+                r["ranks"].get<int>(), mib(b["estimated_peak_bytes"]), (long long)b["position"].get<int64_t>(),
+                (long long)b["nodes"].get<int64_t>(), b["peak_node"].get<std::string>().c_str(),
+                (long long)b["live_values"].get<int64_t>());
+    for (const auto& v : b["largest"])
+      std::printf("  %8.2f MiB  %-28s %-24s def %6lld last use %6lld\n", mib(v["bytes"]),
+                  v["name"].get<std::string>().c_str(), v["op"].get<std::string>().c_str(),
+                  (long long)v["def"].get<int64_t>(), (long long)v["last_use"].get<int64_t>());
+  }
 }
 
 void setup(CLI::App& bench_app) {
@@ -214,6 +258,9 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--meshes", opt.meshes, "comma list of meshes (1-d: gpt_tp.json, 2-d: gpt_fsdp_tp.json)")
       ->capture_default_str();
   cmd->add_option("--fsdp", opt.fsdp, "comma list of rank counts for the fsdp memory goal (\"\" skips it)")
+      ->capture_default_str();
+  cmd->add_option("--peak-breakdown", opt.peak_breakdown,
+                  "list this many of the largest values live at the estimated peak of each fsdp run (rank 0)")
       ->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print JSON");
