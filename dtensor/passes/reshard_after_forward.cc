@@ -16,9 +16,12 @@
 // what the lowering of an uneven gather makes of it) reads a fresh copy instead: the nodes that
 // made the value, cloned (parameters are not cloned), placed just before their first backward
 // reader. Later passes bucket and prefetch the copies like any gather (bucketing.cc: about one
-// bucket ahead of first use). Graphs whose first output is not a scalar (no loss: forward-only
+// bucket ahead of first use). The last block the forward gathers (no other gathered value is first
+// read after its last forward read: on the gpt, lm_head) is kept, as FSDP2 keeps its root module:
+// the backward starts with it. Graphs whose first output is not a scalar (no loss: forward-only
 // programs) and graphs without such readers are left unchanged. A cse after this pass would merge
 // the copies back (the default pipeline runs it before).
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -84,10 +87,30 @@ class ReshardAfterForwardPass : public Pass {
       for (size_t k = 0; k < p->results.size(); ++k) copy[p->results[k]] = c->results[k];
       return copy.at(v);
     };
+    // The candidates (gathered in the forward, read after it) and the span of their forward reads.
+    std::unordered_map<const ir::Value*, std::pair<size_t, size_t>> span;  // first, last forward read
+    auto candidate = [&](const ir::Value* v) {
+      return v->producer && forward.count(v->producer) && gathered[size_t(v->id)];
+    };
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (const ir::Value* v : nodes[i]->operands)
+        if (candidate(v) && forward.count(nodes[i])) {
+          auto [it, fresh] = span.try_emplace(v, i, i);
+          it->second.second = std::max(it->second.second, i);
+        }
+    // A value no other candidate is first read after (the last block of the forward, e.g. the
+    // output projection) is kept: nothing would use the memory its release frees before the
+    // backward, which reads it first, would gather it again.
+    size_t last_first = 0;
+    for (const auto& [v, fl] : span) last_first = std::max(last_first, fl.first);
     for (ir::Node* n : nodes) {
       if (forward.count(n)) continue;
-      for (ir::Value*& v : n->operands)
-        if (v->producer && forward.count(v->producer) && gathered[size_t(v->id)]) v = clone(clone, v, n);
+      for (ir::Value*& v : n->operands) {
+        if (!candidate(v)) continue;
+        auto it = span.find(v);
+        if (it != span.end() && it->second.second >= last_first) continue;  // kept
+        v = clone(clone, v, n);
+      }
     }
     if (before.empty()) return false;
     std::vector<ir::Node*> order;
