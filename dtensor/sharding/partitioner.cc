@@ -176,7 +176,7 @@ class RankPartitioner {
     for (const Placement& p : lp) rows_sharded = rows_sharded || p.is_shard(0);
     if (!rows_sharded) return;
     const int64_t rows = n.operands[0]->type.shape[0];
-    const int64_t mine = local_shape_of(s_.mesh.shape(), lp, n.operands[0]->type.shape, ctx_.coord)[0];
+    const int64_t mine = local_shape_at(s_.mesh.shape(), lp, n.operands[0]->type.shape, ctx_.coord)[0];
     Value*& loss = local_[size_t(n.result()->id)];
     const ir::TensorType scalar = loss->type;
     const std::string name = loss->name;
