@@ -63,6 +63,12 @@ using KernelFn = void (*)(const KernelArgs& args);
 class GradContext;
 using GradFn = void (*)(GradContext& ctx);
 
+// The GEMMs of a matmul-like node: `batch` products of [m, k] x [k, n].
+struct GemmShape {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  double flops() const { return 2.0 * double(batch) * double(m) * double(k) * double(n); }
+};
+
 struct OpDef {
   OpKind kind = OpKind::count;
   std::vector<OperandSpec> operands;
@@ -97,6 +103,12 @@ struct OpDef {
   // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
   // every other reader gets the gathered parameter.
   bool reads_stored = false;
+  // Matmul-like ops only (linear, matmul, bmm): the GEMMs the node performs, from its operand and
+  // result types (`dtensor profile` times a plain GEMM of each shape against the node).
+  GemmShape (*gemm_shape)(const Node& node) = nullptr;
+  // Floating-point operations of one run of the node where counted (the matmul-like ops and
+  // attention, which count multiply and add as two); null elsewhere.
+  double (*flops)(const Node& node) = nullptr;
   const void* sharding_rule = nullptr;  // owned and interpreted by dtensor/sharding
   // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
   // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a
