@@ -62,8 +62,8 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["mesh"] == "2" and j["ranks"] == 2 and j["rank"] == 0, j.get("mesh")
 kinds = {k["op"]: k for k in j["op_kinds"]}
-# Megatron tp: an all_reduce after attention and after the mlp of each layer (at least), each waited on
-assert any(op.startswith("all_reduce") for op in kinds), kinds
+# Megatron tp: all_reduces after attention and the mlp (the default passes may make them one-shot), and waits
+assert any("all_reduce" in op for op in kinds), kinds  # the passes may pick one_shot_all_reduce
 assert "wait_tensor" in kinds, kinds
 ranks = j["per_rank"]
 assert [r["rank"] for r in ranks] == [0, 1]
