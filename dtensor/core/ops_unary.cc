@@ -39,18 +39,18 @@ inline constexpr bool kF32 = std::is_same_v<C, float>;
 struct Relu {
   // `v < 0 ? 0 : v` keeps NaN (torch.relu propagates NaN).
   template <typename C>
-  C operator()(C v) const { return v < C(0) ? C(0) : v; }
+  [[gnu::always_inline]] C operator()(C v) const { return v < C(0) ? C(0) : v; }
 };
 struct Gelu {
   template <typename C>
-  C operator()(C v) const {
+  [[gnu::always_inline]] C operator()(C v) const {
     if constexpr (kF32<C>) return kernel::gelu_f32(v);
     else return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2)));
   }
 };
 struct GeluTanh {
   template <typename C>
-  C operator()(C v) const {
+  [[gnu::always_inline]] C operator()(C v) const {
     const C k = C(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
     if constexpr (kF32<C>) return kernel::gelu_tanh_f32(v);
     else return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
@@ -58,7 +58,7 @@ struct GeluTanh {
 };
 struct Silu {
   template <typename C>
-  C operator()(C v) const {
+  [[gnu::always_inline]] C operator()(C v) const {
     if constexpr (kF32<C>) return kernel::silu_f32(v); else return v / (1 + std::exp(-v));
   }
 };
@@ -100,11 +100,14 @@ namespace {
 // out = act(x) over n contiguous f32 values (x == out allowed). Compiled for AVX-512, AVX2 and
 // the baseline, picked at load time by the CPU: the transcendental activations are compute-bound
 // (3.5 ns per gelu at SSE width, 8 % of the anchor gpt forward), and wider vectors do the same
-// IEEE operations on more lanes. None of these targets enables FMA, so no multiply-add is
-// contracted and every clone computes bitwise the same values as the scalar kernels
-// (ops_unary_test checks the ops against them).
-[[gnu::flatten, gnu::target_clones("avx512f", "avx2", "default")]] void activation_loop(Activation act, const float* x,
-                                                                                      float* out, int64_t n) {
+// IEEE operations on more lanes. GCC's avx512f target enables FMA, but dtensor_core is built with
+// -ffp-contract=off, so no multiply-add is contracted and every clone computes bitwise the same
+// values as the scalar kernels
+// (ops_unary_test checks the ops against them). Not [[gnu::flatten]] (clang refuses it with
+// target_clones): the functors and the fast_math.h kernels are always_inline instead, so each
+// clone's loop body is call-free and vectorises.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void activation_loop(Activation act, const float* x, float* out,
+                                                                       int64_t n) {
   switch (act) {
     case Activation::none: for (int64_t i = 0; i < n; ++i) out[i] = x[i]; return;
     case Activation::relu: for (int64_t i = 0; i < n; ++i) out[i] = Relu{}(x[i]); return;
