@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/error.h"
+#include "dtensor/eager/plan_check.h"
 #include "dtensor/redistribute/backward.h"
-#include "dtensor/redistribute/plan_check.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 #include "tools/command.h"
