@@ -106,7 +106,20 @@ namespace {
 // (ops_unary_test checks the ops against them). Not [[gnu::flatten]] (clang refuses it with
 // target_clones): the functors and the fast_math.h kernels are always_inline instead, so each
 // clone's loop body is call-free and vectorises.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void activation_loop(Activation act, const float* x, float* out,
+// ThreadSanitizer instruments the ifunc resolver that target_clones generates, and the dynamic
+// loader runs that resolver before the TSan runtime is up (a crash at load): TSan builds compile
+// the baseline loop only.
+#if defined(__SANITIZE_THREAD__)
+#define DT_ACTIVATION_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DT_ACTIVATION_CLONES
+#endif
+#endif
+#ifndef DT_ACTIVATION_CLONES
+#define DT_ACTIVATION_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+DT_ACTIVATION_CLONES void activation_loop(Activation act, const float* x, float* out,
                                                                        int64_t n) {
   switch (act) {
     case Activation::none: for (int64_t i = 0; i < n; ++i) out[i] = x[i]; return;
