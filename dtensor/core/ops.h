@@ -54,6 +54,11 @@ Tensor ge(const Tensor& a, const Tensor& b);
 // where(cond, a, b): cond is bool; all three broadcast.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
+// Logical ops on bool tensors (broadcast), as torch.logical_and / _or / _xor restricted to bool.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+
 // ---- reductions over dims (ops_reduce.cc) ----
 // Empty `dims` reduces over all dims. Negative dims are normalised.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
@@ -118,6 +123,26 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 std::vector<Tensor> chunk_exact(const Tensor& x, int64_t chunks, int64_t dim);
 // Pads dims from the last backwards: pads = {last_lo, last_hi, prev_lo, prev_hi, ...}, constant value.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0);
+
+// ---- ops indexed by position along one dim (ops_index.cc); `dim` may be negative ----
+// ONNX Gather / torch.index_select with an index tensor of any shape: the result has shape
+// x.shape[:dim] + indices.shape + x.shape[dim+1:]. Indices (i64 or i32) may be negative (counted
+// from the end); one out of [-size, size) throws ValueError naming it.
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t dim);
+// gather's gradient: zeros of `shape` (x's) with grad's slices added at their indices along dim,
+// in index order (repeated indices accumulate), summed in double.
+Tensor gather_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& shape);
+// Index (i64) of the largest / smallest element along dim; ties pick the first index, or the last
+// with select_last_index (ONNX ArgMax/ArgMin); NaN counts as the extremum (torch).
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, bool select_last_index = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false, bool select_last_index = false);
+// Running sum along dim as ONNX CumSum: exclusive leaves out the element itself, reverse sums from
+// the end. Floating types accumulate in double, integers wrap.
+Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive = false, bool reverse = false);
+// torch.triu / torch.tril over the last two dims: keeps elements with j - i >= diagonal (triu) or
+// j - i <= diagonal (tril), zeroes the rest. Rank >= 2.
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
 
 // ---- comparison of results (ops_compare.cc) ----
 struct DiffReport {

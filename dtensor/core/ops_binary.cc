@@ -178,6 +178,17 @@ Tensor ge(const Tensor& a, const Tensor& b) {
   return binary<kAll, /*ToBool=*/true>("ge", a, b, [](auto x, auto y) { return x >= y; });
 }
 
+// Logical ops: bool operands only (ONNX And/Or/Xor; torch would also accept numbers as truth values).
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary<kernel::kBool>("logical_and", a, b, [](bool x, bool y) { return x && y; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary<kernel::kBool>("logical_or", a, b, [](bool x, bool y) { return x || y; });
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return binary<kernel::kBool>("logical_xor", a, b, [](bool x, bool y) { return x != y; });
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (cond.dtype() != DType::boolean)
     DT_THROW(DTypeError) << "where: condition must be bool, got " << dtype_name(cond.dtype());

@@ -44,7 +44,10 @@ namespace dt::ir {
   X(softmax_backward) X(scaled_dot_product_attention_backward) X(embedding_backward)                  \
   X(mse_loss_backward) X(cross_entropy_backward) X(slice_backward)                                    \
   /* ops_optim.cc (introduced by dtensor/autodiff) */                                                 \
-  X(sgd_update) X(adamw_update)
+  X(sgd_update) X(adamw_update)                                                                       \
+  /* ops_index.cc (gather_backward: its backward op, beside it); the logical ops: ops_elementwise.cc */\
+  X(gather) X(gather_backward) X(argmax) X(argmin) X(cumsum) X(triu) X(tril)                          \
+  X(logical_and) X(logical_or) X(logical_xor)
 
 enum class OpKind : uint8_t {
 #define DT_IR_OP_ENUM(name) name,

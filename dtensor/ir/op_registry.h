@@ -1,7 +1,7 @@
 // The op registry: for every OpKind, its schema (operands and typed attributes with defaults),
 // its shape/dtype inference and its CPU kernel, registered together per op family
 // (ops_linear.cc, ops_elementwise.cc, ops_norm.cc, ops_shape.cc, ops_attention.cc, ops_reduce.cc,
-// ops_loss.cc, ops_collective.cc, ops_collective_variants.cc, ops_bucketing.cc). op_def(kind) is a
+// ops_loss.cc, ops_collective.cc, ops_collective_variants.cc, ops_bucketing.cc, ops_index.cc). op_def(kind) is a
 // table lookup; the table is complete (every OpKind registered exactly once, checked when the
 // registry is first built).
 //
@@ -175,6 +175,7 @@ void register_collective_variant_ops(OpTable& table);
 void register_bucketing_ops(OpTable& table);
 void register_grad_ops(OpTable& table);
 void register_optim_ops(OpTable& table);
+void register_index_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
 

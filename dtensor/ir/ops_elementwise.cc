@@ -1,8 +1,9 @@
 // Elementwise ops: add, sub, mul, div (numpy broadcasting, equal dtypes), neg, relu, gelu, silu,
 // cast; the math functions exp, log, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos, abs, pow (a scalar
 // exponent), clamp; maximum, minimum; the comparisons eq, ne, lt, le, gt, ge (bool results);
-// where(cond, a, b) and masked_fill(x, mask) {value}. Each with its gradient rule (a broadcast
-// operand's gradient is summed back to its shape); comparisons have none (bool results).
+// where(cond, a, b) and masked_fill(x, mask) {value}; logical_and, logical_or, logical_xor on
+// bool. Each with its gradient rule (a broadcast operand's gradient is summed back to its shape);
+// comparisons and the logical ops have none (bool results).
 #include <cmath>
 
 #include "dtensor/core/ops.h"
@@ -67,6 +68,9 @@ void run_lt(const KernelArgs& a) { a.out[0] = dt::lt(a.in[0], a.in[1]); }
 void run_le(const KernelArgs& a) { a.out[0] = dt::le(a.in[0], a.in[1]); }
 void run_gt(const KernelArgs& a) { a.out[0] = dt::gt(a.in[0], a.in[1]); }
 void run_ge(const KernelArgs& a) { a.out[0] = dt::ge(a.in[0], a.in[1]); }
+void run_logical_and(const KernelArgs& a) { a.out[0] = dt::logical_and(a.in[0], a.in[1]); }
+void run_logical_or(const KernelArgs& a) { a.out[0] = dt::logical_or(a.in[0], a.in[1]); }
+void run_logical_xor(const KernelArgs& a) { a.out[0] = dt::logical_xor(a.in[0], a.in[1]); }
 void run_where(const KernelArgs& a) { a.out[0] = dt::where(a.in[0], a.in[1], a.in[2]); }
 void run_masked_fill(const KernelArgs& a) {
   const Tensor fill = Tensor::full({}, a.node.attr_float("value"), a.in[0].dtype());
@@ -95,6 +99,12 @@ void require_bool(const Node& node, int i) {
   if (node.operands[size_t(i)]->type.dtype != DType::boolean)
     DT_THROW(DTypeError) << op_name(node.op) << " expects a bool " << op_def(node.op).operands[size_t(i)].name
                          << ", got " << type_str(node.operands[size_t(i)]->type);
+}
+
+void infer_logical(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_bool(node, 0);
+  require_bool(node, 1);
+  out.push_back({DType::boolean, broadcast_shapes(node.operands[0]->type.shape, node.operands[1]->type.shape)});
 }
 
 // where(cond bool, a, b): the three broadcast; a and b have one dtype.
@@ -292,6 +302,9 @@ void register_elementwise_ops(OpTable& t) {
   for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::eq, run_eq}, {OpKind::ne, run_ne}, {OpKind::lt, run_lt},
                            {OpKind::le, run_le}, {OpKind::gt, run_gt}, {OpKind::ge, run_ge}})
     t.add({.kind = k, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_compare, .kernel = kernel});
+  for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::logical_and, run_logical_and},
+                           {OpKind::logical_or, run_logical_or}, {OpKind::logical_xor, run_logical_xor}})
+    t.add({.kind = k, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_logical, .kernel = kernel});
   t.add({.kind = OpKind::where, .operands = {{"cond"}, {"a"}, {"b"}}, .attrs = {}, .infer = infer_where,
          .kernel = run_where, .grad = grad_where});
   t.add({.kind = OpKind::masked_fill, .operands = {{"x"}, {"mask"}}, .attrs = {{"value", AttrKind::f64, std::nullopt}},
@@ -301,7 +314,7 @@ void register_elementwise_ops(OpTable& t) {
                    OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::tanh, OpKind::sigmoid, OpKind::erf,
                    OpKind::sin, OpKind::cos, OpKind::abs, OpKind::pow, OpKind::clamp, OpKind::maximum, OpKind::minimum,
                    OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge, OpKind::where,
-                   OpKind::masked_fill})
+                   OpKind::masked_fill, OpKind::logical_and, OpKind::logical_or, OpKind::logical_xor})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(elementwise_sharding_rules());
 }

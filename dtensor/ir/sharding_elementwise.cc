@@ -1,7 +1,7 @@
 // Sharding rules of the elementwise ops: every dim passes through (broadcast size-1 dims excepted).
 // add and sub are linear in both operands together (P + P = P); mul is linear in each operand
 // (P · R = P), div in its numerator. relu, gelu, silu, cast, the math functions (exp ... clamp),
-// maximum/minimum and the comparisons are not linear: a partial operand is reduced first. where
+// maximum/minimum, the comparisons and the logical ops are not linear: a partial operand is reduced first. where
 // broadcasts its three operands; masked_fill broadcasts the mask to x and is linear in x when it
 // fills with 0 (the zeros of every shard sum to zero).
 #include "dtensor/ir/op_registry.h"
@@ -77,7 +77,8 @@ std::vector<RuleEntry> elementwise_sharding_rules() {
           {OpKind::maximum, binary},    {OpKind::minimum, binary},  {OpKind::eq, binary},
           {OpKind::ne, binary},         {OpKind::lt, binary},       {OpKind::le, binary},
           {OpKind::gt, binary},         {OpKind::ge, binary},       {OpKind::where, where_rule},
-          {OpKind::masked_fill, masked_fill_rule}};
+          {OpKind::masked_fill, masked_fill_rule}, {OpKind::logical_and, binary},
+          {OpKind::logical_or, binary},         {OpKind::logical_xor, binary}};
 }
 
 }  // namespace dt::ir

@@ -89,6 +89,7 @@ struct RuleEntry {
 std::vector<RuleEntry> attention_sharding_rules();
 std::vector<RuleEntry> elementwise_sharding_rules();
 std::vector<RuleEntry> grad_sharding_rules();   // ops_grad.cc
+std::vector<RuleEntry> index_sharding_rules();
 std::vector<RuleEntry> optim_sharding_rules();  // ops_optim.cc
 std::vector<RuleEntry> linear_sharding_rules();
 std::vector<RuleEntry> loss_sharding_rules();

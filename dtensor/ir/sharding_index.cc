@@ -1,0 +1,91 @@
+// Sharding rules of the ops indexed by position along one dim (ops_index.cc). The indexed dim
+// needs every position (a gathered row may live on any shard, a running sum or an argmax runs the
+// whole dim), so it is replicated; every other dim passes through.
+//   gather: x's other dims and the indices' dims pass through to the result (batch-sharded ids
+//     give batch-sharded rows); linear in x, so a P(sum) table gives a P(sum) result.
+//   gather_backward: the indices' dims become reduction factors (each shard of the ids adds its
+//     rows into the whole table: P(sum)), linear in grad.
+//   argmax/argmin: integer results, nothing partial. cumsum, triu, tril: linear (P → P).
+//   triu/tril keep their last two dims replicated (the mask depends on the global row and column).
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/ir/sharding_factors.h"
+
+namespace dt::ir {
+namespace {
+
+// x [outer..., L, inner...] with indices [I...]: the factors of x, indices and the gathered shape
+// [outer..., I..., inner...]; the index factors are of `index_kind`.
+void gather_factors(OpShardingRule& r, const Shape& x, const Shape& idx, int64_t d, FactorKind index_kind,
+                    TensorFactors& xf, TensorFactors& idxf, TensorFactors& gathered) {
+  xf.assign(x.size(), DimFactors{});
+  for (int64_t i = 0; i < d; ++i) {
+    xf[size_t(i)] = dim_of(r.add_factor(x[size_t(i)]));
+    gathered.push_back(xf[size_t(i)]);
+  }
+  for (int64_t s : idx) {
+    idxf.push_back(dim_of(r.add_factor(s, index_kind)));
+    gathered.push_back(idxf.back());
+  }
+  for (size_t i = size_t(d) + 1; i < x.size(); ++i) {
+    xf[i] = dim_of(r.add_factor(x[i]));
+    gathered.push_back(xf[i]);
+  }
+}
+
+OpShardingRule gather_rule(const Node& n) {
+  OpShardingRule r;
+  const Shape& x = n.operands[0]->type.shape;
+  TensorFactors xf, idxf, y;
+  gather_factors(r, x, n.operands[1]->type.shape, normalize_dim(n.attr_int("dim"), int64_t(x.size())),
+                 FactorKind::pass_through, xf, idxf, y);
+  r.operands = {std::move(xf), std::move(idxf)};
+  r.results = {std::move(y)};
+  r.partial_one_of = 0b01;
+  return r;
+}
+
+OpShardingRule gather_backward_rule(const Node& n) {
+  OpShardingRule r;
+  const Shape& x = n.result()->type.shape;
+  TensorFactors xf, idxf, g;
+  gather_factors(r, x, n.operands[1]->type.shape, normalize_dim(n.attr_int("dim"), int64_t(x.size())),
+                 FactorKind::reduction, xf, idxf, g);
+  r.operands = {std::move(g), std::move(idxf)};
+  r.results = {std::move(xf)};
+  r.partial_one_of = 0b01;
+  return r;
+}
+
+// One dim (or the last two) replicated, the rest passing through.
+OpShardingRule along_dims_rule(const Node& n, const std::vector<int64_t>& dims, bool linear) {
+  OpShardingRule r;
+  const Shape& x = n.operands[0]->type.shape;
+  std::vector<bool> rep(x.size(), false);
+  for (int64_t d : dims) rep[size_t(normalize_dim(d, int64_t(x.size())))] = true;
+  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  r.operands.push_back(t);
+  r.results.push_back(std::move(t));
+  r.partial_all = linear;
+  return r;
+}
+
+OpShardingRule arg_rule(const Node& n) {
+  OpShardingRule r = along_dims_rule(n, {n.attr_int("dim")}, false);
+  if (!n.attr_bool("keepdim"))
+    r.results[0].erase(r.results[0].begin() + normalize_dim(n.attr_int("dim"), n.operands[0]->type.rank()));
+  return r;
+}
+
+OpShardingRule cumsum_rule(const Node& n) { return along_dims_rule(n, {n.attr_int("dim")}, true); }
+OpShardingRule triangle_rule(const Node& n) { return along_dims_rule(n, {-2, -1}, true); }
+
+}  // namespace
+
+std::vector<RuleEntry> index_sharding_rules() {
+  return {{OpKind::gather, gather_rule},   {OpKind::gather_backward, gather_backward_rule},
+          {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},
+          {OpKind::cumsum, cumsum_rule},   {OpKind::triu, triangle_rule},
+          {OpKind::tril, triangle_rule}};
+}
+
+}  // namespace dt::ir
