@@ -215,6 +215,40 @@ std::vector<Case> cases() {
          Value* y = b.record(OpKind::squeeze, {x})[0];
          return V{b.record(OpKind::flatten, {b.mul(x, x)})[0], y};
        }},
+      {"gather_any_dim", {OpKind::gather},
+       [](Builder& b) {
+         // Constant indices with a negative and a repeated one (their gradients accumulate), on
+         // dim 1 of an uneven [3, 5] and dim 0 of a [1, 4] (size-1 dim, index tensor [2, 2]).
+         Value* i1 = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{2, 3}},
+                                                     {"values", std::vector<double>{4, -1, 0, 2, 2, -5}},
+                                                     {"dtype", DType::i64}})[0];
+         Value* i0 = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{2, 2}},
+                                                     {"values", std::vector<double>{0, -1, 0, 0}},
+                                                     {"dtype", DType::i64}})[0];
+         return V{b.record(OpKind::gather, {p(b, "x", {3, 5}), i1}, {{"dim", int64_t(1)}})[0],
+                  b.record(OpKind::gather, {p(b, "y", {1, 4}), i0}, {{"dim", int64_t(0)}})[0]};
+       }},
+      {"gather_runtime_indices", {OpKind::gather},
+       [](Builder& b) {
+         return V{b.record(OpKind::gather, {p(b, "x", {2, 4, 3}), b.input("idx", DType::i64, {5})}, {{"dim", int64_t(-2)}})[0]};
+       }},
+      {"cumsum", {OpKind::cumsum},
+       [](Builder& b) {
+         Value* x = p(b, "x", {3, 4});
+         V out;
+         for (bool exclusive : {false, true})
+           for (bool reverse : {false, true})
+             out.push_back(b.record(OpKind::cumsum, {x}, {{"dim", int64_t(1)}, {"exclusive", exclusive}, {"reverse", reverse}})[0]);
+         out.push_back(b.record(OpKind::cumsum, {p(b, "y", {1, 5})}, {{"dim", int64_t(0)}})[0]);
+         return out;
+       }},
+      {"triu_tril", {OpKind::triu, OpKind::tril},
+       [](Builder& b) {
+         Value* x = p(b, "x", {2, 3, 4});
+         return V{b.record(OpKind::triu, {x}, {{"diagonal", int64_t(1)}})[0],
+                  b.record(OpKind::tril, {x}, {{"diagonal", int64_t(-1)}})[0],
+                  b.record(OpKind::tril, {p(b, "y", {1, 5})})[0]};
+       }},
       {"mse_loss", {OpKind::mse_loss}, [](Builder& b) { return V{b.mse_loss(p(b, "x", {3, 4}), p(b, "t", {3, 4}))}; }},
       {"cross_entropy", {OpKind::cross_entropy},
        [](Builder& b) { return V{b.cross_entropy(p(b, "logits", {4, 6}), b.input("target", DType::i64, {4}))}; }},

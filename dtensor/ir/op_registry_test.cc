@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace dt::ir {
 namespace {
 
@@ -54,6 +56,43 @@ TEST(OpRegistry, TraitsAreConsistent) {
     if (def.localize_attrs) {
       EXPECT_NE(def.sharding_rule, nullptr);
     }
+  }
+}
+
+// Every op a gradient could flow through has a rule: an op without one must be a collective or
+// listed here with the reason no gradient flows through it, so a new op that forgets its rule
+// fails here rather than in the middle of someone's training graph.
+TEST(OpRegistry, EveryDifferentiableOpHasAGradientRule) {
+  const std::set<OpKind> no_gradient = {
+      // Bool or integer results: nothing to differentiate.
+      OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge, OpKind::logical_and,
+      OpKind::logical_or, OpKind::logical_xor, OpKind::argmax, OpKind::argmin, OpKind::arange,
+      // No operands: constants.
+      OpKind::full, OpKind::constant,
+      // Exist only in per-rank programs, written by the partitioner after autodiff has run: the
+      // vocabulary-parallel lookup and the loss-parallel pieces of cross_entropy.
+      OpKind::masked_embedding, OpKind::cross_entropy_max, OpKind::cross_entropy_sum_exp,
+      OpKind::cross_entropy_target_logit, OpKind::cross_entropy_combine,
+      // Written by passes after autodiff: the bucketing copies and their collectives.
+      OpKind::bucket_copy_in, OpKind::bucket_split_out, OpKind::chunk_cat, OpKind::flat_view, OpKind::clone,
+      OpKind::all_gather_copy_in, OpKind::wait_tensor,
+      // Backward ops: no second derivatives.
+      OpKind::relu_backward, OpKind::gelu_backward, OpKind::silu_backward, OpKind::layer_norm_backward,
+      OpKind::rms_norm_backward, OpKind::softmax_backward, OpKind::scaled_dot_product_attention_backward,
+      OpKind::embedding_backward, OpKind::mse_loss_backward, OpKind::cross_entropy_backward,
+      OpKind::slice_backward, OpKind::gather_backward,
+      // Optimizer updates: they consume gradients.
+      OpKind::sgd_update, OpKind::adamw_update};
+  for (size_t i = 0; i < kNumOps; ++i) {
+    const OpDef& def = op_def(OpKind(i));
+    SCOPED_TRACE(std::string(kOpNames[i]));
+    if (def.is_collective()) {
+      EXPECT_EQ(def.grad, nullptr);
+      continue;
+    }
+    const bool listed = no_gradient.count(OpKind(i)) > 0;
+    EXPECT_NE(def.grad != nullptr, listed) << (listed ? "is listed as having no gradient but has a rule"
+                                                      : "has no gradient rule and is not listed");
   }
 }
 

@@ -114,6 +114,36 @@ std::vector<OpCase> cases() {
                                                {"values", std::vector<double>{1, 2, 3, 4, 5}}})[0];
     b.outputs({b.add(c, in(b, 0, {3, 5}))});
   });
+  // Position-indexed ops (ops_index.cc): i64 inputs hold values in [0, 5), in range of the gathered dims.
+  add("gather", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather, {in(b, 0, {3, 5}), in(b, 1, {2, 3}, DType::i64)}, {{"dim", int64_t(1)}})[0]});
+  });
+  add("gather dim 0", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather, {in(b, 0, {7, 3}), in(b, 1, {5}, DType::i64)})[0]});
+  });
+  add("gather_backward", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_backward, {in(b, 0, {3, 2, 3}), in(b, 1, {2, 3}, DType::i64)},
+                        {{"dim", int64_t(1)}, {"shape", std::vector<int64_t>{3, 5}}})[0]});
+  });
+  for (OpKind k : {OpKind::argmax, OpKind::argmin})
+    for (bool keep : {false, true})
+      add(std::string(ir::op_name(k)) + (keep ? " keepdim" : ""), [k, keep](Builder& b) {
+        b.outputs({b.cast(b.record(k, {in(b, 0, {3, 5})}, {{"dim", int64_t(keep ? 0 : 1)}, {"keepdim", keep}})[0], DType::f32)});
+      });
+  add("cumsum", [](Builder& b) {
+    b.outputs({b.record(OpKind::cumsum, {in(b, 0, {3, 5})}, {{"dim", int64_t(1)}, {"exclusive", true}})[0]});
+  });
+  add("cumsum reverse dim 0", [](Builder& b) {
+    b.outputs({b.record(OpKind::cumsum, {in(b, 0, {3, 5})}, {{"dim", int64_t(0)}, {"reverse", true}})[0]});
+  });
+  add("triu", [](Builder& b) { b.outputs({b.record(OpKind::triu, {in(b, 0, {2, 3, 5})}, {{"diagonal", int64_t(1)}})[0]}); });
+  add("tril", [](Builder& b) { b.outputs({b.record(OpKind::tril, {in(b, 0, {3, 5})}, {{"diagonal", int64_t(-1)}})[0]}); });
+  for (OpKind k : {OpKind::logical_and, OpKind::logical_or, OpKind::logical_xor})
+    add(std::string(ir::op_name(k)), [k](Builder& b) {
+      Value* x = b.record(OpKind::lt, {in(b, 0, {3, 5}, DType::i64), in(b, 1, {}, DType::i64)})[0];
+      Value* y = b.record(OpKind::gt, {in(b, 2, {5}, DType::i64), in(b, 3, {}, DType::i64)})[0];
+      b.outputs({b.cast(b.record(k, {x, y})[0], DType::f32)});
+    });
   add("cross_entropy", [](Builder& b) { b.outputs({b.cross_entropy(in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64))}); });
   return c;
 }
