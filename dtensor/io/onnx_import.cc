@@ -4,6 +4,7 @@
 // and run at once with the op kernels (so folding computes exactly what the runtime would); other
 // nodes are converted into the real graph, their constant inputs materialised on first use.
 #include "dtensor/io/onnx_import.h"
+#include "dtensor/io/onnx_importer.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -23,11 +24,7 @@
 #include "dtensor/ir/verifier.h"
 
 namespace dt::io {
-namespace {
-
-using ir::Builder;
-using ir::OpKind;
-using ir::Value;
+namespace onnx_internal {
 
 // ---- tensors ----
 
@@ -104,112 +101,6 @@ std::string ir_name(const std::string& onnx_name) {
 
 // ---- the importer ----
 
-struct Slot {
-  Value* value = nullptr;  // in the real graph (or, while folding, the scratch graph)
-  bool is_const = false;
-  Tensor constant;
-  std::string initializer;   // the initializer holding exactly this tensor ("" when computed)
-  std::string transpose_of;  // initializer W when this is Transpose(W) with perm [1, 0]
-};
-
-class Importer;
-using Converter = void (*)(Importer& im, const onnx::NodeProto& n);
-const std::map<std::string, Converter>& converters();
-
-class Importer {
- public:
-  Importer(const onnx::ModelProto& model, const std::string& name, const OnnxImportOptions& opt)
-      : model_(model), opt_(opt), result_{ir::Graph(ir_name(name)), {}}, main_(result_.graph) {}
-
-  OnnxImportResult run();
-
-  // ---- used by the converters ----
-  const onnx::NodeProto& node() const { return *node_; }
-  int64_t opset() const { return opset_; }
-  Builder& b() { return *builder_; }
-  int num_inputs() const { return node_->input_size(); }
-  bool has_input(int i) const { return i < node_->input_size() && !node_->input(i).empty(); }
-  Slot& slot(int i) { return slots_.at(node_->input(i)); }
-  bool is_const(int i) { return slot(i).is_const; }
-  // Input i as a value of the graph being built (constants materialised).
-  Value* in(int i);
-  // Input i as a constant; error when it is computed from data.
-  const Tensor& const_in(int i);
-  std::vector<int64_t> const_ints(int i);
-  ir::TensorType type_of(int i);
-  void set_out(int k, Value* v) { out_values_[size_t(k)] = v; }
-  void set_out_slot(int k, Slot s) { out_slots_[size_t(k)] = std::move(s); }
-  void set_out_const(int k, Tensor t) {
-    Slot s;
-    s.is_const = true;
-    s.constant = std::move(t);
-    set_out_slot(k, std::move(s));
-  }
-  // The consumers of output k (for the linear + bias pattern).
-  std::vector<const onnx::NodeProto*> consumers(int k) const;
-  // Marks `n` as done, its output 0 being `v` (a linear's bias Add).
-  void absorb(const onnx::NodeProto* n, Value* v) {
-    absorbed_.insert(n);
-    Slot s;
-    s.value = v;
-    slots_[n->output(0)] = std::move(s);
-  }
-  const Slot* find_slot(const std::string& name) const {
-    auto it = slots_.find(name);
-    return it == slots_.end() ? nullptr : &it->second;
-  }
-  Value* param(const std::string& initializer, const Tensor& t);
-
-  // Attributes.
-  const onnx::AttributeProto* attr(const std::string& name) const {
-    for (const auto& a : node_->attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  }
-  int64_t attr_int(const std::string& name, int64_t def) const {
-    const auto* a = attr(name);
-    return a ? a->i() : def;
-  }
-  double attr_float(const std::string& name, double def) const {
-    const auto* a = attr(name);
-    return a ? double(a->f()) : def;
-  }
-  std::vector<int64_t> attr_ints(const std::string& name) const {
-    const auto* a = attr(name);
-    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
-  }
-  std::string attr_str(const std::string& name, const std::string& def) const {
-    const auto* a = attr(name);
-    return a ? a->s() : def;
-  }
-  // "node 'name' (Op, output 'y')" for messages.
-  std::string where() const;
-
- private:
-  void check_versions();
-  void declare_inputs();
-  void convert(const onnx::NodeProto& n);
-  Value* materialise(const std::string& onnx_name, Slot& s);
-
-  const onnx::ModelProto& model_;
-  const OnnxImportOptions& opt_;
-  OnnxImportResult result_;
-  ir::Graph& main_;
-  Builder* builder_ = nullptr;
-  int64_t opset_ = 0;
-  const onnx::NodeProto* node_ = nullptr;
-  int node_index_ = 0;  // of node_ in the graph
-  bool folding_ = false;
-  std::unordered_map<std::string, Slot> slots_;
-  std::map<std::string, Value*> params_;  // initializer/param name -> its param value
-  std::unordered_map<std::string, std::vector<const onnx::NodeProto*>> users_;
-  std::set<const onnx::NodeProto*> absorbed_;
-  // While converting one node:
-  std::vector<Value*> out_values_;
-  std::vector<Slot> out_slots_;
-  std::map<Value*, Tensor> scratch_bound_;  // scratch graph inputs -> constants
-};
-
 std::string Importer::where() const {
   // Unnamed nodes (exporters may leave names empty) by their index; the first output given (an
   // op's leading outputs may be omitted).
@@ -227,7 +118,17 @@ void Importer::check_versions() {
                          << " to " << kOnnxMaxIrVersion << ")";
   for (const auto& o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
-  if (opset_ < kOnnxMinOpset || opset_ > kOnnxMaxOpset)
+  // Below the supported range, a model is still read exactly when each of its ops is defined the
+  // same at its opset as at ours: the logical ops have not changed since opset 7 (And, Or, Xor)
+  // and 1 (Not), which is what the conformance data of them uses.
+  static const std::map<std::string, int64_t> unchanged_since = {{"And", 7}, {"Or", 7}, {"Xor", 7}, {"Not", 1}};
+  const auto& nodes = model_.graph().node();
+  const bool old_but_unchanged =
+      opset_ < kOnnxMinOpset && nodes.size() > 0 && std::all_of(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
+        auto it = unchanged_since.find(n.op_type());
+        return it != unchanged_since.end() && it->second <= opset_;
+      });
+  if ((opset_ < kOnnxMinOpset && !old_but_unchanged) || opset_ > kOnnxMaxOpset)
     DT_THROW(ValueError) << "ONNX opset " << opset_ << " of the default domain is not supported (supported: "
                          << kOnnxMinOpset << " to " << kOnnxMaxOpset << ")";
 }
@@ -488,7 +389,7 @@ OnnxImportResult Importer::run() {
 
 DType to_dtype(Importer& im, int64_t onnx_type) { return onnx_dtype(int32_t(onnx_type), im.where()); }
 
-Value* rec(Importer& im, OpKind op, std::vector<Value*> xs, const ir::NamedAttrs& attrs = {}) {
+Value* rec(Importer& im, OpKind op, std::vector<Value*> xs, const ir::NamedAttrs& attrs) {
   return im.b().record(op, std::move(xs), attrs)[0];
 }
 
@@ -753,32 +654,6 @@ void conv_slice(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, v);
 }
 
-// Gather(data, indices) {axis}: constant indices select slices (and cat them); computed indices
-// into a 2-d table on axis 0 are an embedding lookup.
-void conv_gather(Importer& im, const onnx::NodeProto&) {
-  const ir::TensorType xt = im.type_of(0);
-  const int64_t axis = normalize_dim(im.attr_int("axis", 0), xt.rank());
-  if (!im.is_const(1)) {
-    if (axis == 0 && xt.rank() == 2) return im.set_out(0, im.b().embedding(im.in(1), im.in(0)));
-    DT_THROW(ValueError) << im.where() << ": computed indices are supported only into a 2-d table on axis 0";
-  }
-  const Tensor& it = im.const_in(1);
-  std::vector<int64_t> idx = im.const_ints(1);
-  const int64_t len = xt.shape[size_t(axis)];
-  Value* x = im.in(0);
-  std::vector<Value*> pieces;
-  for (int64_t i : idx) {
-    const int64_t j = i < 0 ? i + len : i;
-    if (j < 0 || j >= len) DT_THROW(ValueError) << im.where() << ": index " << i << " is out of range for size " << len;
-    pieces.push_back(im.b().slice(x, axis, j, j + 1));
-  }
-  Value* g = pieces.size() == 1 ? pieces[0] : im.b().cat(pieces, axis);
-  Shape out(xt.shape.begin(), xt.shape.begin() + axis);
-  for (int64_t d : it.shape()) out.push_back(d);
-  out.insert(out.end(), xt.shape.begin() + axis + 1, xt.shape.end());
-  im.set_out(0, im.b().reshape(g, out));
-}
-
 // Expand broadcasts both ways (numpy): the result is broadcast(x.shape, shape).
 void conv_expand(Importer& im, const onnx::NodeProto&) {
   const std::vector<int64_t> s = im.const_ints(1);
@@ -817,35 +692,6 @@ void conv_range(Importer& im, const onnx::NodeProto&) {
                delta = im.const_in(2).to_doubles().at(0);
   if (delta == 0) DT_THROW(ValueError) << im.where() << ": delta is 0";
   im.set_out_const(0, Tensor::arange(start, limit, delta, st.dtype()));
-}
-
-// Trilu: keeps the elements on and above (upper) or on and below diagonal k of the last two dims.
-// On a constant (the causal masks exporters build) it is evaluated here; on computed data it is
-// where(keep, x, 0) with the keep mask known at import.
-void conv_trilu(Importer& im, const onnx::NodeProto&) {
-  const ir::TensorType xt = im.type_of(0);
-  const int64_t k = im.has_input(1) ? im.const_ints(1).at(0) : 0;
-  const bool upper = im.attr_int("upper", 1);
-  if (xt.rank() < 2) DT_THROW(ShapeError) << im.where() << ": input has rank " << xt.rank() << ", Trilu needs 2 or more";
-  const int64_t rows = xt.shape[size_t(xt.rank() - 2)], cols = xt.shape.back();
-  auto keep = [&](int64_t i, int64_t j) { return upper ? j - i >= k : j - i <= k; };
-  if (im.is_const(0)) {
-    const Tensor x = im.const_in(0).contiguous();
-    std::vector<double> v = x.to_doubles();
-    for (size_t e = 0; e < v.size(); ++e)
-      if (!keep((int64_t(e) / cols) % rows, int64_t(e) % cols)) v[e] = 0;
-    return im.set_out_const(0, Tensor::from_doubles(v, x.shape(), x.dtype()));
-  }
-  std::vector<double> mask(size_t(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) mask[size_t(i * cols + j)] = keep(i, j);
-  const std::vector<int64_t> ms = {rows, cols};
-  Value* m = mask.empty() ? rec(im, OpKind::full, {}, {{"shape", ms}, {"value", 0.0}, {"dtype", DType::boolean}})
-             : mask.size() <= 4096
-                 ? rec(im, OpKind::constant, {}, {{"shape", ms}, {"values", mask}, {"dtype", DType::boolean}})
-                 : im.param(im.node().output(0) + "_mask", Tensor::from_doubles(mask, {rows, cols}, DType::boolean));
-  Value* zero = rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", 0.0}, {"dtype", xt.dtype}});
-  im.set_out(0, rec(im, OpKind::where, {m, im.in(0), zero}));
 }
 
 void conv_where(Importer& im, const onnx::NodeProto&) {
@@ -907,8 +753,9 @@ void conv_simplified_layer_norm(Importer& im, const onnx::NodeProto& n) {
   im.set_out(0, im.b().rms_norm(im.in(0), ns, w, im.attr_float("epsilon", 1e-5)));
 }
 
-const std::map<std::string, Converter>& converters() {
-  static const std::map<std::string, Converter> table = {
+const ConverterTable& converters() {
+  static const ConverterTable table = [] {
+    ConverterTable t = {
       {"Abs", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::abs); }},
       {"Add", [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::add); }},
       {"Cast", conv_cast},
@@ -924,7 +771,6 @@ const std::map<std::string, Converter>& converters() {
       {"Exp", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::exp); }},
       {"Expand", conv_expand},
       {"Flatten", conv_flatten},
-      {"Gather", conv_gather},
       {"Gemm", conv_gemm},
       {"Greater", [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::gt); }},
       {"GreaterOrEqual", [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::ge); }},
@@ -962,10 +808,12 @@ const std::map<std::string, Converter>& converters() {
       {"Sub", [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::sub); }},
       {"Tanh", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::tanh); }},
       {"Transpose", conv_transpose},
-      {"Trilu", conv_trilu},
       {"Unsqueeze", conv_unsqueeze},
       {"Where", conv_where},
   };
+    add_index_converters(t);
+    return t;
+  }();
   return table;
 }
 
@@ -993,7 +841,9 @@ Shape parse_dims(const std::string& text, const std::string& what) {
   return s;
 }
 
-}  // namespace
+}  // namespace onnx_internal
+
+using namespace onnx_internal;
 
 std::pair<std::string, Shape> parse_input_shape(const std::string& text) {
   const size_t eq = text.find('=');

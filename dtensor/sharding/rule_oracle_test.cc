@@ -249,5 +249,49 @@ TEST(RuleOracle, EveryRuleIsCorrectForEveryStartingPlacement) {
   EXPECT_TRUE(incorrect.empty());
 }
 
+// The position-indexed ops at a realistic size on a 3-rank mesh that divides none of the sharded
+// dims: a gather of a [1000, 512] table (vocabulary 1000) by [4, 512] runtime indices, and cumsum
+// and tril on [2, 8, 509, 509]; every starting placement listed must give the unsharded result.
+TEST(RuleOracle, IndexOpsAtRealisticSizeOnThreeRanks) {
+  const DeviceMesh mesh({3});
+  struct Big {
+    std::string name;
+    std::function<void(Builder&)> build;
+    std::vector<std::vector<Placement>> starts;  // per start: one placement per input
+  };
+  const Placement R = Placement::replicate(), P = Placement::partial(ReduceOp::sum);
+  auto S = [](int64_t d) { return Placement::shard(d); };
+  std::vector<Big> cases = {
+      {"gather [1000, 512] by [4, 512]",
+       [](Builder& b) {
+         b.outputs({b.record(OpKind::gather, {in(b, 0, {1000, 512}), in(b, 1, {4, 512}, DType::i64)})[0]});
+       },
+       {{R, S(0)}, {R, S(1)}, {S(1), S(0)}, {S(0), R}, {P, S(0)}}},
+      {"cumsum [2, 8, 509, 509]",
+       [](Builder& b) {
+         b.outputs({b.record(OpKind::cumsum, {in(b, 0, {2, 8, 509, 509})}, {{"dim", int64_t(2)}, {"reverse", true}})[0]});
+       },
+       {{S(1)}, {S(2)}, {S(3)}}},
+      {"tril [2, 8, 509, 509]",
+       [](Builder& b) { b.outputs({b.record(OpKind::tril, {in(b, 0, {2, 8, 509, 509})}, {{"diagonal", int64_t(-3)}})[0]}); },
+       {{S(1)}, {S(3)}}},
+  };
+  for (const Big& c : cases) {
+    ir::Graph g(c.name);
+    Builder b(g);
+    c.build(b);
+    Generator gen(17);  // fixed seed; indices span the negative range too
+    TensorMap x;
+    for (const Value* v : g.inputs())
+      x[v->name] = v->type.dtype == DType::i64 ? randint(v->type.shape, -1000, 1000, gen) : rand(v->type.shape, gen);
+    const std::vector<Tensor> expected = testing::run_single(g, {}, x);
+    for (const auto& start : c.starts) {
+      std::vector<Placements> p;
+      for (const Placement& pl : start) p.push_back(Placements{pl});
+      EXPECT_EQ(check(g, mesh, p, x, expected), "") << c.name << " from " << placements_str(p[0]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dt::sharding

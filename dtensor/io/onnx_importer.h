@@ -1,0 +1,146 @@
+// The ONNX importer's internals shared by its files (not a public header): the Importer a
+// converter works through, and the converter tables. onnx_import.cc holds the importer and the
+// converters of the original op set; each onnx_convert_<family>.cc adds one family's converters
+// to the table through its add_<family>_converters().
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/io/onnx_import.h"
+#include "dtensor/ir/builder.h"
+
+namespace dt::io::onnx_internal {
+
+using ir::Builder;
+using ir::OpKind;
+using ir::Value;
+
+std::string ir_name(const std::string& onnx_name);
+DType onnx_dtype(int32_t t, const std::string& what);
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what);
+
+struct Slot {
+  Value* value = nullptr;  // in the real graph (or, while folding, the scratch graph)
+  bool is_const = false;
+  Tensor constant;
+  std::string initializer;   // the initializer holding exactly this tensor ("" when computed)
+  std::string transpose_of;  // initializer W when this is Transpose(W) with perm [1, 0]
+};
+
+class Importer;
+// Converts one ONNX node: reads its inputs and attributes through the importer and sets its outputs.
+using Converter = void (*)(Importer& im, const onnx::NodeProto& n);
+using ConverterTable = std::map<std::string, Converter>;
+const ConverterTable& converters();
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, const std::string& name, const OnnxImportOptions& opt)
+      : model_(model), opt_(opt), result_{ir::Graph(ir_name(name)), {}}, main_(result_.graph) {}
+
+  OnnxImportResult run();
+
+  // ---- used by the converters ----
+  const onnx::NodeProto& node() const { return *node_; }
+  int64_t opset() const { return opset_; }
+  Builder& b() { return *builder_; }
+  int num_inputs() const { return node_->input_size(); }
+  bool has_input(int i) const { return i < node_->input_size() && !node_->input(i).empty(); }
+  Slot& slot(int i) { return slots_.at(node_->input(i)); }
+  bool is_const(int i) { return slot(i).is_const; }
+  // Input i as a value of the graph being built (constants materialised).
+  Value* in(int i);
+  // Input i as a constant; error when it is computed from data.
+  const Tensor& const_in(int i);
+  std::vector<int64_t> const_ints(int i);
+  ir::TensorType type_of(int i);
+  void set_out(int k, Value* v) { out_values_[size_t(k)] = v; }
+  void set_out_slot(int k, Slot s) { out_slots_[size_t(k)] = std::move(s); }
+  void set_out_const(int k, Tensor t) {
+    Slot s;
+    s.is_const = true;
+    s.constant = std::move(t);
+    set_out_slot(k, std::move(s));
+  }
+  // The consumers of output k (for the linear + bias pattern).
+  std::vector<const onnx::NodeProto*> consumers(int k) const;
+  // Marks `n` as done, its output 0 being `v` (a linear's bias Add).
+  void absorb(const onnx::NodeProto* n, Value* v) {
+    absorbed_.insert(n);
+    Slot s;
+    s.value = v;
+    slots_[n->output(0)] = std::move(s);
+  }
+  const Slot* find_slot(const std::string& name) const {
+    auto it = slots_.find(name);
+    return it == slots_.end() ? nullptr : &it->second;
+  }
+  Value* param(const std::string& initializer, const Tensor& t);
+
+  // Attributes.
+  const onnx::AttributeProto* attr(const std::string& name) const {
+    for (const auto& a : node_->attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  int64_t attr_int(const std::string& name, int64_t def) const {
+    const auto* a = attr(name);
+    return a ? a->i() : def;
+  }
+  double attr_float(const std::string& name, double def) const {
+    const auto* a = attr(name);
+    return a ? double(a->f()) : def;
+  }
+  std::vector<int64_t> attr_ints(const std::string& name) const {
+    const auto* a = attr(name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+  }
+  std::string attr_str(const std::string& name, const std::string& def) const {
+    const auto* a = attr(name);
+    return a ? a->s() : def;
+  }
+  // "node 'name' (Op, output 'y')" for messages.
+  std::string where() const;
+
+ private:
+  void check_versions();
+  void declare_inputs();
+  void convert(const onnx::NodeProto& n);
+  Value* materialise(const std::string& onnx_name, Slot& s);
+
+  const onnx::ModelProto& model_;
+  const OnnxImportOptions& opt_;
+  OnnxImportResult result_;
+  ir::Graph& main_;
+  Builder* builder_ = nullptr;
+  int64_t opset_ = 0;
+  const onnx::NodeProto* node_ = nullptr;
+  int node_index_ = 0;  // of node_ in the graph
+  bool folding_ = false;
+  std::unordered_map<std::string, Slot> slots_;
+  std::map<std::string, Value*> params_;  // initializer/param name -> its param value
+  std::unordered_map<std::string, std::vector<const onnx::NodeProto*>> users_;
+  std::set<const onnx::NodeProto*> absorbed_;
+  // While converting one node:
+  std::vector<Value*> out_values_;
+  std::vector<Slot> out_slots_;
+  std::map<Value*, Tensor> scratch_bound_;  // scratch graph inputs -> constants
+};
+
+
+// Shared converter helpers (onnx_import.cc).
+Value* rec(Importer& im, OpKind op, std::vector<Value*> xs, const ir::NamedAttrs& attrs = {});
+void unary(Importer& im, OpKind op);
+void binary(Importer& im, OpKind op);
+
+// The families' tables.
+void add_index_converters(ConverterTable& table);  // onnx_convert_index.cc
+
+}  // namespace dt::io::onnx_internal
