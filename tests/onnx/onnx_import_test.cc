@@ -323,5 +323,39 @@ TEST(OnnxImportErrors, EachIsClearAndNamesTheNode) {
   expect_error<ValueError>([] { parse_input_dtype("ids=int3"); }, {"int3"});
 }
 
+// The position-indexed ops arrive as IR ops (their numbers are checked by the conformance
+// command): Gather with runtime indices on axis 1 is `gather`, CumSum needs its axis at import.
+TEST(OnnxImportIndexOps, GatherRuntimeIndicesCumSumAxisAndOldLogicalOpsets) {
+  onnx::ModelProto m = tiny("Gather");
+  auto* ids = m.mutable_graph()->add_input();
+  ids->set_name("ids");
+  auto* it = ids->mutable_type()->mutable_tensor_type();
+  it->set_elem_type(onnx::TensorProto::INT64);
+  it->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* n = m.mutable_graph()->mutable_node(0);
+  n->add_input("ids");
+  auto* axis = n->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(-1);
+  OnnxImportResult r = import_onnx_bytes(m.SerializeAsString(), "g.onnx");
+  EXPECT_EQ(r.graph.outputs()[0]->type.shape, (Shape{2, 4}));
+  bool has_gather = false;
+  for (const auto& node : r.graph.nodes()) has_gather |= node->op == ir::OpKind::gather;
+  EXPECT_TRUE(has_gather);
+
+  n->set_op_type("CumSum");  // its axis input is now the runtime ids
+  expect_error<ValueError>([&] { import_onnx_bytes(m.SerializeAsString(), "m"); }, {"node 'n0' (CumSum", "must be known at import"});
+  // Opset 7 is read for the logical ops (unchanged since), not for others.
+  expect_error<ValueError>([] { import_onnx_bytes(tiny("Relu", 7).SerializeAsString(), "m"); }, {"opset 7", "11 to 17"});
+  try {
+    import_onnx_bytes(tiny("Not", 7).SerializeAsString(), "m");  // f32 x: refused for its dtype, not its opset
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("opset"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bool"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace dt::io
