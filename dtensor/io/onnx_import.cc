@@ -119,9 +119,11 @@ void Importer::check_versions() {
   for (const auto& o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
   // Below the supported range, a model is still read exactly when each of its ops is defined the
-  // same at its opset as at ours: the logical ops have not changed since opset 7 (And, Or, Xor)
-  // and 1 (Not), which is what the conformance data of them uses.
-  static const std::map<std::string, int64_t> unchanged_since = {{"And", 7}, {"Or", 7}, {"Xor", 7}, {"Not", 1}};
+  // same at its opset as at ours (the operator's newest version up to opset 17 is older than that
+  // opset): And, Or, Xor, Sin and Cos have not changed since opset 7, ConstantOfShape since 9 and
+  // Not since 1, and their conformance data uses those opsets.
+  static const std::map<std::string, int64_t> unchanged_since = {
+      {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Sin", 7}, {"Cos", 7}, {"ConstantOfShape", 9}, {"Not", 1}};
   const auto& nodes = model_.graph().node();
   const bool old_but_unchanged =
       opset_ < kOnnxMinOpset && nodes.size() > 0 && std::all_of(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
