@@ -8,6 +8,8 @@
 // Gradients: gather's is gather_backward (the indices get none); cumsum's is the cumsum of the
 // gradient in the other direction (exclusive stays exclusive); triu's and tril's are the same mask
 // applied to the gradient. gather_backward, a backward op, has none (no second derivatives).
+#include <algorithm>
+
 #include "dtensor/core/ops.h"
 #include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
@@ -54,8 +56,13 @@ void infer_gather_backward(const Node& node, const Graph&, std::vector<TensorTyp
   const auto& s = node.attr_ints("shape");
   const Shape shape(s.begin(), s.end());
   if (shape.empty()) DT_THROW(ShapeError) << "gather_backward needs a shape of rank >= 1";
-  for (int64_t v : shape)
+  int64_t product = 1;  // the parser's bounds for types: dims <= 2^40, <= 2^50 elements (0 as 1)
+  for (int64_t v : shape) {
     if (v < 0) DT_THROW(ShapeError) << "gather_backward shape " << shape_str(shape) << " has a negative size";
+    if (v > (int64_t(1) << 40) || __builtin_mul_overflow(product, std::max<int64_t>(v, 1), &product) ||
+        product > (int64_t(1) << 50))
+      DT_THROW(ShapeError) << "gather_backward shape " << shape_str(shape) << " is too large";
+  }
   const int64_t d = normalize_dim(node.attr_int("dim"), int64_t(shape.size()));
   const Shape want = gathered(shape, node.operands[1]->type.shape, d);
   if (node.operands[0]->type.shape != want)

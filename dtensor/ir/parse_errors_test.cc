@@ -232,6 +232,27 @@ TEST(ParseErrors, CollectiveVariants) {
             "t.dt:5:8: all_reduce_coalesced expects at least 1 operands (x...), got 0");
 }
 
+TEST(ParseErrors, PositionIndexedAndLogicalOpsSayWhatIsWrong) {
+  auto has = [](const std::string& got, const std::string& want) { return got.find(want) != std::string::npos; };
+  std::string e = error_of("  %y = gather(%w, %x) : f32[8, 64, 64]\n  return %y\n");
+  EXPECT_TRUE(has(e, "t.dt:4:8: gather expects i64 or i32 indices, got f32[8, 64]")) << e;
+  e = error_of("  %y = argmax(%x) {dim = 2} : i64[8]\n  return %y\n");
+  EXPECT_TRUE(has(e, "dim 2 out of range")) << e;
+  e = error_of("  %e = slice(%x) {dim = 1, start = 0, end = 0} : f32[8, 0]\n  %y = argmin(%e) {dim = 1} : i64[8]\n  return %y\n");
+  EXPECT_TRUE(has(e, "argmin over dim 1 of f32[8, 0], which is empty")) << e;
+  e = error_of("  %s = sum(%x) {dims = [1]} : f32[8]\n  %y = triu(%s) : f32[8]\n  return %y\n");
+  EXPECT_TRUE(has(e, "triu expects operand x of rank >= 2, got f32[8]")) << e;
+  e = error_of("  %y = logical_and(%x, %x) : bool[8, 64]\n  return %y\n");
+  EXPECT_TRUE(has(e, "logical_and expects a bool a, got f32[8, 64]")) << e;
+  e = error_of("  %b = gt(%x, %x) : bool[8, 64]\n  %y = cumsum(%b) : bool[8, 64]\n  return %y\n");
+  EXPECT_TRUE(has(e, "cumsum expects a numeric operand, got bool[8, 64]")) << e;
+  e = error_of("  %i = arange() {end = 8} : i64[8]\n"
+               "  %y = gather_backward(%x, %i) {shape = [1099511627776, 2048]} : f32[1, 64]\n  return %y\n");
+  EXPECT_TRUE(has(e, "gather_backward shape [1099511627776, 2048] is too large")) << e;
+  e = error_of("  %i = arange() {end = 4} : i64[4]\n  %y = gather_backward(%x, %i) {shape = [9, 64]} : f32[9, 64]\n  return %y\n");
+  EXPECT_TRUE(has(e, "gather_backward grad f32[8, 64] is not the gather [4, 64] of [9, 64] on dim 0")) << e;
+}
+
 }  // namespace
 }  // namespace dt::ir
 
