@@ -232,6 +232,14 @@ std::vector<Case> cases() {
        [](Builder& b) {
          return V{b.record(OpKind::gather, {p(b, "x", {2, 4, 3}), b.input("idx", DType::i64, {5})}, {{"dim", int64_t(-2)}})[0]};
        }},
+      {"gather_elements", {OpKind::gather_elements},
+       [](Builder& b) {
+         // dim 1 of a [3, 5] with [2, 4] indices (smaller off dim, negative and repeated ones).
+         Value* i = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{2, 4}},
+                                                    {"values", std::vector<double>{4, -1, 0, 0, 2, 2, -5, 1}},
+                                                    {"dtype", DType::i64}})[0];
+         return V{b.record(OpKind::gather_elements, {p(b, "x", {3, 5}), i}, {{"dim", int64_t(1)}})[0]};
+       }},
       {"cumsum", {OpKind::cumsum},
        [](Builder& b) {
          Value* x = p(b, "x", {3, 4});

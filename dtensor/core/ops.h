@@ -132,6 +132,13 @@ Tensor gather(const Tensor& x, const Tensor& indices, int64_t dim);
 // gather's gradient: zeros of `shape` (x's) with grad's slices added at their indices along dim,
 // in index order (repeated indices accumulate), summed in double.
 Tensor gather_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& shape);
+// ONNX GatherElements / torch.gather: indices has x's rank and, off `dim`, sizes no larger than
+// x's; out[..., i, ...] = x[..., indices[..., i, ...], ...] along dim (result: indices' shape).
+// Negative indices count from the end; one out of range throws ValueError.
+Tensor gather_elements(const Tensor& x, const Tensor& indices, int64_t dim);
+// gather_elements' gradient: zeros of `shape` with each grad element added at its index (in
+// order, repeats accumulate), summed in double.
+Tensor gather_elements_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& shape);
 // Index (i64) of the largest / smallest element along dim; ties pick the first index, or the last
 // with select_last_index (ONNX ArgMax/ArgMin); NaN counts as the extremum (torch).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, bool select_last_index = false);

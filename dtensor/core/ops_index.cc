@@ -1,4 +1,5 @@
-// Kernels indexed by position along one dim: gather (and its gradient), argmax/argmin, cumsum,
+// Kernels indexed by position along one dim: gather and gather_elements (and their gradients),
+// argmax/argmin, cumsum,
 // triu/tril (ops.h). Each views its (contiguous) input as [outer, L, inner] around the dim, so one
 // loop shape serves every rank and dim.
 #include <algorithm>
@@ -144,6 +145,62 @@ Tensor gather_backward(const Tensor& grad, const Tensor& indices, int64_t dim, c
       const double* s = gp + (u * n + k) * a.inner;
       for (int64_t i = 0; i < a.inner; ++i) o[i] += s[i];
     }
+  return Tensor::from_doubles(acc, shape, grad.dtype());
+}
+
+namespace {
+
+// Calls f(flat index into indices, flat index into a tensor of `shape` it reads or writes) for
+// every element of indices, after checking the shapes and the index range.
+template <typename F>
+void for_each_element_index(const char* op, const Shape& shape, const Tensor& indices, int64_t dim, F f) {
+  const int64_t rank = int64_t(shape.size());
+  if (rank == 0) DT_THROW(ShapeError) << op << " needs a tensor of rank >= 1, got a scalar";
+  if (indices.dim() != rank)
+    DT_THROW(ShapeError) << op << ": indices " << shape_str(indices.shape()) << " must have the rank of " << shape_str(shape);
+  const int64_t d = normalize_dim(dim, rank);
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != d && indices.size(i) > shape[size_t(i)])
+      DT_THROW(ShapeError) << op << ": indices " << shape_str(indices.shape()) << " are larger than "
+                           << shape_str(shape) << " in dim " << i;
+  const std::vector<int64_t> idx = checked_indices(op, indices, shape[size_t(d)]);
+  const Shape& is = indices.shape();
+  std::vector<int64_t> coord(size_t(rank), 0);
+  for (size_t e = 0; e < idx.size(); ++e) {
+    int64_t flat = 0;
+    for (int64_t i = 0; i < rank; ++i) flat = flat * shape[size_t(i)] + (i == d ? idx[e] : coord[size_t(i)]);
+    f(int64_t(e), flat);
+    for (int64_t i = rank - 1; i >= 0; --i) {  // next coordinate, row-major
+      if (++coord[size_t(i)] < is[size_t(i)]) break;
+      coord[size_t(i)] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor gather_elements(const Tensor& x, const Tensor& indices, int64_t dim) {
+  Tensor out = Tensor::uninitialized(indices.shape(), x.dtype());
+  const Tensor xc = x.contiguous();
+  const size_t item = itemsize(x.dtype());
+  const char* src = static_cast<const char*>(xc.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for_each_element_index("gather_elements", x.shape(), indices, dim,
+                         [&](int64_t e, int64_t from) { std::memcpy(dst + size_t(e) * item, src + size_t(from) * item, item); });
+  return out;
+}
+
+Tensor gather_elements_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& shape) {
+  if (grad.shape() != indices.shape())
+    DT_THROW(ShapeError) << "gather_elements_backward: grad " << shape_str(grad.shape()) << " must have the indices' shape "
+                         << shape_str(indices.shape());
+  if (!is_floating(grad.dtype()))
+    DT_THROW(DTypeError) << "gather_elements_backward expects a floating grad, got " << dtype_name(grad.dtype());
+  const Tensor g = grad.to(DType::f64).contiguous();
+  const double* gp = static_cast<const double*>(g.raw_data());
+  std::vector<double> acc(size_t(numel(shape)), 0.0);
+  for_each_element_index("gather_elements_backward", shape, indices, dim,
+                         [&](int64_t e, int64_t to) { acc[size_t(to)] += gp[e]; });
   return Tensor::from_doubles(acc, shape, grad.dtype());
 }
 

@@ -62,6 +62,19 @@ TEST(OpsIndex, GatherRealisticSizeSampled) {
   }
 }
 
+TEST(OpsIndex, GatherElementsAndItsGradient) {
+  const Tensor x = Tensor::from_doubles({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64);
+  // dim 1, indices [2, 2] (smaller than x in dim 1), one negative
+  const Tensor i = idx({2, 0, -1, 1}, {2, 2});
+  test::expect_values(gather_elements(x, i, 1), {3, 1, 6, 5}, 0, 0);
+  test::expect_values(gather_elements(x, idx({1, 0, 1}, {1, 3}), 0), {4, 2, 6}, 0, 0);
+  const Tensor dx = gather_elements_backward(Tensor::from_doubles({1, 2, 3, 4}, {2, 2}, DType::f64), idx({0, 0, 2, 1}, {2, 2}), 1, {2, 3});
+  test::expect_values(dx, {3, 0, 0, 0, 4, 3}, 0, 0);
+  EXPECT_THROW(gather_elements(x, idx({3}, {1, 1}), 1), ValueError);
+  EXPECT_THROW(gather_elements(x, idx({0, 0, 0}, {3, 1}), 1), ShapeError);
+  EXPECT_THROW(gather_elements(x, idx({0}, {1}), 1), ShapeError);
+}
+
 TEST(OpsIndex, ArgmaxArgminTiesKeepdimAndNaN) {
   const Tensor x = Tensor::from_doubles({1, 5, 5, 0, 2, 2, 9, 2}, {2, 4});
   test::expect_values(argmax(x, 1), {1, 2}, 0, 0);

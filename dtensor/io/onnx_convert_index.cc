@@ -1,5 +1,5 @@
 // Converters of the ONNX ops indexed by position along an axis (ir/ops_index.cc) and the logical
-// ops: Gather, ArgMax, ArgMin, CumSum, Trilu, And, Or, Xor.
+// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, And, Or, Xor.
 #include <algorithm>
 
 #include "dtensor/core/error.h"
@@ -69,6 +69,9 @@ void conv_trilu(Importer& im, const onnx::NodeProto&) {
 
 void add_index_converters(ConverterTable& t) {
   t["Gather"] = conv_gather;
+  t["GatherElements"] = [](Importer& im, const onnx::NodeProto&) {
+    im.set_out(0, rec(im, OpKind::gather_elements, {im.in(0), im.in(1)}, {{"dim", im.attr_int("axis", 0)}}));
+  };
   t["ArgMax"] = [](Importer& im, const onnx::NodeProto&) { conv_arg(im, OpKind::argmax); };
   t["ArgMin"] = [](Importer& im, const onnx::NodeProto&) { conv_arg(im, OpKind::argmin); };
   t["CumSum"] = conv_cumsum;

@@ -45,8 +45,9 @@ namespace dt::ir {
   X(mse_loss_backward) X(cross_entropy_backward) X(slice_backward)                                    \
   /* ops_optim.cc (introduced by dtensor/autodiff) */                                                 \
   X(sgd_update) X(adamw_update)                                                                       \
-  /* ops_index.cc (gather_backward: its backward op, beside it); the logical ops: ops_elementwise.cc */\
-  X(gather) X(gather_backward) X(argmax) X(argmin) X(cumsum) X(triu) X(tril)                          \
+  /* ops_index.cc (the gathers' backward ops beside them); the logical ops: ops_elementwise.cc */   \
+  X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
+  X(cumsum) X(triu) X(tril)                                                                            \
   X(logical_and) X(logical_or) X(logical_xor)
 
 enum class OpKind : uint8_t {

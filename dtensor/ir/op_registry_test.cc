@@ -80,7 +80,7 @@ TEST(OpRegistry, EveryDifferentiableOpHasAGradientRule) {
       OpKind::relu_backward, OpKind::gelu_backward, OpKind::silu_backward, OpKind::layer_norm_backward,
       OpKind::rms_norm_backward, OpKind::softmax_backward, OpKind::scaled_dot_product_attention_backward,
       OpKind::embedding_backward, OpKind::mse_loss_backward, OpKind::cross_entropy_backward,
-      OpKind::slice_backward, OpKind::gather_backward,
+      OpKind::slice_backward, OpKind::gather_backward, OpKind::gather_elements_backward,
       // Optimizer updates: they consume gradients.
       OpKind::sgd_update, OpKind::adamw_update};
   for (size_t i = 0; i < kNumOps; ++i) {

@@ -2,12 +2,15 @@
 //   gather(x, indices) {dim}           -> x.shape[:dim] + indices.shape + x.shape[dim+1:]
 //       ONNX Gather / index_select with runtime indices (i64 or i32, negative counted from the end)
 //   gather_backward(grad, indices) {dim, shape} -> zeros of `shape` with grad added at the indices
+//   gather_elements(x, indices) {dim}  -> indices' shape: ONNX GatherElements / torch.gather
+//   gather_elements_backward(grad, indices) {dim, shape} -> its gradient (scatter-add)
 //   argmax(x) / argmin(x) {dim, keepdim, select_last_index} -> i64 indices (no gradient)
 //   cumsum(x) {dim, exclusive, reverse}  as ONNX CumSum
 //   triu(x) / tril(x) {diagonal}        as torch.triu / torch.tril on the last two dims
-// Gradients: gather's is gather_backward (the indices get none); cumsum's is the cumsum of the
+// Gradients: gather's is gather_backward, gather_elements' gather_elements_backward (the indices
+// get none); cumsum's is the cumsum of the
 // gradient in the other direction (exclusive stays exclusive); triu's and tril's are the same mask
-// applied to the gradient. gather_backward, a backward op, has none (no second derivatives).
+// applied to the gradient. The backward ops have none (no second derivatives).
 #include <algorithm>
 
 #include "dtensor/core/ops.h"
@@ -50,24 +53,60 @@ void infer_gather(const Node& node, const Graph&, std::vector<TensorType>& out) 
   out.push_back({x.dtype, gathered(x.shape, node.operands[1]->type.shape, d)});
 }
 
+// The `shape` attribute of a backward op (its result): rank >= 1 and within the parser's bounds
+// for types (dims <= 2^40, <= 2^50 elements, 0 counted as 1).
+Shape checked_shape_attr(const Node& node) {
+  const auto& s = node.attr_ints("shape");
+  const Shape shape(s.begin(), s.end());
+  if (shape.empty()) DT_THROW(ShapeError) << op_name(node.op) << " needs a shape of rank >= 1";
+  int64_t product = 1;
+  for (int64_t v : shape) {
+    if (v < 0) DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " has a negative size";
+    if (v > (int64_t(1) << 40) || __builtin_mul_overflow(product, std::max<int64_t>(v, 1), &product) ||
+        product > (int64_t(1) << 50))
+      DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " is too large";
+  }
+  return shape;
+}
+
 void infer_gather_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
   infer_util::require_floating(node, 0);
   require_indices(node, 1);
-  const auto& s = node.attr_ints("shape");
-  const Shape shape(s.begin(), s.end());
-  if (shape.empty()) DT_THROW(ShapeError) << "gather_backward needs a shape of rank >= 1";
-  int64_t product = 1;  // the parser's bounds for types: dims <= 2^40, <= 2^50 elements (0 as 1)
-  for (int64_t v : shape) {
-    if (v < 0) DT_THROW(ShapeError) << "gather_backward shape " << shape_str(shape) << " has a negative size";
-    if (v > (int64_t(1) << 40) || __builtin_mul_overflow(product, std::max<int64_t>(v, 1), &product) ||
-        product > (int64_t(1) << 50))
-      DT_THROW(ShapeError) << "gather_backward shape " << shape_str(shape) << " is too large";
-  }
+  const Shape shape = checked_shape_attr(node);
   const int64_t d = normalize_dim(node.attr_int("dim"), int64_t(shape.size()));
   const Shape want = gathered(shape, node.operands[1]->type.shape, d);
   if (node.operands[0]->type.shape != want)
     DT_THROW(ShapeError) << "gather_backward grad " << type_str(node.operands[0]->type) << " is not the gather "
                          << shape_str(want) << " of " << shape_str(shape) << " on dim " << d;
+  out.push_back({node.operands[0]->type.dtype, shape});
+}
+
+// gather_elements(x, indices): same rank, indices no larger than x off dim.
+void check_elements(const Node& node, const Shape& x, const Shape& idx) {
+  if (idx.size() != x.size())
+    DT_THROW(ShapeError) << op_name(node.op) << " indices " << shape_str(idx) << " must have the rank of " << shape_str(x);
+  const int64_t d = normalize_dim(node.attr_int("dim"), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i)
+    if (int64_t(i) != d && idx[i] > x[i])
+      DT_THROW(ShapeError) << op_name(node.op) << " indices " << shape_str(idx) << " are larger than " << shape_str(x)
+                           << " in dim " << i;
+}
+
+void infer_gather_elements(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_rank_at_least(node, 0, 1);
+  require_indices(node, 1);
+  check_elements(node, node.operands[0]->type.shape, node.operands[1]->type.shape);
+  out.push_back({node.operands[0]->type.dtype, node.operands[1]->type.shape});
+}
+
+void infer_gather_elements_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_floating(node, 0);
+  require_indices(node, 1);
+  const Shape shape = checked_shape_attr(node);
+  check_elements(node, shape, node.operands[1]->type.shape);
+  if (node.operands[0]->type.shape != node.operands[1]->type.shape)
+    DT_THROW(ShapeError) << "gather_elements_backward grad " << type_str(node.operands[0]->type)
+                         << " must have the indices' shape " << type_str(node.operands[1]->type);
   out.push_back({node.operands[0]->type.dtype, shape});
 }
 
@@ -101,6 +140,13 @@ void run_gather_backward(const KernelArgs& a) {
   const auto& s = a.node.attr_ints("shape");
   a.out[0] = dt::gather_backward(a.in[0], a.in[1], a.node.attr_int("dim"), Shape(s.begin(), s.end()));
 }
+void run_gather_elements(const KernelArgs& a) {
+  a.out[0] = dt::gather_elements(a.in[0], a.in[1], a.node.attr_int("dim"));
+}
+void run_gather_elements_backward(const KernelArgs& a) {
+  const auto& s = a.node.attr_ints("shape");
+  a.out[0] = dt::gather_elements_backward(a.in[0], a.in[1], a.node.attr_int("dim"), Shape(s.begin(), s.end()));
+}
 void run_argmax(const KernelArgs& a) {
   a.out[0] = dt::argmax(a.in[0], a.node.attr_int("dim"), a.node.attr_bool("keepdim"), a.node.attr_bool("select_last_index"));
 }
@@ -113,9 +159,11 @@ void run_cumsum(const KernelArgs& a) {
 void run_triu(const KernelArgs& a) { a.out[0] = dt::triu(a.in[0], a.node.attr_int("diagonal")); }
 void run_tril(const KernelArgs& a) { a.out[0] = dt::tril(a.in[0], a.node.attr_int("diagonal")); }
 
+// gather and gather_elements: their backward op scatters the gradient into zeros of x's shape.
 void grad_gather(GradContext& c) {
   const Shape& x = c.operand(0)->type.shape;
-  c.set(0, c.b().record(OpKind::gather_backward, {c.grad(), c.operand(1)},
+  const OpKind backward = c.node().op == OpKind::gather ? OpKind::gather_backward : OpKind::gather_elements_backward;
+  c.set(0, c.b().record(backward, {c.grad(), c.operand(1)},
                         {{"dim", c.node().attr_int("dim")}, {"shape", std::vector<int64_t>(x.begin(), x.end())}})[0]);
 }
 // y_i = Σ_{j ≤ i} x_j (or j < i) gives dx_j = Σ_{i ≥ j} g_i (or i > j): the other direction.
@@ -138,6 +186,11 @@ void register_index_ops(OpTable& t) {
   t.add({.kind = OpKind::gather_backward, .operands = {{"grad"}, {"indices"}},
          .attrs = {dim0, {"shape", AttrKind::ints, std::nullopt}}, .infer = infer_gather_backward,
          .kernel = run_gather_backward, .localize_attrs = localize_util::shape_attr});
+  t.add({.kind = OpKind::gather_elements, .operands = {{"x"}, {"indices"}}, .attrs = {dim0},
+         .infer = infer_gather_elements, .kernel = run_gather_elements, .grad = grad_gather});
+  t.add({.kind = OpKind::gather_elements_backward, .operands = {{"grad"}, {"indices"}},
+         .attrs = {dim0, {"shape", AttrKind::ints, std::nullopt}}, .infer = infer_gather_elements_backward,
+         .kernel = run_gather_elements_backward, .localize_attrs = localize_util::shape_attr});
   for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::argmax, run_argmax}, {OpKind::argmin, run_argmin}})
     t.add({.kind = k, .operands = {{"x"}},
            .attrs = {dim0, {"keepdim", AttrKind::boolean, Attr(false)}, {"select_last_index", AttrKind::boolean, Attr(false)}},
@@ -148,7 +201,7 @@ void register_index_ops(OpTable& t) {
   for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::triu, run_triu}, {OpKind::tril, run_tril}})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"diagonal", AttrKind::i64, Attr(int64_t(0))}},
            .infer = infer_triangle, .kernel = kernel, .grad = grad_triangle});
-  for (OpKind k : {OpKind::gather, OpKind::gather_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
+  for (OpKind k : {OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
                    OpKind::triu, OpKind::tril})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(index_sharding_rules());

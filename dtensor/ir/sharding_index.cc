@@ -5,6 +5,7 @@
 //     give batch-sharded rows); linear in x, so a P(sum) table gives a P(sum) result.
 //   gather_backward: the indices' dims become reduction factors (each shard of the ids adds its
 //     rows into the whole table: P(sum)), linear in grad.
+//   gather_elements (and its backward): see elements_rule.
 //   argmax/argmin: integer results, nothing partial. cumsum, triu, tril: linear (P → P).
 //   triu/tril keep their last two dims replicated (the mask depends on the global row and column).
 #include "dtensor/ir/op_registry.h"
@@ -56,6 +57,32 @@ OpShardingRule gather_backward_rule(const Node& n) {
   return r;
 }
 
+// gather_elements(x, indices) -> [indices' shape]: off dim, a dim where x and indices have one
+// size is shared by x, indices and result (a smaller index dim reads x at other coordinates, so it
+// stays replicated); the indices' dim passes through to the result (they hold global positions
+// into a whole x dim). In the backward, that dim is a reduction factor of grad and indices.
+OpShardingRule elements_rule(const Node& n, const Shape& x, bool backward) {
+  OpShardingRule r;
+  const Shape& idx = n.operands[1]->type.shape;
+  const int64_t d = normalize_dim(n.attr_int("dim"), int64_t(x.size()));
+  TensorFactors xf(x.size()), idxf(idx.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (int64_t(i) == d) idxf[i] = dim_of(r.add_factor(idx[i], backward ? FactorKind::reduction : FactorKind::pass_through));
+    else if (x[i] == idx[i]) xf[i] = idxf[i] = dim_of(r.add_factor(x[i]));
+  }
+  if (backward) {
+    r.operands = {idxf, idxf};
+    r.results = {std::move(xf)};
+  } else {
+    r.operands = {std::move(xf), idxf};
+    r.results = {idxf};
+  }
+  r.partial_one_of = 0b01;
+  return r;
+}
+OpShardingRule gather_elements_rule(const Node& n) { return elements_rule(n, n.operands[0]->type.shape, false); }
+OpShardingRule gather_elements_backward_rule(const Node& n) { return elements_rule(n, n.result()->type.shape, true); }
+
 // One dim (or the last two) replicated, the rest passing through.
 OpShardingRule along_dims_rule(const Node& n, const std::vector<int64_t>& dims, bool linear) {
   OpShardingRule r;
@@ -83,6 +110,8 @@ OpShardingRule triangle_rule(const Node& n) { return along_dims_rule(n, {-2, -1}
 
 std::vector<RuleEntry> index_sharding_rules() {
   return {{OpKind::gather, gather_rule},   {OpKind::gather_backward, gather_backward_rule},
+          {OpKind::gather_elements, gather_elements_rule},
+          {OpKind::gather_elements_backward, gather_elements_backward_rule},
           {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},
           {OpKind::cumsum, cumsum_rule},   {OpKind::triu, triangle_rule},
           {OpKind::tril, triangle_rule}};

@@ -125,6 +125,16 @@ std::vector<OpCase> cases() {
     b.outputs({b.record(OpKind::gather_backward, {in(b, 0, {3, 2, 3}), in(b, 1, {2, 3}, DType::i64)},
                         {{"dim", int64_t(1)}, {"shape", std::vector<int64_t>{3, 5}}})[0]});
   });
+  add("gather_elements", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_elements, {in(b, 0, {3, 5}), in(b, 1, {3, 4}, DType::i64)}, {{"dim", int64_t(1)}})[0]});
+  });
+  add("gather_elements smaller off dim", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_elements, {in(b, 0, {5, 3}), in(b, 1, {7, 2}, DType::i64)}, {{"dim", int64_t(0)}})[0]});
+  });
+  add("gather_elements_backward", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_elements_backward, {in(b, 0, {3, 4}), in(b, 1, {3, 4}, DType::i64)},
+                        {{"dim", int64_t(1)}, {"shape", std::vector<int64_t>{3, 5}}})[0]});
+  });
   for (OpKind k : {OpKind::argmax, OpKind::argmin})
     for (bool keep : {false, true})
       add(std::string(ir::op_name(k)) + (keep ? " keepdim" : ""), [k, keep](Builder& b) {
