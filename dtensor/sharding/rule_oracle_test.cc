@@ -66,6 +66,23 @@ std::vector<OpCase> cases() {
   add("sdpa", [](Builder& b) {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 4}), in(b, 1, {2, 5, 4}), in(b, 2, {2, 5, 3}), false)});
   });
+  // Grouped-query k/v: Hkv 2 divides mesh 2 (heads shard), Hkv 3 does not (batch and S shard
+  // instead); masks broadcasting over batch and heads, with and without causal, explicit scale.
+  add("sdpa gqa", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 4, 3, 4}), in(b, 1, {2, 2, 3, 4}), in(b, 2, {2, 2, 3, 3}))});
+  });
+  add("sdpa gqa heads not dividing", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {1, 6, 3, 4}), in(b, 1, {1, 3, 5, 4}), in(b, 2, {1, 3, 5, 2}),
+                                              false, nullptr, 0.7)});
+  });
+  add("sdpa gqa mask", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {1, 4, 3, 4}), in(b, 1, {1, 2, 5, 4}), in(b, 2, {1, 2, 5, 3}),
+                                              false, in(b, 3, {4, 1, 5}))});
+  });
+  add("sdpa causal mask", [](Builder& b) {
+    b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 5, 4}), in(b, 1, {2, 3, 5, 4}), in(b, 2, {2, 3, 5, 2}),
+                                              true, in(b, 3, {5, 5}), 0.4)});
+  });
   add("sum", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}), {1})}); });
   add("sum all", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}))}); });
   add("mean keepdim", [](Builder& b) { b.outputs({b.mean(in(b, 0, {3, 5}), {0}, true)}); });
