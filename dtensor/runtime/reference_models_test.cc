@@ -84,7 +84,7 @@ TEST(ReferenceModels, AttentionMatchesPyTorch) {
   ASSERT_EQ(meta.size(), 4u);
   for (const auto& [name, attrs] : meta.items()) {
     SCOPED_TRACE(name);
-    const TensorMap ref = io::read_safetensors(kRef + "/attention/" + name + ".safetensors");
+    const io::TensorMap ref = io::read_safetensors(kRef + "/attention/" + name + ".safetensors");
     const bool has_mask = ref.count("mask") > 0, float_mask = has_mask && ref.at("mask").dtype() == DType::f64;
     ir::Graph g(name);
     ir::Builder b(g);

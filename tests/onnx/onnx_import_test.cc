@@ -63,9 +63,10 @@ TEST_P(Reference, ImportsRunsLikePyTorchAndShards) {
   // import without the repeat: the attention reads the 2 kv heads.
   for (const ir::Node* n : im.graph.nodes())
     if (n->op == ir::OpKind::scaled_dot_product_attention) {
-      EXPECT_EQ(n->operands[0]->type.shape[1], 8);
-      EXPECT_EQ(n->operands[1]->type.shape[1], m == "llama" ? 2 : 8);
-      EXPECT_EQ(n->operands[2]->type.shape[1], m == "llama" ? 2 : 8);
+      const int64_t hq = n->operands[0]->type.shape[1];
+      EXPECT_EQ(hq, m == "llama" ? 8 : 4);
+      EXPECT_EQ(n->operands[1]->type.shape[1], m == "llama" ? 2 : hq);
+      EXPECT_EQ(n->operands[2]->type.shape[1], m == "llama" ? 2 : hq);
     }
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::expand), 0);
   // One device, against PyTorch, fused and as exported.
