@@ -165,6 +165,27 @@ std::vector<Case> cases() {
        [](Builder& b) {
          return V{b.scaled_dot_product_attention(p(b, "q", {1, 2, 3, 4}), p(b, "k", {1, 2, 5, 4}), p(b, "v", {1, 2, 5, 2}))};
        }},
+      // Grouped-query k/v (Hq / Hkv = 4 and 2: dk, dv sum over each group), explicit scale, float
+      // masks broadcast over batch/heads (their gradient sums to the mask's shape), causal with a
+      // mask, uneven S and S = 1.
+      {"sdpa_gqa_causal_scale", {OpKind::scaled_dot_product_attention},
+       [](Builder& b) {
+         return V{b.scaled_dot_product_attention(p(b, "q", {1, 4, 5, 3}), p(b, "k", {1, 1, 5, 3}), p(b, "v", {1, 1, 5, 2}),
+                                                 true, nullptr, 0.5)};
+       }},
+      {"sdpa_gqa_mask", {OpKind::scaled_dot_product_attention},
+       [](Builder& b) {
+         Value* q = p(b, "q", {2, 2, 3, 4});
+         Value* k = p(b, "k", {2, 1, 7, 4});
+         Value* v = p(b, "v", {2, 1, 7, 2});
+         return V{b.scaled_dot_product_attention(q, k, v, false, p(b, "mask", {2, 1, 3, 7})),
+                  b.scaled_dot_product_attention(q, k, v, true, p(b, "row_mask", {7}), 0.8)};
+       }},
+      {"sdpa_s1_mask", {OpKind::scaled_dot_product_attention},
+       [](Builder& b) {
+         return V{b.scaled_dot_product_attention(p(b, "q", {1, 2, 1, 3}), p(b, "k", {1, 2, 1, 3}), p(b, "v", {1, 2, 1, 2}),
+                                                 true, p(b, "mask", {1, 1}))};
+       }},
       {"sum_mean", {OpKind::sum, OpKind::mean},
        [](Builder& b) {
          Value* x = p(b, "x", {2, 1, 3});

@@ -103,11 +103,26 @@ Tensor embedding(const Tensor& indices, const Tensor& weight);
 Tensor masked_embedding(const Tensor& indices, const Tensor& weight, int64_t vocab_start);
 
 // ---- attention (ops_attention.cc) ----
-// softmax(q·kᵀ/√D + mask)·v for q [..., S, D], k [..., Sk, D], v [..., Sk, Dv] (equal leading
-// dims) -> [..., S, Dv], as torch.nn.functional.scaled_dot_product_attention with scale=None.
-// causal: torch's top-left aligned mask, query i sees keys j <= i. Tiled (flash-style): memory is
-// O(S·Dv) per head and causal attention skips the fully masked key blocks.
+// softmax(q·kᵀ·scale + mask)·v for q [..., Hq, S, D], k [..., Hkv, Sk, D], v [..., Hkv, Sk, Dv]
+// -> [..., Hq, S, Dv], as torch.nn.functional.scaled_dot_product_attention (torch 2.x). The leading
+// dims agree except heads (dim -3): Hkv divides Hq and q head h reads kv head h / (Hq / Hkv)
+// (grouped-query attention, torch's repeat_interleave of k/v, without copying them). Rank-2 q, k,
+// v are one head.
+struct AttentionOptions {
+  // torch's top-left aligned mask, query i sees keys j <= i; combined with `mask` (both apply).
+  bool causal = false;
+  double scale = 0;  // 0: 1/sqrt(D), torch's scale=None
+  // Undefined: none. Else bool (true = keep, false = -inf) or q's dtype (added to the scaled
+  // scores), broadcastable (numpy rules, no new dims for the result) to [..., Hq, S, Sk].
+  Tensor mask;
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false);
+// Checks the shapes of an attention (mask: null for none) and returns Hq / Hkv (1 below rank 3);
+// ShapeError naming `op` and what does not fit. The kernels and the IR's shape inference share it.
+int64_t attention_kv_group(const char* op, const Shape& q, const Shape& k, const Shape& v, const Shape* mask);
+// The shape the scores (and a mask broadcast to them) have: q's leading dims, then [S, Sk].
+Shape attention_scores_shape(const Shape& q, const Shape& k);
 
 // ---- shape ops (ops_shape.cc): cat and pad copy; split, chunk and chunk_exact return views of
 // the input, as torch does (call .contiguous()/.clone() for an independent buffer) ----

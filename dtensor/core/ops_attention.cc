@@ -18,9 +18,14 @@
 // the 400 a full [100, 100] score matrix has (and 5,050 of them are unmasked). Row 40 of the second
 // block takes exponentials of columns 0..40 and writes 0 to 41..63.
 //
-// Every row has a visible key in every key block it processes: key blocks start at multiples of
-// kKeyBlock, itself a multiple of kQueryBlock, so a block that starts before i0 + bq starts at or
-// before i0 <= i. Results match the unfused softmax(scores)·v to a few ulps (fast_exp is the same
+// Grouped-query k/v: q head h reads kv head h / (Hq / Hkv) through the kv pointer of its task, so
+// k and v are never repeated. A mask (bool masks become 0 / -inf once, in the mask's own shape) is
+// read through broadcast strides and added to each scaled score tile before its row max.
+//
+// Without a mask every row has a visible key in every key block it processes: key blocks start at
+// multiples of kKeyBlock, itself a multiple of kQueryBlock, so a block that starts before i0 + bq
+// starts at or before i0 <= i. A mask can hide a row's whole block (its max stays -inf: the block
+// adds nothing) or the whole row (sum 0: the row is 0/0 = NaN, as torch's). Results match the unfused softmax(scores)·v to a few ulps (fast_exp is the same
 // exp as dt::softmax's); with Sk <= kKeyBlock no rescaling happens at all.
 #include <cblas.h>
 
@@ -65,6 +70,8 @@ struct Head {
   const C* v;
   C* out;  // contiguous [S, Dv]
   int64_t ldq, ldk, ldv;
+  const C* mask = nullptr;  // additive, element (i, j) at mask + i * mask_ld + j * mask_col
+  int64_t mask_ld = 0, mask_col = 0;
 };
 
 // Per-call scratch of the tiled loop.
@@ -79,8 +86,7 @@ struct Scratch {
 // S, Sk, D, Dv >= 1. Blocks write disjoint output rows, so they run on any thread in any order.
 template <typename C>
 void attend_block(const Head<C>& h, int64_t i0, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal,
-                  Scratch<C>& w) {
-  const C scale = C(1.0 / std::sqrt(double(D)));
+                  C scale, Scratch<C>& w) {
   const C neg_inf = -std::numeric_limits<C>::infinity();
   const int64_t bq = std::min(kQueryBlock, S - i0);
   const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
@@ -99,9 +105,13 @@ void attend_block(const Head<C>& h, int64_t i0, int64_t S, int64_t Sk, int64_t D
       // Scaling after the GEMM (not as its alpha) rounds the scores exactly as the unfused
       // matmul-then-mul did: a score's rounding error is amplified |score| times by exp.
       for (int64_t c = 0; c < visible; ++c) row[c] = row[c] * scale;
+      if (h.mask) {
+        const C* m = h.mask + (i0 + r) * h.mask_ld + j0 * h.mask_col;
+        for (int64_t c = 0; c < visible; ++c) row[c] += m[c * h.mask_col];
+      }
       const C m_old = w.row_max[size_t(r)];
       const C m_new = std::max(m_old, kernel::row_max(row, visible));
-      if (m_new == neg_inf) {  // nothing visible yet (cannot happen, see the file comment)
+      if (m_new == neg_inf) {  // everything masked so far (only a mask does that, see the file comment)
         std::fill(row, row + bk, C(0));
         continue;
       }
@@ -152,23 +162,42 @@ int64_t row_stride(const Tensor& t) {
   return t.size(-2) == 1 ? std::max<int64_t>(t.size(-1), 1) : t.strides()[size_t(t.dim() - 2)];
 }
 
+// Returns the additive mask (bool: 0 where true, -inf where false) in compute type C, viewed
+// with broadcast strides as `scores` (q's leading dims, S, Sk); undefined for no mask.
 template <typename C>
-Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal) {
+Tensor additive_mask(const Tensor& mask, const Shape& scores) {
+  if (!mask.defined()) return {};
+  Tensor m = mask.dtype() == DType::boolean
+                 ? where(mask, Tensor::full({}, 0.0, dtype_of<C>()), Tensor::full({}, -INFINITY, dtype_of<C>()))
+                 : mask.to(dtype_of<C>());
+  Shape full_rank(scores.size() - size_t(m.dim()), 1);
+  full_rank.insert(full_rank.end(), m.shape().begin(), m.shape().end());
+  return m.reshape(full_rank).expand(scores);
+}
+
+template <typename C>
+Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask0, bool causal, double scale) {
   const Tensor q = blas_rows(q0), k = blas_rows(k0), v = blas_rows(v0);
   const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2), Dv = v.size(-1);
   Shape out_shape = q.shape();
   out_shape.back() = Dv;
   // No keys (or an empty head dim) gives zeros, as softmax over nothing times v did.
   if (S == 0 || Sk == 0 || D == 0 || Dv == 0 || numel(out_shape) == 0) return Tensor::zeros(out_shape, dtype_of<C>());
+  const Tensor mask = additive_mask<C>(mask0, attention_scores_shape(q.shape(), k.shape()));
   Tensor out = Tensor::uninitialized(out_shape, dtype_of<C>());
   init_compute_threads();
   const int64_t batches = out.numel() / (S * Dv);
   const int64_t blocks = (S + kQueryBlock - 1) / kQueryBlock;
+  // Grouped-query: task batch b = outer · Hq + h reads kv batch outer · Hkv + h / group.
+  const int64_t hq = q.dim() >= 3 ? q.size(-3) : 1, hkv = k.dim() >= 3 ? k.size(-3) : 1, group = hq / hkv;
   const C* qp = static_cast<const C*>(q.raw_data());
   const C* kp = static_cast<const C*>(k.raw_data());
   const C* vp = static_cast<const C*>(v.raw_data());
+  const C* mp = mask.defined() ? static_cast<const C*>(mask.raw_data()) : nullptr;
   C* op = static_cast<C*>(out.raw_data());
   const int64_t ldq = row_stride(q), ldk = row_stride(k), ldv = row_stride(v);
+  const int64_t mask_ld = mp ? mask.strides()[size_t(mask.dim() - 2)] : 0, mask_col = mp ? mask.strides().back() : 0;
+  const C sc = C(scale != 0 ? scale : 1.0 / std::sqrt(double(D)));
   // One task per (head, query block), split over the rank's threads. Causal blocks cost in
   // proportion to their index, so tasks go out last block first (largest first) and ranges are
   // small, so that threads finishing early take the remaining small ones.
@@ -178,9 +207,18 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal)
         Scratch<C> scratch;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t blk = blocks - 1 - t / batches, b = t % batches;
-          const Head<C> h{qp + batch_offset(q, b), kp + batch_offset(k, b), vp + batch_offset(v, b),
-                          op + b * S * Dv,         ldq,                     ldk,                     ldv};
-          attend_block(h, blk * kQueryBlock, S, Sk, D, Dv, causal, scratch);
+          const int64_t kb = (b / hq) * hkv + (b % hq) / group;
+          const Head<C> h{qp + batch_offset(q, b),
+                          kp + batch_offset(k, kb),
+                          vp + batch_offset(v, kb),
+                          op + b * S * Dv,
+                          ldq,
+                          ldk,
+                          ldv,
+                          mp ? mp + batch_offset(mask, b) : nullptr,
+                          mask_ld,
+                          mask_col};
+          attend_block(h, blk * kQueryBlock, S, Sk, D, Dv, causal, sc, scratch);
         }
       },
       /*ranges_per_thread=*/8);
@@ -189,27 +227,69 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal)
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+Shape attention_scores_shape(const Shape& q, const Shape& k) {
+  Shape s = q;
+  if (s.size() >= 2 && !k.empty()) s.back() = k.size() >= 2 ? k[k.size() - 2] : 0;
+  return s;
+}
+
+int64_t attention_kv_group(const char* op, const Shape& q, const Shape& k, const Shape& v, const Shape* mask) {
+  const size_t r = q.size();
+  bool ok = r >= 2 && k.size() == r && v.size() == r && k[r - 1] == q[r - 1] && v[r - 2] == k[r - 2];
+  for (size_t d = 0; ok && d + 2 < r; ++d)
+    ok = k[d] == v[d] && (d + 3 == r || k[d] == q[d]);
+  if (!ok)
+    DT_THROW(ShapeError) << op << " shapes do not agree: q " << shape_str(q) << ", k " << shape_str(k) << ", v "
+                         << shape_str(v);
+  int64_t group = 1;
+  if (r >= 3) {
+    const int64_t hq = q[r - 3], hkv = k[r - 3];
+    if (hkv == 0 ? hq != 0 : hq % hkv != 0)
+      DT_THROW(ShapeError) << op << ": k/v heads " << hkv << " do not divide q heads " << hq
+                           << " (grouped-query attention needs Hq a multiple of Hkv): q " << shape_str(q) << ", k "
+                           << shape_str(k) << ", v " << shape_str(v);
+    group = hkv == 0 ? 1 : hq / hkv;
+  }
+  if (mask) {
+    const Shape scores = attention_scores_shape(q, k);
+    bool fits = mask->size() <= scores.size();
+    for (size_t i = 0; fits && i < mask->size(); ++i) {
+      const int64_t m = (*mask)[mask->size() - 1 - i], s = scores[scores.size() - 1 - i];
+      fits = m == s || m == 1;
+    }
+    if (!fits)
+      DT_THROW(ShapeError) << op << ": mask " << shape_str(*mask) << " does not broadcast to the scores "
+                           << shape_str(scores) << " (q's leading dims, then [S, Sk])";
+  }
+  return group;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts) {
   const char* op = "scaled_dot_product_attention";
   kernel::check_same_dtype(op, q, k);
   kernel::check_same_dtype(op, q, v);
-  bool ok = q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-1) == q.size(-1) &&
-            v.size(-2) == k.size(-2);
-  for (int64_t d = 0; ok && d + 2 < q.dim(); ++d)
-    ok = k.shape()[size_t(d)] == q.shape()[size_t(d)] && v.shape()[size_t(d)] == q.shape()[size_t(d)];
-  if (!ok)
-    DT_THROW(ShapeError) << op << " shapes do not agree: q " << shape_str(q.shape()) << ", k " << shape_str(k.shape())
-                         << ", v " << shape_str(v.shape());
+  const Tensor& mask = opts.mask;
+  if (mask.defined() && mask.dtype() != DType::boolean && mask.dtype() != q.dtype())
+    DT_THROW(DTypeError) << op << ": mask must be bool or q's dtype " << dtype_name(q.dtype()) << ", got "
+                         << dtype_name(mask.dtype());
+  attention_kv_group(op, q.shape(), k.shape(), v.shape(), mask.defined() ? &mask.shape() : nullptr);
   Tensor out;
   kernel::dispatch<kernel::kFloat>(q.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, compute_t<T>>) {
-      out = attend<T>(q, k, v, causal);
+      out = attend<T>(q, k, v, mask, opts.causal, opts.scale);
     } else {  // bf16/f16: compute in f32, round once at the end
-      out = attend<float>(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal).to(q.dtype());
+      out = attend<float>(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), mask, opts.causal, opts.scale)
+                .to(q.dtype());
     }
   });
   return out;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  AttentionOptions opts;
+  opts.causal = causal;
+  return scaled_dot_product_attention(q, k, v, opts);
 }
 
 }  // namespace dt

@@ -1,6 +1,8 @@
 // The tiled scaled_dot_product_attention against the unfused kernel it replaced (kept here as the
 // naive reference: q·kᵀ, scale, mask with where, softmax, ·v), on sequence lengths around the
-// block sizes (1, 7, 64, 257 > kKeyBlock = 256), causal and not, uneven head dims, strided views.
+// block sizes (1, 7, 64, 257 > kKeyBlock = 256), causal and not, uneven head dims, strided views;
+// grouped-query k/v, an explicit scale and bool/float masks against the same reference with k/v
+// repeated (repeat_interleave) and the mask applied with where/add.
 #include <limits>
 
 #include "dtensor/core/ops_test_util.h"
@@ -22,6 +24,32 @@ Tensor naive_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, bool causal
     Tensor visible = le(cols, rows);
     Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
     scores = where(visible, scores, neg_inf);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+// Returns k [B, Hkv, S, D] with each head repeated `group` times in place (torch's
+// repeat_interleave(group, dim=1)).
+Tensor repeat_heads(const Tensor& k, int64_t group) {
+  Shape grouped = k.shape(), repeated = k.shape();
+  grouped.insert(grouped.begin() + 2, group);
+  repeated[1] *= group;
+  return k.unsqueeze(2).expand(grouped).reshape(repeated);
+}
+
+// The reference for the options: k/v repeated to q's heads, the mask applied as torch 2.x's
+// reference does (bool: where, float: added after the scale), then the causal mask.
+Tensor naive_sdpa(const Tensor& q, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
+  const int64_t group = q.size(1) / k0.size(1);
+  const Tensor k = repeat_heads(k0, group), v = repeat_heads(v0, group);
+  const double scale = o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(q.size(-1)));
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);
+  const Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
+  if (o.mask.defined())
+    scores = o.mask.dtype() == DType::boolean ? where(o.mask, scores, neg_inf) : add(scores, o.mask.to(scores.dtype()));
+  if (o.causal) {
+    const int64_t s = q.size(-2), sk = k.size(-2);
+    scores = where(le(Tensor::arange(sk).view({1, sk}), Tensor::arange(s).view({s, 1})), scores, neg_inf);
   }
   return matmul(softmax(scores, -1), v);
 }
@@ -128,6 +156,70 @@ TEST(OpsAttention, RejectsBadShapesAndDtypes) {
                            {"scaled_dot_product_attention"});
   Tensor i = Tensor::zeros({2, 3, 4}, DType::i64);
   expect_error<DTypeError>([&] { scaled_dot_product_attention(i, i, i); }, {"scaled_dot_product_attention", "i64"});
+}
+
+TEST(OpsAttention, GroupedQueryScaleAndMasks) {
+  uint64_t seed = 100;
+  // Hq / Hkv = 4 and 1; S around the block sizes; masks of full and broadcast shapes.
+  for (int64_t hkv : {2, 8}) {
+    for (int64_t s : {1, 7, 257}) {
+      const Tensor q = uniform({2, 8, s, 16}, DType::f32, seed++), k = uniform({2, hkv, s, 16}, DType::f32, seed++),
+                   v = uniform({2, hkv, s, 8}, DType::f32, seed++);
+      const Tensor keep = gt(uniform({2, 1, s, s}, DType::f32, seed++, 0, 1), Tensor::full({}, 0.3));
+      std::vector<std::pair<std::string, Tensor>> masks = {
+          {"none", Tensor()},
+          {"bool [2,1,S,S]", keep},
+          {"float [S,S]", uniform({s, s}, DType::f32, seed++, -2, 2)},
+          {"float [8,1,S]", uniform({8, 1, s}, DType::f32, seed++, -2, 2)},
+      };
+      for (const auto& [name, mask] : masks)
+        for (bool causal : {false, true})
+          for (double scale : {0.0, 0.3}) {
+            AttentionOptions o;
+            o.causal = causal;
+            o.scale = scale;
+            o.mask = mask;
+            const std::string what = "Hkv " + std::to_string(hkv) + " S " + std::to_string(s) + " mask " + name +
+                                     (causal ? " causal" : "") + " scale " + std::to_string(scale);
+            // A bool mask can hide a whole row: NaN in both (torch gives NaN too).
+            const Tensor got = scaled_dot_product_attention(q, k, v, o), want = naive_sdpa(q, k, v, o);
+            std::vector<double> g = got.to_doubles(), w = want.to_doubles();
+            ASSERT_EQ(g.size(), w.size()) << what;
+            size_t nans = 0;
+            for (size_t i = 0; i < g.size(); ++i) {
+              EXPECT_EQ(std::isnan(g[i]), std::isnan(w[i])) << what << " at " << i;
+              if (std::isnan(w[i])) {
+                ++nans;
+                g[i] = w[i] = 0;
+              }
+            }
+            if (nans == 0) expect_close(got, want, 2e-6, what);
+          }
+    }
+  }
+}
+
+TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
+  const Tensor q = uniform({1, 1, 3, 4}, DType::f32, 1), k = uniform({1, 1, 3, 4}, DType::f32, 2),
+               v = uniform({1, 1, 3, 2}, DType::f32, 3);
+  AttentionOptions o;
+  o.mask = Tensor::from_doubles({1, 0, 1}, {3, 1}).to(DType::boolean);  // query row 1 sees nothing
+  const std::vector<double> out = scaled_dot_product_attention(q, k, v, o).to_doubles();
+  EXPECT_FALSE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[3]));
+  EXPECT_FALSE(std::isnan(out[4]));
+}
+
+TEST(OpsAttention, RejectsBadGroupsAndMasks) {
+  const Tensor q = Tensor::zeros({1, 8, 5, 4}), k = Tensor::zeros({1, 3, 5, 4});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, k, k); },
+                           {"k/v heads 3 do not divide q heads 8", "[1, 3, 5, 4]"});
+  AttentionOptions o;
+  o.mask = Tensor::zeros({2, 5, 5});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, q, q, o); },
+                           {"mask [2, 5, 5] does not broadcast to the scores [1, 8, 5, 5]"});
+  o.mask = Tensor::zeros({5, 5}, DType::i64);
+  expect_error<DTypeError>([&] { scaled_dot_product_attention(q, q, q, o); }, {"mask must be bool or q's dtype f32", "i64"});
 }
 
 }  // namespace

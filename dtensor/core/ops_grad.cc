@@ -166,43 +166,63 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
 }
 
 AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k,
-                                                     const Tensor& v, bool causal) {
+                                                     const Tensor& v, const AttentionOptions& opts) {
   const char* op = "scaled_dot_product_attention_backward";
-  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
-    DT_THROW(ShapeError) << op << ": q, k, v must have the same rank >= 2, got " << shape_str(q.shape()) << ", "
-                         << shape_str(k.shape()) << ", " << shape_str(v.shape());
-  const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2), Dv = v.size(-1);
-  const Shape lead(q.shape().begin(), q.shape().end() - 2);
-  if (Shape(k.shape().begin(), k.shape().end() - 2) != lead || Shape(v.shape().begin(), v.shape().end() - 2) != lead ||
-      k.size(-1) != D || v.size(-2) != Sk)
-    DT_THROW(ShapeError) << op << ": q " << shape_str(q.shape()) << ", k " << shape_str(k.shape()) << ", v "
-                         << shape_str(v.shape()) << " do not fit together";
+  const Tensor& mask = opts.mask;
+  const int64_t group =
+      attention_kv_group(op, q.shape(), k.shape(), v.shape(), mask.defined() ? &mask.shape() : nullptr);
+  const int64_t S = q.size(-2), D = q.size(-1), Sk = k.size(-2);
   Shape out_shape = q.shape();
-  out_shape.back() = Dv;
+  out_shape.back() = v.size(-1);
   if (grad.shape() != out_shape)
     DT_THROW(ShapeError) << op << ": grad " << shape_str(grad.shape()) << " does not match the output "
                          << shape_str(out_shape);
   // Batched GEMMs over every (batch, head), in the compute dtype:
-  //   P = softmax(q·kᵀ·scale, causal mask);  dv = Pᵀ·g;  dP = g·vᵀ;  dS = P·(dP − Σ_j dP·P)
-  //   dq = dS·k·scale;  dk = dSᵀ·q·scale
+  //   P = softmax(q·kᵀ·scale + mask, causal mask);  dv = Pᵀ·g;  dP = g·vᵀ;  dS = P·(dP − Σ_j dP·P)
+  //   dq = dS·k·scale;  dk = dSᵀ·q·scale;  dmask = dS
   // Masked scores are −inf, so their probabilities and dS are exactly 0. Memory: one [S, Sk]
-  // block per (batch, head) for P and dP.
+  // block per (batch, head) for P and dP. Grouped k/v are repeated to q's heads here (the
+  // backward holds [S, Sk] per head anyway) and their gradients summed back over each group.
   const DType ct = compute_dtype(op, q.dtype());
-  const Tensor qc = q.to(ct), kc = k.to(ct), vc = v.to(ct), gc = grad.to(ct);
-  const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
+  const Tensor qc = q.to(ct), gc = grad.to(ct);
+  auto repeat_heads = [&](const Tensor& t) {
+    if (group == 1) return t.to(ct);
+    Shape grouped = t.shape(), repeated = t.shape();
+    grouped.insert(grouped.end() - 2, group);
+    repeated[repeated.size() - 3] *= group;
+    return t.to(ct).unsqueeze(t.dim() - 2).expand(grouped).reshape(repeated);
+  };
+  auto sum_groups = [&](const Tensor& t, const Tensor& like) {
+    if (group == 1) return t.to(like.dtype());
+    Shape grouped = like.shape();
+    grouped.insert(grouped.end() - 2, group);
+    return sum(t.reshape(grouped), {int64_t(grouped.size()) - 3}).to(like.dtype());
+  };
+  const Tensor kc = repeat_heads(k), vc = repeat_heads(v);
+  const double scale = opts.scale != 0 ? opts.scale : D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
   Tensor scores = mul(matmul(qc, kc.transpose(-2, -1)), scale);
-  if (causal) {
+  const Tensor neg_inf = Tensor::full({}, -INFINITY, ct);
+  if (mask.defined()) scores = mask.dtype() == DType::boolean ? where(mask, scores, neg_inf) : add(scores, mask.to(ct));
+  if (opts.causal) {
     const Tensor rows = Tensor::arange(S).view({S, 1}), cols = Tensor::arange(Sk).view({1, Sk});
-    scores = where(le(cols, rows), scores, Tensor::full({}, -INFINITY, ct));
+    scores = where(le(cols, rows), scores, neg_inf);
   }
   const Tensor p = softmax(scores, -1);
   const Tensor dp = matmul(gc, vc.transpose(-2, -1));
   const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, /*keepdim=*/true)));
   AttentionGrads r;
-  r.dv = matmul(p.transpose(-2, -1), gc).to(v.dtype());
+  r.dv = sum_groups(matmul(p.transpose(-2, -1), gc), v);
   r.dq = mul(matmul(ds, kc), scale).to(q.dtype());
-  r.dk = mul(matmul(ds.transpose(-2, -1), qc), scale).to(k.dtype());
+  r.dk = sum_groups(mul(matmul(ds.transpose(-2, -1), qc), scale), k);
+  if (mask.defined() && mask.dtype() != DType::boolean) r.dscores = ds.to(q.dtype());
   return r;
+}
+
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, bool causal) {
+  AttentionOptions opts;
+  opts.causal = causal;
+  return scaled_dot_product_attention_backward(grad, q, k, v, opts);
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "dtensor/core/ops.h"
 #include "dtensor/core/tensor.h"
 
 namespace dt {
@@ -33,11 +34,15 @@ NormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Shape& no
 // softmax's gradient from its result y: y · (grad - sum(grad · y, dim)).
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 
-// Gradients of scaled_dot_product_attention(q, k, v, causal) (scale 1/sqrt(head dim); the causal
-// mask keeps keys j <= i). Recomputes the probabilities one head at a time.
+// Gradients of scaled_dot_product_attention(q, k, v, opts) (ops.h): dq, dk, dv (grouped k/v:
+// summed over the q heads sharing a kv head) and, for a float mask, dscores, the gradient of the
+// scaled scores the mask is added to, of attention_scores_shape (the caller sums it to the mask's
+// shape). Recomputes the probabilities (an [S, Sk] block per head).
 struct AttentionGrads {
-  Tensor dq, dk, dv;
+  Tensor dq, dk, dv, dscores;
 };
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, const AttentionOptions& opts);
 AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k,
                                                      const Tensor& v, bool causal);
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "dtensor/core/ops.h"
 #include "dtensor/ir/builder.h"
 
 namespace dt::io {
@@ -49,6 +50,7 @@ class Fuser {
   }
   bool match_rms(Node* n);
   bool match_attention(Node* n);
+  Value* unrepeated_heads(Value* r);
   // Places the nodes recorded since `mark` before `at`, and makes `old`'s users read `now`.
   void replace(Node* at, size_t mark, Value* old, Value* now);
 
@@ -174,6 +176,10 @@ bool Fuser::match_attention(Node* n) {
         if (!ok(vals[size_t(i * len + j)], j > i)) return false;
     return true;
   };
+  // Any other mask (an input, a padding mask) becomes the mask operand: the additive one of an
+  // add, or the keep-condition c of where(c, scores, fill).
+  Value* mask = nullptr;
+  auto scaled_scores = [&](Value* x) { return made_by(x, OpKind::div) || made_by(x, OpKind::mul); };
   if (Node* add = made_by(s, OpKind::add)) {
     Tensor m;
     for (int i = 0; i < 2 && !causal; ++i)
@@ -182,12 +188,17 @@ bool Fuser::match_attention(Node* n) {
         causal = true;
         s = add->operands[size_t(i)];
       }
-    if (!causal || !single_use(s)) return false;
+    for (int i = 0; i < 2 && !causal && !mask; ++i)
+      if (scaled_scores(add->operands[size_t(i)]) && add->operands[size_t(1 - i)]->type.dtype == s->type.dtype) {
+        mask = add->operands[size_t(1 - i)];
+        s = add->operands[size_t(i)];
+      }
+    if ((!causal && !mask) || !single_use(s)) return false;
   } else if (Node* w = made_by(s, OpKind::where)) {
     Tensor c;
     double fill = 0;
-    if (!constant_of(w->operands[0], c) || c.dtype() != DType::boolean) return false;
-    for (int i = 1; i <= 2 && !causal; ++i) {
+    const bool constant_condition = constant_of(w->operands[0], c) && c.dtype() == DType::boolean;
+    for (int i = 1; i <= 2 && !causal && constant_condition; ++i) {
       Value* other = w->operands[size_t(3 - i)];
       // Fill at i: masked where c equals (i == 1), kept elsewhere.
       const bool masked_when = i == 1;
@@ -197,7 +208,12 @@ bool Fuser::match_attention(Node* n) {
         s = other;
       }
     }
-    if (!causal || !single_use(s)) return false;
+    if (!causal && w->operands[0]->type.dtype == DType::boolean && scalar_of(w->operands[2], fill) && fill <= -1e4 &&
+        scaled_scores(w->operands[1])) {
+      mask = w->operands[0];
+      s = w->operands[1];
+    }
+    if ((!causal && !mask) || !single_use(s)) return false;
   }
   // The scale: div by sqrt(D) or mul by 1/sqrt(D).
   Node* scale = made_by(s, OpKind::div);
@@ -217,11 +233,21 @@ bool Fuser::match_attention(Node* n) {
   Value* kt = qk->operands[1];
   if (q->type.rank() != rank || kt->type.rank() != rank || v->type.rank() != rank) return false;
   const int64_t d = q->type.shape.back();
-  if (std::abs(k * std::sqrt(double(d)) - 1) > 1e-6) return false;
+  // 1/sqrt(D) is the op's default; any other factor goes into `scale` (0 would read as the default).
+  if (k == 0) return false;
+  const double scale_attr = std::abs(k * std::sqrt(double(d)) - 1) <= 1e-6 ? 0.0 : k;
   // Leading (batch, head) dims must agree exactly: the op does not broadcast them.
   for (int64_t i = 0; i + 2 < rank; ++i)
     if (q->type.shape[size_t(i)] != kt->type.shape[size_t(i)] || q->type.shape[size_t(i)] != v->type.shape[size_t(i)])
       return false;
+  if (mask) {
+    const Shape scores = dt::attention_scores_shape(q->type.shape, v->type.shape);
+    if (mask->type.rank() > rank) return false;
+    for (int64_t i = 1; i <= mask->type.rank(); ++i) {
+      const int64_t m = mask->type.shape[size_t(mask->type.rank() - i)], t = scores[size_t(rank - i)];
+      if (m != t && m != 1) return false;  // the mask would widen the scores: not this op
+    }
+  }
   const size_t mark = g_.nodes().size();
   // kᵀ is most often a transpose of the last two dims of k: read k itself.
   Value* key = nullptr;
@@ -239,11 +265,44 @@ bool Fuser::match_attention(Node* n) {
     key = identity ? t->operands[0] : b_.permute(t->operands[0], dims);
   }
   if (!key) key = b_.transpose(kt, -2, -1);
-  Value* y = b_.scaled_dot_product_attention(q, key, v, causal);
+  // Grouped-query exports repeat k/v to q's heads (x[:, :, None].expand(B, Hkv, g, S, D)
+  // .reshape(B, Hq, S, D), repeat_interleave's semantics): the op reads the Hkv heads instead.
+  Value* key_heads = unrepeated_heads(key);
+  Value* v_heads = key_heads ? unrepeated_heads(v) : nullptr;
+  if (key_heads && v_heads && key_heads->type.shape[size_t(rank - 3)] == v_heads->type.shape[size_t(rank - 3)]) {
+    key = key_heads;
+    v = v_heads;
+  }
+  Value* y = b_.scaled_dot_product_attention(q, key, v, causal, mask, scale_attr);
   if (y->type != n->result()->type) return false;  // left unused; dropped below
   replace(n, mark, n->result(), y);
   ++counts_.attention;
   return true;
+}
+
+// r = reshape(expand(x [..., Hkv, 1, S, D] -> [..., Hkv, g, S, D]) -> [..., Hkv·g, S, D]), the
+// repeat of a grouped-query export (x most often unsqueeze(k, -3)): returns k [..., Hkv, S, D]
+// (recording a view when x is not an unsqueeze), or null for anything else.
+Value* Fuser::unrepeated_heads(Value* r) {
+  const int64_t rank = r->type.rank();
+  if (rank < 3) return nullptr;
+  Node* reshape = made_by(r, OpKind::reshape);
+  if (!reshape) reshape = made_by(r, OpKind::view);
+  if (!reshape) return nullptr;
+  Node* expand = made_by(reshape->operands[0], OpKind::expand);
+  if (!expand) return nullptr;
+  const Shape& e = expand->result()->type.shape;
+  const Shape& x = expand->operands[0]->type.shape;
+  if (int64_t(e.size()) != rank + 1 || x.size() != e.size()) return nullptr;
+  const size_t h = size_t(rank - 3);  // Hkv at h, the group at h + 1
+  for (size_t i = 0; i < e.size(); ++i)
+    if (i != h + 1 && x[i] != e[i]) return nullptr;
+  if (x[h + 1] != 1 || e[h] * e[h + 1] != r->type.shape[h]) return nullptr;
+  Shape kv = x;
+  kv.erase(kv.begin() + std::ptrdiff_t(h + 1));
+  Value* base = expand->operands[0];
+  if (Node* u = made_by(base, OpKind::unsqueeze); u && u->operands[0]->type.shape == kv) return u->operands[0];
+  return b_.view(base, kv);
 }
 
 void Fuser::replace(Node* at, size_t mark, Value* old, Value* now) {

@@ -2,12 +2,17 @@
 // plans see them as one op (attention heads shard; the norm is one kernel):
 //   - RMSNorm: x * rsqrt(mean(x^2, -1, keepdim) + eps) [* weight], with x^2 as pow(x, 2) or x * x,
 //     rsqrt as rsqrt(.) or 1 / sqrt(.), or x / sqrt(...) -> rms_norm(x, [H], weight, eps);
-//   - attention: matmul(q, kᵀ) scaled by 1/sqrt(D) (div by sqrt(D) or mul by its inverse), with
-//     an optional causal mask (add of 0 / -inf, or where(mask, scores, -inf) either way round),
-//     softmax over the last dim, matmul by v -> scaled_dot_product_attention(q, k, v, causal).
-// A candidate whose scale is not 1/sqrt(D), whose mask is not causal, or whose intermediate values
-// have other users is left as it is (still correct, only not fused). Nodes the fusion leaves
-// unused are removed.
+//   - attention: matmul(q, kᵀ) scaled (div by a constant or mul by one: 1/sqrt(D) is the op's
+//     default, any other factor becomes its `scale`), with an optional mask, softmax over the last
+//     dim, matmul by v -> scaled_dot_product_attention(q, k, v, mask?) {causal, scale}. A constant
+//     causal mask (add of 0 / -inf, or where(mask, scores, -inf) either way round) becomes
+//     causal = true; any other additive mask (add of a tensor of the scores' dtype) or keep
+//     condition (where(c, scores, fill <= -1e4)) that broadcasts to the scores becomes the mask
+//     operand. Grouped-query exports repeat k and v to q's heads
+//     (x[:, :, None].expand(B, Hkv, g, S, D).reshape(B, Hq, S, D)): the repeat is dropped and the
+//     op reads the Hkv heads.
+// A candidate whose mask would widen the scores or whose intermediate values have other users is
+// left as it is (still correct, only not fused). Nodes the fusion leaves unused are removed.
 #pragma once
 
 #include "dtensor/io/safetensors.h"

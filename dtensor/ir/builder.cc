@@ -116,8 +116,10 @@ Value* Builder::cat(const std::vector<Value*>& xs, int64_t dim) { return one(OpK
 Value* Builder::arange(int64_t end, int64_t start, int64_t step, DType dtype) {
   return one(OpKind::arange, {}, {{"start", start}, {"end", end}, {"step", step}, {"dtype", dtype}});
 }
-Value* Builder::scaled_dot_product_attention(Value* q, Value* k, Value* v, bool causal) {
-  return one(OpKind::scaled_dot_product_attention, {q, k, v}, {{"causal", causal}});
+Value* Builder::scaled_dot_product_attention(Value* q, Value* k, Value* v, bool causal, Value* mask, double scale) {
+  std::vector<Value*> operands = {q, k, v};
+  if (mask) operands.push_back(mask);
+  return one(OpKind::scaled_dot_product_attention, operands, {{"causal", causal}, {"scale", scale}});
 }
 Value* Builder::sum(Value* x, const std::vector<int64_t>& dims, bool keepdim) {
   return one(OpKind::sum, {x}, {{"dims", dims}, {"keepdim", keepdim}});

@@ -7,7 +7,9 @@
 //   rms_norm_backward(grad, x, weight?) {normalized_shape, eps}   -> dx
 //       (the affine parameters' gradients are ordinary ops: ops_norm.cc)
 //   softmax_backward(grad, y) {dim}            -> dx, from softmax's result y
-//   scaled_dot_product_attention_backward(grad, q, k, v) {causal} -> (dq, dk, dv)
+//   scaled_dot_product_attention_backward(grad, q, k, v, mask?) {causal, scale} -> (dq, dk, dv[, dscores])
+//       (dscores, of the scores' shape [..., Hq, S, Sk], only for a float mask: its gradient
+//       before the sum to the mask's shape)
 //   embedding_backward(grad, indices) {num_weights} -> dweight [num_weights, H]
 //   mse_loss_backward(grad, input, target) {count}, cross_entropy_backward(grad, logits, target) {count}
 //       -> dinput; `count` is the number of elements (mse) or rows (cross_entropy) of the whole
@@ -81,16 +83,26 @@ void infer_norm_backward(const Node& node, const Graph&, std::vector<TensorType>
 }
 
 void infer_sdpa_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
-  infer_util::require_same_dtype(node);
-  infer_util::require_floating(node, 1);
+  const char* op = "scaled_dot_product_attention_backward";
   const TensorType& q = node.operands[1]->type;
-  const TensorType& v = node.operands[3]->type;
+  for (int i = 0; i < 4; ++i)
+    if (node.operands[size_t(i)]->type.dtype != q.dtype)
+      DT_THROW(DTypeError) << op << ": grad, q, k and v must have one dtype, got " << type_str(node.operands[size_t(i)]->type)
+                           << " beside q " << type_str(q);
+  infer_util::require_floating(node, 1);
+  const TensorType* mask = node.operands.size() > 4 ? &node.operands[4]->type : nullptr;
+  if (mask && mask->dtype != DType::boolean && mask->dtype != q.dtype)
+    DT_THROW(DTypeError) << op << ": mask must be bool or q's dtype " << dtype_name(q.dtype) << ", got "
+                         << type_str(*mask);
+  const Shape& k = node.operands[2]->type.shape;
+  dt::attention_kv_group(op, q.shape, k, node.operands[3]->type.shape, mask ? &mask->shape : nullptr);
   Shape o = q.shape;
-  if (!o.empty()) o.back() = v.shape.empty() ? 0 : v.shape.back();
+  o.back() = node.operands[3]->type.shape.back();
   if (node.operands[0]->type.shape != o)
-    DT_THROW(ShapeError) << "scaled_dot_product_attention_backward grad " << type_str(node.operands[0]->type)
-                         << " does not match the attention output " << shape_str(o);
+    DT_THROW(ShapeError) << op << " grad " << type_str(node.operands[0]->type) << " does not match the attention output "
+                         << shape_str(o);
   for (int i = 1; i <= 3; ++i) out.push_back(node.operands[size_t(i)]->type);
+  if (mask && mask->dtype != DType::boolean) out.push_back({q.dtype, dt::attention_scores_shape(q.shape, k)});
 }
 
 void infer_embedding_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
@@ -149,11 +161,14 @@ void run_softmax_backward(const KernelArgs& a) {
   a.out[0] = dt::softmax_backward(a.in[0], a.in[1], a.node.attr_int("dim"));
 }
 void run_sdpa_backward(const KernelArgs& a) {
-  AttentionGrads g = dt::scaled_dot_product_attention_backward(a.in[0], a.in[1], a.in[2], a.in[3],
-                                                               a.node.attr_bool("causal"));
+  const dt::AttentionOptions opts{.causal = a.node.attr_bool("causal"),
+                                  .scale = a.node.attr_float("scale"),
+                                  .mask = a.in.size() > 4 ? a.in[4] : Tensor()};
+  AttentionGrads g = dt::scaled_dot_product_attention_backward(a.in[0], a.in[1], a.in[2], a.in[3], opts);
   a.out[0] = g.dq;
   a.out[1] = g.dk;
   a.out[2] = g.dv;
+  if (a.out.size() > 3) a.out[3] = g.dscores;
 }
 void run_embedding_backward(const KernelArgs& a) {
   a.out[0] = dt::embedding_backward(a.in[0], a.in[1], a.node.attr_int("num_weights"));
@@ -215,8 +230,10 @@ void register_grad_ops(OpTable& t) {
          .kernel = run_norm_backward});
   t.add({.kind = OpKind::softmax_backward, .operands = {{"grad"}, {"y"}}, .attrs = {{"dim", AttrKind::i64, std::nullopt}},
          .infer = infer_pointwise, .kernel = run_softmax_backward});
-  t.add({.kind = OpKind::scaled_dot_product_attention_backward, .operands = {{"grad"}, {"q"}, {"k"}, {"v"}},
-         .attrs = {{"causal", AttrKind::boolean, Attr(false)}}, .infer = infer_sdpa_backward,
+  t.add({.kind = OpKind::scaled_dot_product_attention_backward,
+         .operands = {{"grad"}, {"q"}, {"k"}, {"v"}, {"mask", true}},
+         .attrs = {{"causal", AttrKind::boolean, Attr(false)}, {"scale", AttrKind::f64, Attr(0.0)}},
+         .infer = infer_sdpa_backward,
          .kernel = run_sdpa_backward});
   t.add({.kind = OpKind::embedding_backward, .operands = {{"grad"}, {"indices"}},
          .attrs = {{"num_weights", AttrKind::i64, std::nullopt}}, .infer = infer_embedding_backward,

@@ -134,6 +134,27 @@ TEST(ParseErrors, OperandShapesThatDoNotAgree) {
             "t.dt:4:8: shapes [8, 64] and [256, 64] do not broadcast (dim 0: 8 vs 256)");
 }
 
+TEST(ParseErrors, AttentionHeadsMasksAndDtypes) {
+  const std::string qkv = "  %q = view(%x) {shape = [1, 8, 8, 8]} : f32[1, 8, 8, 8]\n"
+                          "  %ks = slice(%w) {dim = 0, end = 3} : f32[3, 64]\n"
+                          "  %k = view(%ks) {shape = [1, 3, 8, 8]} : f32[1, 3, 8, 8]\n";
+  const std::string tail = "  return %y\n";
+  EXPECT_EQ(error_of(qkv + "  %y = scaled_dot_product_attention(%q, %x, %x) : f32[1, 8, 8, 8]\n" + tail),
+            "t.dt:7:8: scaled_dot_product_attention shapes do not agree: q [1, 8, 8, 8], k [8, 64], v [8, 64]");
+  EXPECT_EQ(error_of(qkv + "  %y = scaled_dot_product_attention(%q, %k, %k) : f32[1, 8, 8, 8]\n" + tail),
+            "t.dt:7:8: scaled_dot_product_attention: k/v heads 3 do not divide q heads 8 (grouped-query attention "
+            "needs Hq a multiple of Hkv): q [1, 8, 8, 8], k [1, 3, 8, 8], v [1, 3, 8, 8]");
+  EXPECT_EQ(error_of(qkv + "  %y = scaled_dot_product_attention(%q, %q, %q, %x) : f32[1, 8, 8, 8]\n" + tail),
+            "t.dt:7:8: scaled_dot_product_attention: mask [8, 64] does not broadcast to the scores [1, 8, 8, 8] "
+            "(q's leading dims, then [S, Sk])");
+  EXPECT_EQ(error_of(qkv + "  %m = cast(%q) {dtype = i64} : i64[1, 8, 8, 8]\n"
+                           "  %y = scaled_dot_product_attention(%q, %q, %q, %m) : f32[1, 8, 8, 8]\n" + tail),
+            "t.dt:8:8: scaled_dot_product_attention: mask must be bool (true = keep) or q's dtype f32, got i64[1, 8, 8, 8]");
+  EXPECT_EQ(error_of(qkv + "  %qd = cast(%q) {dtype = f64} : f64[1, 8, 8, 8]\n"
+                           "  %y = scaled_dot_product_attention(%qd, %q, %q) : f64[1, 8, 8, 8]\n" + tail),
+            "t.dt:8:8: scaled_dot_product_attention: q, k and v must have one dtype, got q f64[1, 8, 8, 8], k f32[1, 8, 8, 8]");
+}
+
 TEST(ParseErrors, WrongNumberOfResultTypes) {
   EXPECT_EQ(error_of("  %a, %b = split(%x) {split_size = 4} : f32[4, 64]\n  return %a\n"),
             "t.dt:4:41: expected 2 result types, found 1");

@@ -87,6 +87,9 @@ struct RuleEntry {
 
 // The family tables, one per ops_<family>.cc (sharding_<family>.cc beside it).
 std::vector<RuleEntry> attention_sharding_rules();
+// scaled_dot_product_attention_backward's rule, beside the forward's (sharding_attention.cc);
+// grad_sharding_rules lists it.
+OpShardingRule attention_backward_rule(const Node& node);
 std::vector<RuleEntry> elementwise_sharding_rules();
 std::vector<RuleEntry> grad_sharding_rules();   // ops_grad.cc
 std::vector<RuleEntry> index_sharding_rules();

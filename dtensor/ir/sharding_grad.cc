@@ -51,21 +51,6 @@ OpShardingRule norm_backward(const Node& n) {
   return r;
 }
 
-// (grad, q, k, v) -> (dq, dk, dv): the leading (batch, heads) dims pass through; the sequence and
-// head dims are replicated (dk and dv sum over the query positions).
-OpShardingRule sdpa_backward(const Node& n) {
-  OpShardingRule r;
-  const Shape& q = n.operands[1]->type.shape;
-  TensorFactors batch;
-  for (size_t d = 0; d + 2 < q.size(); ++d) batch.push_back(dim_of(r.add_factor(q[d])));
-  TensorFactors t = batch;
-  t.push_back(dim_of(-1));
-  t.push_back(dim_of(-1));
-  r.operands = {t, t, t, t};
-  r.results = {t, t, t};
-  return r;
-}
-
 // (grad [..., H], indices [...]) -> [V, H]
 OpShardingRule embedding_backward(const Node& n) {
   OpShardingRule r;
@@ -138,7 +123,7 @@ std::vector<RuleEntry> grad_sharding_rules() {
           {OpKind::softmax_backward, softmax_backward},
           {OpKind::layer_norm_backward, norm_backward},
           {OpKind::rms_norm_backward, norm_backward},
-          {OpKind::scaled_dot_product_attention_backward, sdpa_backward},
+          {OpKind::scaled_dot_product_attention_backward, attention_backward_rule},
           {OpKind::embedding_backward, embedding_backward},
           {OpKind::mse_loss_backward, mse_backward},
           {OpKind::cross_entropy_backward, cross_entropy_backward},

@@ -13,10 +13,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/autodiff/autodiff.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
+#include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
@@ -69,6 +71,47 @@ void expect_matches_pytorch(const ir::Graph& graph, const char* model) {
   EXPECT_EQ(o.diff.mismatches, 0) << "max_abs_diff " << o.diff.max_abs_diff << " max_rel_diff " << o.diff.max_rel_diff;
   EXPECT_LE(o.diff.max_abs_diff, 1e-5 * o.max_abs_expected);
   EXPECT_NEAR(o.loss, o.expected_loss, 1e-5 * std::abs(o.expected_loss));
+}
+
+// scaled_dot_product_attention with grouped-query k/v, a scale and bool/float masks (with and
+// without causal) against torch 2.x's reference written in torch 1.13 ops
+// (scripts/make_attention_reference.py): the output and, through autodiff, dq, dk, dv and the
+// float mask's gradient, all in f64.
+TEST(ReferenceModels, AttentionMatchesPyTorch) {
+  std::ifstream meta_file(kRef + "/attention/cases.json");
+  ASSERT_TRUE(meta_file) << kRef << "/attention/cases.json";
+  const nlohmann::json meta = nlohmann::json::parse(meta_file);
+  ASSERT_EQ(meta.size(), 4u);
+  for (const auto& [name, attrs] : meta.items()) {
+    SCOPED_TRACE(name);
+    const io::TensorMap ref = io::read_safetensors(kRef + "/attention/" + name + ".safetensors");
+    const bool has_mask = ref.count("mask") > 0, float_mask = has_mask && ref.at("mask").dtype() == DType::f64;
+    ir::Graph g(name);
+    ir::Builder b(g);
+    auto param = [&](const std::string& n) { return b.param(n, DType::f64, ref.at(n).shape()); };
+    ir::Value* q = param("q");
+    ir::Value* k = param("k");
+    ir::Value* v = param("v");
+    ir::Value* mask = !has_mask ? nullptr : float_mask ? param("mask") : b.input("mask", DType::boolean, ref.at("mask").shape());
+    ir::Value* out = b.scaled_dot_product_attention(q, k, v, attrs["causal"].get<bool>(), mask, attrs["scale"].get<double>());
+    ir::Value* loss = b.sum(b.mul(out, b.input("dout", DType::f64, ref.at("dout").shape())));
+    std::vector<ir::Value*> params(g.params().begin(), g.params().end());
+    std::vector<ir::Value*> grads = autodiff::append_gradients(g, loss, params);
+    std::vector<ir::Value*> outputs = {out};
+    outputs.insert(outputs.end(), grads.begin(), grads.end());
+    b.outputs(outputs);
+    Bindings bind;
+    for (const char* n : {"q", "k", "v", "mask", "dout"})
+      if (ref.count(n)) bind[n] = ref.at(n);
+    const std::vector<Tensor> got = Interpreter(g).run(bind);
+    std::vector<std::string> want = {"out"};
+    for (ir::Value* p : params) want.push_back("d" + p->name);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const DiffReport d = compare(got[i], ref.at(want[i]), 1e-9, 1e-11);
+      EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << want[i] << " max_abs_diff " << d.max_abs_diff;
+    }
+  }
 }
 
 TEST(ReferenceModels, MlpMatchesPyTorch) { expect_matches_pytorch(ir::build_mlp({.loss = true}), "mlp"); }

@@ -59,6 +59,16 @@ TEST_P(Reference, ImportsRunsLikePyTorchAndShards) {
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::matmul), 0);
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::scaled_dot_product_attention), 2);
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::rms_norm), m == "llama" ? 5 : 0);
+  // llama's grouped-query k/v (8 q heads, 2 kv heads, repeated by Expand + Reshape in the export)
+  // import without the repeat: the attention reads the 2 kv heads.
+  for (const ir::Node* n : im.graph.nodes())
+    if (n->op == ir::OpKind::scaled_dot_product_attention) {
+      const int64_t hq = n->operands[0]->type.shape[1];
+      EXPECT_EQ(hq, m == "llama" ? 8 : 4);
+      EXPECT_EQ(n->operands[1]->type.shape[1], m == "llama" ? 2 : hq);
+      EXPECT_EQ(n->operands[2]->type.shape[1], m == "llama" ? 2 : hq);
+    }
+  EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::expand), 0);
   // One device, against PyTorch, fused and as exported.
   TensorMap io = read_safetensors(kReference + "/" + m + "_io.safetensors");
   const TensorMap inputs = {{"input_ids", io.at("input_ids")}};
@@ -246,11 +256,19 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
       std::printf("llama512: %s on %lld vs one device max_abs_diff %.3g\n", p, (long long)n, ds.max_abs_diff);
       EXPECT_TRUE(ds.shapes_match && ds.mismatches == 0) << p << " mesh " << n << " max_abs_diff " << ds.max_abs_diff;
     }
-  // Attention scaled by other than 1/sqrt(D) is not scaled_dot_product_attention: left as exported.
-  OnnxImportResult other = import_onnx_bytes(llama512(7), "llama512.onnx");
-  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::scaled_dot_product_attention), 0);
-  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::matmul), 2);
+  // Attention scaled by other than 1/sqrt(D) fuses with that `scale`, and computes what the
+  // exported ops compute.
+  const std::string scaled = llama512(7);
+  OnnxImportResult other = import_onnx_bytes(scaled, "llama512.onnx");
+  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::scaled_dot_product_attention), 1);
+  EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::matmul), 0);
   EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::rms_norm), 3);
+  for (const ir::Node* n : other.graph.nodes())
+    if (n->op == ir::OpKind::scaled_dot_product_attention) EXPECT_FLOAT_EQ(float(n->attr_float("scale")), 1.f / 7);
+  OnnxImportResult other_raw = import_onnx_bytes(scaled, "llama512.onnx", unfused);
+  DiffReport dsc = compare(sharding::testing::run_single(other.graph, other.weights, inputs)[0],
+                           sharding::testing::run_single(other_raw.graph, other_raw.weights, inputs)[0], 1e-5, 1e-5);
+  EXPECT_TRUE(dsc.shapes_match && dsc.mismatches == 0) << "scale 1/7 max_abs_diff " << dsc.max_abs_diff;
 }
 
 // ---- errors ----
