@@ -10,8 +10,8 @@
 // gathered again for the backward (reshard-after-forward), gathers are prefetched one ahead, and
 // the loss never gathers the logits rows. Without those the peak held the whole gathered model
 // and the whole batch's logits (109 MiB of results instead of 49). The issue's own goal counts
-// one layer's activations only, which needs recomputation in the backward (not built): the test
-// prints how far the peak is from it.
+// one layer's activations only: with the blocks' activations recomputed in the backward
+// (autodiff/recompute.h) the peak is within it (67.1 MiB against 68.5 when written).
 #include <gtest/gtest.h>
 
 #include <cstdio>
