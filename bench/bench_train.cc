@@ -12,9 +12,11 @@
 // plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
 // activations are counted in the step graph: the forward results the backward reads, with the
 // configured layers minus with one layer fewer (views of other results count their own bytes;
-// autodiff/train_memory.h). Every layer's activations stay saved until the backward (nothing
-// recomputes them), so the run also reports the goal with all layers' activations on 1/n of the
-// batch, which sharding alone can reach. --peak-breakdown K lists the K largest values live at
+// autodiff/train_memory.h). Each fsdp run is made without and with the blocks' activations
+// recomputed in the backward (--recompute blocks, autodiff/recompute.h): without it every layer's
+// activations stay saved until the backward, so the run also reports the goal with all layers'
+// activations on 1/n of the batch, which sharding alone can reach. The one-device step is also
+// timed with recomputation (its step/forward and peak). --peak-breakdown K lists the K largest values live at
 // each fsdp run's estimated peak on rank 0 (passes/memory_estimate.h): what dominates it.
 #include <fmt/format.h>
 
