@@ -12,9 +12,11 @@
 // plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
 // activations are counted in the step graph: the forward results the backward reads, with the
 // configured layers minus with one layer fewer (views of other results count their own bytes;
-// autodiff/train_memory.h). Every layer's activations stay saved until the backward (nothing
-// recomputes them), so the run also reports the goal with all layers' activations on 1/n of the
-// batch, which sharding alone can reach. --peak-breakdown K lists the K largest values live at
+// autodiff/train_memory.h). Each fsdp run is made without and with the blocks' activations
+// recomputed in the backward (--recompute blocks, autodiff/recompute.h): without it every layer's
+// activations stay saved until the backward, so the run also reports the goal with all layers'
+// activations on 1/n of the batch, which sharding alone can reach. The one-device step is also
+// timed with recomputation (its step/forward and peak). --peak-breakdown K lists the K largest values live at
 // each fsdp run's estimated peak on rank 0 (passes/memory_estimate.h): what dominates it.
 #include <fmt/format.h>
 
@@ -91,34 +93,37 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
   nlohmann::json runs = nlohmann::json::array();
   std::stringstream ss(opt.fsdp);
   std::string text;
-  while (std::getline(ss, text, ',')) {
-    runtime::ShardedTrainOptions so;
-    so.mesh = DeviceMesh::parse(text);
-    if (so.mesh.ndim() != 1) DT_THROW(ValueError) << "--fsdp takes rank counts (1-d meshes), got " << text;
-    so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
-      "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
-      "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
-    nlohmann::json breakdown;
-    so.run_passes = [&](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-      run_pass_pipelines(programs, ranks, PassCliOptions{});
-      if (opt.peak_breakdown > 0) breakdown = peak_breakdown(programs[0], opt.peak_breakdown);
-    };
-    const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
-    const int64_t n = so.mesh.size();
-    int64_t held = 0;  // the largest rank's parameter and state shards (bound, not results)
-    for (const auto& rank_state : r.rank_state) held = std::max(held, bytes_of(rank_state));
-    const int64_t peak = held + int64_t(r.peak_bytes);
-    const int64_t goal = terms.goal(n), goal_all = terms.goal_keeping_activations(n);
-    runs.push_back({{"ranks", n},
-                    {"held_bytes_per_rank", held},
-                    {"peak_result_bytes_per_rank", r.peak_bytes},
-                    {"rank_peak_bytes", peak},
-                    {"goal_bytes", goal},
-                    {"holds", peak <= goal},
-                    {"goal_keeping_activations_bytes", goal_all},
-                    {"holds_keeping_activations", peak <= goal_all}});
-    if (opt.peak_breakdown > 0) runs.back()["peak_breakdown"] = breakdown;
-  }
+  while (std::getline(ss, text, ','))
+    for (const autodiff::Recompute recompute : {autodiff::Recompute::none, autodiff::Recompute::blocks}) {
+      to.recompute = recompute;
+      runtime::ShardedTrainOptions so;
+      so.mesh = DeviceMesh::parse(text);
+      if (so.mesh.ndim() != 1) DT_THROW(ValueError) << "--fsdp takes rank counts (1-d meshes), got " << text;
+      so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
+        "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
+        "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
+      nlohmann::json breakdown;
+      so.run_passes = [&](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+        run_pass_pipelines(programs, ranks, PassCliOptions{});
+        if (opt.peak_breakdown > 0) breakdown = peak_breakdown(programs[0], opt.peak_breakdown);
+      };
+      const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
+      const int64_t n = so.mesh.size();
+      int64_t held = 0;  // the largest rank's parameter and state shards (bound, not results)
+      for (const auto& rank_state : r.rank_state) held = std::max(held, bytes_of(rank_state));
+      const int64_t peak = held + int64_t(r.peak_bytes);
+      const int64_t goal = terms.goal(n), goal_all = terms.goal_keeping_activations(n);
+      runs.push_back({{"ranks", n},
+                      {"recompute", std::string(autodiff::recompute_name(recompute))},
+                      {"held_bytes_per_rank", held},
+                      {"peak_result_bytes_per_rank", r.peak_bytes},
+                      {"rank_peak_bytes", peak},
+                      {"goal_bytes", goal},
+                      {"holds", peak <= goal},
+                      {"goal_keeping_activations_bytes", goal_all},
+                      {"holds_keeping_activations", peak <= goal_all}});
+      if (opt.peak_breakdown > 0) runs.back()["peak_breakdown"] = breakdown;
+    }
   return {{"param_bytes", terms.params},
           {"grad_bytes", terms.grads},
           {"state_bytes", terms.state},
@@ -152,14 +157,21 @@ void bench(const BenchTrainOptions& opt) {
   runtime::TrainOptions to;
   to.steps = opt.steps;
   runtime::TrainResult one = runtime::train_single_device(g.clone(), weights, data, to);
-  const double f = fastest_after_first(fwd_ms), s1 = fastest_after_first(one.step_ms);
+  to.recompute = autodiff::Recompute::blocks;
+  const runtime::TrainResult one_rec = runtime::train_single_device(g.clone(), weights, data, to);
+  to.recompute = autodiff::Recompute::none;
+  const double f = fastest_after_first(fwd_ms), s1 = fastest_after_first(one.step_ms),
+               s1r = fastest_after_first(one_rec.step_ms);
   nlohmann::json j = {{"config", {{"hidden", opt.hidden}, {"layers", opt.layers}, {"heads", opt.heads},
                                   {"vocab", opt.vocab}, {"batch", opt.batch}, {"seq", opt.seq}}},
                       {"forward_ms", f},
                       {"step_ms", s1},
                       {"step_over_forward", s1 / f},
                       {"forward_peak_bytes", fwd_peak},
-                      {"step_peak_bytes", one.peak_bytes}};
+                      {"step_peak_bytes", one.peak_bytes},
+                      {"recompute_step_ms", s1r},
+                      {"recompute_step_over_forward", s1r / f},
+                      {"recompute_step_peak_bytes", one_rec.peak_bytes}};
   nlohmann::json meshes = nlohmann::json::array();
   std::stringstream ss(opt.meshes);
   std::string mesh_text;
@@ -193,6 +205,8 @@ void bench(const BenchTrainOptions& opt) {
               (long long)opt.seq);
   std::printf("one device: forward %.1f ms, step %.1f ms (step/forward %.2f), peak %.1f MiB\n", f, s1, s1 / f,
               double(one.peak_bytes) / (1 << 20));
+  std::printf("one device, recompute blocks: step %.1f ms (step/forward %.2f), peak %.1f MiB\n", s1r, s1r / f,
+              double(one_rec.peak_bytes) / (1 << 20));
   std::printf("%-6s %-12s %10s %9s %16s %14s %10s\n", "mesh", "plan", "step_ms", "speedup", "bytes/rank/step",
               "peak MiB/rank", "peak/one");
   for (const auto& m : meshes)
@@ -207,19 +221,22 @@ void bench(const BenchTrainOptions& opt) {
               "one layer: params %.1f MiB, activations %.1f MiB; all layers' activations %.1f MiB\n",
               mib(fm["param_bytes"]), mib(fm["grad_bytes"]), mib(fm["state_bytes"]), mib(fm["layer_param_bytes"]),
               mib(fm["layer_activation_bytes"]), mib(fm["activation_bytes"]));
-  std::printf("%-6s %14s %12s %14s %10s %9s %6s %14s %6s\n", "ranks", "held MiB/rank", "peak results",
-              "rank peak MiB", "goal MiB", "peak/goal", "holds", "goal(all) MiB", "holds");
+  std::printf("%-6s %-9s %14s %12s %14s %10s %9s %6s %14s %6s\n", "ranks", "recompute", "held MiB/rank",
+              "peak results", "rank peak MiB", "goal MiB", "peak/goal", "holds", "goal(all) MiB", "holds");
   for (const auto& r : fm["runs"])
-    std::printf("%-6d %14.1f %12.1f %14.1f %10.1f %9.2f %6s %14.1f %6s\n", r["ranks"].get<int>(),
-                mib(r["held_bytes_per_rank"]), mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]),
+    std::printf("%-6d %-9s %14.1f %12.1f %14.1f %10.1f %9.2f %6s %14.1f %6s\n", r["ranks"].get<int>(),
+                r["recompute"].get<std::string>().c_str(), mib(r["held_bytes_per_rank"]),
+                mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]),
                 mib(r["goal_bytes"]), r["rank_peak_bytes"].get<double>() / r["goal_bytes"].get<double>(),
                 r["holds"].get<bool>() ? "yes" : "no", mib(r["goal_keeping_activations_bytes"]),
                 r["holds_keeping_activations"].get<bool>() ? "yes" : "no");
   for (const auto& r : fm["runs"]) {
     if (!r.contains("peak_breakdown") || r["peak_breakdown"].empty()) continue;
     const auto& b = r["peak_breakdown"];
-    std::printf("fsdp %d, rank 0: estimated peak %.1f MiB at node %lld of %lld (%s), %lld values live; largest:\n",
-                r["ranks"].get<int>(), mib(b["estimated_peak_bytes"]), (long long)b["position"].get<int64_t>(),
+    std::printf("fsdp %d, recompute %s, rank 0: estimated peak %.1f MiB at node %lld of %lld (%s), %lld values "
+                "live; largest:\n",
+                r["ranks"].get<int>(), r["recompute"].get<std::string>().c_str(), mib(b["estimated_peak_bytes"]),
+                (long long)b["position"].get<int64_t>(),
                 (long long)b["nodes"].get<int64_t>(), b["peak_node"].get<std::string>().c_str(),
                 (long long)b["live_values"].get<int64_t>());
     for (const auto& v : b["largest"])

@@ -34,6 +34,7 @@ struct TrainCliOptions {
   std::string save, grads_out;
   int steps = 1;
   autodiff::OptimizerConfig optimizer;
+  std::string recompute = "none";  // blocks | none (autodiff/recompute.h)
   std::optional<double> lr;  // default: 0.1 for sgd, 1e-3 for adamw (torch's defaults differ too)
   bool json = false;
   PassCliOptions passes;
@@ -88,6 +89,7 @@ void train_command(TrainCliOptions opt) {
   to.steps = opt.steps;
   to.optimizer = opt.optimizer;
   to.keep_first_grads = !opt.grads_out.empty();
+  to.recompute = autodiff::parse_recompute(opt.recompute);
   to.on_step = [&](int step, double loss, double ms) {
     if (opt.json) return;
     const double tps = ms > 0 ? double(tokens) / (ms / 1e3) : 0;
@@ -174,6 +176,11 @@ void setup(CLI::App& app) {
   cmd->add_option("--beta1", opt.optimizer.beta1, "adamw beta1")->capture_default_str();
   cmd->add_option("--beta2", opt.optimizer.beta2, "adamw beta2")->capture_default_str();
   cmd->add_option("--eps", opt.optimizer.eps, "adamw eps")->capture_default_str();
+  cmd->add_option("--recompute", opt.recompute,
+                  "blocks: recompute each block's activations in the backward from its input instead of keeping them "
+                  "(less memory, about one more forward per step); none: keep them")
+      ->check(CLI::IsMember({"blocks", "none"}))
+      ->capture_default_str();
   add_mesh_options(cmd, opt.mesh, "train");
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--save", opt.save,

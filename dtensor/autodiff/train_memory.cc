@@ -6,9 +6,9 @@
 
 namespace dt::autodiff {
 
-int64_t saved_activation_bytes(const ir::Graph& forward, const OptimizerConfig& opt) {
+int64_t saved_activation_bytes(const ir::Graph& forward, const OptimizerConfig& opt, Recompute recompute) {
   const size_t nf = forward.nodes().size();
-  TrainStep step = make_train_step(forward.clone(), opt);
+  TrainStep step = make_train_step(forward.clone(), opt, false, recompute);
   std::set<const ir::Node*> fwd(step.graph.nodes().begin(), step.graph.nodes().begin() + ptrdiff_t(nf));
   std::set<const ir::Value*> saved;
   for (size_t i = nf; i < step.graph.nodes().size(); ++i)

@@ -12,8 +12,10 @@
 namespace dt::autodiff {
 
 // Bytes of the forward results of `forward`'s training step that its backward or update reads
-// (views count their own bytes).
-int64_t saved_activation_bytes(const ir::Graph& forward, const OptimizerConfig& opt);
+// (views count their own bytes). With `recompute` blocks, recomputed values are not saved: what the
+// backward reads from the forward is the blocks' inputs and outputs and what lies outside blocks.
+int64_t saved_activation_bytes(const ir::Graph& forward, const OptimizerConfig& opt,
+                               Recompute recompute = Recompute::none);
 
 struct FsdpMemoryTerms {
   int64_t params = 0, grads = 0, state = 0;  // one device, the whole model

@@ -24,7 +24,7 @@ void validate(const OptimizerConfig& opt) {
   if (opt.kind == "adamw" && opt.momentum != 0) DT_THROW(ValueError) << "--momentum applies to sgd only";
 }
 
-TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads) {
+TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads, Recompute recompute) {
   validate(opt);
   TrainStep step{std::move(forward), {}, 0, {}, {}, {}};
   ir::Graph& g = step.graph;
@@ -33,6 +33,7 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
   for (Value* p : g.params())
     if (is_floating(p->type.dtype)) params.push_back(p);
   if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
+  const size_t forward_nodes = g.nodes().size();
   std::vector<std::pair<Value*, Value*>> pairs;
   std::vector<Value*> grads = append_gradients(g, loss, params, &pairs);
   for (const auto& [v, gv] : pairs) step.gradient_pairs.emplace_back(v->id, gv->id);
@@ -78,6 +79,8 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
     outputs.push_back(state_outputs[k]);
     step.updates.push_back(state_names[k]);
   }
+  // After the updates, which read parameters and gradients only: no update reads an activation.
+  if (recompute == Recompute::blocks) recompute_blocks(g, forward_nodes);
   step.grads_begin = outputs.size();
   if (with_grads) outputs.insert(outputs.end(), grads.begin(), grads.end());
   g.set_outputs(std::move(outputs));

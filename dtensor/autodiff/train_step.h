@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/autodiff/recompute.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/graph.h"
 
@@ -47,7 +48,10 @@ struct TrainStep {
 // Builds the step graph from a forward graph (consumed) whose loss find_loss() identifies. Every
 // floating parameter is trained; a parameter the loss does not depend on is an error (it would
 // never change: PyTorch leaves its .grad None; we refuse rather than train silently around it).
-TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads = false);
+// `recompute` blocks: the backward recomputes each block's activations from its input
+// (recompute.h) instead of keeping them from the forward.
+TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads = false,
+                          Recompute recompute = Recompute::none);
 
 // Zero-filled state tensors for every name of step.state (types from the step graph).
 std::map<std::string, Tensor> fresh_state(const TrainStep& step);

@@ -60,7 +60,8 @@ Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::s
 
 autodiff::TrainStep make_step(ir::Graph forward, const TrainOptions& options) {
   if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
-  autodiff::TrainStep step = autodiff::make_train_step(std::move(forward), options.optimizer, options.keep_first_grads);
+  autodiff::TrainStep step = autodiff::make_train_step(std::move(forward), options.optimizer, options.keep_first_grads,
+                                                               options.recompute);
   ir::verify(step.graph);
   return step;
 }

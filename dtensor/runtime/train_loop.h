@@ -26,6 +26,8 @@ struct TrainOptions {
   int steps = 1;
   autodiff::OptimizerConfig optimizer;
   bool keep_first_grads = false;  // fill TrainResult::first_grads
+  // blocks: recompute each block's activations in the backward (autodiff/recompute.h).
+  autodiff::Recompute recompute = autodiff::Recompute::none;
   // Called after each step (1-based step, its loss, its wall time in ms).
   std::function<void(int step, double loss, double ms)> on_step;
 };

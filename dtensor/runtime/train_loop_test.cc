@@ -17,6 +17,8 @@
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
+#include "dtensor/passes/pass_manager.h"
+#include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/parser.h"
@@ -93,10 +95,30 @@ TEST_P(Reference, FiveSgdStepsMatchPyTorchLosses) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Reference, ::testing::Values("mlp", "gpt"));
 
+// Recomputing the blocks' activations (autodiff/recompute.h) runs the same ops on the same values:
+// on one device the losses and first-step gradients are bitwise those without it.
+TEST_P(Reference, RecomputeGivesBitwiseTheSameStepsOnOneDevice) {
+  const std::string name = GetParam();
+  const std::string dir = kRef + "/" + name;
+  TrainOptions opt;
+  opt.steps = 5;
+  opt.optimizer.lr = config(name)["sgd_lr"].get<double>();
+  opt.keep_first_grads = true;
+  const auto weights = load(dir + "/weights.safetensors"), data = load(dir + "/inputs.safetensors");
+  const TrainResult kept = train_single_device(model(name), weights, data, opt);
+  opt.recompute = autodiff::Recompute::blocks;
+  const TrainResult rec = train_single_device(model(name), weights, data, opt);
+  EXPECT_EQ(rec.losses, kept.losses);
+  for (const auto& [p, g] : kept.first_grads) EXPECT_EQ(rec.first_grads.at(p).to_doubles(), g.to_doubles()) << p;
+}
+
 // Sharded training: the reference models' 5 SGD losses on each mesh and plan, within 1e-4
 // relative of PyTorch's, and the first step's full gradients within 1e-4 of max |grad|.
 struct ShardedCase {
   std::string model, mesh, plan;
+  // Recompute the blocks (with the default passes, whose cse must not merge the recomputation
+  // back into the forward), and compare with the same run without it too.
+  bool recompute = false;
 };
 
 const std::string kMlpTp = R"json({"mesh_dims": ["tp"], "modules": [
@@ -134,6 +156,14 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
   opt.optimizer.lr = cfg["sgd_lr"].get<double>();
   opt.keep_first_grads = true;
   ShardedTrainOptions so{DeviceMesh::parse(c.mesh), sharding::ParallelPlan::parse(c.plan), {}, {}, Backend::threads};
+  if (c.recompute) {
+    opt.recompute = autodiff::Recompute::blocks;
+    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+      passes::PassManager pm;
+      pm.add(passes::parse_pipeline("default"));
+      passes::run_rank_pipelines(pm, programs, ranks);
+    };
+  }
   TrainResult r = train_sharded(model(c.model), load(dir + "/weights.safetensors"), load(dir + "/inputs.safetensors"),
                                 opt, so);
   auto expected = cfg["sgd_losses"].get<std::vector<double>>();
@@ -145,8 +175,19 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
   for (auto& [p, t] : torch) scale = std::max(scale, max_abs(t));
   for (auto& [p, t] : torch)
     EXPECT_LE(max_abs(dt::sub(r.first_grads.at(p).to(DType::f64), t.to(DType::f64))), 1e-4 * scale) << p;
-  std::printf("%s mesh %s: losses %.7g .. %.7g, %lld bytes sent per step by the busiest rank\n", c.model.c_str(),
-              c.mesh.c_str(), r.losses.front(), r.losses.back(), (long long)r.bytes_sent_per_step.front());
+  std::printf("%s mesh %s%s: losses %.7g .. %.7g, %lld bytes sent per step by the busiest rank\n", c.model.c_str(),
+              c.mesh.c_str(), c.recompute ? " recompute" : "", r.losses.front(), r.losses.back(),
+              (long long)r.bytes_sent_per_step.front());
+  if (!c.recompute) return;
+  // Against the same run without recomputation: the same numbers (within 1e-6: the passes may
+  // order collectives' reductions differently) and more bytes sent (the recomputed collectives).
+  opt.recompute = autodiff::Recompute::none;
+  TrainResult kept = train_sharded(model(c.model), load(dir + "/weights.safetensors"),
+                                   load(dir + "/inputs.safetensors"), opt, so);
+  for (size_t i = 0; i < kept.losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], kept.losses[i], 1e-6 * std::abs(kept.losses[i])) << "step " << i + 1;
+  for (auto& [p, t] : kept.first_grads)
+    EXPECT_LE(max_abs(dt::sub(r.first_grads.at(p).to(DType::f64), t.to(DType::f64))), 1e-6 * scale) << p;
 }
 
 INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
@@ -154,7 +195,10 @@ INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
                                            ShardedCase{"mlp", "4", kMlpTp}, ShardedCase{"mlp", "2", kFsdp},
                                            ShardedCase{"mlp", "4", kFsdp}, ShardedCase{"gpt", "2", kGptTp},
                                            ShardedCase{"gpt", "4", kGptTp}, ShardedCase{"gpt", "2", kFsdp},
-                                           ShardedCase{"gpt", "2x2", kGptFsdpTp}));
+                                           ShardedCase{"gpt", "2x2", kGptFsdpTp},
+                                           ShardedCase{"mlp", "4", kFsdp, true}, ShardedCase{"gpt", "2", kGptTp, true},
+                                           ShardedCase{"gpt", "4", kGptTp, true}, ShardedCase{"gpt", "2", kFsdp, true},
+                                           ShardedCase{"gpt", "2x2", kGptFsdpTp, true}));
 
 // FSDP training issues what FSDP does: one all_gather per parameter (before bucketing, which the
 // passes do) and one reduce_scatter per parameter gradient into its shard; no gradient is

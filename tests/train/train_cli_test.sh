@@ -6,6 +6,7 @@
 # - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum),
 #   from one file and from a sharded checkpoint (2x2, one file per rank, which `run` loads too);
 # - --grads-out writes a gradient for every parameter, named like the weights;
+# - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
 # - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
 #   over an input, data of the wrong shape.
@@ -39,6 +40,17 @@ for case in "gpt_sp 4" "gpt_tp_vocab 3"; do
   out=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
     --mesh "$2" --plan "$SRC/examples/$1.json" 2>&1) || FAIL "$1 on $2: $out"
   same_losses "$1 on $2" "$out" "$single" 1e-4
+done
+# --recompute blocks: bitwise the same losses on one device; sequence parallel on 4 and fsdp x tp
+# on 2x2 (default passes) within 1e-4 of the single-device run.
+out=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
+  --recompute blocks 2>&1) || FAIL "single-device --recompute blocks: $out"
+[ "$(losses "$out")" = "$(losses "$single")" ] || FAIL "--recompute blocks changed the single-device losses"
+for case in "gpt_sp 4" "gpt_fsdp_tp 2x2"; do
+  set -- $case
+  out=$(timeout 600 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --json \
+    --mesh "$2" --plan "$SRC/examples/$1.json" --recompute blocks 2>&1) || FAIL "$1 on $2 --recompute blocks: $out"
+  same_losses "$1 on $2 --recompute blocks" "$out" "$single" 1e-4
 done
 first=$(losses "$single" | head -1)
 last=$(losses "$single" | tail -1)
@@ -106,5 +118,7 @@ expect_error "save over weights" "is the same file as weights" train "$t/gpt.dt"
   --inputs "$t/d3.safetensors" >/dev/null 2>&1 || FAIL "example batch 3"
 expect_error "data shape" "data input has shape \[3, 32\]" train "$t/gpt.dt" --weights "$t/w.safetensors" \
   --data "$t/d3.safetensors"
+expect_error "recompute all" "blocks" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" \
+  --recompute all
 
 finish

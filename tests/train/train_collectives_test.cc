@@ -51,8 +51,9 @@ Programs compile_forward(int64_t layers, const ParallelPlan& plan, const std::st
   return {std::move(m.programs), std::move(m.ranks)};
 }
 
-Programs compile_step(int64_t layers, const ParallelPlan& plan, const std::string& mesh) {
-  autodiff::TrainStep step = autodiff::make_train_step(ir::build_gpt(config(layers)), {});
+Programs compile_step(int64_t layers, const ParallelPlan& plan, const std::string& mesh,
+                      autodiff::Recompute recompute = autodiff::Recompute::none) {
+  autodiff::TrainStep step = autodiff::make_train_step(ir::build_gpt(config(layers)), {}, false, recompute);
   CompiledModel m = compile_train_step(step, plan, DeviceMesh::parse(mesh));
   return {std::move(m.programs), std::move(m.ranks)};
 }
@@ -121,6 +122,53 @@ TEST(TrainCollectives, TensorParallelStepGathersNothingAndNeverMovesAGradient) {
         sharded_backward += n->op == ir::OpKind::cross_entropy_backward && n->operands.size() == 5;
       EXPECT_EQ(sharded_backward, 1) << where;
     }
+  }
+}
+
+// Recomputing the blocks (autodiff/recompute.h) runs the block's forward collectives that the
+// backward needs again, as ordinary collectives of the step: on tp, the attention's o_proj
+// all_reduce (what follows it is read by ln_2's backward); the mlp's fc_out all_reduce is not
+// recomputed, since only the residual add reads it and add's backward reads no operand. After the
+// default passes (whose cse must not merge the recomputed collectives with the forward's) they are
+// still there, and on fsdp every rank issues the same collectives in the same order (no deadlock).
+std::vector<std::string> collective_sequence(const ir::Graph& program) {
+  std::vector<std::string> out;
+  for (const ir::Node* n : program.nodes())
+    if (ir::op_def(n->op).is_collective()) out.push_back(std::string(ir::op_name(n->op)));
+  return out;
+}
+
+int all_reduces(const Programs& p, size_t i = 0) {
+  auto c = counts(p, i);
+  return c["all_reduce"] + c["all_reduce_"] + c["one_shot_all_reduce"] + c["all_reduce_coalesced"];
+}
+
+// Bytes the all-reduce family sends (bucketing merges all_reduces, so their count can stay).
+int64_t all_reduce_bytes(const Programs& p, size_t i = 0) {
+  auto b = collective_stats(p.programs[i], p.ranks[i]).bytes;
+  return b["all_reduce"] + b["all_reduce_"] + b["one_shot_all_reduce"] + b["all_reduce_coalesced"];
+}
+
+TEST(TrainCollectives, RecomputeRunsTheBlocksCollectivesAgainInTheSameOrderOnEveryRank) {
+  const ParallelPlan tp = ParallelPlan::load(kExamples + "/gpt_tp.json");
+  const auto blocks = autodiff::Recompute::blocks;
+  EXPECT_EQ(diff(counts(compile_step(2, tp, "4", blocks)), counts(compile_step(1, tp, "4", blocks))),
+            (std::map<std::string, int>{{"all_reduce", 5}}))
+      << "forward 2 + recomputed 1 + backward 2 per block";
+  {
+    Programs kept = compile_step(2, tp, "4"), rec = compile_step(2, tp, "4", blocks);
+    EXPECT_EQ(all_reduces(rec), all_reduces(kept) + 2);
+    run_default_passes(kept);
+    run_default_passes(rec);
+    EXPECT_GT(all_reduce_bytes(rec), all_reduce_bytes(kept))
+        << "the default passes merged the recomputed all_reduces away";
+  }
+  Programs kept = compile_step(2, fsdp_plan(), "4"), rec = compile_step(2, fsdp_plan(), "4", blocks);
+  run_default_passes(kept);
+  run_default_passes(rec);
+  for (size_t i = 0; i < rec.programs.size(); ++i) {
+    EXPECT_EQ(collective_sequence(rec.programs[i]), collective_sequence(rec.programs[0])) << "rank " << i;
+    EXPECT_GT(rec.programs[i].nodes().size(), kept.programs[i].nodes().size()) << "rank " << i;
   }
 }
 
