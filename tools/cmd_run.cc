@@ -159,7 +159,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
-  add_mesh_options(cmd, opt.mesh, "run");
+  add_mesh_options(cmd, opt.mesh, {.what = "run sharded"});
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_flag("!--no-comm-arena", opt.comm_arena,
                 "allocate comm buffers normally instead of at their planned symmetric-arena offsets");

@@ -174,7 +174,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--beta1", opt.optimizer.beta1, "adamw beta1")->capture_default_str();
   cmd->add_option("--beta2", opt.optimizer.beta2, "adamw beta2")->capture_default_str();
   cmd->add_option("--eps", opt.optimizer.eps, "adamw eps")->capture_default_str();
-  add_mesh_options(cmd, opt.mesh, "train");
+  add_mesh_options(cmd, opt.mesh, {.what = "train sharded"});
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--save", opt.save,
                   "write the trained parameters and optimizer state: one FILE.safetensors of full tensors, or with "

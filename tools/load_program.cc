@@ -9,12 +9,8 @@ namespace dt::tools {
 
 void add_model_options(CLI::App* cmd, ModelFiles& files, const ModelOptionSpec& spec) {
   cmd->add_option("model", files.model, spec.model_help)->required();
-  CLI::Option* w = cmd->add_option("--weights", files.weights, spec.weights_help);
-  CLI::Option* in = cmd->add_option(spec.inputs_flag, files.inputs, spec.inputs_help);
-  if (spec.required) {
-    w->required();
-    in->required();
-  }
+  if (spec.weights_help) cmd->add_option("--weights", files.weights, spec.weights_help)->required(spec.required);
+  if (spec.inputs_flag) cmd->add_option(spec.inputs_flag, files.inputs, spec.inputs_help)->required(spec.required);
 }
 
 LoadedProgram load_program(const std::string& model, const std::string& weights, const std::string& inputs) {
