@@ -42,7 +42,7 @@
 #include "tools/load_program.h"
 #include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
-#include "tools/passes_cli.h"
+#include "tools/sharded_programs.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -217,27 +217,16 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   const DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(p.graph, plan, mesh);
-  sharding::CompiledModel c = sharding::compile(p.graph, plan, mesh);
-  const sharding::TensorMap full(p.bindings.begin(), p.bindings.end());
-  run_pass_pipelines(c.programs, c.ranks, PassCliOptions{});  // as `dtensor run` by default
+  const ShardedPrograms s =
+      shard_for_threads(p.graph, plan, mesh, sharding::TensorMap(p.bindings.begin(), p.bindings.end()));
+  const std::vector<const ir::Graph*>& programs = s.programs;
   const int n = mesh.size();
-  std::vector<const ir::Graph*> programs(static_cast<size_t>(n), nullptr);
-  std::vector<runtime::Bindings> bindings(static_cast<size_t>(n));
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const int r = c.ranks[i];
-    if (r < 0 || r >= n) DT_THROW(ValueError) << "mesh " << mesh.str() << " uses rank " << r << ": profile runs ranks 0.." << n - 1;
-    programs[size_t(r)] = &c.programs[i];
-    bindings[size_t(r)] = sharding::shard_weights(p.graph, c.sharding, full, r);
-    for (auto& [k, v] : sharding::shard_inputs(p.graph, c.sharding, full, r)) bindings[size_t(r)][k] = v;
-  }
-  for (int r = 0; r < n; ++r)
-    if (!programs[size_t(r)]) DT_THROW(ValueError) << "mesh " << mesh.str() << " has no program for rank " << r;
   std::vector<FastestRun> fastest;
   for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
   runtime::LaunchOptions lo;
   lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
   lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
-  const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+  const std::vector<runtime::RankResult> results = runtime::launch(programs, s.bindings, lo);
   GemmTimes gemm_seconds;
   for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
 
