@@ -10,8 +10,8 @@
 namespace dt::tools {
 
 struct MeshCliOptions {
-  std::string mesh, plan;  // both empty: a single-device run
-  std::string backend;     // threads | mpi; empty: mpi when started by mpirun, else threads
+  std::string mesh = {}, plan = {};  // both empty: a single-device run
+  std::string backend = {};          // threads | mpi; empty: mpi when started by mpirun, else threads
   bool sharded() const { return !mesh.empty() || !plan.empty(); }
 };
 

@@ -15,19 +15,12 @@ OpShardingRule sdpa_rule(const Node& n) {
   const Shape& q = n.operands[0]->type.shape;
   const Shape& v = n.operands[2]->type.shape;
   const size_t rank = q.size();
-  TensorFactors batch;
-  for (size_t d = 0; d + 2 < rank; ++d) batch.push_back(dim_of(r.add_factor(q[d])));
+  const TensorFactors kf = rule_util::pass_through_leading(r, q, 2);  // batch dims; S and D replicated
   const int s = n.attr_bool("causal") ? -1 : r.add_factor(q[rank - 2]);
   const int dv = r.add_factor(v[rank - 1]);
-  TensorFactors qf = batch, kf = batch, vf = batch, of = batch;
-  qf.push_back(dim_of(s));
-  qf.push_back(dim_of(-1));
-  kf.push_back(dim_of(-1));
-  kf.push_back(dim_of(-1));
-  vf.push_back(dim_of(-1));
-  vf.push_back(dim_of(dv));
-  of.push_back(dim_of(s));
-  of.push_back(dim_of(dv));
+  TensorFactors qf = kf, vf = kf, of = kf;
+  qf[rank - 2] = of[rank - 2] = dim_of(s);
+  vf[rank - 1] = of[rank - 1] = dim_of(dv);
   r.operands = {std::move(qf), std::move(kf), std::move(vf)};
   r.results = {std::move(of)};
   r.partial_one_of = 0b100;
