@@ -37,6 +37,11 @@ struct LoadedProgram {
   runtime::Bindings bindings;  // parameters and data inputs by name
 };
 
+// Throws ValueError naming the missing flag when `graph` (read from files.model) has parameters
+// but no --weights was given, or data inputs but no --inputs: the one check of `run` on one device
+// and sharded.
+void require_model_files(const ir::Graph& graph, const ModelFiles& files);
+
 // Parses and verifies `model` and binds parameters from `weights` and data inputs from `inputs`
 // (either may be empty when the model has none; ValueError naming the missing flag otherwise).
 LoadedProgram load_program(const std::string& model, const std::string& weights, const std::string& inputs);
