@@ -26,18 +26,18 @@
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/launcher.h"
-#include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
 #include "tools/gemm_reference.h"
-#include "tools/passes_cli.h"
+#include "tools/gpt_options.h"
+#include "tools/sharded_programs.h"
 
 namespace dt::tools {
 namespace {
 
 struct BenchModelOptions {
-  int64_t vocab = 4096, hidden = 512, heads = 8, layers = 4, batch = 4, seq = 256;
+  ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256};
   int rounds = 3, repeat = 5, tp = 2;
   bool vs_torch = false, json = false;
   std::string examples = "examples", torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
@@ -72,8 +72,9 @@ double tp_ms(const std::vector<const ir::Graph*>& programs, const std::vector<ru
 // Runs the PyTorch script's `part` and returns its min_ms, or nullopt (with the reason printed)
 // when it fails.
 std::optional<double> torch_ms(const BenchModelOptions& o, const std::string& part) {
-  std::string cmd = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.python, o.torch_script, part, o.vocab, o.hidden,
-                                o.heads, o.layers, o.batch, o.seq, o.repeat);
+  const ir::GptConfig& m = o.gpt;
+  std::string cmd = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.python, o.torch_script, part, m.vocab, m.hidden,
+                                m.heads, m.layers, m.batch, m.seq, o.repeat);
   if (part == "tp") cmd += fmt::format(" {}", o.tp);
   FILE* f = popen((cmd + " 2>&1").c_str(), "r");
   if (!f) return std::nullopt;
@@ -106,25 +107,16 @@ void bench(const BenchModelOptions& o) {
   }
   if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
 
-  const ir::Graph g = ir::build_gpt({.vocab = o.vocab, .hidden = o.hidden, .heads = o.heads, .layers = o.layers,
-                                     .max_seq = o.seq, .batch = o.batch, .seq = o.seq});
+  const ir::GptConfig& m = o.gpt;
+  const ir::Graph g = ir::build_gpt(fitted_max_seq(m));
   runtime::Bindings bind = ir::random_weights(g, 0);
   Generator gen(1);
-  bind["input"] = randint({o.batch, o.seq}, 0, o.vocab, gen);
+  bind["input"] = randint({m.batch, m.seq}, 0, m.vocab, gen);
 
   // The tensor-parallel programs, compiled and sharded as `dtensor run` does.
-  const DeviceMesh mesh = DeviceMesh::parse(std::to_string(o.tp));
-  sharding::CompiledModel c = sharding::compile(g, sharding::ParallelPlan::load(o.examples + "/gpt_tp.json"), mesh);
-  run_pass_pipelines(c.programs, c.ranks, PassCliOptions{});
-  std::vector<const ir::Graph*> programs(static_cast<size_t>(o.tp));
-  std::vector<runtime::Bindings> bindings(static_cast<size_t>(o.tp));
-  const sharding::TensorMap full(bind.begin(), bind.end());
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const int r = c.ranks[i];
-    programs[size_t(r)] = &c.programs[i];
-    bindings[size_t(r)] = sharding::shard_weights(g, c.sharding, full, r);
-    for (auto& [k, v] : sharding::shard_inputs(g, c.sharding, full, r)) bindings[size_t(r)][k] = v;
-  }
+  const ShardedPrograms tp_run =
+      shard_for_threads(g, sharding::ParallelPlan::load(o.examples + "/gpt_tp.json"),
+                        DeviceMesh::parse(std::to_string(o.tp)), sharding::TensorMap(bind.begin(), bind.end()));
 
   double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf;
   nlohmann::json rounds = nlohmann::json::array();
@@ -134,7 +126,7 @@ void bench(const BenchModelOptions& o) {
     if (with_torch)
       if (auto t = torch_ms(o, "single")) r["torch_ms"] = *t;
     r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
-    r["dtensor_tp_ms"] = tp_ms(programs, bindings, o.repeat);
+    r["dtensor_tp_ms"] = tp_ms(tp_run.programs, tp_run.bindings, o.repeat);
     if (with_torch)
       if (auto t = torch_ms(o, "tp")) r["torch_tp_ms"] = *t;
     one = std::min(one, r["dtensor_ms"].get<double>());
@@ -150,8 +142,8 @@ void bench(const BenchModelOptions& o) {
   const double gemm_ms = gemm_only_seconds(g, gemm, &flops) * 1e3;
 
   nlohmann::json j;
-  j["config"] = {{"vocab", o.vocab}, {"hidden", o.hidden}, {"heads", o.heads}, {"layers", o.layers},
-                 {"batch", o.batch}, {"seq", o.seq}, {"rounds", o.rounds}, {"repeat", o.repeat}, {"tp", o.tp}};
+  j["config"] = {{"vocab", m.vocab}, {"hidden", m.hidden}, {"heads", m.heads}, {"layers", m.layers},
+                 {"batch", m.batch}, {"seq", m.seq}, {"rounds", o.rounds}, {"repeat", o.repeat}, {"tp", o.tp}};
   j["rounds"] = rounds;
   j["forward_ms"] = one;
   j["forward_threads2_ms"] = two;
@@ -176,8 +168,8 @@ void bench(const BenchModelOptions& o) {
     return;
   }
   std::printf("gpt vocab %lld hidden %lld heads %lld layers %lld batch %lld seq %lld: fastest of %d per round, %d round(s)\n",
-              (long long)o.vocab, (long long)o.hidden, (long long)o.heads, (long long)o.layers, (long long)o.batch,
-              (long long)o.seq, o.repeat, o.rounds);
+              (long long)m.vocab, (long long)m.hidden, (long long)m.heads, (long long)m.layers, (long long)m.batch,
+              (long long)m.seq, o.repeat, o.rounds);
   for (size_t i = 0; i < rounds.size(); ++i) {
     const auto& r = rounds[i];
     std::printf("  round %zu: dtensor %.1f ms%s, --threads 2 %.1f ms, tp %d %.1f ms%s\n", i, r["dtensor_ms"].get<double>(),
@@ -199,12 +191,7 @@ void bench(const BenchModelOptions& o) {
 void setup(CLI::App& bench_app) {
   static BenchModelOptions opt;
   CLI::App* cmd = bench_app.add_subcommand("model", "The gpt forward: one thread, two threads, tensor parallel, vs PyTorch");
-  cmd->add_option("--vocab", opt.vocab)->capture_default_str();
-  cmd->add_option("--hidden", opt.hidden)->capture_default_str();
-  cmd->add_option("--heads", opt.heads)->capture_default_str();
-  cmd->add_option("--layers", opt.layers)->capture_default_str();
-  cmd->add_option("--batch", opt.batch)->capture_default_str();
-  cmd->add_option("--seq", opt.seq)->capture_default_str();
+  add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--rounds", opt.rounds, "alternating rounds")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "forwards per measurement (the fastest counts)")->capture_default_str();
   cmd->add_option("--tp", opt.tp, "ranks of the tensor-parallel run")->capture_default_str();

@@ -14,18 +14,17 @@
 
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/example_models.h"
-#include "dtensor/passes/pass_manager.h"
-#include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/compiler.h"
-#include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
+#include "tools/gpt_options.h"
+#include "tools/sharded_programs.h"
 
 namespace dt::tools {
 namespace {
 
 struct BenchStylesOptions {
-  int64_t hidden = 1024, layers = 4, heads = 16, vocab = 4096, batch = 2, seq = 128;
+  ir::GptConfig gpt = {.vocab = 4096, .hidden = 1024, .heads = 16, .layers = 4, .batch = 2, .seq = 128};
   std::string meshes = "4,2x2", examples = "examples";
   int repeat = 3;
   bool json = false;
@@ -43,11 +42,11 @@ sharding::ParallelPlan plan_for(const std::string& style, const DeviceMesh& mesh
 }
 
 void bench(const BenchStylesOptions& opt) {
-  ir::Graph g = ir::build_gpt({.vocab = opt.vocab, .hidden = opt.hidden, .heads = opt.heads, .layers = opt.layers,
-                               .max_seq = opt.seq, .batch = opt.batch, .seq = opt.seq});
-  const sharding::TensorMap weights = ir::random_weights(g, /*seed=*/0);
+  const ir::GptConfig& m = opt.gpt;
+  ir::Graph g = ir::build_gpt(fitted_max_seq(m));
+  sharding::TensorMap full = ir::random_weights(g, /*seed=*/0);
   Generator gen(1);
-  const sharding::TensorMap inputs = {{"input", randint({opt.batch, opt.seq}, 0, opt.vocab, gen)}};
+  full["input"] = randint({m.batch, m.seq}, 0, m.vocab, gen);
   nlohmann::json rows = nlohmann::json::array();
   if (!opt.json)
     std::printf("%-6s %-9s %12s %6s %14s %14s %10s\n", "mesh", "plan", "bytes/rank", "colls", "param B/rank",
@@ -58,21 +57,11 @@ void bench(const BenchStylesOptions& opt) {
     const DeviceMesh mesh = DeviceMesh::parse(mesh_text);
     for (const char* style : {"tp", "tp_vocab", "sp", "fsdp_tp"}) {
       if (std::string(style) == "fsdp_tp" && mesh.ndim() != 2) continue;
-      sharding::CompiledModel c = sharding::compile(g, plan_for(style, mesh, opt.examples), mesh);
-      passes::PassManager pm;
-      pm.add(passes::parse_pipeline("default"));
-      passes::run_rank_pipelines(pm, c.programs, c.ranks);
-      std::vector<const ir::Graph*> programs;
-      std::vector<runtime::Bindings> bindings;
-      for (size_t i = 0; i < c.ranks.size(); ++i) {
-        programs.push_back(&c.programs[i]);
-        runtime::Bindings b = sharding::shard_weights(g, c.sharding, weights, c.ranks[i]);
-        for (auto& [k, v] : sharding::shard_inputs(g, c.sharding, inputs, c.ranks[i])) b[k] = v;
-        bindings.push_back(std::move(b));
-      }
+      const ShardedPrograms s = shard_for_threads(g, plan_for(style, mesh, opt.examples), mesh, full);
+      const sharding::CompiledModel& c = s.compiled;
       runtime::LaunchOptions lo;
       lo.repeat = opt.repeat;
-      std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+      std::vector<runtime::RankResult> results = runtime::launch(s.programs, s.bindings, lo);
       const sharding::CollectiveStats stats = sharding::collective_stats(c.programs[0], c.ranks[0]);
       double time_ms = 0;
       size_t peak = 0;
@@ -90,9 +79,9 @@ void bench(const BenchStylesOptions& opt) {
                     (long long)stats.total_bytes, stats.total, (long long)params, peak, time_ms);
     }
   }
-  if (opt.json) std::printf("%s\n", nlohmann::json({{"model", {{"vocab", opt.vocab}, {"hidden", opt.hidden},
-                                                              {"heads", opt.heads}, {"layers", opt.layers},
-                                                              {"batch", opt.batch}, {"seq", opt.seq}}},
+  if (opt.json) std::printf("%s\n", nlohmann::json({{"model", {{"vocab", m.vocab}, {"hidden", m.hidden},
+                                                              {"heads", m.heads}, {"layers", m.layers},
+                                                              {"batch", m.batch}, {"seq", m.seq}}},
                                                     {"rows", rows}})
                                         .dump(2)
                                         .c_str());
@@ -101,12 +90,7 @@ void bench(const BenchStylesOptions& opt) {
 BenchRegistrar reg("styles", [](CLI::App& app) {
   static BenchStylesOptions opt;
   CLI::App* cmd = app.add_subcommand("styles", "Bytes, collectives, memory and time per parallel style on the gpt");
-  cmd->add_option("--hidden", opt.hidden, "hidden size")->capture_default_str();
-  cmd->add_option("--heads", opt.heads, "attention heads")->capture_default_str();
-  cmd->add_option("--layers", opt.layers, "transformer blocks")->capture_default_str();
-  cmd->add_option("--vocab", opt.vocab, "vocabulary")->capture_default_str();
-  cmd->add_option("--batch", opt.batch, "batch")->capture_default_str();
-  cmd->add_option("--seq", opt.seq, "sequence length")->capture_default_str();
+  add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--meshes", opt.meshes, "comma-separated meshes")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "folder of the example plans")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "runs per plan (fastest kept)")->capture_default_str();

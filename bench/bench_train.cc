@@ -34,13 +34,14 @@
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/train_loop.h"
 #include "tools/command.h"
+#include "tools/gpt_options.h"
 #include "tools/passes_cli.h"
 
 namespace dt::tools {
 namespace {
 
 struct BenchTrainOptions {
-  int64_t hidden = 512, layers = 4, heads = 8, vocab = 4096, batch = 4, seq = 256;
+  ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256, .loss = true};
   int steps = 3;
   std::string meshes = "2,2x2", examples = "examples";
   std::string fsdp = "2,4";  // ranks of the fsdp memory-goal runs ("" to skip)
@@ -135,13 +136,12 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
 
 void bench(const BenchTrainOptions& opt) {
   if (opt.steps < 2) DT_THROW(ValueError) << "--steps must be >= 2 (the first step is not timed)";
-  const ir::GptConfig cfg{.vocab = opt.vocab, .hidden = opt.hidden, .heads = opt.heads, .layers = opt.layers,
-                          .max_seq = opt.seq, .batch = opt.batch, .seq = opt.seq, .loss = true};
+  const ir::GptConfig cfg = fitted_max_seq(opt.gpt);
   ir::Graph g = ir::build_gpt(cfg);
   const std::map<std::string, Tensor> weights = ir::random_weights(g, /*seed=*/0);
   Generator gen(1);
-  const std::map<std::string, Tensor> data = {{"input", randint({opt.batch, opt.seq}, 0, opt.vocab, gen)},
-                                              {"target", randint({opt.batch, opt.seq}, 0, opt.vocab, gen)}};
+  const std::map<std::string, Tensor> data = {{"input", randint({cfg.batch, cfg.seq}, 0, cfg.vocab, gen)},
+                                              {"target", randint({cfg.batch, cfg.seq}, 0, cfg.vocab, gen)}};
   // Forward alone.
   runtime::Bindings fb(weights.begin(), weights.end());
   for (auto& [k, v] : data) fb[k] = v;
@@ -162,8 +162,8 @@ void bench(const BenchTrainOptions& opt) {
   to.recompute = autodiff::Recompute::none;
   const double f = fastest_after_first(fwd_ms), s1 = fastest_after_first(one.step_ms),
                s1r = fastest_after_first(one_rec.step_ms);
-  nlohmann::json j = {{"config", {{"hidden", opt.hidden}, {"layers", opt.layers}, {"heads", opt.heads},
-                                  {"vocab", opt.vocab}, {"batch", opt.batch}, {"seq", opt.seq}}},
+  nlohmann::json j = {{"config", {{"hidden", cfg.hidden}, {"layers", cfg.layers}, {"heads", cfg.heads},
+                                  {"vocab", cfg.vocab}, {"batch", cfg.batch}, {"seq", cfg.seq}}},
                       {"forward_ms", f},
                       {"step_ms", s1},
                       {"step_over_forward", s1 / f},
@@ -200,9 +200,9 @@ void bench(const BenchTrainOptions& opt) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("gpt hidden %lld, %lld layers, %lld heads, vocab %lld, batch %lld, seq %lld\n", (long long)opt.hidden,
-              (long long)opt.layers, (long long)opt.heads, (long long)opt.vocab, (long long)opt.batch,
-              (long long)opt.seq);
+  std::printf("gpt hidden %lld, %lld layers, %lld heads, vocab %lld, batch %lld, seq %lld\n", (long long)cfg.hidden,
+              (long long)cfg.layers, (long long)cfg.heads, (long long)cfg.vocab, (long long)cfg.batch,
+              (long long)cfg.seq);
   std::printf("one device: forward %.1f ms, step %.1f ms (step/forward %.2f), peak %.1f MiB\n", f, s1, s1 / f,
               double(one.peak_bytes) / (1 << 20));
   std::printf("one device, recompute blocks: step %.1f ms (step/forward %.2f), peak %.1f MiB\n", s1r, s1r / f,
@@ -249,12 +249,7 @@ void bench(const BenchTrainOptions& opt) {
 void setup(CLI::App& bench_app) {
   static BenchTrainOptions opt;
   CLI::App* cmd = bench_app.add_subcommand("train", "Training step time, step/forward ratio, sharded steps");
-  cmd->add_option("--hidden", opt.hidden)->capture_default_str();
-  cmd->add_option("--layers", opt.layers)->capture_default_str();
-  cmd->add_option("--heads", opt.heads)->capture_default_str();
-  cmd->add_option("--vocab", opt.vocab)->capture_default_str();
-  cmd->add_option("--batch", opt.batch)->capture_default_str();
-  cmd->add_option("--seq", opt.seq)->capture_default_str();
+  add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--steps", opt.steps, "steps per configuration (the first is not timed)")->capture_default_str();
   cmd->add_option("--meshes", opt.meshes, "comma list of meshes (1-d: gpt_tp.json, 2-d: gpt_fsdp_tp.json)")
       ->capture_default_str();

@@ -22,14 +22,18 @@
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
+#include "tools/load_program.h"
 #include "tools/mesh_fit.h"
+#include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
 
 namespace dt::tools {
 namespace {
 
 struct CompileCliOptions {
-  std::string model, mesh = "1", plan, output;
+  ModelFiles files;                       // MODEL only
+  MeshCliOptions mesh = {.mesh = "1"};    // --mesh, --plan (required)
+  std::string output;
   int rank = -1;
   bool report = false, json = false;
   PassCliOptions passes;
@@ -140,9 +144,9 @@ void keep_only_rank(sharding::CompiledModel& c, int rank) {
 }
 
 void compile_command(const CompileCliOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  ir::Graph model = ir::parse_file(opt.files.model);
+  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
+  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(model, plan, mesh);
   sharding::CompileOptions co;
   // With passes every rank is compiled: comm buffers are planned over all programs together.
@@ -167,7 +171,7 @@ void compile_command(const CompileCliOptions& opt) {
     const std::string text = ir::print(c.programs[i]);
     if (!opt.output.empty()) {
       const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, c.ranks[i]);
-      refuse_output_over_input(path, {{"model", opt.model}, {"plan", opt.plan}});
+      refuse_output_over_input(path, {{"model", opt.files.model}, {"plan", opt.mesh.plan}});
       files.add(path, text);
     } else {
       if (c.programs.size() > 1) std::printf("# rank %d\n", c.ranks[i]);
@@ -180,9 +184,8 @@ void compile_command(const CompileCliOptions& opt) {
 void setup(CLI::App& app) {
   static CompileCliOptions opt;
   CLI::App* cmd = app.add_subcommand("compile", "Shard a model with a parallel plan: print the per-rank programs");
-  cmd->add_option("model", opt.model, "IR file (.dt)")->required();
-  cmd->add_option("--mesh", opt.mesh, "device mesh, e.g. 4 or 2x2")->capture_default_str();
-  cmd->add_option("--plan", opt.plan, "parallel plan (JSON, docs/plans.md)")->required();
+  add_model_options(cmd, opt.files, {.weights_help = nullptr, .inputs_flag = nullptr});
+  add_mesh_options(cmd, opt.mesh, {.what = "shard the model", .plan_required = true, .with_backend = false});
   cmd->add_option("--rank", opt.rank, "only this rank's program");
   cmd->add_option("-o,--output", opt.output, "write the program(s) here (FILE.rank<r>.dt per rank without --rank)");
   cmd->add_flag("--report", opt.report, "print the inserted collectives and per-rank parameter memory instead");

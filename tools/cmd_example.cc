@@ -18,6 +18,7 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/printer.h"
 #include "tools/command.h"
+#include "tools/gpt_options.h"
 
 namespace dt::tools {
 namespace {
@@ -118,13 +119,7 @@ void setup(CLI::App& app) {
   static ExampleOptions gpt_opt;
   static ir::GptConfig gpt;
   CLI::App* g = example->add_subcommand("gpt", "decoder-only transformer (GPT-2 style, causal attention)");
-  g->add_option("--vocab", gpt.vocab, "vocabulary size")->capture_default_str();
-  g->add_option("--hidden", gpt.hidden, "hidden size")->capture_default_str();
-  g->add_option("--heads", gpt.heads, "attention heads")->capture_default_str();
-  g->add_option("--layers", gpt.layers, "number of blocks")->capture_default_str();
-  g->add_option("--max-seq", gpt.max_seq, "rows of the position embedding")->capture_default_str();
-  g->add_option("--batch", gpt.batch, "batch size")->capture_default_str();
-  g->add_option("--seq", gpt.seq, "sequence length")->capture_default_str();
+  add_gpt_options(g, gpt, /*with_max_seq=*/true);
   g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
   add_common(g, gpt_opt);
   g->callback([g] {

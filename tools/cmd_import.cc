@@ -8,14 +8,14 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/printer.h"
 #include "tools/command.h"
+#include "tools/load_program.h"
 
 namespace dt::tools {
 namespace {
 
 struct ImportOptions {
-  std::string model;
+  ModelFiles files;  // MODEL (ONNX), --weights (written)
   std::string output;
-  std::string weights;
   std::vector<std::string> input_shapes;
   std::vector<std::string> input_dtypes;
 };
@@ -30,23 +30,26 @@ void run_import(const ImportOptions& opt) {
     auto [name, dtype] = io::parse_input_dtype(t);
     o.input_dtypes[name] = dtype;
   }
-  refuse_output_over_input(opt.output, {{"model", opt.model}});
-  refuse_output_over_input(opt.weights, {{"model", opt.model}});
-  io::OnnxImportResult r = io::import_onnx(opt.model, o);
+  refuse_output_over_input(opt.output, {{"model", opt.files.model}});
+  refuse_output_over_input(opt.files.weights, {{"model", opt.files.model}});
+  io::OnnxImportResult r = io::import_onnx(opt.files.model, o);
   StagedFiles files;
   files.add(opt.output, ir::print(r.graph));
-  files.add(opt.weights, io::safetensors_bytes(r.weights, {{"source", opt.model}}));
+  files.add(opt.files.weights, io::safetensors_bytes(r.weights, {{"source", opt.files.model}}));
   files.commit();
-  std::fprintf(stderr, "imported %s: %zu nodes, %zu parameters -> %s, %s\n", opt.model.c_str(), r.graph.nodes().size(),
-               r.graph.params().size(), opt.output.c_str(), opt.weights.c_str());
+  std::fprintf(stderr, "imported %s: %zu nodes, %zu parameters -> %s, %s\n", opt.files.model.c_str(),
+               r.graph.nodes().size(), r.graph.params().size(), opt.output.c_str(), opt.files.weights.c_str());
 }
 
 void setup(CLI::App& app) {
   static ImportOptions opt;
   CLI::App* cmd = app.add_subcommand("import", "Convert an ONNX model into the dtensor IR and a weights file");
-  cmd->add_option("model", opt.model, "ONNX model file")->required();
+  add_model_options(cmd, opt.files,
+                    {.model_help = "ONNX model file",
+                     .weights_help = "safetensors file to write the parameters to",
+                     .inputs_flag = nullptr,
+                     .required = true});
   cmd->add_option("-o,--output", opt.output, "IR file to write")->required();
-  cmd->add_option("--weights", opt.weights, "safetensors file to write the parameters to")->required();
   cmd->add_option("--input-shape", opt.input_shapes, "NAME=AxB...: the static shape of a graph input (dynamic dims)");
   cmd->add_option("--input-dtype", opt.input_dtypes, "NAME=DTYPE: declare a graph input with this dtype");
   cmd->callback([] { run_import(opt); });

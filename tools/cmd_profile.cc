@@ -41,14 +41,16 @@
 #include "tools/gemm_reference.h"
 #include "tools/load_program.h"
 #include "tools/mesh_fit.h"
-#include "tools/passes_cli.h"
+#include "tools/mesh_options.h"
+#include "tools/sharded_programs.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
 namespace {
 
 struct ProfileOptions {
-  std::string model, weights, inputs, mesh, plan;
+  ModelFiles files;     // MODEL, --weights, --inputs
+  MeshCliOptions mesh;  // --mesh, --plan (no --backend: threads only)
   int repeat = 3;
   bool json = false, no_fuse = false;
   std::optional<int> threads;
@@ -180,11 +182,11 @@ nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::Epilog
 }
 
 nlohmann::json header(const ProfileOptions& opt, int threads) {
-  return {{"model", opt.model}, {"threads", threads}, {"repeat", opt.repeat}, {"fusion", !opt.no_fuse}};
+  return {{"model", opt.files.model}, {"threads", threads}, {"repeat", opt.repeat}, {"fusion", !opt.no_fuse}};
 }
 
 nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
-  const LoadedProgram p = load_program(opt.model, opt.weights, opt.inputs);
+  const LoadedProgram p = load_program(opt.files);
   FastestRun fastest(p.graph.nodes().size());
   GemmTimes gemm_seconds;
   std::vector<runtime::EpilogueFusion> fusions;
@@ -208,39 +210,29 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
 }
 
 nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
-  if (opt.mesh.empty() || opt.plan.empty()) DT_THROW(ValueError) << "profile needs both --mesh and --plan (or neither)";
+  if (opt.mesh.mesh.empty() || opt.mesh.plan.empty())
+    DT_THROW(ValueError) << "profile needs both --mesh and --plan (or neither)";
   if (opt.no_fuse) DT_THROW(ValueError) << "--no-fuse applies to one device only: profile without --mesh/--plan";
-  const LoadedProgram p = load_program(opt.model, opt.weights, opt.inputs);
-  const DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
-  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  const LoadedProgram p = load_program(opt.files);
+  const DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
+  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(p.graph, plan, mesh);
-  sharding::CompiledModel c = sharding::compile(p.graph, plan, mesh);
-  const sharding::TensorMap full(p.bindings.begin(), p.bindings.end());
-  run_pass_pipelines(c.programs, c.ranks, PassCliOptions{});  // as `dtensor run` by default
+  const ShardedPrograms s =
+      shard_for_threads(p.graph, plan, mesh, sharding::TensorMap(p.bindings.begin(), p.bindings.end()));
+  const std::vector<const ir::Graph*>& programs = s.programs;
   const int n = mesh.size();
-  std::vector<const ir::Graph*> programs(static_cast<size_t>(n), nullptr);
-  std::vector<runtime::Bindings> bindings(static_cast<size_t>(n));
-  for (size_t i = 0; i < c.ranks.size(); ++i) {
-    const int r = c.ranks[i];
-    if (r < 0 || r >= n) DT_THROW(ValueError) << "mesh " << mesh.str() << " uses rank " << r << ": profile runs ranks 0.." << n - 1;
-    programs[size_t(r)] = &c.programs[i];
-    bindings[size_t(r)] = sharding::shard_weights(p.graph, c.sharding, full, r);
-    for (auto& [k, v] : sharding::shard_inputs(p.graph, c.sharding, full, r)) bindings[size_t(r)][k] = v;
-  }
-  for (int r = 0; r < n; ++r)
-    if (!programs[size_t(r)]) DT_THROW(ValueError) << "mesh " << mesh.str() << " has no program for rank " << r;
   std::vector<FastestRun> fastest;
   for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
   runtime::LaunchOptions lo;
   lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
   lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
-  const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+  const std::vector<runtime::RankResult> results = runtime::launch(programs, s.bindings, lo);
   GemmTimes gemm_seconds;
   for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
 
   nlohmann::json j = header(opt, threads);
   j["mesh"] = mesh.str();
-  j["plan"] = opt.plan;
+  j["plan"] = opt.mesh.plan;
   j["ranks"] = n;
   std::vector<nlohmann::json> per_rank;
   for (int r = 0; r < n; ++r) {
@@ -316,9 +308,9 @@ void print_text(const nlohmann::json& j) {
 
 void profile_command(const ProfileOptions& opt) {
   if (opt.repeat < 1) DT_THROW(ValueError) << "--repeat must be >= 1, got " << opt.repeat;
-  const bool mesh = !opt.mesh.empty() || !opt.plan.empty();
+  const bool mesh = opt.mesh.sharded();
   int ranks = 1;
-  if (!opt.mesh.empty()) ranks = int(DeviceMesh::parse(opt.mesh).size());
+  if (!opt.mesh.mesh.empty()) ranks = int(DeviceMesh::parse(opt.mesh.mesh).size());
   const int threads = apply_threads_option(opt.threads, ranks);
   const nlohmann::json j = mesh ? profile_mesh(opt, threads) : profile_one_device(opt, threads);
   if (opt.json)
@@ -330,12 +322,9 @@ void profile_command(const ProfileOptions& opt) {
 void setup(CLI::App& app) {
   static ProfileOptions opt;
   CLI::App* cmd = app.add_subcommand("profile", "Time a model per op kind and node; GFLOP/s of its matmuls against plain GEMMs");
-  cmd->add_option("model", opt.model, "IR file (.dt)")->required();
-  cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model");
-  cmd->add_option("--inputs", opt.inputs, "safetensors file with the data inputs, by name");
+  add_model_options(cmd, opt.files);
   cmd->add_option("--repeat", opt.repeat, "timed runs after one warm-up; the fastest is reported")->capture_default_str();
-  cmd->add_option("--mesh", opt.mesh, "profile every rank's program on this mesh (threads backend; needs --plan)");
-  cmd->add_option("--plan", opt.plan, "parallel plan JSON (with --mesh)");
+  add_mesh_options(cmd, opt.mesh, {.what = "profile every rank's program (threads backend)", .with_backend = false});
   cmd->add_flag("--no-fuse", opt.no_fuse, "run fused linear + activation pairs as separate nodes (one device)");
   cmd->add_flag("--json", opt.json, "print the profile as JSON");
   add_threads_option(cmd, opt.threads);

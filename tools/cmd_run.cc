@@ -29,10 +29,12 @@ namespace dt::tools {
 namespace {
 
 // The flags that only a sharded run reads.
-const std::vector<std::string> kShardedOnly = {"--backend",       "--passes",        "--bucket-cap-mb",
-                                               "--one-shot-threshold", "--memory-budget", "--no-check-ranks",
-                                               "--no-comm-arena", "--check-collectives", "--timeout-s",
-                                               "--sharded"};
+std::vector<std::string> sharded_only_flags() {
+  std::vector<std::string> flags = {"--backend"};
+  flags.insert(flags.end(), pass_flag_names().begin(), pass_flag_names().end());
+  flags.insert(flags.end(), {"--no-comm-arena", "--check-collectives", "--timeout-s", "--sharded"});
+  return flags;
+}
 
 struct RunCli {
   RunOptions run;
@@ -124,7 +126,7 @@ void run_command(RunCli& cli) {
   if (under_mpirun())
     DT_THROW(ValueError) << "started by mpirun without --mesh: every process would run the whole model; add --mesh N "
                             "--plan P (N = the number of processes) for a sharded run, or run without mpirun";
-  refuse_unless(cli.cmd, false, kShardedOnly, "applies to sharded runs only: add --mesh and --plan");
+  refuse_unless(cli.cmd, false, sharded_only_flags(), "applies to sharded runs only: add --mesh and --plan");
   refuse_unless(cli.cmd, !opt.expect.empty(), {"--rtol", "--atol"},
                 "is the tolerance of a comparison: add --expect (a single-device run compares with nothing else)");
   for (const std::string& out : {opt.trace, opt.save_outputs})
@@ -159,7 +161,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
-  add_mesh_options(cmd, opt.mesh, "run");
+  add_mesh_options(cmd, opt.mesh, {.what = "run sharded"});
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_flag("!--no-comm-arena", opt.comm_arena,
                 "allocate comm buffers normally instead of at their planned symmetric-arena offsets");

@@ -13,35 +13,40 @@
 #include "dtensor/sharding/propagation.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
+#include "tools/load_program.h"
 #include "tools/mesh_fit.h"
+#include "tools/mesh_options.h"
 
 namespace dt::tools {
 namespace {
 
 struct ShardWeightsOptions {
-  std::string model, weights, mesh = "1", plan, output;
+  ModelFiles files;                     // MODEL, --weights (required)
+  MeshCliOptions mesh = {.mesh = "1"};  // --mesh, --plan (required)
+  std::string output;
 };
 
 void shard_weights_command(const ShardWeightsOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
+  ir::Graph model = ir::parse_file(opt.files.model);
+  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
   std::vector<std::string> paths;
   for (int r : mesh.ranks()) {
     paths.push_back((std::filesystem::path(opt.output) / fmt::format("rank{}.safetensors", r)).string());
-    refuse_output_over_input(paths.back(), {{"model", opt.model}, {"weights", opt.weights}, {"plan", opt.plan}});
+    refuse_output_over_input(paths.back(),
+                             {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
   }
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(model, plan, mesh);
   sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
   sharding::Sharding s = sharding::propagate(model, mesh, resolved);
-  io::TensorMap full = io::read_safetensors(opt.weights);
+  io::TensorMap full = io::read_safetensors(opt.files.weights);
   std::error_code ec;
   std::filesystem::create_directories(opt.output, ec);
   if (ec) DT_THROW(IoError) << "cannot create output directory " << opt.output << ": " << ec.message();
   // Every rank's file is written to a temporary name first and renamed into place only when all
   // are written: a failure leaves the previous shards in place.
   StagedFiles files;
-  std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", opt.plan}};
+  std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", opt.mesh.plan}};
   for (const ir::Value* p : model.params()) meta["placements." + p->name] = sharding::placements_of(s, p);
   int64_t total = 0;
   std::string summary;
@@ -62,10 +67,8 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
 void setup(CLI::App& app) {
   static ShardWeightsOptions opt;
   CLI::App* cmd = app.add_subcommand("shard-weights", "Write one safetensors file of parameter shards per rank");
-  cmd->add_option("model", opt.model, "IR file (.dt)")->required();
-  cmd->add_option("--weights", opt.weights, "safetensors file with every parameter")->required();
-  cmd->add_option("--mesh", opt.mesh, "device mesh, e.g. 4 or 2x2")->capture_default_str();
-  cmd->add_option("--plan", opt.plan, "parallel plan (JSON, docs/plans.md)")->required();
+  add_model_options(cmd, opt.files, {.inputs_flag = nullptr, .required = true});
+  add_mesh_options(cmd, opt.mesh, {.what = "shard the weights", .plan_required = true, .with_backend = false});
   cmd->add_option("-o,--output", opt.output, "output directory (rank<r>.safetensors)")->required();
   cmd->callback([] { shard_weights_command(opt); });
 }

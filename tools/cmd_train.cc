@@ -19,11 +19,11 @@
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_options.h"
-#include "tools/rank_files.h"
 #include "tools/mesh_fit.h"
-#include "tools/threads_option.h"
+#include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
+#include "tools/rank_files.h"
+#include "tools/threads_option.h"
 
 namespace dt::tools {
 namespace {
@@ -65,9 +65,9 @@ void train_command(TrainCliOptions opt) {
     if (under_mpirun())
       DT_THROW(ValueError) << "started by mpirun without --mesh: every process would train the whole model; add --mesh N "
                               "--plan P (N = the number of processes), or run without mpirun";
-    refuse_unless(opt.cmd, false, {"--backend", "--passes", "--bucket-cap-mb", "--one-shot-threshold", "--memory-budget",
-                                   "--no-check-ranks"},
-                  "applies to sharded training only: add --mesh and --plan");
+    std::vector<std::string> sharded_only = {"--backend"};
+    sharded_only.insert(sharded_only.end(), pass_flag_names().begin(), pass_flag_names().end());
+    refuse_unless(opt.cmd, false, sharded_only, "applies to sharded training only: add --mesh and --plan");
   }
   for (const std::string* out : {&opt.save, &opt.grads_out})
     if (!out->empty())
@@ -181,7 +181,7 @@ void setup(CLI::App& app) {
                   "(less memory, about one more forward per step); none: keep them")
       ->check(CLI::IsMember({"blocks", "none"}))
       ->capture_default_str();
-  add_mesh_options(cmd, opt.mesh, "train");
+  add_mesh_options(cmd, opt.mesh, {.what = "train sharded"});
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--save", opt.save,
                   "write the trained parameters and optimizer state: one FILE.safetensors of full tensors, or with "

@@ -8,9 +8,12 @@
 
 namespace dt::tools {
 
-void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const char* what) {
-  cmd->add_option("--mesh", opt.mesh, fmt::format("{} sharded on this device mesh (e.g. 4, 2x2)", what));
-  cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md)");
+void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& spec) {
+  CLI::Option* mesh =
+      cmd->add_option("--mesh", opt.mesh, fmt::format("{} on this device mesh (e.g. 4, 2x2)", spec.what));
+  if (!opt.mesh.empty()) mesh->capture_default_str();
+  cmd->add_option("--plan", opt.plan, "parallel plan for --mesh (docs/plans.md)")->required(spec.plan_required);
+  if (!spec.with_backend) return;
   cmd->add_option("--backend", opt.backend,
                   "backend of a --mesh run: threads (one thread per rank) or mpi (one process per rank, under "
                   "mpirun -np <mesh size>); default: mpi when started by mpirun, else threads")

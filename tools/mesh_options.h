@@ -1,5 +1,5 @@
-// The --mesh / --plan / --backend option block of the commands that run a model sharded (run,
-// train), declared once, and the one rule choosing the backend.
+// The --mesh / --plan / --backend option block of the commands that shard a model (run, train,
+// profile, compile, shard-weights), declared once, and the one rule choosing the backend.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,13 +10,22 @@
 namespace dt::tools {
 
 struct MeshCliOptions {
-  std::string mesh, plan;  // both empty: a single-device run
-  std::string backend;     // threads | mpi; empty: mpi when started by mpirun, else threads
+  std::string mesh = {}, plan = {};  // both empty: a single-device run
+  std::string backend = {};          // threads | mpi; empty: mpi when started by mpirun, else threads
   bool sharded() const { return !mesh.empty() || !plan.empty(); }
 };
 
-// Adds --mesh, --plan and --backend to `cmd`; `what` names the action in the help ("run", "train").
-void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const char* what);
+// How a command declares the block. A command that always shards (compile, shard-weights) sets
+// plan_required and gives MeshCliOptions::mesh a default ("1"), shown in the help; one that runs
+// only on the threads backend (profile) leaves out --backend.
+struct MeshOptionSpec {
+  const char* what;  // the action the help names: "run sharded", "shard the weights", ...
+  bool plan_required = false;
+  bool with_backend = true;
+};
+
+// Adds --mesh, --plan and (unless spec.with_backend is false) --backend to `cmd`.
+void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& spec);
 // Returns --backend, or mpi when this process was started by mpirun (threads otherwise).
 runtime::Backend chosen_backend(const MeshCliOptions& opt);
 // True when this process was started by mpirun (always false without Open MPI).

@@ -23,6 +23,12 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print) {
   if (with_print) cmd->add_flag("--print-after-all", opt.print_after_all, "print each rank's IR after every pass (stderr)");
 }
 
+const std::vector<std::string>& pass_flag_names() {
+  static const std::vector<std::string> names = {"--passes", "--bucket-cap-mb", "--one-shot-threshold",
+                                                 "--memory-budget", "--no-check-ranks"};
+  return names;
+}
+
 namespace {
 
 passes::PassManager make_pass_manager(const PassCliOptions& opt) {

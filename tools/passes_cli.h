@@ -22,6 +22,9 @@ struct PassCliOptions {
 
 // Adds the flags to `cmd` (--print-after-all only when `with_print` is set).
 void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print);
+// The flags add_pass_options declares, --print-after-all aside: what run and train refuse
+// without --mesh (refuse_unless).
+const std::vector<std::string>& pass_flag_names();
 // Runs the pipeline on every rank's program, pass by pass, proving after partitioning and after
 // each pass that every process group's members issue the same collectives (unless
 // --no-check-ranks), then plans comm buffers across the programs (passes/rank_pipeline.h).

@@ -20,6 +20,7 @@
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/byte_units.h"
+#include "tools/load_program.h"
 #include "tools/mesh_fit.h"
 #include "tools/output_check.h"
 #include "tools/rank_files.h"
@@ -87,10 +88,7 @@ void load_sharded_checkpoint(const std::string& dir, Setup& s) {
 void load_setup(const RunOptions& opt, Setup& s) {
   const ModelFiles& f = opt.files;
   s.model = ir::parse_file(f.model);
-  if (!s.model.params().empty() && f.weights.empty())
-    DT_THROW(ValueError) << "model " << f.model << " has " << s.model.params().size() << " parameters: pass --weights";
-  if (!s.model.inputs().empty() && f.inputs.empty())
-    DT_THROW(ValueError) << "model " << f.model << " has data inputs: pass --inputs";
+  require_model_files(s.model, f);
   s.mesh = DeviceMesh::parse(opt.mesh.mesh.empty() ? "1" : opt.mesh.mesh);
   s.backend = chosen_backend(opt.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);

@@ -1,6 +1,9 @@
 #include "dtensor/ir/sharding_factors.h"
 
+#include <algorithm>
+
 #include "dtensor/core/error.h"
+#include "dtensor/core/shape.h"
 
 namespace dt::ir {
 
@@ -128,6 +131,18 @@ TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const 
     t[d] = dim_of(rep ? -1 : rule.add_factor(shape[d]));
   }
   return t;
+}
+
+TensorFactors pass_through_except(OpShardingRule& rule, const Shape& shape, int64_t dim) {
+  std::vector<bool> rep(shape.size(), false);
+  rep[size_t(normalize_dim(dim, int64_t(shape.size())))] = true;
+  return pass_through_dims(rule, shape, rep);
+}
+
+TensorFactors pass_through_leading(OpShardingRule& rule, const Shape& shape, size_t trailing) {
+  std::vector<bool> rep(shape.size(), false);
+  for (size_t d = shape.size() - std::min(trailing, shape.size()); d < shape.size(); ++d) rep[d] = true;
+  return pass_through_dims(rule, shape, rep);
 }
 
 }  // namespace rule_util

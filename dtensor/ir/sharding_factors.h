@@ -109,6 +109,12 @@ void broadcast_factors(OpShardingRule& rule, const std::vector<const Shape*>& op
 void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out);
 // Returns one pass-through factor per dim of `shape`, except `replicated` dims (none).
 TensorFactors pass_through_dims(OpShardingRule& rule, const Shape& shape, const std::vector<bool>& replicated = {});
+// The same with dim `dim` (negative: from the end) replicated: the dim a softmax normalises or a
+// slice cuts.
+TensorFactors pass_through_except(OpShardingRule& rule, const Shape& shape, int64_t dim);
+// The same with the last `trailing` dims replicated: the dims a norm normalises, or the sequence
+// and head dims of attention, which the caller may then give factors of its own.
+TensorFactors pass_through_leading(OpShardingRule& rule, const Shape& shape, size_t trailing);
 }  // namespace rule_util
 
 }  // namespace dt::ir

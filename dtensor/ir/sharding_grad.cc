@@ -27,10 +27,7 @@ OpShardingRule pointwise_backward(const Node& n) {
 
 OpShardingRule softmax_backward(const Node& n) {
   OpShardingRule r;
-  const Shape& y = n.operands[1]->type.shape;
-  std::vector<bool> rep(y.size(), false);
-  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(y.size())))] = true;
-  TensorFactors t = rule_util::pass_through_dims(r, y, rep);
+  TensorFactors t = rule_util::pass_through_except(r, n.operands[1]->type.shape, n.attr_int("dim"));
   r.operands = {t, t};
   r.results = {std::move(t)};
   r.partial_one_of = 0b1;
@@ -41,9 +38,7 @@ OpShardingRule norm_backward(const Node& n) {
   OpShardingRule r;
   const Shape& x = n.operands[1]->type.shape;
   const size_t normalized = n.attr_ints("normalized_shape").size();
-  std::vector<bool> rep(x.size(), false);
-  for (size_t d = x.size() - normalized; d < x.size(); ++d) rep[d] = true;
-  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  TensorFactors t = rule_util::pass_through_leading(r, x, normalized);
   r.operands = {t, t};
   if (n.operands.size() > 2) r.operands.push_back(TensorFactors(normalized));
   r.results = {std::move(t)};
@@ -92,10 +87,7 @@ OpShardingRule cross_entropy_backward(const Node& n) {
 // slice_backward(grad) {shape, dim, ...}: every dim but the sliced one passes through.
 OpShardingRule slice_backward(const Node& n) {
   OpShardingRule r;
-  const Shape& g = n.operands[0]->type.shape;
-  std::vector<bool> rep(g.size(), false);
-  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(g.size())))] = true;
-  TensorFactors t = rule_util::pass_through_dims(r, g, rep);
+  TensorFactors t = rule_util::pass_through_except(r, n.operands[0]->type.shape, n.attr_int("dim"));
   r.operands = {t};
   r.results = {std::move(t)};
   r.partial_all = true;

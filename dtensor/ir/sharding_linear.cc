@@ -13,8 +13,7 @@ OpShardingRule linear_rule(const Node& n) {
   OpShardingRule r;
   const Shape& x = n.operands[0]->type.shape;
   const Shape& w = n.operands[1]->type.shape;
-  TensorFactors xf(x.size());
-  for (size_t d = 0; d + 1 < x.size(); ++d) xf[d] = dim_of(r.add_factor(x[d]));
+  TensorFactors xf = rule_util::pass_through_leading(r, x, 1);
   const int k = r.add_factor(w[1], FactorKind::reduction);
   const int o = r.add_factor(w[0]);
   xf.back() = dim_of(k);

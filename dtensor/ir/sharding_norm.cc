@@ -11,9 +11,7 @@ OpShardingRule norm_rule(const Node& n) {
   OpShardingRule r;
   const Shape& x = n.operands[0]->type.shape;
   const size_t normalized = n.attr_ints("normalized_shape").size();
-  std::vector<bool> rep(x.size(), false);
-  for (size_t d = x.size() - normalized; d < x.size(); ++d) rep[d] = true;
-  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  TensorFactors t = rule_util::pass_through_leading(r, x, normalized);
   r.operands.push_back(t);
   for (size_t i = 1; i < n.operands.size(); ++i) r.operands.push_back(TensorFactors(normalized));
   r.results.push_back(std::move(t));
@@ -22,10 +20,7 @@ OpShardingRule norm_rule(const Node& n) {
 
 OpShardingRule softmax_rule(const Node& n) {
   OpShardingRule r;
-  const Shape& x = n.operands[0]->type.shape;
-  std::vector<bool> rep(x.size(), false);
-  rep[size_t(normalize_dim(n.attr_int("dim"), int64_t(x.size())))] = true;
-  TensorFactors t = rule_util::pass_through_dims(r, x, rep);
+  TensorFactors t = rule_util::pass_through_except(r, n.operands[0]->type.shape, n.attr_int("dim"));
   r.operands.push_back(t);
   r.results.push_back(std::move(t));
   return r;
