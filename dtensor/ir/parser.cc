@@ -112,6 +112,13 @@ class Parser {
   int64_t parse_int(const Token& t, const char* what) {
     if (t.kind != Tok::number) fail_int(t, what, false);
     std::string_view s = t.text;
+    // Plain digits (every dim size in printed IR), at most 18 of them: no overflow possible.
+    if (s.size() <= 18) {
+      int64_t v = 0;
+      size_t i = 0;
+      while (i < s.size() && lex::is_digit(s[i])) v = v * 10 + (s[i++] - '0');
+      if (i == s.size()) return v;
+    }
     if (!s.empty() && s[0] == '+') s.remove_prefix(1);
     int64_t v = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
