@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/comm/threads/run_ranks.h"
-#include "dtensor/redistribute/dtensor.h"
+#include "dtensor/eager/dtensor.h"
 #include "dtensor/redistribute/executor.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 #include "tools/command.h"

@@ -11,7 +11,11 @@
 // its live results) against 1/n of the one-device parameter + gradient + optimizer-state bytes
 // plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
 // activations are counted in the step graph: the forward results the backward reads, with the
-// configured layers minus with one layer fewer (views of other results count their own bytes).
+// configured layers minus with one layer fewer (views of other results count their own bytes;
+// autodiff/train_memory.h). Every layer's activations stay saved until the backward (nothing
+// recomputes them), so the run also reports the goal with all layers' activations on 1/n of the
+// batch, which sharding alone can reach. --peak-breakdown K lists the K largest values live at
+// each fsdp run's estimated peak on rank 0 (passes/memory_estimate.h): what dominates it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,8 +25,10 @@
 #include <sstream>
 
 #include "dtensor/core/rng.h"
+#include "dtensor/autodiff/train_memory.h"
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/train_loop.h"
 #include "tools/command.h"
@@ -36,6 +42,7 @@ struct BenchTrainOptions {
   int steps = 3;
   std::string meshes = "2,2x2", examples = "examples";
   std::string fsdp = "2,4";  // ranks of the fsdp memory-goal runs ("" to skip)
+  int peak_breakdown = 0;  // list this many of the largest values live at each fsdp run's peak
   bool json = false;
 };
 
@@ -51,36 +58,36 @@ int64_t bytes_of(const std::map<std::string, Tensor>& m, const std::string& pref
   return b;
 }
 
-// Bytes of the forward results of `forward`'s training step that its backward or update reads.
-int64_t saved_activation_bytes(const ir::Graph& forward, const autodiff::OptimizerConfig& opt) {
-  const size_t nf = forward.nodes().size();
-  autodiff::TrainStep step = autodiff::make_train_step(forward.clone(), opt);
-  std::set<const ir::Node*> fwd(step.graph.nodes().begin(), step.graph.nodes().begin() + ptrdiff_t(nf));
-  std::set<const ir::Value*> saved;
-  for (size_t i = nf; i < step.graph.nodes().size(); ++i)
-    for (const ir::Value* v : step.graph.nodes()[i]->operands)
-      if (v->producer && fwd.count(v->producer)) saved.insert(v);
-  int64_t b = 0;
-  for (const ir::Value* v : saved) b += v->type.numel() * int64_t(itemsize(v->type.dtype));
-  return b;
+// The values live at the estimated peak of `program` (passes/memory_estimate.h), the `top`
+// largest of them: what dominates a rank's peak.
+nlohmann::json peak_breakdown(const ir::Graph& program, int top) {
+  const std::vector<int64_t> live = passes::live_bytes_profile(program);
+  if (live.empty()) return nlohmann::json::object();
+  const size_t at = size_t(std::max_element(live.begin(), live.end()) - live.begin());
+  const std::vector<passes::LiveValue> values = passes::live_values_at(program, at);
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < values.size() && int(i) < top; ++i) {
+    const passes::LiveValue& v = values[i];
+    list.push_back({{"name", v.value->name},
+                    {"op", std::string(ir::op_name(v.value->producer->op))},
+                    {"bytes", v.bytes},
+                    {"def", v.def},
+                    {"last_use", v.last}});
+  }
+  return {{"estimated_peak_bytes", live[at]},
+          {"position", at},
+          {"nodes", program.nodes().size()},
+          {"live_values", values.size()},
+          {"peak_node", std::string(ir::op_name(program.nodes()[at]->op))},
+          {"largest", list}};
 }
 
 nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfig& cfg, const ir::Graph& g,
                                 const std::map<std::string, Tensor>& weights, const std::map<std::string, Tensor>& data) {
-  if (cfg.layers < 1) DT_THROW(ValueError) << "the fsdp memory goal needs --layers >= 1";
   runtime::TrainOptions to;
   to.steps = 2;
   to.optimizer.momentum = 0.9;
-  ir::GptConfig fewer = cfg;
-  fewer.layers = cfg.layers - 1;
-  ir::Graph g1 = ir::build_gpt(fewer);
-  const int64_t params = bytes_of(weights), grads = params, state = params;
-  const std::string layer = "h." + std::to_string(cfg.layers - 1) + ".";
-  const int64_t layer_params = bytes_of(weights, layer);
-  // One layer's activations: what the step keeps of the forward for the backward, with one layer
-  // more minus with one layer fewer (counted in the one-device step graph: the forward results a
-  // backward node reads).
-  const int64_t layer_acts = saved_activation_bytes(g, to.optimizer) - saved_activation_bytes(g1, to.optimizer);
+  const autodiff::FsdpMemoryTerms terms = autodiff::fsdp_memory_terms(cfg, to.optimizer);
   nlohmann::json runs = nlohmann::json::array();
   std::stringstream ss(opt.fsdp);
   std::string text;
@@ -91,25 +98,33 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
     so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
       "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
       "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
-    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
+    nlohmann::json breakdown;
+    so.run_passes = [&](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
       run_pass_pipelines(programs, ranks, PassCliOptions{});
+      if (opt.peak_breakdown > 0) breakdown = peak_breakdown(programs[0], opt.peak_breakdown);
     };
     const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
     const int64_t n = so.mesh.size();
     int64_t held = 0;  // the largest rank's parameter and state shards (bound, not results)
     for (const auto& rank_state : r.rank_state) held = std::max(held, bytes_of(rank_state));
     const int64_t peak = held + int64_t(r.peak_bytes);
-    const int64_t goal = (params + grads + state) / n + layer_params + layer_acts / n;
+    const int64_t goal = terms.goal(n), goal_all = terms.goal_keeping_activations(n);
     runs.push_back({{"ranks", n},
                     {"held_bytes_per_rank", held},
                     {"peak_result_bytes_per_rank", r.peak_bytes},
                     {"rank_peak_bytes", peak},
                     {"goal_bytes", goal},
-                    {"holds", peak <= goal}});
+                    {"holds", peak <= goal},
+                    {"goal_keeping_activations_bytes", goal_all},
+                    {"holds_keeping_activations", peak <= goal_all}});
+    if (opt.peak_breakdown > 0) runs.back()["peak_breakdown"] = breakdown;
   }
-  return {{"param_bytes", params},           {"grad_bytes", grads},
-          {"state_bytes", state},            {"layer_param_bytes", layer_params},
-          {"layer_activation_bytes", layer_acts},
+  return {{"param_bytes", terms.params},
+          {"grad_bytes", terms.grads},
+          {"state_bytes", terms.state},
+          {"layer_param_bytes", terms.layer_params},
+          {"layer_activation_bytes", terms.layer_activations},
+          {"activation_bytes", terms.activations},
           {"runs", runs}};
 }
 
@@ -189,16 +204,29 @@ void bench(const BenchTrainOptions& opt) {
   const auto& fm = j["fsdp_memory"];
   auto mib = [](const nlohmann::json& v) { return v.get<double>() / (1 << 20); };
   std::printf("fsdp memory goal (sgd momentum 0.9): one device params %.1f MiB, grads %.1f MiB, state %.1f MiB; "
-              "one layer: params %.1f MiB, activations %.1f MiB\n",
+              "one layer: params %.1f MiB, activations %.1f MiB; all layers' activations %.1f MiB\n",
               mib(fm["param_bytes"]), mib(fm["grad_bytes"]), mib(fm["state_bytes"]), mib(fm["layer_param_bytes"]),
-              mib(fm["layer_activation_bytes"]));
-  std::printf("%-6s %14s %12s %14s %12s %8s %6s\n", "ranks", "held MiB/rank", "peak results", "rank peak MiB",
-              "goal MiB", "peak/goal", "holds");
+              mib(fm["layer_activation_bytes"]), mib(fm["activation_bytes"]));
+  std::printf("%-6s %14s %12s %14s %10s %9s %6s %14s %6s\n", "ranks", "held MiB/rank", "peak results",
+              "rank peak MiB", "goal MiB", "peak/goal", "holds", "goal(all) MiB", "holds");
   for (const auto& r : fm["runs"])
-    std::printf("%-6d %14.1f %12.1f %14.1f %12.1f %8.2f %6s\n", r["ranks"].get<int>(), mib(r["held_bytes_per_rank"]),
-                mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]), mib(r["goal_bytes"]),
-                r["rank_peak_bytes"].get<double>() / r["goal_bytes"].get<double>(),
-                r["holds"].get<bool>() ? "yes" : "no");
+    std::printf("%-6d %14.1f %12.1f %14.1f %10.1f %9.2f %6s %14.1f %6s\n", r["ranks"].get<int>(),
+                mib(r["held_bytes_per_rank"]), mib(r["peak_result_bytes_per_rank"]), mib(r["rank_peak_bytes"]),
+                mib(r["goal_bytes"]), r["rank_peak_bytes"].get<double>() / r["goal_bytes"].get<double>(),
+                r["holds"].get<bool>() ? "yes" : "no", mib(r["goal_keeping_activations_bytes"]),
+                r["holds_keeping_activations"].get<bool>() ? "yes" : "no");
+  for (const auto& r : fm["runs"]) {
+    if (!r.contains("peak_breakdown") || r["peak_breakdown"].empty()) continue;
+    const auto& b = r["peak_breakdown"];
+    std::printf("fsdp %d, rank 0: estimated peak %.1f MiB at node %lld of %lld (%s), %lld values live; largest:\n",
+                r["ranks"].get<int>(), mib(b["estimated_peak_bytes"]), (long long)b["position"].get<int64_t>(),
+                (long long)b["nodes"].get<int64_t>(), b["peak_node"].get<std::string>().c_str(),
+                (long long)b["live_values"].get<int64_t>());
+    for (const auto& v : b["largest"])
+      std::printf("  %8.2f MiB  %-28s %-24s def %6lld last use %6lld\n", mib(v["bytes"]),
+                  v["name"].get<std::string>().c_str(), v["op"].get<std::string>().c_str(),
+                  (long long)v["def"].get<int64_t>(), (long long)v["last_use"].get<int64_t>());
+  }
 }
 
 void setup(CLI::App& bench_app) {
@@ -214,6 +242,9 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--meshes", opt.meshes, "comma list of meshes (1-d: gpt_tp.json, 2-d: gpt_fsdp_tp.json)")
       ->capture_default_str();
   cmd->add_option("--fsdp", opt.fsdp, "comma list of rank counts for the fsdp memory goal (\"\" skips it)")
+      ->capture_default_str();
+  cmd->add_option("--peak-breakdown", opt.peak_breakdown,
+                  "list this many of the largest values live at the estimated peak of each fsdp run (rank 0)")
       ->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print JSON");

@@ -17,13 +17,14 @@ run() {  # NAME [gtest args...]
 }
 declare -A dir=(
   [comm_threads_test]=comm [comm_fault_test]=comm [comm_collectives_test]=comm
-  [comm_symmetric_arena_test]=comm [launcher_test]=runtime [runtime_async_test]=runtime
+  [comm_symmetric_arena_test]=comm [launcher_test]=runtime [runtime_trace_test]=runtime
+  [eager_async_test]=eager
   [parallel_test]=core
 )
 run comm_threads_test --gtest_filter='-Threads/CollectiveMatrix.*'
 GTEST_TOTAL_SHARDS=16 GTEST_SHARD_INDEX=5 run comm_threads_test --gtest_filter='Threads/CollectiveMatrix.*'
-for t in comm_fault_test comm_collectives_test comm_symmetric_arena_test launcher_test runtime_async_test \
-  parallel_test; do
+for t in comm_fault_test comm_collectives_test comm_symmetric_arena_test launcher_test runtime_trace_test \
+  eager_async_test parallel_test; do
   run "$t"
 done
 echo "tsan: no data race reported"

@@ -1,10 +1,13 @@
 // `dtensor compile MODEL --mesh 4 --plan P [--rank r] [-o FILE] [--report] [--json]`: shards a
 // model (IR file) with a parallel plan and prints the per-rank programs (all ranks, or --rank r).
 // -o writes them instead: FILE itself with --rank, else FILE with `.rank<r>` before its extension.
-// --report prints the inserted collectives of each program (kind, group, shape, bytes sent) and
-// each rank's parameter memory instead of the programs; --json prints that report as JSON.
+// --report prints, instead of the programs, the inserted collectives of each program (value named
+// after the module that needed it, kind, group, input type), bytes sent, parameter memory and an
+// estimate of peak activation memory per rank, identical ranks in one block, and the cost model's
+// communication time; --json prints that report as JSON (every rank in full).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -15,7 +18,9 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/passes/buffer_planner.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/sharding/compiler.h"
+#include "tools/byte_units.h"
 #include "tools/command.h"
 #include "tools/mesh_fit.h"
 #include "tools/passes_cli.h"
@@ -55,11 +60,13 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
                      {"bytes_sent_per_kind", s.bytes},
                      {"bytes_sent", s.total_bytes},
                      {"param_bytes", sharding::param_bytes(p)},
+                     {"activation_bytes_estimate", passes::estimate_peak_bytes(p)},
                      {"arena_bytes", passes::check_comm_buffer_plan(p)}});
   }
   return {{"model", model.name()},
           {"nodes", model.nodes().size()},
           {"param_bytes_unsharded", sharding::param_bytes(model)},
+          {"activation_bytes_estimate_unsharded", passes::estimate_peak_bytes(model)},
           {"mesh", c.sharding.mesh.str()},
           {"mesh_dims", c.sharding.mesh_dim_names},
           {"warnings", c.sharding.warnings},
@@ -69,22 +76,53 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
           {"ranks", ranks}};
 }
 
+// Returns "rank 3", "ranks 0-3" or "ranks 0, 2, 5-7" (each run of consecutive ranks as a range).
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ",
+                       j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + out;
+}
+
+// Prints the report: one block per distinct rank program (ranks whose programs report the same
+// nodes, collectives and sizes share a block), every size in one unit scheme (tools/byte_units.h).
 void print_report(const nlohmann::json& j) {
-  std::printf("model %s: %zu nodes on mesh %s (dims %s), propagation %.3f ms, partition %.3f ms\n",
+  const size_t n_ranks = j["ranks"].size();
+  std::printf("model %s: %zu nodes on mesh %s (%zu %s, dims %s), propagation %.3f ms, partition %.3f ms\n",
               j["model"].get<std::string>().c_str(), j["nodes"].get<size_t>(), j["mesh"].get<std::string>().c_str(),
-              j["mesh_dims"].dump().c_str(), j["propagate_ms"].get<double>(), j["partition_ms"].get<double>());
+              n_ranks, n_ranks == 1 ? "rank" : "ranks", j["mesh_dims"].dump().c_str(), j["propagate_ms"].get<double>(),
+              j["partition_ms"].get<double>());
+  std::printf("estimated communication time %.3f ms (cost model, all collectives of the plan); unsharded: parameters "
+              "%s, activations %s\n",
+              j["estimated_comm_us"].get<double>() / 1e3, bytes_text(j["param_bytes_unsharded"].get<double>()).c_str(),
+              bytes_text(j["activation_bytes_estimate_unsharded"].get<double>()).c_str());
   for (const auto& w : j["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
+  // Group ranks whose entries are equal but for the rank number, in rank order.
+  std::vector<std::pair<nlohmann::json, std::vector<int>>> blocks;
   for (const auto& r : j["ranks"]) {
-    std::printf("\nrank %d: %zu nodes, parameters %.1f KiB (unsharded %.1f KiB), sends %lld bytes\n", r["rank"].get<int>(),
-                r["nodes"].get<size_t>(), r["param_bytes"].get<double>() / 1024,
-                j["param_bytes_unsharded"].get<double>() / 1024, (long long)r["bytes_sent"].get<int64_t>());
-    std::printf("  %-28s %-24s %-6s %s\n", "value", "kind", "group", "input");
+    nlohmann::json body = r;
+    body.erase("rank");
+    auto it = std::find_if(blocks.begin(), blocks.end(), [&](const auto& b) { return b.first == body; });
+    if (it == blocks.end()) blocks.push_back({body, {r["rank"].get<int>()}});
+    else it->second.push_back(r["rank"].get<int>());
+  }
+  for (const auto& [r, ranks] : blocks) {
+    std::printf("\n%s: %zu nodes, parameters %s, activations %s (estimated peak), sends %s\n", ranks_text(ranks).c_str(),
+                r["nodes"].get<size_t>(), bytes_text(r["param_bytes"].get<double>()).c_str(),
+                bytes_text(r["activation_bytes_estimate"].get<double>()).c_str(),
+                bytes_text(r["bytes_sent"].get<double>()).c_str());
+    std::printf("  %-32s %-24s %-6s %s\n", "value", "kind", "group", "input");
     for (const auto& c : r["collectives"])
-      std::printf("  %-28s %-24s %-6s %s\n", c["value"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
+      std::printf("  %-32s %-24s %-6s %s\n", c["value"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
                   c["group"].get<std::string>().c_str(), c["input"].get<std::string>().c_str());
     for (const auto& [kind, n] : r["collectives_per_kind"].items())
-      std::printf("  total %s: %d, %lld bytes sent\n", kind.c_str(), n.get<int>(),
-                  (long long)r["bytes_sent_per_kind"][kind].get<int64_t>());
+      std::printf("  total %s: %d, %s sent\n", kind.c_str(), n.get<int>(),
+                  bytes_text(r["bytes_sent_per_kind"][kind].get<double>()).c_str());
   }
 }
 
@@ -150,7 +188,11 @@ void setup(CLI::App& app) {
   cmd->add_flag("--report", opt.report, "print the inserted collectives and per-rank parameter memory instead");
   cmd->add_flag("--json", opt.json, "print the report as JSON");
   add_pass_options(cmd, opt.passes, /*with_print=*/true);
-  cmd->callback([] { compile_command(opt); });
+  cmd->callback([cmd] {
+    refuse_unless(cmd, !opt.report && !opt.json, {"--output"},
+                  "writes the programs, which --report and --json print a report instead of: drop one");
+    compile_command(opt);
+  });
 }
 
 CommandRegistrar reg("compile", setup);

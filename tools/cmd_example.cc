@@ -109,7 +109,11 @@ void setup(CLI::App& app) {
   m->add_option("--batch", mlp.batch, "batch size")->capture_default_str();
   m->add_flag("--loss", mlp.loss, "add input `target` and output mse_loss(output, target)");
   add_common(m, mlp_opt);
-  m->callback([] { write_example(ir::build_mlp(mlp), mlp_opt, /*int_high=*/1); });
+  m->callback([m] {
+    refuse_unless(m, !mlp_opt.weights.empty() || !mlp_opt.inputs.empty(), {"--seed"},
+                  "seeds the random weights and inputs: add --weights or --inputs");
+    write_example(ir::build_mlp(mlp), mlp_opt, /*int_high=*/1);
+  });
 
   static ExampleOptions gpt_opt;
   static ir::GptConfig gpt;
@@ -123,7 +127,11 @@ void setup(CLI::App& app) {
   g->add_option("--seq", gpt.seq, "sequence length")->capture_default_str();
   g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
   add_common(g, gpt_opt);
-  g->callback([] { write_example(ir::build_gpt(gpt), gpt_opt, /*int_high=*/gpt.vocab); });
+  g->callback([g] {
+    refuse_unless(g, !gpt_opt.weights.empty() || !gpt_opt.inputs.empty(), {"--seed"},
+                  "seeds the random weights and inputs: add --weights or --inputs");
+    write_example(ir::build_gpt(gpt), gpt_opt, /*int_high=*/gpt.vocab);
+  });
 }
 
 CommandRegistrar reg("example", setup);

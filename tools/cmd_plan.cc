@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/error.h"
+#include "dtensor/eager/plan_check.h"
 #include "dtensor/redistribute/backward.h"
-#include "dtensor/redistribute/plan_check.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 #include "tools/command.h"
@@ -127,7 +127,10 @@ CommandRegistrar reg("plan", [](CLI::App& app) {
   cmd->add_option("--alpha-us", opt->alpha_us, "Latency per collective (us)")->capture_default_str();
   cmd->add_option("--beta-gbs", opt->beta_gbs, "Bandwidth per rank (GB/s)")->capture_default_str();
   cmd->add_option("--seed", opt->seed, "Seed of the --verify data")->capture_default_str();
-  cmd->callback([opt] { run_plan(*opt); });
+  cmd->callback([opt, cmd] {
+    refuse_unless(cmd, opt->verify, {"--seed"}, "seeds the --verify data: add --verify");
+    run_plan(*opt);
+  });
 });
 
 }  // namespace

@@ -1,14 +1,21 @@
-// `dtensor profile MODEL --weights W --inputs I [--repeat 3] [--threads N] [--json]`: where one
-// device's forward spends its time.
+// `dtensor profile MODEL --weights W --inputs I [--mesh M --plan P] [--repeat 3] [--threads N]
+// [--no-fuse] [--json]`: where a forward spends its time.
 //
 // The model runs once to warm up, then --repeat times; the fastest run's per-node times (the
-// interpreter's node hook) give the time per op kind and the 20 slowest nodes. Every matmul-like
-// node (linear, matmul, bmm) gets its FLOP count and achieved GFLOP/s, set against a plain GEMM
-// of the same [m, k] x [k, n] shape timed in the same process on the same threads (fastest of 3),
-// and attention its GFLOP/s (causal attention counts only the unmasked score pairs). "overall"
-// is all matmul FLOPs over the whole forward's time against the time those GEMMs alone would
-// take: the fraction of the GEMM rate the forward reaches. Peak memory is the interpreter's peak
-// of live intermediates.
+// interpreter's node hook) give the time per op kind and the 20 slowest nodes. A linear fused
+// with its activation (runtime/interpreter_fusion.h) is one kind, "linear+gelu"; --no-fuse runs
+// the nodes separately (the before/after of the fusion in one binary). Every matmul-like node gets
+// its FLOP count and achieved GFLOP/s (the registry's OpDef::gemm_shape and flops), set against a
+// plain GEMM of the same [m, k] x [k, n] shape timed in the same process on the same threads
+// (fastest of 3), and attention its GFLOP/s. "overall" is all matmul FLOPs over the whole
+// forward's time against the time those GEMMs alone would take: the fraction of the GEMM rate the
+// forward reaches. Peak memory is the interpreter's peak of live intermediates.
+//
+// With --mesh/--plan the model is compiled and sharded as `dtensor run` does (default pass
+// pipeline, threads backend, every rank in this process) and each rank's program is profiled: rank
+// 0's tables in full, then per rank its time, the time its nodes spent issuing collectives and
+// blocked in wait_tensor, and its peak memory, and per op kind the spread (min/max ms) over ranks.
+// A rank's time runs from its first node's start to its last node's end in its fastest run.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,12 +29,19 @@
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
-#include "dtensor/core/parallel.h"
-#include "dtensor/core/rng.h"
 #include "dtensor/ir/op_kind.h"
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/layout/device_mesh.h"
 #include "dtensor/runtime/interpreter.h"
+#include "dtensor/runtime/launcher.h"
+#include "dtensor/sharding/compiler.h"
+#include "dtensor/sharding/parallel_plan.h"
+#include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
+#include "tools/gemm_reference.h"
 #include "tools/load_program.h"
+#include "tools/mesh_fit.h"
+#include "tools/passes_cli.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -36,135 +50,100 @@ namespace {
 struct ProfileOptions {
   std::string model, weights, inputs, mesh, plan;
   int repeat = 3;
-  bool json = false;
+  bool json = false, no_fuse = false;
   std::optional<int> threads;
 };
 
-// The GEMM a matmul-like node performs: `batch` products of [m, k] x [k, n].
-struct GemmShape {
-  int64_t batch = 1, m = 0, k = 0, n = 0;
-  double flops() const { return 2.0 * double(batch) * double(m) * double(k) * double(n); }
+// One rank's fastest run: per-node seconds and the run's stats.
+struct RankRun {
+  int rank = 0;
+  std::vector<double> node_seconds;
+  double seconds = std::numeric_limits<double>::infinity();
+  size_t peak_bytes = 0;
 };
 
-// Returns the GEMM of a linear/matmul/bmm node from its operand and result types, else nullopt.
-// (These shape facts restate the ops' definitions in dtensor/ir/ops_linear.cc; they live here
-// while profile is their only reader.)
-std::optional<GemmShape> gemm_shape(const ir::Node& node) {
-  const Shape& a = node.operands[0]->type.shape;
-  const Shape& out = node.result()->type.shape;
-  GemmShape g;
-  switch (node.op) {
-    case ir::OpKind::linear: {  // x [..., in], weight [out, in]
-      const Shape& w = node.operands[1]->type.shape;
-      g.k = w[1];
-      g.n = w[0];
-      g.m = g.k == 0 ? 0 : numel(a) / g.k;
-      return g;
-    }
-    case ir::OpKind::bmm:
-    case ir::OpKind::matmul: {
-      const Shape& b = node.operands[1]->type.shape;
-      g.k = a.back();
-      g.n = b.size() == 1 ? 1 : b.back();
-      if (b.size() <= 2) {  // the batch folds into m: one GEMM
-        g.m = g.n == 0 ? 0 : numel(out) / g.n;
-      } else {
-        g.m = a.size() >= 2 ? a[a.size() - 2] : 1;
-        g.batch = g.m * g.n == 0 ? 0 : numel(out) / (g.m * g.n);
+// Keeps the per-node times of the fastest of the runs a node hook sees (a run ends at the last node).
+class FastestRun {
+ public:
+  explicit FastestRun(size_t nodes) : cur_(nodes) {}
+  runtime::NodeHook hook() {
+    return [this](const ir::Node&, size_t i, runtime::Clock::time_point s, runtime::Clock::time_point e) {
+      if (i == 0) start_ = s;
+      cur_[i] = std::chrono::duration<double>(e - s).count();
+      if (i + 1 == cur_.size()) {
+        const double t = std::chrono::duration<double>(e - start_).count();
+        if (t < best_.seconds) {
+          best_.seconds = t;
+          best_.node_seconds = cur_;
+        }
       }
-      return g;
-    }
-    default:
-      return std::nullopt;
+    };
   }
-}
+  RankRun& best() { return best_; }
 
-// FLOPs of an attention node: q·kᵀ and p·v over the unmasked (query, key) pairs.
-double attention_flops(const ir::Node& node) {
-  const Shape& q = node.operands[0]->type.shape;
-  const Shape& k = node.operands[1]->type.shape;
-  const Shape& v = node.operands[2]->type.shape;
-  const int64_t S = q[q.size() - 2], D = q.back(), Sk = k[k.size() - 2], Dv = v.back();
-  const double heads = S * D == 0 ? 0 : double(numel(q)) / double(S * D);
-  double pairs = double(S) * double(Sk);
-  if (node.attr_bool("causal")) {  // query i sees keys 0..i
-    pairs = 0;
-    for (int64_t i = 0; i < S; ++i) pairs += double(std::min(Sk, i + 1));
-  }
-  return 2.0 * heads * pairs * double(D + Dv);
-}
-
-// Returns the fastest of 3 timed [m, k] x [k, n] f32 GEMMs (after one warm-up), in seconds.
-double time_gemm(int64_t m, int64_t k, int64_t n) {
-  Generator gen(1);
-  const Tensor a = rand({m, k}, gen), b = rand({k, n}, gen);
-  mm(a, b);
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = runtime::Clock::now();
-    mm(a, b);
-    best = std::min(best, std::chrono::duration<double>(runtime::Clock::now() - t0).count());
-  }
-  return best;
-}
+ private:
+  std::vector<double> cur_;
+  runtime::Clock::time_point start_;
+  RankRun best_;
+};
 
 double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds / 1e9 : 0; }
 
-nlohmann::json profile(const ProfileOptions& opt, int threads) {
-  const LoadedProgram p = load_program(opt.model, opt.weights, opt.inputs);
-  const auto& nodes = p.graph.nodes();
-  std::vector<double> cur(nodes.size()), best(nodes.size());
-  runtime::RunStats stats;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, double> gemm_seconds;
-  run_ranks(1, [&](ProcessGroup& world) {
-    const runtime::GroupMap groups = runtime::make_groups(p.graph, world);
-    runtime::Interpreter interp(p.graph);
-    interp.set_node_hook([&](const ir::Node&, size_t i, runtime::Clock::time_point s, runtime::Clock::time_point e) {
-      cur[i] = std::chrono::duration<double>(e - s).count();
-    });
-    interp.run(p.bindings, groups);  // warm-up
-    for (int r = 0; r < std::max(opt.repeat, 1); ++r) {
-      runtime::RunStats s;
-      interp.run(p.bindings, groups, &s);
-      if (r == 0 || s.seconds < stats.seconds) {
-        stats = s;
-        best = cur;
-      }
-    }
-    // Reference GEMMs on this same thread (and so the same pool).
-    for (const ir::Node* n : nodes)
-      if (auto g = gemm_shape(*n); g && g->flops() > 0) gemm_seconds.try_emplace({g->m, g->k, g->n}, 0.0);
-    for (auto& [shape, sec] : gemm_seconds) sec = time_gemm(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape));
-  });
+// The op-kind label of every node: "linear+gelu" for a fused head, "" for a fused tail (its few
+// nanoseconds are added to its head), else the op's name.
+std::vector<std::string> kind_labels(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions) {
+  std::vector<std::string> label;
+  for (const ir::Node* n : g.nodes()) label.emplace_back(ir::op_name(n->op));
+  for (const runtime::EpilogueFusion& f : fusions) {
+    label[size_t(f.head)] += "+" + label[size_t(f.tail)];
+    label[size_t(f.tail)].clear();
+  }
+  return label;
+}
 
-  const double total = stats.seconds;
+// The tables of one rank's run: op kinds, top nodes, matmuls, overall and communication.
+nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions, RankRun run,
+                           const GemmTimes& gemm_seconds) {
+  const auto& nodes = g.nodes();
+  for (const runtime::EpilogueFusion& f : fusions) {
+    run.node_seconds[size_t(f.head)] += run.node_seconds[size_t(f.tail)];
+    run.node_seconds[size_t(f.tail)] = 0;
+  }
+  const std::vector<double>& best = run.node_seconds;
+  const std::vector<std::string> label = kind_labels(g, fusions);
+  const double total = run.seconds;
   auto pct = [&](double s) { return total > 0 ? 100.0 * s / total : 0.0; };
   nlohmann::json j;
-  j["model"] = opt.model;
-  j["threads"] = threads;
-  j["repeat"] = opt.repeat;
+  j["rank"] = run.rank;
   j["time_ms"] = total * 1e3;
-  j["peak_bytes"] = stats.peak_bytes;
+  j["peak_bytes"] = run.peak_bytes;
 
   std::map<std::string, std::pair<int, double>> kinds;
+  double collective = 0, wait = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    auto& [count, sec] = kinds[std::string(ir::op_name(nodes[i]->op))];
+    if (ir::op_def(nodes[i]->op).is_collective()) collective += best[i];
+    if (nodes[i]->op == ir::OpKind::wait_tensor) wait += best[i];
+    if (label[i].empty()) continue;
+    auto& [count, sec] = kinds[label[i]];
     ++count;
     sec += best[i];
   }
+  j["collective_ms"] = collective * 1e3;
+  j["wait_ms"] = wait * 1e3;
   std::vector<std::pair<std::string, std::pair<int, double>>> kv(kinds.begin(), kinds.end());
   std::sort(kv.begin(), kv.end(), [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
   j["op_kinds"] = nlohmann::json::array();
   for (const auto& [op, cs] : kv)
     j["op_kinds"].push_back({{"op", op}, {"nodes", cs.first}, {"ms", cs.second * 1e3}, {"percent", pct(cs.second)}});
 
-  std::vector<size_t> order(nodes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!label[i].empty()) order.push_back(i);
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return best[x] > best[y]; });
   j["top_nodes"] = nlohmann::json::array();
   for (size_t r = 0; r < std::min<size_t>(20, order.size()); ++r) {
     const ir::Node& n = *nodes[order[r]];
-    j["top_nodes"].push_back({{"node", n.result()->name}, {"op", std::string(ir::op_name(n.op))}, {"ms", best[order[r]] * 1e3},
+    j["top_nodes"].push_back({{"node", n.result()->name}, {"op", label[order[r]]}, {"ms", best[order[r]] * 1e3},
                               {"percent", pct(best[order[r]])}});
   }
 
@@ -172,20 +151,22 @@ nlohmann::json profile(const ProfileOptions& opt, int threads) {
   j["matmuls"] = nlohmann::json::array();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = *nodes[i];
-    nlohmann::json e = {{"node", n.result()->name}, {"op", std::string(ir::op_name(n.op))}, {"ms", best[i] * 1e3}};
-    if (auto g = gemm_shape(n); g && g->flops() > 0) {
-      const double ref = gemm_seconds.at({g->m, g->k, g->n}) * double(g->batch);
-      mm_flops += g->flops();
+    const ir::OpDef& def = ir::op_def(n.op);
+    if (!def.flops) continue;
+    nlohmann::json e = {{"node", n.result()->name}, {"op", label[i]}, {"ms", best[i] * 1e3}};
+    const double f = def.flops(n);
+    if (def.gemm_shape) {
+      const ir::GemmShape g = def.gemm_shape(n);
+      if (f <= 0) continue;
+      const double ref = gemm_seconds.at({g.m, g.k, g.n}) * double(g.batch);
+      mm_flops += f;
       gemm_only += ref;
-      e.update({{"batch", g->batch}, {"m", g->m}, {"k", g->k}, {"n", g->n}, {"gflop", g->flops() / 1e9},
-                {"gflops", gflops(g->flops(), best[i])}, {"gemm_gflops", gflops(g->flops(), ref)},
+      e.update({{"batch", g.batch}, {"m", g.m}, {"k", g.k}, {"n", g.n}, {"gflop", f / 1e9},
+                {"gflops", gflops(f, best[i])}, {"gemm_gflops", gflops(f, ref)},
                 {"ratio", best[i] > 0 ? ref / best[i] : 0.0}});
-    } else if (n.op == ir::OpKind::scaled_dot_product_attention) {
-      const double f = attention_flops(n);
+    } else {
       attn_flops += f;
       e.update({{"gflop", f / 1e9}, {"gflops", gflops(f, best[i])}, {"gemm_gflops", nullptr}, {"ratio", nullptr}});
-    } else {
-      continue;
     }
     j["matmuls"].push_back(e);
   }
@@ -198,9 +179,107 @@ nlohmann::json profile(const ProfileOptions& opt, int threads) {
   return j;
 }
 
+nlohmann::json header(const ProfileOptions& opt, int threads) {
+  return {{"model", opt.model}, {"threads", threads}, {"repeat", opt.repeat}, {"fusion", !opt.no_fuse}};
+}
+
+nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
+  const LoadedProgram p = load_program(opt.model, opt.weights, opt.inputs);
+  FastestRun fastest(p.graph.nodes().size());
+  GemmTimes gemm_seconds;
+  std::vector<runtime::EpilogueFusion> fusions;
+  run_ranks(1, [&](ProcessGroup& world) {
+    const runtime::GroupMap groups = runtime::make_groups(p.graph, world);
+    runtime::Interpreter interp(p.graph);
+    interp.set_fusion(!opt.no_fuse);
+    if (interp.fusion()) fusions = interp.fusions();
+    interp.set_node_hook(fastest.hook());
+    for (int r = 0; r <= opt.repeat; ++r) {  // run 0 warms up; the fastest is kept
+      runtime::RunStats s;
+      interp.run(p.bindings, groups, &s);
+      fastest.best().peak_bytes = s.peak_bytes;
+    }
+    time_gemms(p.graph, gemm_seconds);  // on this same thread (and so the same pool)
+  });
+  nlohmann::json j = header(opt, threads);
+  j["ranks"] = 1;
+  j.update(rank_tables(p.graph, fusions, fastest.best(), gemm_seconds));
+  return j;
+}
+
+nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
+  if (opt.mesh.empty() || opt.plan.empty()) DT_THROW(ValueError) << "profile needs both --mesh and --plan (or neither)";
+  if (opt.no_fuse) DT_THROW(ValueError) << "--no-fuse applies to one device only: profile without --mesh/--plan";
+  const LoadedProgram p = load_program(opt.model, opt.weights, opt.inputs);
+  const DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
+  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+  check_mesh_fits_model(p.graph, plan, mesh);
+  sharding::CompiledModel c = sharding::compile(p.graph, plan, mesh);
+  const sharding::TensorMap full(p.bindings.begin(), p.bindings.end());
+  run_pass_pipelines(c.programs, c.ranks, PassCliOptions{});  // as `dtensor run` by default
+  const int n = mesh.size();
+  std::vector<const ir::Graph*> programs(static_cast<size_t>(n), nullptr);
+  std::vector<runtime::Bindings> bindings(static_cast<size_t>(n));
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const int r = c.ranks[i];
+    if (r < 0 || r >= n) DT_THROW(ValueError) << "mesh " << mesh.str() << " uses rank " << r << ": profile runs ranks 0.." << n - 1;
+    programs[size_t(r)] = &c.programs[i];
+    bindings[size_t(r)] = sharding::shard_weights(p.graph, c.sharding, full, r);
+    for (auto& [k, v] : sharding::shard_inputs(p.graph, c.sharding, full, r)) bindings[size_t(r)][k] = v;
+  }
+  for (int r = 0; r < n; ++r)
+    if (!programs[size_t(r)]) DT_THROW(ValueError) << "mesh " << mesh.str() << " has no program for rank " << r;
+  std::vector<FastestRun> fastest;
+  for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
+  runtime::LaunchOptions lo;
+  lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
+  lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
+  const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+  GemmTimes gemm_seconds;
+  for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
+
+  nlohmann::json j = header(opt, threads);
+  j["mesh"] = mesh.str();
+  j["plan"] = opt.plan;
+  j["ranks"] = n;
+  std::vector<nlohmann::json> per_rank;
+  for (int r = 0; r < n; ++r) {
+    RankRun run = fastest[size_t(r)].best();
+    run.rank = r;
+    run.peak_bytes = results[size_t(r)].stats.peak_bytes;
+    per_rank.push_back(rank_tables(*programs[size_t(r)], runtime::find_epilogue_fusions(*programs[size_t(r)]), run,
+                                   gemm_seconds));
+  }
+  j.update(per_rank[0]);  // rank 0's tables in full
+  j["per_rank"] = nlohmann::json::array();
+  for (const nlohmann::json& t : per_rank)
+    j["per_rank"].push_back({{"rank", t["rank"]}, {"time_ms", t["time_ms"]}, {"collective_ms", t["collective_ms"]},
+                             {"wait_ms", t["wait_ms"]}, {"peak_bytes", t["peak_bytes"]},
+                             {"gemm_rate_ratio", t["overall"]["ratio"]}});
+  // Per op kind: min and max ms over the ranks (a kind a rank lacks counts 0 there).
+  std::map<std::string, std::vector<double>> spread;
+  for (size_t r = 0; r < per_rank.size(); ++r)
+    for (const auto& e : per_rank[r]["op_kinds"]) {
+      auto& v = spread[e["op"].get<std::string>()];
+      v.resize(per_rank.size(), 0.0);
+      v[r] = e["ms"].get<double>();
+    }
+  j["op_kind_spread"] = nlohmann::json::array();
+  for (const auto& e : per_rank[0]["op_kinds"]) {
+    const auto& v = spread[e["op"].get<std::string>()];
+    j["op_kind_spread"].push_back(
+        {{"op", e["op"]}, {"min_ms", *std::min_element(v.begin(), v.end())}, {"max_ms", *std::max_element(v.begin(), v.end())}});
+  }
+  return j;
+}
+
 void print_text(const nlohmann::json& j) {
-  std::printf("model %s on 1 device, %d thread(s): %.3f ms (fastest of %d), peak memory %.2f MiB\n",
-              j["model"].get<std::string>().c_str(), j["threads"].get<int>(), j["time_ms"].get<double>(),
+  const bool mesh = j.contains("mesh");
+  std::printf("model %s on %s, %d thread(s) per rank%s: %.3f ms (fastest of %d), peak memory %.2f MiB\n",
+              j["model"].get<std::string>().c_str(),
+              mesh ? fmt::format("mesh {} ({} ranks), rank 0", j["mesh"].get<std::string>(), j["ranks"].get<int>()).c_str()
+                   : "1 device",
+              j["threads"].get<int>(), j["fusion"].get<bool>() ? "" : ", fusion off", j["time_ms"].get<double>(),
               j["repeat"].get<int>(), double(j["peak_bytes"].get<size_t>()) / (1 << 20));
   std::printf("\n%-34s %6s %10s %7s\n", "op kind", "nodes", "ms", "%");
   for (const auto& e : j["op_kinds"])
@@ -223,14 +302,25 @@ void print_text(const nlohmann::json& j) {
               "%.1f GFLOP/s (%.3f ms): the forward reaches %.0f%% of the GEMM rate\n",
               o["matmul_gflop"].get<double>(), o["gflops"].get<double>(), o["gemm_gflops"].get<double>(),
               o["gemm_only_ms"].get<double>(), 100 * o["ratio"].get<double>());
+  if (!mesh) return;
+  std::printf("\n%-6s %10s %14s %10s %12s %10s\n", "rank", "ms", "collectives ms", "wait ms", "peak MiB", "GEMM rate");
+  for (const auto& r : j["per_rank"])
+    std::printf("%-6d %10.3f %14.3f %10.3f %12.2f %9.0f%%\n", r["rank"].get<int>(), r["time_ms"].get<double>(),
+                r["collective_ms"].get<double>(), r["wait_ms"].get<double>(),
+                double(r["peak_bytes"].get<size_t>()) / (1 << 20), 100 * r["gemm_rate_ratio"].get<double>());
+  std::printf("\n%-34s %10s %10s\n", "op kind over ranks", "min ms", "max ms");
+  for (const auto& e : j["op_kind_spread"])
+    std::printf("%-34s %10.3f %10.3f\n", e["op"].get<std::string>().c_str(), e["min_ms"].get<double>(),
+                e["max_ms"].get<double>());
 }
 
 void profile_command(const ProfileOptions& opt) {
-  if (!opt.mesh.empty() || !opt.plan.empty())
-    DT_THROW(ValueError) << "profile --mesh/--plan is not implemented yet: profile the model on one device";
   if (opt.repeat < 1) DT_THROW(ValueError) << "--repeat must be >= 1, got " << opt.repeat;
-  const int threads = apply_threads_option(opt.threads, 1);
-  const nlohmann::json j = profile(opt, threads);
+  const bool mesh = !opt.mesh.empty() || !opt.plan.empty();
+  int ranks = 1;
+  if (!opt.mesh.empty()) ranks = int(DeviceMesh::parse(opt.mesh).size());
+  const int threads = apply_threads_option(opt.threads, ranks);
+  const nlohmann::json j = mesh ? profile_mesh(opt, threads) : profile_one_device(opt, threads);
   if (opt.json)
     std::printf("%s\n", j.dump(2).c_str());
   else
@@ -244,8 +334,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--weights", opt.weights, "safetensors file with every parameter of the model");
   cmd->add_option("--inputs", opt.inputs, "safetensors file with the data inputs, by name");
   cmd->add_option("--repeat", opt.repeat, "timed runs after one warm-up; the fastest is reported")->capture_default_str();
-  cmd->add_option("--mesh", opt.mesh, "not implemented yet (profile runs one device)");
-  cmd->add_option("--plan", opt.plan, "not implemented yet (profile runs one device)");
+  cmd->add_option("--mesh", opt.mesh, "profile every rank's program on this mesh (threads backend; needs --plan)");
+  cmd->add_option("--plan", opt.plan, "parallel plan JSON (with --mesh)");
+  cmd->add_flag("--no-fuse", opt.no_fuse, "run fused linear + activation pairs as separate nodes (one device)");
   cmd->add_flag("--json", opt.json, "print the profile as JSON");
   add_threads_option(cmd, opt.threads);
   cmd->callback([] { profile_command(opt); });

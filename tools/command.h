@@ -26,6 +26,11 @@ std::vector<std::pair<std::string, CommandSetup>>& registered_benches();
 // Returns every registered setup, in registration order.
 std::vector<std::pair<std::string, CommandSetup>>& registered_commands();
 
+// Throws ValueError when `applies` is false and any of the flags `names` was given on `cmd`'s
+// command line: an option that cannot apply is an error, never silently ignored. The message is
+// "<flag> <why>", e.g. "--passes applies to sharded runs only: add --mesh and --plan".
+void refuse_unless(const CLI::App* cmd, bool applies, const std::vector<std::string>& names, const std::string& why);
+
 // Exit code a command callback wants (set by callbacks: 1 means "ran, but the check failed").
 int& command_exit_code();
 

@@ -7,6 +7,16 @@
 
 namespace dt::tools {
 
+void add_model_options(CLI::App* cmd, ModelFiles& files, const ModelOptionSpec& spec) {
+  cmd->add_option("model", files.model, spec.model_help)->required();
+  CLI::Option* w = cmd->add_option("--weights", files.weights, spec.weights_help);
+  CLI::Option* in = cmd->add_option(spec.inputs_flag, files.inputs, spec.inputs_help);
+  if (spec.required) {
+    w->required();
+    in->required();
+  }
+}
+
 LoadedProgram load_program(const std::string& model, const std::string& weights, const std::string& inputs) {
   LoadedProgram p{ir::parse_file(model), {}};
   if (!p.graph.params().empty() && weights.empty())

@@ -25,6 +25,12 @@ BenchRegistrar::BenchRegistrar(const std::string& name, CommandSetup setup) {
   registered_benches().emplace_back(name, std::move(setup));
 }
 
+void refuse_unless(const CLI::App* cmd, bool applies, const std::vector<std::string>& names, const std::string& why) {
+  if (applies) return;
+  for (const std::string& name : names)
+    if (cmd->get_option(name)->count() > 0) DT_THROW(ValueError) << name << " " << why;
+}
+
 int& command_exit_code() {
   static int code = 0;
   return code;

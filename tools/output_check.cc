@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <map>
 
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/printer.h"
+#include "tools/rank_files.h"
 
 namespace dt::tools {
 
@@ -37,20 +40,29 @@ std::string non_finite_text(const NonFinite& nf) {
 }
 
 std::vector<std::optional<Tensor>> expected_outputs(const ir::Graph& graph, const std::string& file) {
-  io::SafetensorsFile e = io::SafetensorsFile::open(file);
+  // A directory is a `run --save-outputs DIR --sharded` output: the full tensors assembled from it.
+  std::map<std::string, Tensor> e;
+  if (std::filesystem::is_directory(file)) {
+    e = read_rank_files(file, "--expect");
+  } else {
+    const io::SafetensorsFile f = io::SafetensorsFile::open(file);
+    for (const std::string& name : f.names()) e.emplace(name, f.get(name));
+  }
   std::vector<std::optional<Tensor>> ref(graph.outputs().size());
   bool any = false;
   for (size_t k = 0; k < ref.size(); ++k) {
     const std::string& name = graph.outputs()[k]->name;
-    if (e.contains(name)) ref[k] = e.get(name);
-    else if (k == 0 && e.contains("output")) ref[k] = e.get("output");
+    if (e.count(name)) ref[k] = e.at(name);
+    else if (k == 0 && e.count("output")) ref[k] = e.at("output");
     any = any || ref[k].has_value();
   }
   if (!any) {
+    std::vector<std::string> names;
+    for (const auto& [name, t] : e) names.push_back(name);
     std::vector<std::string> outs;
     for (const ir::Value* v : graph.outputs()) outs.push_back(v->name);
     DT_THROW(ValueError) << "--expect " << file << " names none of the model's outputs (" << fmt::format("{}", fmt::join(outs, ", "))
-                         << "); it holds: " << fmt::format("{}", fmt::join(e.names(), ", "))
+                         << "); it holds: " << fmt::format("{}", fmt::join(names, ", "))
                          << " (a tensor named like an output, or `output` for output 0)";
   }
   return ref;

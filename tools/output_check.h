@@ -24,7 +24,8 @@ NonFinite find_non_finite(const Tensor& t);
 // Returns "3 non-finite values (first: nan at [0, 5])".
 std::string non_finite_text(const NonFinite& nf);
 
-// Returns, per graph output, the tensor of the --expect file that it is compared with: the
+// Returns, per graph output, the tensor of the --expect file (or, for a directory, the full tensors
+// assembled from `run --save-outputs DIR --sharded`'s rank files) that it is compared with: the
 // tensor named like the output, else (output 0 only, as before outputs were named) the tensor
 // `output`. Throws ValueError naming the file's tensors when it names none of the outputs.
 std::vector<std::optional<Tensor>> expected_outputs(const ir::Graph& graph, const std::string& file);

@@ -22,6 +22,7 @@
 #include "tools/byte_units.h"
 #include "tools/mesh_fit.h"
 #include "tools/output_check.h"
+#include "tools/rank_files.h"
 
 namespace dt::tools {
 namespace {
@@ -35,6 +36,7 @@ struct Setup {
   // then holds the parameters assembled from them (for the single-device reference run).
   std::vector<io::TensorMap> rank_weights;
   DeviceMesh mesh;
+  runtime::Backend backend = runtime::Backend::threads;
   sharding::CompiledModel c;
   std::vector<int> program_of_rank;  // rank -> index into c.programs
 };
@@ -82,26 +84,28 @@ void load_sharded_checkpoint(const std::string& dir, Setup& s) {
   }
 }
 
-void load_setup(const DistributedRunOptions& opt, Setup& s) {
-  s.model = ir::parse_file(opt.model);
-  if (!s.model.params().empty() && opt.weights.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has " << s.model.params().size() << " parameters: pass --weights";
-  if (!s.model.inputs().empty() && opt.inputs.empty())
-    DT_THROW(ValueError) << "model " << opt.model << " has data inputs: pass --inputs";
-  s.mesh = DeviceMesh::parse(opt.mesh);
-  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.plan);
+void load_setup(const RunOptions& opt, Setup& s) {
+  const ModelFiles& f = opt.files;
+  s.model = ir::parse_file(f.model);
+  if (!s.model.params().empty() && f.weights.empty())
+    DT_THROW(ValueError) << "model " << f.model << " has " << s.model.params().size() << " parameters: pass --weights";
+  if (!s.model.inputs().empty() && f.inputs.empty())
+    DT_THROW(ValueError) << "model " << f.model << " has data inputs: pass --inputs";
+  s.mesh = DeviceMesh::parse(opt.mesh.mesh.empty() ? "1" : opt.mesh.mesh);
+  s.backend = chosen_backend(opt.mesh);
+  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(s.model, plan, s.mesh);
-  const bool sharded_checkpoint = !opt.weights.empty() && std::filesystem::is_directory(opt.weights);
-  if (!opt.weights.empty() && !sharded_checkpoint)
-    s.weights = io::bind_params(s.model, io::SafetensorsFile::open(opt.weights));
-  if (!opt.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(opt.inputs));
+  const bool sharded_checkpoint = !f.weights.empty() && std::filesystem::is_directory(f.weights);
+  if (!f.weights.empty() && !sharded_checkpoint)
+    s.weights = io::bind_params(s.model, io::SafetensorsFile::open(f.weights));
+  if (!f.inputs.empty()) s.inputs = io::bind_inputs(s.model, io::SafetensorsFile::open(f.inputs));
   s.c = sharding::compile(s.model, plan, s.mesh);
-  if (sharded_checkpoint) load_sharded_checkpoint(opt.weights, s);
+  if (sharded_checkpoint) load_sharded_checkpoint(f.weights, s);
   s.program_of_rank.assign(size_t(s.mesh.size()), -1);
   for (size_t i = 0; i < s.c.ranks.size(); ++i) {
     const int r = s.c.ranks[i];
     if (r < 0 || r >= s.mesh.size())
-      DT_THROW(ValueError) << "mesh " << s.mesh.str() << " uses rank " << r << ": the " << backend_name(opt.backend)
+      DT_THROW(ValueError) << "mesh " << s.mesh.str() << " uses rank " << r << ": the " << backend_name(s.backend)
                            << " backend runs ranks 0.." << s.mesh.size() - 1;
     s.program_of_rank[size_t(r)] = int(i);
   }
@@ -129,9 +133,31 @@ RankReport rank_report(const ir::Graph& program, int r, const runtime::RunStats&
           double(cs.total)};
 }
 
-// Compares with the reference, prints the report; returns whether every output matched.
-bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<Tensor>& outputs,
+// Assembles output k of the model from every rank's local shard.
+Tensor assemble_output(const Setup& s, size_t k, const std::vector<Tensor>& locals) {
+  return sharding::assemble_tensor(locals, s.mesh, s.c.sharding.outputs[k], s.model.outputs()[k]->type.shape);
+}
+
+// --save-outputs DIR --sharded: each rank's local outputs, with their placements and full shapes
+// (tools/rank_files.h), so that `--expect DIR` assembles them again.
+void save_rank_outputs(const std::string& dir, const RunOptions& opt, const Setup& s,
+                       const std::vector<std::vector<Tensor>>& locals) {
+  RankFiles rf{s.mesh, opt.mesh.plan, std::vector<std::map<std::string, Tensor>>(size_t(s.mesh.size())), {}, {}};
+  for (size_t k = 0; k < locals.size(); ++k) {
+    const ir::Value* v = s.model.outputs()[k];
+    rf.placements[v->name] = placements_str(s.c.sharding.outputs[k]);
+    rf.shapes[v->name] = v->type.shape;
+    for (size_t r = 0; r < locals[k].size(); ++r) rf.local[r][v->name] = locals[k][r];
+  }
+  write_rank_files(dir, rf);
+}
+
+// Assembles the outputs from every rank's shards (locals[k][r]), compares them with the
+// reference, saves them and prints the report; returns whether every output matched.
+bool report(const RunOptions& opt, const Setup& s, const std::vector<std::vector<Tensor>>& locals,
             const std::vector<RankReport>& ranks, const std::map<std::string, int>& kinds) {
+  std::vector<Tensor> outputs;
+  for (size_t k = 0; k < locals.size(); ++k) outputs.push_back(assemble_output(s, k, locals[k]));
   // The reference: the outputs --expect names, else a single-device run of every output.
   std::vector<std::optional<Tensor>> reference;
   std::string compared_with;
@@ -150,19 +176,21 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
     compared_with = "single-device run";
   }
   nlohmann::json j;
-  j["model"] = opt.model;
-  j["plan"] = opt.plan;
+  j["model"] = opt.files.model;
+  j["plan"] = opt.mesh.plan;
   j["mesh"] = s.mesh.str();
   j["ranks"] = s.mesh.size();
-  j["backend"] = runtime::backend_name(opt.backend);
+  j["backend"] = runtime::backend_name(s.backend);
   j["compared_with"] = compared_with;
   const OutputCheck check = check_outputs(s.model, outputs, reference, opt.rtol, opt.atol);
   const bool match = check.match;
   const double max_abs = check.max_abs_diff, max_rel = check.max_rel_diff;
   if (!opt.save_outputs.empty()) {
-    save_outputs(opt.save_outputs, s.model, outputs);
+    if (opt.sharded_outputs) save_rank_outputs(opt.save_outputs, opt, s, locals);
+    else save_outputs(opt.save_outputs, s.model, outputs);
     j["saved_outputs"] = opt.save_outputs;
   }
+  if (!opt.trace.empty()) j["trace"] = opt.trace;
   const nlohmann::json& outs = check.outputs;
   j["outputs"] = outs;
   j["max_abs_diff"] = max_abs;
@@ -191,9 +219,9 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
     std::printf("%s\n", j.dump(2).c_str());
     return match;
   }
-  std::printf("model %s with plan %s on mesh %s (%lld ranks, %s backend): %.3f ms", opt.model.c_str(),
-              opt.plan.c_str(), s.mesh.str().c_str(), (long long)s.mesh.size(),
-              std::string(runtime::backend_name(opt.backend)).c_str(), time_ms);
+  std::printf("model %s with plan %s on mesh %s (%lld %s, %s backend): %.3f ms", opt.files.model.c_str(),
+              opt.mesh.plan.c_str(), s.mesh.str().c_str(), (long long)s.mesh.size(), s.mesh.size() == 1 ? "rank" : "ranks",
+              std::string(runtime::backend_name(s.backend)).c_str(), time_ms);
   if (single_ms > 0) std::printf(" (single device %.3f ms)", single_ms);
   std::printf(", compile %.3f ms\n", s.c.propagate_ms + s.c.partition_ms);
   std::string kinds_text;
@@ -205,19 +233,28 @@ bool report(const DistributedRunOptions& opt, const Setup& s, const std::vector<
                 bytes_text(double(r["param_bytes"].get<int64_t>())).c_str(),
                 bytes_text(double(r["bytes_sent"].get<int64_t>())).c_str());
   for (const std::string& line : check.lines) std::printf("%s\n", line.c_str());
-  if (!opt.save_outputs.empty()) std::printf("saved %zu outputs to %s\n", outputs.size(), opt.save_outputs.c_str());
+  if (!opt.save_outputs.empty() && opt.sharded_outputs)
+    std::printf("saved each rank's %zu local outputs to %s/rank<r>.safetensors (placements in their metadata)\n",
+                outputs.size(), opt.save_outputs.c_str());
+  else if (!opt.save_outputs.empty())
+    std::printf("saved %zu outputs to %s\n", outputs.size(), opt.save_outputs.c_str());
+  if (!opt.trace.empty()) std::printf("wrote trace %s (one track per rank)\n", opt.trace.c_str());
   std::printf("compared with %s: max_abs_diff %.3g, max_rel_diff %.3g (rtol %g, atol %g): %s\n", compared_with.c_str(),
               max_abs, max_rel, opt.rtol, opt.atol, match ? "match" : "MISMATCH");
   return match;
 }
 
-// Assembles output k of the model from every rank's local shard.
-Tensor assemble_output(const Setup& s, size_t k, const std::vector<Tensor>& locals) {
-  return sharding::assemble_tensor(locals, s.mesh, s.c.sharding.outputs[k], s.model.outputs()[k]->type.shape);
+// Returns the launch options of --repeat, --timeout-s, --check-collectives and --no-comm-arena.
+runtime::LaunchOptions launch_options(const RunOptions& opt) {
+  runtime::LaunchOptions lo;
+  lo.repeat = opt.repeat;
+  lo.comm = opt.comm;
+  lo.comm_arena = opt.comm_arena;
+  return lo;
 }
 
 // Runs every rank as a thread of this process.
-bool run_threads(const DistributedRunOptions& opt, Setup& s) {
+bool run_threads(const RunOptions& opt, Setup& s) {
   const int n = int(s.mesh.size());
   std::vector<const ir::Graph*> programs(size_t(n), nullptr);
   std::vector<runtime::Bindings> bindings{size_t(n)};
@@ -226,10 +263,7 @@ bool run_threads(const DistributedRunOptions& opt, Setup& s) {
     bindings[size_t(r)] = rank_bindings(s, r);
   }
   run_pass_pipelines(s.c.programs, s.c.ranks, opt.passes);
-  runtime::LaunchOptions lo;
-  lo.repeat = opt.repeat;
-  lo.comm = opt.comm;
-  lo.comm_arena = opt.comm_arena;
+  runtime::LaunchOptions lo = launch_options(opt);
   std::unique_ptr<runtime::TraceRecorder> trace;
   if (!opt.trace.empty()) {
     trace = std::make_unique<runtime::TraceRecorder>(n);
@@ -237,19 +271,16 @@ bool run_threads(const DistributedRunOptions& opt, Setup& s) {
   }
   std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
   if (trace) trace->write(opt.trace);
-  std::vector<Tensor> outputs;
-  for (size_t k = 0; k < s.model.outputs().size(); ++k) {
-    std::vector<Tensor> locals;
-    for (auto& r : results) locals.push_back(r.outputs[k]);
-    outputs.push_back(assemble_output(s, k, locals));
-  }
+  std::vector<std::vector<Tensor>> locals(s.model.outputs().size());
+  for (size_t k = 0; k < locals.size(); ++k)
+    for (auto& r : results) locals[k].push_back(r.outputs[k]);
   std::vector<RankReport> ranks;
   for (size_t i = 0; i < s.c.ranks.size(); ++i)
     ranks.push_back(rank_report(s.c.programs[i], s.c.ranks[i], results[size_t(s.c.ranks[i])].stats));
   const std::map<std::string, int> kinds =
       s.c.programs.empty() ? std::map<std::string, int>{}
                            : sharding::collective_stats(s.c.programs[0], s.c.ranks[0]).count;
-  return report(opt, s, outputs, ranks, kinds);
+  return report(opt, s, locals, ranks, kinds);
 }
 
 // Gathers output tensors on every rank: all_gather of the local shards padded to the largest
@@ -283,10 +314,26 @@ std::vector<std::vector<Tensor>> gather_outputs(const Setup& s, const std::vecto
   return all;
 }
 
+// Returns every rank's `mine` on every rank (variable-length text: lengths first, then the bytes
+// padded to the longest, as i32 words so that no byte is read as another type).
+std::vector<std::string> gather_text(const std::string& mine, ProcessGroup& world) {
+  const size_t n = size_t(world.size());
+  double len = double(mine.size());
+  std::vector<double> lens(n);
+  world.all_gather(&len, lens.data(), 1, DType::f64)->wait();
+  size_t words = 0;
+  for (double l : lens) words = std::max(words, (size_t(l) + 3) / 4);
+  std::vector<int32_t> send(words, 0), recv(words * n);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  world.all_gather(send.data(), recv.data(), words, DType::i32)->wait();
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(recv.data() + r * words), size_t(lens[r]));
+  return out;
+}
+
 // Runs this process's rank of an mpirun job; rank 0 gathers the outputs and statistics and prints.
-bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
-  if (!opt.trace.empty())
-    DT_THROW(ValueError) << "--trace " << opt.trace << " is only supported on the threads backend";
+bool run_mpi_rank(const RunOptions& opt, Setup& s) {
   // Every process holds every rank's program: run the passes on all of them so that the
   // cross-rank check and the symmetric comm-buffer plan see the whole job, as on threads.
   run_pass_pipelines(s.c.programs, s.c.ranks, opt.passes);
@@ -299,11 +346,24 @@ bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
         if (r == 0)
           for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
         const runtime::Bindings bindings = rank_bindings(s, r);
-        runtime::LaunchOptions lo;
-        lo.repeat = opt.repeat;
-        lo.comm = opt.comm;
-        lo.comm_arena = opt.comm_arena;
+        runtime::LaunchOptions lo = launch_options(opt);
+        // Every process records its own rank's track from the same moment (after a barrier), so
+        // that rank 0 can merge the tracks onto one time axis.
+        std::unique_ptr<runtime::TraceRecorder> trace;
+        if (!opt.trace.empty()) {
+          world.barrier()->wait();
+          trace = std::make_unique<runtime::TraceRecorder>(world.size());
+          lo.node_hook = [&](int rank) { return trace->hook(rank); };
+        }
         runtime::RankResult res = runtime::run_rank(program, bindings, world, lo);
+        if (trace) {
+          const std::vector<std::string> tracks = gather_text(trace->track_json(r).dump(), world);
+          if (r == 0) {
+            std::vector<nlohmann::json> parsed;
+            for (const std::string& t : tracks) parsed.push_back(nlohmann::json::parse(t));
+            write_file_atomically(opt.trace, runtime::TraceRecorder::merge_tracks(parsed).dump() + '\n');
+          }
+        }
 
         // Per-rank numbers to rank 0 (as f64: exact for byte counts below 2^53).
         const RankReport mine = rank_report(program, r, res.stats);
@@ -320,9 +380,7 @@ bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
             const double* v = rows.data() + size_t(q) * row.size();
             ranks.push_back({q, v[0], v[1], v[2], v[3], v[4]});
           }
-          std::vector<Tensor> outputs;
-          for (size_t k = 0; k < locals.size(); ++k) outputs.push_back(assemble_output(s, k, locals[k]));
-          verdict = report(opt, s, outputs, ranks, sharding::collective_stats(program, r).count) ? 1 : 0;
+          verdict = report(opt, s, locals, ranks, sharding::collective_stats(program, r).count) ? 1 : 0;
           std::fflush(stdout);
         }
         world.broadcast(&verdict, 1, DType::f64, /*root=*/0)->wait();
@@ -334,18 +392,18 @@ bool run_mpi_rank(const DistributedRunOptions& opt, Setup& s) {
 
 }  // namespace
 
-bool run_distributed(const DistributedRunOptions& opt) {
-  if (opt.backend == runtime::Backend::mpi && !runtime::mpi_backend_available())
+bool run_distributed(const RunOptions& opt) {
+  if (chosen_backend(opt.mesh) == runtime::Backend::mpi && !runtime::mpi_backend_available())
     DT_THROW(ValueError) << "--backend mpi requested, but this dtensor was built without Open MPI "
                             "(DTENSOR_WITH_MPI off): rebuild with Open MPI installed or use --backend threads";
   for (const std::string& out : {opt.trace, opt.save_outputs})
-    refuse_output_over_input(out, {{"model", opt.model}, {"weights", opt.weights}, {"inputs", opt.inputs},
-                                   {"expect", opt.expect}, {"plan", opt.plan}});
+    refuse_output_over_input(out, {{"model", opt.files.model}, {"weights", opt.files.weights},
+                                   {"inputs", opt.files.inputs}, {"expect", opt.expect}, {"plan", opt.mesh.plan}});
   if (!opt.trace.empty() && !opt.save_outputs.empty() && std::filesystem::path(opt.trace) == opt.save_outputs)
     DT_THROW(ValueError) << "--trace and --save-outputs name the same file " << opt.trace;
   Setup s;
   load_setup(opt, s);
-  if (opt.backend == runtime::Backend::mpi) return run_mpi_rank(opt, s);
+  if (s.backend == runtime::Backend::mpi) return run_mpi_rank(opt, s);
   for (const auto& w : s.c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return run_threads(opt, s);
 }

@@ -70,6 +70,17 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta =
 // x [..., in] · weight[out, in]ᵀ + bias[out] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// ---- fused epilogues (ops_unary.cc, ops_matmul.cc) ----
+// The activations a linear can apply to its output as an epilogue.
+enum class Activation { none, relu, gelu, gelu_tanh, silu };
+// act(linear(x, weight, bias)) as one pass over the output: each GEMM row panel is seeded with the
+// bias, multiplied and activated while it is in cache, instead of three passes over a tensor
+// that does not fit. f32 only (the dtype whose GEMM output is the result, so the activation sees
+// the same values): bitwise equal to relu/gelu/silu of linear(). Other dtypes: DTypeError.
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
+// Applies act in place to n contiguous f32 values, exactly as the relu/gelu/silu ops compute them.
+void apply_activation(Activation act, float* p, int64_t n);
+
 // ---- normalisation and activations over a dim (ops_nn.cc) ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -54,15 +54,30 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
   return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
 }
 
-// Computes c = alpha * a @ b + beta * c for 2-d a [m,k], b [k,n] and a contiguous c [m,n], all of
-// the same floating dtype T in {float, double}. c must be initialised when beta != 0.
+// Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
+// all of the same floating dtype T in {float, double}; `init` ([m, n], any layout and dtype) is
+// read only when beta != 0. Each row panel is seeded from init, multiplied and activated in turn
+// (the epilogue), so the output is visited once while in cache rather than once per step. act is
+// none unless T is float.
 template <typename T>
-void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
+          Activation act) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
+  DT_CHECK((act == Activation::none || std::is_same_v<T, float>)) << "gemm epilogue on a non-f32 output";
   T* cp = static_cast<T*>(c.raw_data());
+  const bool seed = init.defined() && beta != 0;
+  // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
+  auto seed_rows = [&](int64_t r0, int64_t r1) {
+    if (seed) c.narrow(0, r0, r1 - r0).copy_(init.narrow(0, r0, r1 - r0));
+  };
+  auto epilogue = [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, float>) apply_activation(act, cp + r0 * n, (r1 - r0) * n);
+  };
   if (k == 0) {  // empty sum: c = beta * c (beta == 0 ignores c, as BLAS does)
+    seed_rows(0, m);
     for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0 ? T(0) : T(beta) * cp[i];
+    epilogue(0, m);
     return;
   }
   init_compute_threads();
@@ -81,6 +96,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   // Rows [r0, r1) of C from the same rows of A (row-major; a transposed A stores element (i, j)
   // at i + j * ld).
   auto panel = [&](int64_t r0, int64_t r1) {
+    seed_rows(r0, r1);
     const T* a0 = ap + (ao.trans == CblasNoTrans ? r0 * ao.ld : r0);
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), a0,
@@ -89,6 +105,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
       cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, a0,
                   blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * n, blasint(n));
     }
+    epilogue(r0, r1);
   };
   // On the rank's threads (parallel.h) C is split into row panels of whole kGemmPanelQuantum
   // multiples. K is never split, and each panel tiles its rows as the whole call would, so each
@@ -104,19 +121,20 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
 // The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).
 DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
-// Computes alpha * a @ b + beta * init for 2-d a, b (dtype checked by the caller) and returns it in
-// a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the output.
-Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta) {
+// Computes act(alpha * a @ b + beta * init) for 2-d a, b (dtype checked by the caller) and returns
+// it in a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the
+// output. act must be none unless a is f32.
+Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta,
+               Activation act = Activation::none) {
   const DType dt = a.dtype(), gt = gemm_dtype(dt);
   const int64_t m = a.shape()[0], n = b.shape()[1];
   Tensor c = Tensor::uninitialized({m, n}, gt);
-  if (init.defined() && beta != 0) c.copy_(init);
   const Tensor ag = a.dtype() == gt ? a : a.to(gt);
   const Tensor bg = b.dtype() == gt ? b : b.to(gt);
   if (gt == DType::f32)
-    gemm<float>(ag, bg, c, alpha, beta);
+    gemm<float>(ag, bg, c, init, alpha, beta, act);
   else
-    gemm<double>(ag, bg, c, alpha, beta);
+    gemm<double>(ag, bg, c, init, alpha, beta, act);
   return dt == gt ? c : c.to(dt);
 }
 
@@ -160,9 +178,9 @@ Tensor batched(const Tensor& a, const Tensor& b) {
         oi = oi.select(0, idx[d]);
       }
       if (gt == DType::f32)
-        gemm<float>(ai.to(gt), bi.to(gt), oi, 1, 0);
+        gemm<float>(ai.to(gt), bi.to(gt), oi, Tensor(), 1, 0, Activation::none);
       else
-        gemm<double>(ai, bi, oi, 1, 0);
+        gemm<double>(ai, bi, oi, Tensor(), 1, 0, Activation::none);
       for (size_t d = batch.size(); d-- > 0;) {
         if (++idx[d] < batch[d]) break;
         idx[d] = 0;
@@ -251,6 +269,10 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, 
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_act(x, weight, bias, Activation::none);
+}
+
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   check_rank("linear", "weight", weight, 2);
   check_floating("linear", x, weight);
   if (x.dim() == 0) DT_THROW(ShapeError) << "linear: input must have at least 1 dim, got a scalar";
@@ -269,7 +291,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = fold_to_2d(x);
   // weight.T is a plain transpose: BLAS reads it in place with the transposed flag.
   Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
-  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0).view(out_shape);
+  if (act != Activation::none && x.dtype() != DType::f32)
+    DT_THROW(DTypeError) << "linear with a fused activation supports f32 only, got " << dtype_name(x.dtype());
+  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act).view(out_shape);
 }
 
 }  // namespace dt

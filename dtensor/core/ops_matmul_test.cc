@@ -1,4 +1,6 @@
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 #include "dtensor/core/ops_test_util.h"
@@ -143,6 +145,27 @@ TEST(OpsMatmul, LinearMatchesReference) {
   // in_features 0: the product is empty and the output is the bias.
   EXPECT_EQ(linear(Tensor::zeros({2, 0}), Tensor::zeros({3, 0}), Tensor::ones({3})).to_doubles(),
             std::vector<double>(6, 1.0));
+}
+
+// linear_act is bitwise relu/gelu/silu of linear for f32 (one multiply, then the same activation
+// loop on the same values), at an uneven 3-d size, with and without bias, and refuses other dtypes.
+TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
+  const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2), w = uniform({53, 29}, DType::f32, 22, -1, 1);
+  const Tensor bias = uniform({53}, DType::f32, 23);
+  const std::vector<std::pair<Activation, std::function<Tensor(const Tensor&)>>> acts = {
+      {Activation::relu, [](const Tensor& t) { return relu(t); }},
+      {Activation::gelu, [](const Tensor& t) { return gelu(t); }},
+      {Activation::gelu_tanh, [](const Tensor& t) { return gelu(t, "tanh"); }},
+      {Activation::silu, [](const Tensor& t) { return silu(t); }},
+      {Activation::none, [](const Tensor& t) { return t; }}};
+  for (const auto& [act, f] : acts) {
+    for (const Tensor& b : {bias, Tensor()}) {
+      const Tensor want = f(linear(x, w, b)), got = linear_act(x, w, b, act);
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * 4), 0) << int(act);
+    }
+  }
+  EXPECT_THROW(linear_act(x.to(DType::bf16), w.to(DType::bf16), Tensor(), Activation::gelu), DTypeError);
 }
 
 TEST(OpsMatmul, IsDeterministicAndSafeAcrossThreads) {

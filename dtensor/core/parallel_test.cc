@@ -142,6 +142,9 @@ TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   expect_same_for_thread_counts("mm of a transpose", [&] { return mm(b.transpose(0, 1), a.transpose(0, 1)); });
   const Tensor h = uniform({128, 512}, DType::f32, 16), lm = uniform({1000, 512}, DType::f32, 17);
   expect_same_for_thread_counts("linear 128 rows", [&] { return linear(h, lm); });
+  // The fused epilogue: seeded, multiplied and activated per panel (1001 rows: 21 panels of 48).
+  expect_same_for_thread_counts("linear + gelu", [&] { return linear_act(a, w, bias, Activation::gelu_tanh); });
+  expect_same_for_thread_counts("linear + silu", [&] { return linear_act(a, w, Tensor(), Activation::silu); });
 }
 
 }  // namespace

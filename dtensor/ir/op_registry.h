@@ -77,6 +77,12 @@ using LocalizeFn = void (*)(const LocalizeContext& ctx, OpKind& op, std::vector<
 class GradContext;
 using GradFn = void (*)(GradContext& ctx);
 
+// The GEMMs of a matmul-like node: `batch` products of [m, k] x [k, n].
+struct GemmShape {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  double flops() const { return 2.0 * double(batch) * double(m) * double(k) * double(n); }
+};
+
 struct OpDef {
   OpKind kind = OpKind::count;
   std::vector<OperandSpec> operands;
@@ -111,6 +117,12 @@ struct OpDef {
   // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
   // every other reader gets the gathered parameter.
   bool reads_stored = false;
+  // Matmul-like ops only (linear, matmul, bmm): the GEMMs the node performs, from its operand and
+  // result types (`dtensor profile` times a plain GEMM of each shape against the node).
+  GemmShape (*gemm_shape)(const Node& node) = nullptr;
+  // Floating-point operations of one run of the node where counted (the matmul-like ops and
+  // attention, which count multiply and add as two); null elsewhere.
+  double (*flops)(const Node& node) = nullptr;
   // How the op's dims shard (sharding_<family>.cc); null: no rule, propagation replicates every
   // operand (and says so in a warning).
   RuleFn sharding_rule = nullptr;

@@ -3,6 +3,8 @@
 // softmax(q·kᵀ · 1/sqrt(D) + mask) · v, as torch.nn.functional.scaled_dot_product_attention with
 // scale=None. With causal=true the mask is torch's top-left aligned lower triangle: query i sees
 // keys j <= i (-inf elsewhere). The gpt example uses q, k, v of shape [B, heads, S, head_dim].
+#include <algorithm>
+
 #include "dtensor/core/ops.h"
 #include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
@@ -44,6 +46,22 @@ void grad_sdpa(GradContext& c) {
   for (int i = 0; i < 3; ++i) c.set(i, g[size_t(i)]);
 }
 
+// q·kᵀ and p·v over the unmasked (query, key) pairs: causal attention counts only the pairs its
+// kernel computes (query i sees keys 0..i).
+double sdpa_flops(const Node& node) {
+  const Shape& q = node.operands[0]->type.shape;
+  const Shape& k = node.operands[1]->type.shape;
+  const Shape& v = node.operands[2]->type.shape;
+  const int64_t S = q[q.size() - 2], D = q.back(), Sk = k[k.size() - 2], Dv = v.back();
+  const double heads = S * D == 0 ? 0 : double(numel(q)) / double(S * D);
+  double pairs = double(S) * double(Sk);
+  if (node.attr_bool("causal")) {
+    pairs = 0;
+    for (int64_t i = 0; i < S; ++i) pairs += double(std::min(Sk, i + 1));
+  }
+  return 2.0 * heads * pairs * double(D + Dv);
+}
+
 }  // namespace
 
 void register_attention_ops(OpTable& t) {
@@ -52,6 +70,7 @@ void register_attention_ops(OpTable& t) {
          .attrs = {{"causal", AttrKind::boolean, Attr(false)}},
          .infer = infer_sdpa,
          .kernel = run_sdpa,
+         .flops = sdpa_flops,
          .grad = grad_sdpa});
   t.set_sharding_rules(attention_sharding_rules());
 }

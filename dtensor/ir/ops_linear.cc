@@ -107,6 +107,31 @@ void infer_bmm(const Node& node, const Graph&, std::vector<TensorType>& out) {
 
 void run_bmm(const KernelArgs& a) { a.out[0] = dt::bmm(a.in[0], a.in[1]); }
 
+// The GEMM a linear/matmul/bmm node performs (dims from its operand and result types).
+GemmShape gemm_of(const Node& node) {
+  const Shape& a = node.operands[0]->type.shape;
+  const Shape& b = node.operands[1]->type.shape;
+  const Shape& out = node.result()->type.shape;
+  GemmShape g;
+  if (node.op == OpKind::linear) {  // x [..., in], weight [out, in]: one GEMM over all rows
+    g.k = b[1];
+    g.n = b[0];
+    g.m = g.k == 0 ? 0 : numel(a) / g.k;
+    return g;
+  }
+  g.k = a.back();
+  g.n = b.size() == 1 ? 1 : b.back();
+  if (b.size() <= 2) {  // matmul against a matrix or vector: the batch folds into m
+    g.m = g.n == 0 ? 0 : numel(out) / g.n;
+  } else {
+    g.m = a.size() >= 2 ? a[a.size() - 2] : 1;
+    g.batch = g.m * g.n == 0 ? 0 : numel(out) / (g.m * g.n);
+  }
+  return g;
+}
+
+double gemm_flops(const Node& node) { return gemm_of(node).flops(); }
+
 }  // namespace
 
 void register_linear_ops(OpTable& t) {
@@ -118,7 +143,11 @@ void register_linear_ops(OpTable& t) {
   t.add({.kind = OpKind::matmul, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_matmul, .kernel = run_matmul});
   t.add({.kind = OpKind::bmm, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_bmm, .kernel = run_bmm});
   // Kernel outputs: a buffer of their own.
-  for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm}) t.at(k).fresh_result = true;
+  for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm}) {
+    t.at(k).fresh_result = true;
+    t.at(k).gemm_shape = gemm_of;
+    t.at(k).flops = gemm_flops;
+  }
   t.at(OpKind::linear).grad = grad_linear;
   t.at(OpKind::matmul).grad = grad_matmul;
   t.at(OpKind::bmm).grad = grad_bmm;

@@ -1,6 +1,6 @@
 // Sharding rules of the losses: both are means over every element (mse_loss) or row
-// (cross_entropy) of a non-linear function, so the scalar result is replicated and the rows are
-// too. mse_loss needs everything replicated. cross_entropy's class dim is an `expanded` factor:
+// (cross_entropy) of a non-linear function. mse_loss needs everything replicated; cross_entropy's
+// rows may be sharded (a partial sum of weighted local means, below). cross_entropy's class dim is an `expanded` factor:
 // logits sharded on it stay sharded and the partitioner computes the loss with three small
 // all_reduces (loss parallel, ir/ops_loss.cc) instead of gathering them.
 #include "dtensor/ir/op_registry.h"
@@ -16,11 +16,15 @@ OpShardingRule replicated_rule(const Node& n) {
   return r;
 }
 
-// cross_entropy(logits [N, C], target [N]) -> []
+// cross_entropy(logits [N, C], target [N]) -> []. The rows are a reduction factor: logits and
+// targets sharded on them (data parallel) stay sharded and the loss is a partial sum, each rank's
+// mean weighted by its share of the rows (the partitioner adds the weight), never gathering the
+// logits rows.
 OpShardingRule cross_entropy_rule(const Node& n) {
   OpShardingRule r;
+  const int rows = r.add_factor(n.operands[0]->type.shape[0], FactorKind::reduction);
   const int c = r.add_factor(n.operands[0]->type.shape[1], FactorKind::expanded);
-  r.operands = {{dim_of(-1), dim_of(c)}, {dim_of(-1)}};
+  r.operands = {{dim_of(rows), dim_of(c)}, {dim_of(rows)}};
   r.results = {{}};
   return r;
 }

@@ -50,6 +50,27 @@ int64_t estimate_peak_bytes(const ir::Graph& graph) {
   return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
 }
 
+std::vector<LiveValue> live_values_at(const ir::Graph& graph, size_t position) {
+  const auto& nodes = graph.nodes();
+  std::unordered_map<const ir::Node*, size_t> index;
+  index.reserve(nodes.size() * 2);
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
+  const UseLists uses(graph);
+  auto pos = [&](const ir::Node* u) { return index.at(u); };
+  std::vector<LiveValue> live;
+  for (size_t i = 0; i <= position && i < nodes.size(); ++i) {
+    if (reuses_operand_buffer(nodes[i]->op)) continue;  // as profile(): counted with its buffer
+    for (const ir::Value* r : nodes[i]->results) {
+      const size_t last = last_use(r, uses, pos, nodes.size(), i);
+      if (last >= position) live.push_back({r, i, last, int64_t(r->type.nbytes())});
+    }
+  }
+  std::sort(live.begin(), live.end(), [](const LiveValue& a, const LiveValue& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.def < b.def;
+  });
+  return live;
+}
+
 MaxSegmentTree::MaxSegmentTree(const std::vector<int64_t>& values) : n_(values.size()) {
   size_t size = 1;
   while (size < n_) size *= 2;

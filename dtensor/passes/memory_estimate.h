@@ -47,6 +47,17 @@ std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& 
 // Returns the largest entry of live_bytes_profile(graph) (0 for an empty graph).
 int64_t estimate_peak_bytes(const ir::Graph& graph);
 
+// One result counted in live_bytes_profile at a position: the value, the position of its node and
+// of its last use (the buffer's live range), and its bytes.
+struct LiveValue {
+  const ir::Value* value = nullptr;
+  size_t def = 0, last = 0;
+  int64_t bytes = 0;
+};
+// Returns the results live at `position` (their bytes sum to live_bytes_profile(graph)[position]),
+// largest first: what a memory report lists at the peak.
+std::vector<LiveValue> live_values_at(const ir::Graph& graph, size_t position);
+
 // Range add / range max over positions [0, n): the bucketing pass keeps the live-bytes profile of
 // the schedule it is building in one, so that checking a bucket's live range against the budget
 // costs O(log n) instead of a scan of the range.

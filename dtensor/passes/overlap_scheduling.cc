@@ -10,8 +10,13 @@
 // stays within the budget (default: the original peak, so peak memory never grows), and the
 // profile is updated before the next one. A collective never moves above the previous collective
 // of its group (as placed): a group's collectives keep their order (GraphEdit would pull the
-// earlier one up with it, outside this memory model). Waits then sink to just before their first
-// reader.
+// earlier one up with it, outside this memory model). Nor does an all_gather move above the first
+// use of the group's previous all_gather: as FSDP's prefetch, one gather is in flight while the
+// previous one is used. Without that bound a training step's parameter gathers, which are ready at
+// the start, all climb there while the budget (the peak, reached later in the step) allows: every
+// layer's gathered parameters live at once through the forward (on the example gpt with fsdp on 4
+// ranks, 65 MiB of live results at the first node instead of 37 at the step's real peak). Waits
+// then sink to just before their first reader.
 #include <algorithm>
 #include <map>
 #include <string_view>
@@ -57,8 +62,23 @@ class OverlapSchedulingPass : public Pass {
     }
     const int64_t budget = budget_ ? int64_t(budget_) : peak;
 
-    // Per group: the position the group's previous collective was placed at.
-    std::map<std::string_view, size_t> group_floor;
+    // Per group: the position the group's previous collective was placed at, and the first use of
+    // its previous all_gather (the gathered data read through the wait and bucket split-outs).
+    std::map<std::string_view, size_t> group_floor, gather_floor;
+    auto first_use = [&](const ir::Node* coll) {
+      size_t first = n;
+      for (const ir::Node* w : uses.users(coll->result())) {
+        if (w->op != ir::OpKind::wait_tensor) continue;
+        for (const ir::Node* u : uses.users(w->result())) {
+          if (u->op != ir::OpKind::bucket_split_out) {
+            first = std::min(first, edit.index(u));
+            continue;
+          }
+          for (const ir::Node* x : uses.users(u->result())) first = std::min(first, edit.index(x));
+        }
+      }
+      return first;
+    };
     for (size_t c = 0; c < n; ++c) {
       const ir::Node* coll = nodes[c];
       if (!ir::op_def(coll->op).is_collective()) continue;
@@ -77,6 +97,12 @@ class OverlapSchedulingPass : public Pass {
       for (const ir::Value* v : head->operands)
         if (v->producer) earliest = std::max(earliest, edit.index(v->producer) + 1);
       earliest = std::max(earliest, floor);
+      const bool gather = coll->op == ir::OpKind::all_gather_into_tensor;
+      if (gather) {
+        auto [it, fresh] = gather_floor.try_emplace(coll->attr_str("group"), 0);
+        earliest = std::max(earliest, it->second);
+        it->second = std::max(it->second, std::min(first_use(coll), n - 1));
+      }
       size_t start = prep ? edit.index(prep) : c;
       floor = start;
       if (earliest >= start) continue;

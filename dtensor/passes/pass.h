@@ -48,6 +48,7 @@ PassPtr make_overlap_scheduling_pass(const PassOptions& options);
 PassPtr make_comm_lowering_pass(const PassOptions& options);
 PassPtr make_dce_pass();
 PassPtr make_cse_pass();
+PassPtr make_reshard_after_forward_pass();
 PassPtr make_plan_comm_buffers_pass();  // buffer_planner.cc
 
 }  // namespace dt::passes

@@ -16,6 +16,7 @@ PassPtr wait_placement(const PassOptions&) { return make_wait_placement_pass(); 
 PassPtr dce(const PassOptions&) { return make_dce_pass(); }
 PassPtr cse(const PassOptions&) { return make_cse_pass(); }
 PassPtr plan_comm_buffers(const PassOptions&) { return make_plan_comm_buffers_pass(); }
+PassPtr reshard_after_forward(const PassOptions&) { return make_reshard_after_forward_pass(); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -30,7 +31,7 @@ const std::vector<PassInfo>& registered_passes() {
   // an instance (the literals they return live as long as the program).
   static const std::vector<PassInfo> passes = [] {
     const std::vector<PassPtr (*)(const PassOptions&)> factories = {
-        cse, dce, make_bucket_all_gather_pass, make_bucket_reduce_scatter_pass, make_bucket_all_reduce_pass,
+        cse, dce, reshard_after_forward, make_bucket_all_gather_pass, make_bucket_reduce_scatter_pass, make_bucket_all_reduce_pass,
         make_overlap_scheduling_pass, wait_placement, make_comm_lowering_pass, plan_comm_buffers};
     std::vector<PassInfo> out;
     for (auto make : factories) {
@@ -44,7 +45,7 @@ const std::vector<PassInfo>& registered_passes() {
 
 const std::vector<std::string_view>& default_pipeline() {
   static const std::vector<std::string_view> names = {
-      "cse", "dce", "bucket-all-gather", "bucket-reduce-scatter", "bucket-all-reduce",
+      "cse", "dce", "reshard-after-forward", "bucket-all-gather", "bucket-reduce-scatter", "bucket-all-reduce",
       "overlap-scheduling", "wait-placement", "comm-lowering", "dce", "plan-comm-buffers"};
   return names;
 }

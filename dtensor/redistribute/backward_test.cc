@@ -5,8 +5,8 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/redistribute/dtensor.h"
-#include "dtensor/redistribute/plan_check.h"
+#include "dtensor/eager/dtensor.h"
+#include "dtensor/eager/plan_check.h"
 
 namespace dt {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/redistribute/dtensor.h"
+#include "dtensor/eager/dtensor.h"
+#include "dtensor/eager/plan_check.h"
 #include "dtensor/redistribute/placement_matrix_test_util.h"
-#include "dtensor/redistribute/plan_check.h"
 #include "dtensor/redistribute/planner.h"
 
 namespace dt {

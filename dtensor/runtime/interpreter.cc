@@ -104,6 +104,13 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   arena_bytes_ = passes::check_comm_buffer_plan(g_);
   arena_offset_.assign(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) arena_offset_[i] = ir::arena_offset(*nodes[i]);
+  fusions_ = find_epilogue_fusions(g_, arena_offset_);
+  fusion_of_head_.assign(nodes.size(), -1);
+  fusion_of_tail_.assign(nodes.size(), -1);
+  for (size_t f = 0; f < fusions_.size(); ++f) {
+    fusion_of_head_[size_t(fusions_[f].head)] = int(f);
+    fusion_of_tail_[size_t(fusions_[f].tail)] = int(f);
+  }
   release_after_.assign(nodes.size(), {});
   for (size_t id = 0; id < last_use.size(); ++id) {
     const ir::Value& v = *g_.values()[id];
@@ -161,7 +168,30 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       placed = out[0].raw_data();
       placements_.emplace_back(n.result(), offset);
     }
-    ir::op_def(n.op).kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+    const int head_of = fuse_ ? fusion_of_head_[i] : -1;
+    if (fuse_ && fusion_of_tail_[i] >= 0) {
+      // Computed by its linear's kernel: the result is already bound (and counted).
+      in.clear();
+      for (int id : release_after_[i]) {
+        meter.release(env[size_t(id)]);
+        env[size_t(id)] = Tensor();
+      }
+      if (hook_) hook_(n, i, t0, Clock::now());
+      continue;
+    }
+    if (head_of >= 0) {
+      const EpilogueFusion& f = fusions_[size_t(head_of)];
+      out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act);
+      const ir::Value* tail = nodes[size_t(f.tail)]->result();
+      DT_CHECK(out[0].shape() == tail->type.shape && out[0].dtype() == tail->type.dtype)
+          << "fused linear produced " << out[0].str() << " for %" << tail->name << " of type " << ir::type_str(tail->type);
+      // The pre-activation value is never read (the activation is its only reader): both values
+      // name the one buffer, counted once by the meter.
+      meter.acquire(out[0]);
+      env[size_t(tail->id)] = out[0];
+    } else {
+      ir::op_def(n.op).kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+    }
     DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))
         << ir::op_name(n.op) << " kernel did not write into its arena buffer";
     for (size_t k = 0; k < out.size(); ++k) {

@@ -11,6 +11,11 @@
 // into the arena at that offset, the same on every rank and in every run. The plan is checked
 // when the interpreter is built (passes/buffer_planner.h); without an arena the offsets are
 // ignored and buffers are allocated as usual.
+//
+// Fusion: a linear whose only reader is a relu/gelu/silu runs as one kernel with it
+// (interpreter_fusion.h says which chains and why); the activation node then does no work of its
+// own (its hook still fires, with the few nanoseconds it takes). Results are bitwise equal to the
+// unfused run; set_fusion(false) turns it off (tests, profile --no-fuse).
 #pragma once
 
 #include <chrono>
@@ -24,6 +29,7 @@
 #include "dtensor/comm/symmetric_arena.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/runtime/interpreter_fusion.h"
 
 namespace dt::runtime {
 
@@ -62,6 +68,12 @@ class Interpreter {
   // rank's group for each group its collectives name.
   std::vector<Tensor> run(const Bindings& bindings, const GroupMap& groups = {}, RunStats* stats = nullptr);
 
+  // Enables or disables the epilogue fusions (on by default).
+  void set_fusion(bool on) { fuse_ = on; }
+  bool fusion() const { return fuse_; }
+  // The fusable pairs of the graph (used when fusion() is on), in head order.
+  const std::vector<EpilogueFusion>& fusions() const { return fusions_; }
+
   // Returns, per node index, the ids of the values released after it.
   const std::vector<std::vector<int>>& release_plan() const { return release_after_; }
 
@@ -75,6 +87,9 @@ class Interpreter {
   std::shared_ptr<SymmetricArena> arena_;
   int arena_rank_ = 0;
   std::vector<std::pair<const ir::Value*, size_t>> placements_;
+  std::vector<EpilogueFusion> fusions_;
+  std::vector<int> fusion_of_head_, fusion_of_tail_;  // per node: index into fusions_, or -1
+  bool fuse_ = true;
 };
 
 // Returns this rank's groups for the graph's declarations: `world` itself for a group whose ranks

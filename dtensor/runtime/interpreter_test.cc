@@ -10,6 +10,7 @@
 #include "dtensor/core/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
+#include "dtensor/ir/example_models.h"
 #include "dtensor/ir/parser.h"
 
 namespace dt::runtime {
@@ -55,6 +56,66 @@ TEST(Interpreter, ViewsOfInputsCostNoMemory) {
   EXPECT_EQ(out[0].to_doubles(), xt.transpose(0, 1).contiguous().to_doubles());
   EXPECT_EQ(out[0].shape(), (Shape{3, 8}));
   EXPECT_EQ(out[1].to_doubles(), xt.slice(0, 1, 3).to_doubles());
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), size_t(a.numel()) * itemsize(a.dtype())) == 0;
+}
+
+// The gpt at hidden 512 (8 heads, vocabulary 1000, a short sequence to stay cheap): each layer's
+// fc_in + gelu runs as one kernel, and the logits are bitwise those of the unfused run.
+TEST(Interpreter, FusesLinearAndActivationBitwise) {
+  const Graph g = ir::build_gpt({.vocab = 1000, .hidden = 512, .heads = 8, .layers = 2, .max_seq = 16, .batch = 2, .seq = 12});
+  Bindings bind = ir::random_weights(g, 3);
+  Generator gen(4);
+  bind["input"] = randint({2, 12}, 0, 1000, gen);
+  Interpreter fused(g), plain(g);
+  plain.set_fusion(false);
+  ASSERT_EQ(fused.fusions().size(), 2u);
+  for (const EpilogueFusion& f : fused.fusions()) {
+    EXPECT_EQ(g.nodes()[size_t(f.head)]->op, ir::OpKind::linear);
+    EXPECT_EQ(g.nodes()[size_t(f.tail)]->op, ir::OpKind::gelu);
+    EXPECT_EQ(f.act, Activation::gelu_tanh);
+  }
+  RunStats fs, ps;
+  const std::vector<Tensor> a = fused.run(bind, {}, &fs), b = plain.run(bind, {}, &ps);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], b[i])) << "output " << i;
+  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the activation writes into the linear's buffer
+}
+
+// Fusion needs the activation to be the linear result's only reader, an f32 result and a
+// non-output; each chain below breaks one condition and keeps its two nodes, and relu/silu fuse.
+TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
+  Graph g("chains");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {5, 7});
+  Value* w = b.param("w", DType::f32, {6, 7});
+  Value* xh = b.input("xh", DType::bf16, {5, 7});
+  Value* wh = b.param("wh", DType::bf16, {6, 7});
+  Value* l0 = b.linear(x, w);  // read by silu only: fused
+  Value* s = b.silu(l0);
+  Value* l1 = b.linear(x, w);  // read by relu and add: kept
+  Value* r = b.add(b.relu(l1), l1);
+  Value* l2 = b.linear(x, w);  // an output: kept
+  Value* r2 = b.relu(l2);
+  Value* l3 = b.linear(xh, wh);  // bf16: kept
+  Value* r3 = b.gelu(l3);
+  Value* l4 = b.linear(x, w);  // relu: fused
+  Value* r4 = b.relu(l4);
+  b.outputs({s, r, l2, r2, r3, r4});
+  Interpreter interp(g);
+  ASSERT_EQ(interp.fusions().size(), 2u);
+  EXPECT_EQ(interp.fusions()[0].act, Activation::silu);
+  EXPECT_EQ(interp.fusions()[1].act, Activation::relu);
+  Bindings bind = {{"x", Tensor::arange(35, DType::f32).view({5, 7})}, {"w", Tensor::full({6, 7}, -0.25)}};
+  bind["xh"] = bind["x"].to(DType::bf16);
+  bind["wh"] = bind["w"].to(DType::bf16);
+  Interpreter plain(g);
+  plain.set_fusion(false);
+  const std::vector<Tensor> a = interp.run(bind), c = plain.run(bind);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
 }
 
 TEST(Interpreter, CallsTheNodeHookInOrder) {

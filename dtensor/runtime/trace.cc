@@ -37,18 +37,30 @@ NodeHook TraceRecorder::hook(int rank) {
   };
 }
 
-nlohmann::json TraceRecorder::to_json() const {
+nlohmann::json TraceRecorder::track_json(int rank) const {
+  DT_CHECK(rank >= 0 && size_t(rank) < events_.size()) << rank;
   nlohmann::json events = nlohmann::json::array();
-  for (size_t r = 0; r < events_.size(); ++r) {
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
-    for (const Event& e : events_[r]) {
-      nlohmann::json j = {{"name", e.name}, {"cat", e.cat}, {"ph", std::string(1, e.ph)}, {"ts", e.ts_us}, {"pid", 0}, {"tid", r}};
-      if (e.ph == 'X') j["dur"] = e.dur_us;
-      if (e.ph == 'b' || e.ph == 'e') j["id"] = e.id;
-      events.push_back(std::move(j));
-    }
+  events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  for (const Event& e : events_[size_t(rank)]) {
+    nlohmann::json j = {{"name", e.name}, {"cat", e.cat}, {"ph", std::string(1, e.ph)}, {"ts", e.ts_us}, {"pid", 0}, {"tid", rank}};
+    if (e.ph == 'X') j["dur"] = e.dur_us;
+    if (e.ph == 'b' || e.ph == 'e') j["id"] = e.id;
+    events.push_back(std::move(j));
   }
+  return events;
+}
+
+nlohmann::json TraceRecorder::merge_tracks(const std::vector<nlohmann::json>& tracks) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const nlohmann::json& t : tracks)
+    for (const nlohmann::json& e : t) events.push_back(e);
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+nlohmann::json TraceRecorder::to_json() const {
+  std::vector<nlohmann::json> tracks;
+  for (size_t r = 0; r < events_.size(); ++r) tracks.push_back(track_json(int(r)));
+  return merge_tracks(tracks);
 }
 
 void TraceRecorder::write(const std::string& path) const {

@@ -1,4 +1,5 @@
-// Chrome trace (Perfetto-compatible JSON) of a multi-rank run: one track per rank.
+// Chrome trace (Perfetto-compatible JSON) of a run: one track per rank (a single-device run has
+// one track; under mpirun each process records its own rank's track and rank 0 merges them).
 //
 // Recorded through the interpreter's node hook: every node is a complete event ("ph": "X") on
 // its rank's thread track, with its op as category (compute ops "compute", collectives and waits
@@ -26,6 +27,11 @@ class TraceRecorder {
   nlohmann::json to_json() const;
   // Writes to_json() to `path` (IoError when it cannot be written).
   void write(const std::string& path) const;
+  // Returns `rank`'s track: a JSON array of its events, its thread-name record first.
+  nlohmann::json track_json(int rank) const;
+  // Returns the Chrome trace JSON of tracks made by track_json (possibly in other processes,
+  // whose recorders were created at the same moment, e.g. right after a barrier).
+  static nlohmann::json merge_tracks(const std::vector<nlohmann::json>& tracks);
 
  private:
   struct Event {

@@ -42,7 +42,10 @@ class RankPartitioner {
         if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) continue;
         operands.push_back(x);
       }
-      if (n.op == ir::OpKind::cross_entropy && expand_loss_parallel(n, ns, operands)) continue;
+      if (n.op == ir::OpKind::cross_entropy && expand_loss_parallel(n, ns, operands)) {
+        weight_row_shard(n, ns);
+        continue;
+      }
       if (n.op == ir::OpKind::cross_entropy_backward && expand_loss_parallel_backward(n, ns, operands)) continue;
       types.clear();
       names.clear();
@@ -55,6 +58,7 @@ class RankPartitioner {
       localize_attrs(n, ns, types, op, attrs);
       Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
+      if (n.op == ir::OpKind::cross_entropy) weight_row_shard(n, ns);
       // A gradient moves where its forward value says right away (its readers find it in moved_).
       for (const Value* r : n.results)
         if (size_t(r->id) < s_.reads.size() && !s_.reads[size_t(r->id)].empty()) moved(r, s_.reads[size_t(r->id)]);
@@ -91,7 +95,7 @@ class RankPartitioner {
     for (const auto& [placements, value] : moved_[size_t(v->id)])
       if (placements == dst) return value;
     auto plan = planner_.plan(s_.mesh.shape(), src, dst, v->type.shape, v->type.dtype);
-    Value* y = lower_redistribution(ctx_, x, *plan);
+    Value* y = lower_redistribution(ctx_, x, *plan, module_stem(v));
     moved_[size_t(v->id)].emplace_back(dst, y);
     return y;
   }
@@ -160,6 +164,37 @@ class RankPartitioner {
                              {local_type(n.result())}, {n.result()->name}, n.loc);
     local_[size_t(n.result()->id)] = loss->results[0];
     return true;
+  }
+
+  // cross_entropy on logits sharded on their rows (data parallel; rules_loss.cc): the local op
+  // gives the mean over this rank's rows, the loss is the sum over ranks of those means weighted
+  // by each rank's share of the rows (uneven shards too). Rewrites the local loss to
+  // mean * local_rows / rows (0 on a rank without rows, whose mean is 0/0), a partial sum.
+  void weight_row_shard(const Node& n, const NodeSharding& ns) {
+    const Placements& lp = ns.operands[0];
+    bool rows_sharded = false;
+    for (const Placement& p : lp) rows_sharded = rows_sharded || p.is_shard(0);
+    if (!rows_sharded) return;
+    const int64_t rows = n.operands[0]->type.shape[0];
+    const int64_t mine = local_shape_at(s_.mesh.shape(), lp, n.operands[0]->type.shape, ctx_.coord)[0];
+    Value*& loss = local_[size_t(n.result()->id)];
+    const ir::TensorType scalar = loss->type;
+    const std::string name = loss->name;
+    out_.rename(loss, ctx_.fresh(name + ".rows"));
+    auto full = [&](double value, const std::string& result_name) {
+      return out_.append(ir::OpKind::full, {},
+                         ir::complete_attrs(ir::OpKind::full, {{"shape", std::vector<int64_t>{}},
+                                                               {"value", value},
+                                                               {"dtype", scalar.dtype}}),
+                         {scalar}, {result_name}, n.loc)->results[0];
+    };
+    if (mine == 0) {
+      loss = full(0.0, name);
+      return;
+    }
+    Value* w = full(double(mine) / double(rows), ctx_.fresh(name + ".share"));
+    loss = out_.append(ir::OpKind::mul, {loss, w}, ir::complete_attrs(ir::OpKind::mul, {}), {scalar}, {name}, n.loc)
+               ->results[0];
   }
 
   // cross_entropy_backward(grad, logits, target) on class-sharded logits: this rank's columns of

@@ -9,6 +9,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/ir/builder.h"
+#include "dtensor/ir/op_registry.h"
 #include "dtensor/redistribute/executor.h"
 
 namespace dt::sharding {
@@ -18,8 +19,10 @@ using ir::Value;
 
 class StepLowering {
  public:
-  StepLowering(LoweringContext& ctx, const RedistributePlan& plan, const Placements& state, const RedistributeStep& step)
-      : ctx_(ctx), b_(ctx.graph), plan_(plan), state_(state), step_(step), m_(size_t(step.mesh_dim)),
+  StepLowering(LoweringContext& ctx, const RedistributePlan& plan, const Placements& state, const RedistributeStep& step,
+               const Value* stem_of, const std::string& stem)
+      : ctx_(ctx), b_(ctx.graph), plan_(plan), state_(state), step_(step), stem_of_(stem_of), stem_(stem),
+        m_(size_t(step.mesh_dim)),
         n_(ctx.mesh.size(step.mesh_dim)), i_(ctx.coord[m_]), group_(ctx.group_names[m_]) {
     if (step.flattened()) {
       DT_CHECK(step.kind == StepKind::all_reduce || step.kind == StepKind::all_gather)
@@ -63,7 +66,7 @@ class StepLowering {
     return true;
   }
   Value* named(const char* tag, Value* base) {
-    b_.named(ctx_.fresh(base->name + tag));
+    b_.named(ctx_.fresh((base == stem_of_ && !stem_.empty() ? stem_ : base->name) + tag));
     return base;
   }
   Value* wait(Value* c) {
@@ -237,6 +240,8 @@ class StepLowering {
   const RedistributePlan& plan_;
   const Placements& state_;
   const RedistributeStep& step_;
+  const Value* stem_of_;  // the value whose new names start with stem_ (the redistributed one)
+  std::string stem_;
   size_t m_;
   int64_t n_, i_;
   std::string group_;
@@ -245,6 +250,7 @@ class StepLowering {
 }  // namespace
 
 std::string LoweringContext::fresh(const std::string& base) {
+  if (!graph.find(base) && (!source || !source->find(base))) return base;
   for (;;) {
     std::string s = fmt::format("{}.{}", base, counter++);
     if (!graph.find(s) && (!source || !source->find(s))) return s;
@@ -266,11 +272,42 @@ const std::string& LoweringContext::flat_group(uint32_t dims_mask) {
   return graph.find_group(name)->name;
 }
 
-Value* lower_redistribution(LoweringContext& ctx, Value* x, const RedistributePlan& plan) {
+std::string module_stem(const ir::Value* v) {
+  const bool numbered = !v->name.empty() && std::all_of(v->name.begin(), v->name.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  if (!numbered || !v->producer) return v->name;
+  auto module_of = [](const ir::Node* n) -> std::string {
+    for (const Value* o : n->operands)
+      if (o->kind == ir::ValueKind::param) {
+        const size_t dot = o->name.rfind('.');
+        return dot == std::string::npos ? o->name : o->name.substr(0, dot);
+      }
+    return {};
+  };
+  if (std::string m = module_of(v->producer); !m.empty()) return m + ".out";
+  // Breadth-first up the operands, a few steps: the nearest node that reads a parameter.
+  std::vector<const ir::Node*> frontier = {v->producer};
+  for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
+    std::vector<const ir::Node*> next;
+    for (const ir::Node* n : frontier)
+      for (const Value* o : n->operands) {
+        if (!o->producer) continue;
+        if (std::string m = module_of(o->producer); !m.empty())
+          return m + "." + std::string(ir::op_name(v->producer->op));
+        next.push_back(o->producer);
+      }
+    frontier = std::move(next);
+  }
+  return v->name;
+}
+
+Value* lower_redistribution(LoweringContext& ctx, Value* x, const RedistributePlan& plan, const std::string& stem) {
   Placements state = plan.src;
+  const Value* stem_of = x;
   for (const RedistributeStep& step : plan.steps) {
     DT_CHECK(state[size_t(step.mesh_dim)] == step.src) << "step expects " << step.src.str();
-    x = StepLowering(ctx, plan, state, step).run(x);
+    x = StepLowering(ctx, plan, state, step, stem_of, stem).run(x);
     for (int64_t m : step.mesh_dims()) state[size_t(m)] = step.dst;
   }
   DT_CHECK(state == plan.dst) << placements_str(state) << " vs " << placements_str(plan.dst);

@@ -42,7 +42,7 @@ struct LoweringContext {
   const std::vector<std::string>& group_names;  // per mesh dim
   int64_t counter = 0;
 
-  // Returns a value name "<base>.<k>" unused in both graphs.
+  // Returns `base`, or "<base>.<k>" when base is taken, unused in both graphs.
   std::string fresh(const std::string& base);
   // Returns the name of the flattened group of the mesh dims in `dims_mask` (their names joined
   // by '_', as PyTorch's DeviceMesh._flatten names them: "dp_tp"), declaring it in the program
@@ -50,8 +50,19 @@ struct LoweringContext {
   const std::string& flat_group(uint32_t dims_mask);
 };
 
+// Returns the stem of the names of the values that redistribute `v` (a value of the single-device
+// graph), so that a report says which module needed a collective: v's own name when it has one
+// (a parameter, an input, `%logits`); else the module path of the node that made it,
+// "<module>.out" when that node reads a parameter "<module>.<name>" (`h.0.attn.o_proj.out`), or
+// "<module>.<op>" for the nearest such node a few steps up its operands (`h.0.attn.q_proj.view`);
+// else v's name (a number).
+std::string module_stem(const ir::Value* v);
+
 // Appends the nodes moving `x` (this rank's local value of a tensor laid out as plan.src) to
-// plan.dst and returns the new local value (x itself for a plan without data movement).
-ir::Value* lower_redistribution(LoweringContext& ctx, ir::Value* x, const RedistributePlan& plan);
+// plan.dst and returns the new local value (x itself for a plan without data movement). The new
+// values are named "<stem><tag>" (`h.0.attn.o_proj.out.ar`, its wait `...ar.w`), stem defaulting
+// to x's name; fresh() adds ".<k>" only when a name is taken.
+ir::Value* lower_redistribution(LoweringContext& ctx, ir::Value* x, const RedistributePlan& plan,
+                                const std::string& stem = {});
 
 }  // namespace dt::sharding

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of what `dtensor run` gives a user back (issue 18): saved outputs equal the
 # reported ones and round-trip through --expect (one device and sharded), --expect compares each
-# output it names, non-finite outputs are reported as such, options that cannot apply are errors,
-# and `example` names every file it wrote. Every command runs under `timeout`.
+# output it names, non-finite outputs are reported as such, per-rank outputs (--sharded) round-trip,
+# --trace records a single-device run, options that cannot apply are errors, and `example` names
+# every file it wrote. Every command runs under `timeout`.
 # Usage: outputs_cli_test.sh path/to/dtensor path/to/source
 set -u
 DT="$1"
@@ -58,11 +59,79 @@ echo "$out" | grep -q "max_abs_diff inf" && FAIL "NaN reported as an infinite di
 out=$(run run "$t/m.dt" --weights "$t/wnan.safetensors" --inputs "$t/in.safetensors" --json)
 echo "$out" | grep -q '"non_finite"' || FAIL "no non_finite in --json: $out"
 
-# Options that cannot apply are errors, never ignored.
-out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --trace "$t/tr.json")
-[ $? -eq 2 ] && echo "$out" | grep -q "add --mesh" || FAIL "--trace without --mesh accepted: $out"
-[ -e "$t/tr.json" ] && FAIL "--trace without --mesh wrote a file"
+# --save-outputs DIR --sharded: one file per rank with that rank's local outputs and their
+# placements (the plan keeps the logits vocabulary-sharded); --expect DIR assembles them, and they
+# equal the single-device outputs and, bitwise, a second sharded run's.
+python3 - "$SRC/examples/gpt_tp_vocab.json" "$t/plan_sharded_out.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["outputs"] = {"logits": {"tp": "S(2)"}}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 4 \
+      --plan "$t/plan_sharded_out.json" --save-outputs "$t/od" --sharded)
+[ $? -eq 0 ] || FAIL "run --save-outputs DIR --sharded: $out"
+for r in 0 1 2 3; do [ -f "$t/od/rank$r.safetensors" ] || FAIL "no rank$r.safetensors in $t/od"; done
+python3 - "$t/od/rank1.safetensors" <<'PY' || FAIL "rank file does not hold rank 1's shard with its placements"
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+h = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+meta = h["__metadata__"]
+assert meta["rank"] == "1" and meta["mesh"] == "4", meta
+assert meta["placements.logits"] == "S(2)", meta  # vocab 1000 sharded over 4: 250 each
+assert h["logits"]["shape"] == [2, 32, 250], h["logits"]
+assert meta["shape.logits"] == "2,32,1000", meta
+PY
+out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --expect "$t/od")
+[ $? -eq 0 ] || FAIL "single-device run against the per-rank saved outputs: $out"
+out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 4 \
+      --plan "$t/plan_sharded_out.json" --expect "$t/od" --rtol 0 --atol 0)
+[ $? -eq 0 ] || FAIL "sharded run against its own per-rank saved outputs (bitwise): $out"
+
+# --trace on one device: one track of every node.
+out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --trace "$t/tr1.json")
+[ $? -eq 0 ] || FAIL "--trace on one device: $out"
+python3 - "$t/tr1.json" "$t/m.dt" <<'PY' || FAIL "single-device trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+nodes = sum(1 for l in open(sys.argv[2]) if l.strip().startswith("%"))
+x = [e for e in ev if e["ph"] == "X"]
+assert {e["tid"] for e in ev} == {0}, "one track"
+assert len(x) == nodes, (len(x), nodes)
+PY
+
+# Options that cannot apply are errors, never ignored: each flag that only a sharded run reads.
+for flag in "--passes none" "--bucket-cap-mb 1" "--one-shot-threshold 0" "--memory-budget 1" "--no-check-ranks" \
+            "--no-comm-arena" "--check-collectives" "--timeout-s 5" "--backend threads"; do
+  out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" $flag)
+  [ $? -eq 2 ] && echo "$out" | grep -qF -- "${flag%% *} applies to sharded runs only" || FAIL "run $flag without --mesh: $out"
+done
+out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 4 \
+      --plan "$SRC/examples/gpt_tp_vocab.json" --sharded)
+[ $? -eq 2 ] && echo "$out" | grep -q "add --save-outputs DIR" || FAIL "--sharded without --save-outputs: $out"
+for flag in "--passes none" "--backend threads"; do
+  out=$(run train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" $flag)
+  [ $? -eq 2 ] && echo "$out" | grep -qF -- "${flag%% *} applies to sharded training only" || FAIL "train $flag: $out"
+done
 out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --save-outputs "$t/w.safetensors")
 [ $? -eq 2 ] || FAIL "--save-outputs over the weights accepted: $out"
+# Each other option that only some runs read: an error naming it where it cannot apply.
+expect_refused() {  # expect_refused "message" dtensor-args...
+  local msg="$1"; shift
+  local o; o=$(run "$@")
+  [ $? -eq 2 ] && echo "$o" | grep -qF -- "$msg" || FAIL "$* accepted or wrong message (want '$msg'): $o"
+}
+expect_refused "--rtol is the tolerance of a comparison: add --expect" \
+  run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --rtol 1e-3
+expect_refused "--atol is the tolerance of a comparison" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --atol 1
+expect_refused "--momentum applies to --optimizer sgd only" \
+  train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --optimizer adamw --momentum 0.9
+expect_refused "--beta1 applies to --optimizer adamw only" \
+  train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --beta1 0.8
+expect_refused "--eps applies to --optimizer adamw only" train "$t/m.dt" --weights "$t/w.safetensors" --data "$t/in.safetensors" --eps 1e-6
+expect_refused "--output writes the programs" compile "$t/m.dt" --mesh 2 --plan "$SRC/examples/gpt_tp.json" --report -o "$t/p.dt"
+[ -e "$t/p.dt" ] || [ -e "$t/p.rank0.dt" ] && FAIL "compile -o --report wrote a program"
+expect_refused "--seed seeds the --verify data: add --verify" plan --mesh 2 --shape 4x4 --from 'S(0)' --to R --seed 3
+expect_refused "--seed seeds the random weights and inputs" example gpt --seed 3
 
 finish

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `dtensor profile`: the JSON report's structure (not its times) on a small gpt, the text report,
-# and its user errors (exit 2, one line).
+# `dtensor profile`: the JSON report's structure (not its times) on a small gpt, fused and not, on
+# one device and on a tensor-parallel mesh of 2, the text report, and its user errors (exit 2, one
+# line).
 # Usage: profile_cli_test.sh path/to/dtensor
 set -u
 DT="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$(dirname "$0")/../cli_test_lib.sh"
 
 "$DT" example gpt --hidden 128 --heads 4 --layers 2 --batch 2 --seq 32 -o "$t/m.dt" --weights "$t/w.safetensors" \
@@ -14,17 +16,20 @@ timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in
 python3 - "$t/p.json" <<'PY' || FAIL "profile JSON structure"
 import json, sys
 j = json.load(open(sys.argv[1]))
-for key in ("model", "threads", "repeat", "time_ms", "peak_bytes", "op_kinds", "top_nodes", "matmuls", "overall"):
+for key in ("model", "threads", "repeat", "time_ms", "peak_bytes", "op_kinds", "top_nodes", "matmuls", "overall",
+            "fusion", "collective_ms", "wait_ms"):
     assert key in j, key
-assert j["threads"] == 2 and j["repeat"] == 2 and j["time_ms"] > 0 and j["peak_bytes"] > 0
+assert j["threads"] == 2 and j["repeat"] == 2 and j["time_ms"] > 0 and j["peak_bytes"] > 0 and j["fusion"]
 kinds = {k["op"]: k for k in j["op_kinds"]}
-# 2 layers x 6 linears + lm_head; 2 attention nodes
-assert kinds["linear"]["nodes"] == 13 and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
+# 2 layers x 6 linears + lm_head, fc_in fused with its gelu; 2 attention nodes; no collectives
+assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds
+assert "gelu" not in kinds and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
+assert j["collective_ms"] == 0 and j["wait_ms"] == 0
 assert abs(sum(k["percent"] for k in j["op_kinds"]) - 100) < 25  # node times fill most of the run
 assert 1 <= len(j["top_nodes"]) <= 20
 ms = [n["ms"] for n in j["top_nodes"]]
 assert ms == sorted(ms, reverse=True)
-lin = [m for m in j["matmuls"] if m["op"] == "linear"]
+lin = [m for m in j["matmuls"] if m["op"] in ("linear", "linear+gelu")]
 assert len(lin) == 13
 for m in lin:
     # [2*32 tokens, 128] x [128, out]
@@ -39,23 +44,50 @@ assert abs(o["matmul_gflop"] - sum(m["gflop"] for m in lin)) < 1e-9
 assert o["gflops"] > 0 and o["gemm_gflops"] > 0 and 0 < o["ratio"]
 PY
 
+# --no-fuse: gelu is its own kind again.
+timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 --no-fuse \
+  --json > "$t/nf.json" || FAIL "profile --no-fuse"
+python3 - "$t/nf.json" <<'PY' || FAIL "profile --no-fuse kinds"
+import json, sys
+j = json.load(open(sys.argv[1]))
+kinds = {k["op"]: k for k in j["op_kinds"]}
+assert not j["fusion"] and kinds["linear"]["nodes"] == 13 and kinds["gelu"]["nodes"] == 2, kinds
+PY
+
+# Tensor parallel on 2 ranks: rank 0's tables, every rank's times with its collectives and waits.
+timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 --threads 1 \
+  --mesh 2 --plan "$ROOT/examples/gpt_tp.json" --json > "$t/mesh.json" || FAIL "profile --mesh 2"
+python3 - "$t/mesh.json" <<'PY' || FAIL "profile --mesh JSON structure"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["mesh"] == "2" and j["ranks"] == 2 and j["rank"] == 0, j.get("mesh")
+kinds = {k["op"]: k for k in j["op_kinds"]}
+# Megatron tp: all_reduces after attention and the mlp (the default passes may make them one-shot), and waits
+assert any("all_reduce" in op for op in kinds), kinds  # the passes may pick one_shot_all_reduce
+assert "wait_tensor" in kinds, kinds
+ranks = j["per_rank"]
+assert [r["rank"] for r in ranks] == [0, 1]
+for r in ranks:
+    assert r["time_ms"] > 0 and r["peak_bytes"] > 0 and r["collective_ms"] > 0 and r["wait_ms"] >= 0, r
+spread = {e["op"]: e for e in j["op_kind_spread"]}
+assert set(spread) == set(kinds) and all(e["min_ms"] <= e["max_ms"] for e in spread.values())
+# each rank holds half of every column-/row-parallel linear: m stays 64, n or k halves
+assert any(m["op"].startswith("linear") and m["n"] == 256 for m in j["matmuls"]), j["matmuls"]
+PY
+out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 \
+  --threads 1 --mesh 2 --plan "$ROOT/examples/gpt_tp.json" 2>&1) || FAIL "profile --mesh (text)"
+for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks"; do
+  echo "$out" | grep -qF "$text" || FAIL "'$text' not in the mesh text report"
+done
+
 out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 2>&1) ||
   FAIL "profile (text)"
 for text in "op kind" "top nodes" "matmul-like node" "overall:" "peak memory"; do
   echo "$out" | grep -qF "$text" || FAIL "'$text' not in the text report"
 done
 
-expect_error() {  # expect_error <text> <args...>: exit 2, one line containing <text>
-  local text="$1"
-  shift
-  local out status
-  out=$(timeout 120 "$DT" "$@" 2>&1)
-  status=$?
-  [ "$status" -eq 2 ] || FAIL "exit $status (want 2): dtensor $*: $(echo "$out" | tail -3)"
-  echo "$out" | grep -qF -- "$text" || FAIL "'$text' not in output of dtensor $*: $out"
-  [ "$(echo "$out" | wc -l)" -eq 1 ] || FAIL "more than one line: dtensor $*: $out"
-}
-expect_error "profile --mesh/--plan is not implemented yet" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan x.json
+expect_error "profile needs both --mesh and --plan" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2
+expect_error "--no-fuse applies to one device only" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$ROOT/examples/gpt_tp.json" --no-fuse
 expect_error "--repeat must be >= 1, got 0" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 0
 expect_error "pass --weights" profile "$t/m.dt" --inputs "$t/in.safetensors"
 

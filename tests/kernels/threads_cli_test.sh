@@ -9,16 +9,6 @@ DT="$1"
 SRC="$2"
 source "$(dirname "$0")/../cli_test_lib.sh"
 
-expect_error() {  # expect_error <text> <args...>: exit 2, one line containing <text>
-  local text="$1"
-  shift
-  local out status
-  out=$(timeout 120 "$DT" "$@" 2>&1)
-  status=$?
-  [ "$status" -eq 2 ] || FAIL "exit $status (want 2): dtensor $*: $(echo "$out" | tail -3)"
-  echo "$out" | grep -qF -- "$text" || FAIL "'$text' not in output of dtensor $*: $out"
-  [ "$(echo "$out" | wc -l)" -eq 1 ] || FAIL "more than one line: dtensor $*: $out"
-}
 
 "$DT" example gpt --hidden 256 --heads 4 --batch 4 --seq 64 --loss -o "$t/m.dt" --weights "$t/w.safetensors" \
   --inputs "$t/in.safetensors" 2>/dev/null || FAIL "example"

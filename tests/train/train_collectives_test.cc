@@ -6,9 +6,11 @@
 // difference between 2 layers and 1):
 //   tp:   forward 2 all_reduce, backward 2 all_reduce (the activation gradient before each layer
 //         norm's backward), nothing else;
-//   fsdp: one all_gather per parameter (per bucket with the default passes) in the forward, kept
-//         for the backward (no second gather), one reduce_scatter per parameter gradient (per
-//         bucket) into its shard;
+//   fsdp: one all_gather per parameter (per bucket with the default passes) in the forward, and
+//         with the default passes (reshard-after-forward) again in the backward for every
+//         parameter the backward reads but the last block's, one reduce_scatter per parameter
+//         gradient (per bucket) into its shard; the loss is computed on each rank's rows (no
+//         logits gathered) and all-reduced;
 // and on every rank no collective reads a parameter's gradient except fsdp's reduce_scatter (no
 // gradient is gathered or all-reduced whole), and loss-parallel cross_entropy's backward reuses
 // the forward's row statistics: no logits gathered, no collective of its own.
@@ -157,13 +159,18 @@ Family family(ir::OpKind op) {
 
 // FSDP on 4 ranks, vocabulary 512 (every parameter shards evenly) and 509 (the tables' rows do not
 // divide: their gradients are reduce_scattered padded to equal chunks), without and with the
-// default passes (bucketing): every parameter is gathered exactly once in the step, as in the
-// forward (kept for the backward, never gathered again), every parameter gradient but wpe's is
-// reduce_scattered exactly once into its shard (one reduce_scatter per bucket: a bucket's members
-// are moved by its one collective), and the one all_reduce is the positional embedding's [seq, H]
-// activation gradient (replicated in the forward, summed over the batch shards in the backward), from
-// which each rank computes wpe's gradient and keeps its shard. No other collective moves a gradient.
-TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterPerBucket) {
+// default passes (bucketing, reshard-after-forward): without passes every parameter is gathered
+// exactly once in the step, as in the forward (kept for the backward); with them every weight the
+// backward reads (linear and layer-norm weights) is gathered again for the backward but lm_head's
+// (the forward's last block is kept), the others (embedding tables and biases, which no backward
+// reads) once. Only parameters are gathered (never logits rows nor another activation). Every
+// parameter gradient but wpe's is reduce_scattered exactly once into its shard (one reduce_scatter
+// per bucket: a bucket's members are moved by its one collective), and the all_reduces are the
+// positional embedding's [seq, H] activation gradient (replicated in the forward, summed over the
+// batch shards in the backward), from which each rank computes wpe's gradient and keeps its shard,
+// and the loss (a partial sum of the ranks' row means); the default passes bucket those two into
+// one. No other collective moves a gradient.
+TEST(TrainCollectives, FsdpGathersPerBucketForwardAndAgainInBackwardOneReduceScatterPerBucket) {
   for (const int64_t vocab : {512, 509}) {
   ir::GptConfig cfg = config(2);
   cfg.vocab = vocab;
@@ -180,7 +187,10 @@ TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterP
       run_default_passes(fwd);
       run_default_passes(step);
     }
-    auto param_gathers = [&](const ir::Graph& program, std::map<std::string, int>& times) {
+    // Counts the gathers that move parameters (and how often each is moved). In a step program
+    // every gather must (the forward program gathers its logits output whole, as asked).
+    auto param_gathers = [&](const ir::Graph& program, std::map<std::string, int>& times, const std::string& where,
+                             bool only_params) {
       int collectives = 0;
       for (const ir::Node* n : program.nodes()) {
         if (family(n->op) != Family::gather || n->operands.empty()) continue;
@@ -190,16 +200,25 @@ TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterP
             times[m]++;
             of_params = true;
           }
+        if (only_params) EXPECT_TRUE(of_params) << where << ": " << ir::op_name(n->op) << " gathers %" << n->operands[0]->name;
         collectives += of_params;
       }
       return collectives;
+    };
+    // Gathered again for the backward (with the passes): the weights the backward reads, but the
+    // last block's.
+    auto regathered = [&](const std::string& p) {
+      const bool weight = p.size() > 7 && p.compare(p.size() - 7, 7, ".weight") == 0;
+      return with_passes && weight && p != "wte.weight" && p != "wpe.weight" && p != "lm_head.weight";
     };
     for (size_t i = 0; i < step.programs.size(); ++i) {
       const std::string where = std::string(with_passes ? "default passes" : "no passes") + ", vocab " +
                                 std::to_string(vocab) + ", rank " + std::to_string(i);
       std::map<std::string, int> in_step, in_forward;
-      const int step_gathers = param_gathers(step.programs[i], in_step);
-      EXPECT_EQ(step_gathers, param_gathers(fwd.programs[i], in_forward)) << where;
+      const int step_gathers = param_gathers(step.programs[i], in_step, where, true);
+      const int forward_gathers = param_gathers(fwd.programs[i], in_forward, where + " (forward)", false);
+      if (with_passes) EXPECT_GT(step_gathers, forward_gathers) << where << ": the backward gathers again";
+      else EXPECT_EQ(step_gathers, forward_gathers) << where;
       std::map<std::string, int> grads;
       int all_reduces = 0, reduce_scatters = 0;
       for (const ir::Node* n : step.programs[i].nodes()) {
@@ -213,9 +232,10 @@ TEST(TrainCollectives, FsdpOneGatherPerBucketKeptForTheBackwardOneReduceScatterP
           grads[m.substr(5)]++;
         }
       }
-      EXPECT_EQ(all_reduces, 1) << where;
+      EXPECT_EQ(all_reduces, with_passes ? 1 : 2) << where;
       for (const std::string& p : params) {
-        EXPECT_EQ(in_step[p], 1) << where << ": " << p << " gathered " << in_step[p] << " times";
+        EXPECT_EQ(in_forward[p], 1) << where << ": " << p << " gathered " << in_forward[p] << " times in the forward";
+        EXPECT_EQ(in_step[p], regathered(p) ? 2 : 1) << where << ": " << p << " gathered " << in_step[p] << " times";
         EXPECT_EQ(grads[p], p == "wpe.weight" ? 0 : 1) << where << ": gradient of " << p;
       }
       if (!with_passes) {

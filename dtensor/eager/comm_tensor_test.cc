@@ -1,4 +1,4 @@
-#include "dtensor/runtime/comm_tensor.h"
+#include "dtensor/eager/comm_tensor.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "dtensor/ir/printer.h"
 #include "dtensor/ir/verifier.h"
 
-namespace dt::runtime {
+namespace dt::eager {
 namespace {
 
 // A Work that counts waits, to check exactly when a CommTensor waits.
@@ -71,4 +71,4 @@ TEST(CommTensor, TracingPutsTheWaitRightBeforeTheFirstConsumer) {
 }
 
 }  // namespace
-}  // namespace dt::runtime
+}  // namespace dt::eager

@@ -1,9 +1,9 @@
-#include "dtensor/runtime/comm_tensor.h"
+#include "dtensor/eager/comm_tensor.h"
 
 #include "dtensor/comm/collectives.h"
 #include "dtensor/core/error.h"
 
-namespace dt::runtime {
+namespace dt::eager {
 
 const Tensor& CommTensor::wait() {
   DT_CHECK(!traced()) << "wait() on a traced CommTensor (use value())";
@@ -58,4 +58,4 @@ CommTensor reduce_scatter(ir::Builder& b, ir::Value* x, const std::string& group
   return CommTensor(b, b.reduce_scatter_tensor(x, group, std::string(reduce_op_name(op))));
 }
 
-}  // namespace dt::runtime
+}  // namespace dt::eager

@@ -8,10 +8,10 @@
 
 #include <vector>
 
+#include "dtensor/eager/dtensor.h"
 #include "dtensor/ir/builder.h"
-#include "dtensor/redistribute/dtensor.h"
 
-namespace dt::sharding {
+namespace dt::eager {
 
 // Runs any registry op on DTensors (attributes by name, defaults filled).
 std::vector<DTensor> dispatch(ir::OpKind op, const std::vector<DTensor>& operands, const ir::NamedAttrs& attrs = {});
@@ -28,4 +28,4 @@ DTensor layer_norm(const DTensor& x, const Shape& normalized_shape, const DTenso
                    double eps = 1e-5);
 DTensor sum(const DTensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 
-}  // namespace dt::sharding
+}  // namespace dt::eager

@@ -15,7 +15,7 @@
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/builder.h"
 
-namespace dt::runtime {
+namespace dt::eager {
 
 class CommTensor {
  public:
@@ -50,4 +50,4 @@ CommTensor all_reduce_(ir::Builder& b, ir::Value* x, const std::string& group, R
 CommTensor all_gather(ir::Builder& b, ir::Value* x, const std::string& group);
 CommTensor reduce_scatter(ir::Builder& b, ir::Value* x, const std::string& group, ReduceOp op = ReduceOp::sum);
 
-}  // namespace dt::runtime
+}  // namespace dt::eager

@@ -1,4 +1,4 @@
-#include "dtensor/redistribute/plan_check.h"
+#include "dtensor/eager/plan_check.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -6,7 +6,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/rng.h"
-#include "dtensor/redistribute/dtensor.h"
+#include "dtensor/eager/dtensor.h"
 #include "dtensor/redistribute/executor.h"
 
 namespace dt {

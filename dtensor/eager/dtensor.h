@@ -1,9 +1,9 @@
 // The eager distributed tensor: this rank's local shard plus the spec that says how the shards
 // of all ranks form the global tensor.
 //
-// It lives in dtensor/redistribute rather than dtensor/layout because redistribute() runs the
-// planner and the executor, which depend on dist. Every function here is collective over the
-// mesh except to_local() and the accessors: all ranks call it with the same arguments.
+// It lives in dtensor/eager (above redistribute, not in dtensor/layout) because redistribute()
+// runs the planner and the executor. Every function here is collective over the mesh except
+// to_local() and the accessors: all ranks call it with the same arguments.
 #pragma once
 
 #include <memory>

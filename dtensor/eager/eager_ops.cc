@@ -1,10 +1,10 @@
-#include "dtensor/sharding/eager_ops.h"
+#include "dtensor/eager/eager_ops.h"
 
 #include "dtensor/core/error.h"
 #include "dtensor/sharding/partitioner.h"
 #include "dtensor/sharding/propagation.h"
 
-namespace dt::sharding {
+namespace dt::eager {
 namespace {
 
 // Runs a one-node program without collectives on local tensors.
@@ -36,12 +36,12 @@ std::vector<DTensor> dispatch(ir::OpKind op, const std::vector<DTensor>& operand
   std::vector<ir::Value*> outs = b.record(op, ins, attrs);
   b.outputs(outs);
 
-  ResolvedPlan plan;
+  sharding::ResolvedPlan plan;
   for (int64_t m = 0; m < mesh.ndim(); ++m) plan.mesh_dim_names.push_back("mesh" + std::to_string(m));
   plan.value_placements.assign(g.num_values(), {});
   plan.stored_only.assign(g.num_values(), 0);
   for (size_t i = 0; i < ins.size(); ++i) plan.value_placements[size_t(ins[i]->id)] = operands[i].placements();
-  Sharding s = propagate(g, mesh, plan);
+  sharding::Sharding s = sharding::propagate(g, mesh, plan);
   // Redistribute eagerly, then partition with the inputs already where the node needs them.
   std::vector<Tensor> locals(g.num_values());
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -50,7 +50,7 @@ std::vector<DTensor> dispatch(ir::OpKind op, const std::vector<DTensor>& operand
     s.values[size_t(ins[i]->id)] = need;
   }
   for (size_t k = 0; k < outs.size(); ++k) s.outputs[k] = s.values[size_t(outs[k]->id)];
-  ir::Graph program = partition(g, s, groups->global_rank(), default_planner(), {.verify = false});
+  ir::Graph program = sharding::partition(g, s, groups->global_rank(), default_planner(), {.verify = false});
   std::vector<Tensor> results = run_local(program, locals);
   std::vector<DTensor> out;
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -81,4 +81,4 @@ DTensor sum(const DTensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return dispatch(ir::OpKind::sum, {x}, {{"dims", dims}, {"keepdim", keepdim}})[0];
 }
 
-}  // namespace dt::sharding
+}  // namespace dt::eager

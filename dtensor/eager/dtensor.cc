@@ -1,4 +1,4 @@
-#include "dtensor/redistribute/dtensor.h"
+#include "dtensor/eager/dtensor.h"
 
 #include "dtensor/comm/collectives.h"
 #include "dtensor/core/error.h"

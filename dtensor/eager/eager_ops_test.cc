@@ -6,9 +6,9 @@
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/core/rng.h"
-#include "dtensor/sharding/eager_ops.h"
+#include "dtensor/eager/eager.h"  // the one include of the eager API (eager ops come through it)
 
-namespace dt::sharding {
+namespace dt::eager {
 namespace {
 
 TEST(EagerOps, LinearColwiseThenRowwiseMatchesDense) {
@@ -51,4 +51,4 @@ TEST(EagerOps, MatmulAndSoftmaxRedistributeTheirInputs) {
 }
 
 }  // namespace
-}  // namespace dt::sharding
+}  // namespace dt::eager

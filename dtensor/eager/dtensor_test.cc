@@ -1,11 +1,11 @@
 // The eager DTensor API on the threads backend.
-#include "dtensor/redistribute/dtensor.h"
+#include "dtensor/eager/dtensor.h"
 
 #include <gtest/gtest.h>
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/redistribute/plan_check.h"
+#include "dtensor/eager/plan_check.h"
 
 namespace dt {
 namespace {

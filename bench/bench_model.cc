@@ -1,0 +1,221 @@
+// `dtensor bench model [--vocab 4096 --hidden 512 --heads 8 --layers 4 --batch 4 --seq 256]
+// [--rounds 3] [--repeat 5] [--tp 2] [--vs-torch] [--json]`: the example gpt's forward (the anchor
+// config by default) measured in one run: one device at one thread, at two threads, tensor
+// parallel on --tp ranks (threads backend, one thread per rank, examples/gpt_tp.json), and the
+// fraction of the one-thread GEMM rate the forward reaches (tools/gemm_reference.h).
+//
+// --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
+// (bench/torch_gpt_forward.py: one thread, and hand-written Megatron tp on gloo) runs in the same
+// rounds, alternating with ours so that a busy spell of the shared machine hits both; otherwise it
+// says so and skips. Each figure is the fastest of --repeat forwards per round, and the fastest
+// over the rounds; ratios are taken between those.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "dtensor/core/error.h"
+#include "dtensor/core/parallel.h"
+#include "dtensor/core/rng.h"
+#include "dtensor/ir/example_models.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/runtime/interpreter.h"
+#include "dtensor/runtime/launcher.h"
+#include "dtensor/sharding/compiler.h"
+#include "dtensor/sharding/parallel_plan.h"
+#include "dtensor/sharding/tensor_sharding.h"
+#include "tools/command.h"
+#include "tools/gemm_reference.h"
+#include "tools/passes_cli.h"
+
+namespace dt::tools {
+namespace {
+
+struct BenchModelOptions {
+  int64_t vocab = 4096, hidden = 512, heads = 8, layers = 4, batch = 4, seq = 256;
+  int rounds = 3, repeat = 5, tp = 2;
+  bool vs_torch = false, json = false;
+  std::string examples = "examples", torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Fastest of `repeat` runs (after a warm-up) of the one-device forward with `threads` per rank, in ms.
+double single_ms(const ir::Graph& g, const runtime::Bindings& bind, int threads, int repeat) {
+  set_threads_per_rank(threads);
+  runtime::Interpreter interp(g);
+  interp.run(bind);
+  double best = kInf;
+  for (int r = 0; r < repeat; ++r) {
+    runtime::RunStats s;
+    interp.run(bind, {}, &s);
+    best = std::min(best, s.seconds * 1e3);
+  }
+  set_threads_per_rank(1);
+  return best;
+}
+
+// The slowest rank's fastest run of the tensor-parallel forward, in ms (one thread per rank).
+double tp_ms(const std::vector<const ir::Graph*>& programs, const std::vector<runtime::Bindings>& bindings, int repeat) {
+  runtime::LaunchOptions lo;
+  lo.repeat = repeat + 1;
+  double ms = 0;
+  for (const runtime::RankResult& r : runtime::launch(programs, bindings, lo)) ms = std::max(ms, r.stats.seconds * 1e3);
+  return ms;
+}
+
+// Runs the PyTorch script's `part` and returns its min_ms, or nullopt (with the reason printed)
+// when it fails.
+std::optional<double> torch_ms(const BenchModelOptions& o, const std::string& part) {
+  std::string cmd = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.python, o.torch_script, part, o.vocab, o.hidden,
+                                o.heads, o.layers, o.batch, o.seq, o.repeat);
+  if (part == "tp") cmd += fmt::format(" {}", o.tp);
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  const int status = pclose(f);
+  const size_t brace = out.rfind("{\"part\"");
+  if (status != 0 || brace == std::string::npos) {
+    std::fprintf(stderr, "bench model: `%s` failed (status %d): %s\n", cmd.c_str(), status, out.c_str());
+    return std::nullopt;
+  }
+  return nlohmann::json::parse(out.substr(brace))["min_ms"].get<double>();
+}
+
+bool torch_importable(const BenchModelOptions& o) {
+  return std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", o.python).c_str()) == 0;
+}
+
+void bench(const BenchModelOptions& o) {
+  if (o.rounds < 1 || o.repeat < 1) DT_THROW(ValueError) << "--rounds and --repeat must be >= 1";
+  if (o.tp < 2) DT_THROW(ValueError) << "--tp must be >= 2, got " << o.tp;
+  bool with_torch = false;
+  std::string torch_note;
+  if (o.vs_torch) {
+    if (!std::filesystem::exists(o.torch_script))
+      DT_THROW(IoError) << "--vs-torch needs " << o.torch_script << " (run from the repository root or pass --torch-script)";
+    with_torch = torch_importable(o);
+    if (!with_torch) torch_note = o.python + " cannot import torch: skipping the PyTorch comparison";
+  }
+  if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
+
+  const ir::Graph g = ir::build_gpt({.vocab = o.vocab, .hidden = o.hidden, .heads = o.heads, .layers = o.layers,
+                                     .max_seq = o.seq, .batch = o.batch, .seq = o.seq});
+  runtime::Bindings bind = ir::random_weights(g, 0);
+  Generator gen(1);
+  bind["input"] = randint({o.batch, o.seq}, 0, o.vocab, gen);
+
+  // The tensor-parallel programs, compiled and sharded as `dtensor run` does.
+  const DeviceMesh mesh = DeviceMesh::parse(std::to_string(o.tp));
+  sharding::CompiledModel c = sharding::compile(g, sharding::ParallelPlan::load(o.examples + "/gpt_tp.json"), mesh);
+  run_pass_pipelines(c.programs, c.ranks, PassCliOptions{});
+  std::vector<const ir::Graph*> programs(static_cast<size_t>(o.tp));
+  std::vector<runtime::Bindings> bindings(static_cast<size_t>(o.tp));
+  const sharding::TensorMap full(bind.begin(), bind.end());
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const int r = c.ranks[i];
+    programs[size_t(r)] = &c.programs[i];
+    bindings[size_t(r)] = sharding::shard_weights(g, c.sharding, full, r);
+    for (auto& [k, v] : sharding::shard_inputs(g, c.sharding, full, r)) bindings[size_t(r)][k] = v;
+  }
+
+  double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf;
+  nlohmann::json rounds = nlohmann::json::array();
+  for (int round = 0; round < o.rounds; ++round) {
+    nlohmann::json r;
+    r["dtensor_ms"] = single_ms(g, bind, 1, o.repeat);
+    if (with_torch)
+      if (auto t = torch_ms(o, "single")) r["torch_ms"] = *t;
+    r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
+    r["dtensor_tp_ms"] = tp_ms(programs, bindings, o.repeat);
+    if (with_torch)
+      if (auto t = torch_ms(o, "tp")) r["torch_tp_ms"] = *t;
+    one = std::min(one, r["dtensor_ms"].get<double>());
+    two = std::min(two, r["dtensor_threads2_ms"].get<double>());
+    tp = std::min(tp, r["dtensor_tp_ms"].get<double>());
+    if (r.contains("torch_ms")) t_one = std::min(t_one, r["torch_ms"].get<double>());
+    if (r.contains("torch_tp_ms")) t_tp = std::min(t_tp, r["torch_tp_ms"].get<double>());
+    rounds.push_back(r);
+  }
+  GemmTimes gemm;
+  time_gemms(g, gemm);  // one thread, as the forward it is set against
+  double flops = 0;
+  const double gemm_ms = gemm_only_seconds(g, gemm, &flops) * 1e3;
+
+  nlohmann::json j;
+  j["config"] = {{"vocab", o.vocab}, {"hidden", o.hidden}, {"heads", o.heads}, {"layers", o.layers},
+                 {"batch", o.batch}, {"seq", o.seq}, {"rounds", o.rounds}, {"repeat", o.repeat}, {"tp", o.tp}};
+  j["rounds"] = rounds;
+  j["forward_ms"] = one;
+  j["forward_threads2_ms"] = two;
+  j["forward_tp_ms"] = tp;
+  j["threads2_speedup"] = one / two;
+  j["tp_efficiency"] = one / (tp * o.tp);
+  j["matmul_gflop"] = flops / 1e9;
+  j["gemm_only_ms"] = gemm_ms;
+  j["gemm_rate_fraction"] = gemm_ms / one;
+  if (!torch_note.empty()) j["torch"] = torch_note;
+  if (t_one < kInf) {
+    j["torch_forward_ms"] = t_one;
+    j["torch_over_dtensor"] = t_one / one;
+  }
+  if (t_tp < kInf) {
+    j["torch_tp_ms"] = t_tp;
+    j["torch_tp_efficiency"] = (t_one < kInf ? t_one : kInf) / (t_tp * o.tp);
+    j["torch_tp_over_dtensor_tp"] = t_tp / tp;
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("gpt vocab %lld hidden %lld heads %lld layers %lld batch %lld seq %lld: fastest of %d per round, %d round(s)\n",
+              (long long)o.vocab, (long long)o.hidden, (long long)o.heads, (long long)o.layers, (long long)o.batch,
+              (long long)o.seq, o.repeat, o.rounds);
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const auto& r = rounds[i];
+    std::printf("  round %zu: dtensor %.1f ms%s, --threads 2 %.1f ms, tp %d %.1f ms%s\n", i, r["dtensor_ms"].get<double>(),
+                r.contains("torch_ms") ? fmt::format(" (torch {:.1f})", r["torch_ms"].get<double>()).c_str() : "",
+                r["dtensor_threads2_ms"].get<double>(), o.tp, r["dtensor_tp_ms"].get<double>(),
+                r.contains("torch_tp_ms") ? fmt::format(" (torch {:.1f})", r["torch_tp_ms"].get<double>()).c_str() : "");
+  }
+  std::printf("forward, one thread: %.1f ms; its %.2f GFLOP of GEMMs alone take %.1f ms: %.0f%% of the GEMM rate\n", one,
+              flops / 1e9, gemm_ms, 100 * gemm_ms / one);
+  std::printf("--threads 2: %.1f ms, %.2fx one thread\n", two, one / two);
+  std::printf("tp %d: %.1f ms, parallel efficiency %.0f%%\n", o.tp, tp, 100 * one / (tp * o.tp));
+  if (j.contains("torch_over_dtensor"))
+    std::printf("PyTorch one thread: %.1f ms: dtensor is %.2fx PyTorch's speed\n", t_one, t_one / one);
+  if (j.contains("torch_tp_over_dtensor_tp"))
+    std::printf("PyTorch Megatron tp %d on gloo: %.1f ms (efficiency %.0f%%): dtensor tp is %.2fx its speed\n", o.tp, t_tp,
+                100 * j["torch_tp_efficiency"].get<double>(), t_tp / tp);
+}
+
+void setup(CLI::App& bench_app) {
+  static BenchModelOptions opt;
+  CLI::App* cmd = bench_app.add_subcommand("model", "The gpt forward: one thread, two threads, tensor parallel, vs PyTorch");
+  cmd->add_option("--vocab", opt.vocab)->capture_default_str();
+  cmd->add_option("--hidden", opt.hidden)->capture_default_str();
+  cmd->add_option("--heads", opt.heads)->capture_default_str();
+  cmd->add_option("--layers", opt.layers)->capture_default_str();
+  cmd->add_option("--batch", opt.batch)->capture_default_str();
+  cmd->add_option("--seq", opt.seq)->capture_default_str();
+  cmd->add_option("--rounds", opt.rounds, "alternating rounds")->capture_default_str();
+  cmd->add_option("--repeat", opt.repeat, "forwards per measurement (the fastest counts)")->capture_default_str();
+  cmd->add_option("--tp", opt.tp, "ranks of the tensor-parallel run")->capture_default_str();
+  cmd->add_flag("--vs-torch", opt.vs_torch, "run the same model in PyTorch (/usr/bin/python3) in the same rounds");
+  cmd->add_option("--torch-script", opt.torch_script, "the PyTorch side")->capture_default_str();
+  cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
+  cmd->add_flag("--json", opt.json, "print the results as JSON");
+  cmd->callback([] { bench(opt); });
+}
+
+BenchRegistrar reg("model", setup);
+
+}  // namespace
+}  // namespace dt::tools

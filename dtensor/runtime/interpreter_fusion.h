@@ -1,0 +1,39 @@
+// Kernel-level fusion of elementwise chains in the interpreter (no IR op: the graph, its sharding
+// and its gradients are unchanged; only how the interpreter runs two nodes).
+//
+// Which chains, and why (measured with `dtensor profile` on the anchor gpt forward, vocab 4096,
+// hidden 512, 8 heads, 4 layers, batch 4, seq 256, one thread): linear 83 %, gelu 8 %, attention
+// 7 %, layer_norm 0.7 %, the residual adds 0.3 %. The only elementwise op worth a fusion is the
+// activation after a linear: gelu (gpt, fc_in), silu (llama's gate) and relu (mlp). Its input is
+// a [tokens, 4·hidden] tensor far larger than the cache, written by the GEMM, read back by the
+// activation and written again into a fresh buffer. Fused, the activation runs on each GEMM row
+// panel in place while it is in cache (dt::linear_act), and the bias is seeded per panel too, so
+// bias + GEMM + activation is one pass over the output. Residual add + layer_norm is left unfused:
+// together they are 1 % of the forward.
+//
+// A linear node fuses with the activation node reading its result when that activation is the
+// result's only reader, the result is f32 (the dtype for which the fused kernel is bitwise equal
+// to the two ops), not a graph output and neither node's result goes to the comm arena.
+// Autodiff graphs read the pre-activation value again (gelu_backward), so they keep both nodes.
+#pragma once
+
+#include <vector>
+
+#include "dtensor/core/ops.h"
+#include "dtensor/ir/graph.h"
+
+namespace dt::runtime {
+
+struct EpilogueFusion {
+  int head = -1;  // the linear node
+  int tail = -1;  // the activation node computed by the head's kernel
+  Activation act = Activation::none;
+};
+
+// Returns the linear + activation pairs of `graph` that can run as one kernel. `arena_offset` has
+// one entry per node (-1: not placed in the comm arena).
+std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+// The same with the nodes' own arena_offset attributes (what an Interpreter of `graph` fuses).
+std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph);
+
+}  // namespace dt::runtime
