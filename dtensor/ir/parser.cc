@@ -10,8 +10,8 @@
 //   type   := IDENT '[' [INT (',' INT)*] ']'
 //   value  := '%' [A-Za-z0-9_.]+        (names may contain dots: %layers.0.fc1.weight)
 //
-// There is one path through the text: every statement is read token by token, and every error
-// is reported at the token that is wrong.
+// There is one path through the text: every statement is read token by token, pulling from the
+// lexer the token the grammar expects next, and every error is reported at the token that is wrong.
 #include "dtensor/ir/parser.h"
 
 #include <fmt/format.h>
@@ -47,60 +47,40 @@ class Parser {
   Parser(std::string_view text, const std::string& filename) : lx_(text, filename) {}
 
   Graph run() {
-    lx_.advance();
     expect_keyword("graph");
-    Token name = expect(Tok::ident, "a graph name");
+    Token name = lx_.expect_ident("a graph name");
     Graph g{std::string(name.text)};
     g.set_source(lx_.file());
     g.reserve(lx_.count_lines());
     g_ = &g;
-    expect(Tok::lbrace, "'{'");
+    lx_.expect('{', "'{'");
     while (true) {
-      const Token& t = tok();
-      if (t.kind == Tok::value) parse_node();
-      else if (t.kind == Tok::ident && t.text == "return") {
+      if (lx_.peek() == '%') {
+        parse_node();
+        continue;
+      }
+      const Token t = lx_.next();
+      if (t.kind == Tok::ident && t.text == "return") {
         parse_return();
         break;
-      } else if (t.kind == Tok::ident && t.text == "group") parse_group();
-      else if (t.kind == Tok::ident && (t.text == "input" || t.text == "param")) parse_signature_value();
+      }
+      if (t.kind == Tok::ident && t.text == "group") parse_group(t);
+      else if (t.kind == Tok::ident && (t.text == "input" || t.text == "param")) parse_signature_value(t);
       else DT_PARSE_FAIL(fail(t)) << "expected 'group', 'input', 'param', a node or 'return', found " << describe(t);
     }
-    expect(Tok::rbrace, "'}' after return");
-    if (tok().kind != Tok::eof) DT_PARSE_FAIL(fail(tok())) << "expected end of file after '}', found " << describe(tok());
+    lx_.expect('}', "'}' after return");
+    if (!lx_.at_end()) lx_.fail_expected("end of file after '}'");
     return g;
   }
 
  private:
-  const Token& tok() const { return lx_.current(); }
-  void advance() { lx_.advance(); }
-
   // Where an error is: DT_PARSE_FAIL(fail(tok)) << "message" throws the ParseError.
   ::dt::detail::ParseAt fail(const Token& at) const { return lx_.at(at); }
   ::dt::detail::ParseAt fail(int line, int col) const { return lx_.at(line, col); }
 
-  // Error path of the per-token functions, kept out of line: an inlined message builder puts an
-  // ostringstream in the caller's frame, whose setup then runs for every token.
-  [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what) {
-    DT_PARSE_FAIL(fail(tok())) << "expected " << what << ", found " << describe(tok());
-  }
-
-  Token expect(Tok kind, const char* what) {
-    if (tok().kind != kind) fail_expected(what);
-    Token t = tok();
-    advance();
-    return t;
-  }
-
   void expect_keyword(std::string_view kw) {
-    if (tok().kind != Tok::ident || tok().text != kw)
-      DT_PARSE_FAIL(fail(tok())) << "expected '" << kw << "', found " << describe(tok());
-    advance();
-  }
-
-  bool accept(Tok kind) {
-    if (tok().kind != kind) return false;
-    advance();
-    return true;
+    const Token t = lx_.next();
+    if (t.kind != Tok::ident || t.text != kw) DT_PARSE_FAIL(fail(t)) << "expected '" << kw << "', found " << describe(t);
   }
 
   // ---- literals ----
@@ -165,55 +145,51 @@ class Parser {
     DT_PARSE_FAIL(fail(d)) << "shape has more than " << kMaxNumel << " elements (counting size 0 as 1)";
   }
 
-  // Parses a type into `t` (whose shape is replaced); tok() is its dtype.
-  void parse_type(TensorType& t) {
-    const Token dt = expect(Tok::ident, "a type like f32[8, 64]");
+  // Parses a type into `t` (whose shape is replaced); returns where it starts (its dtype).
+  SourceLoc parse_type(TensorType& t) {
+    const Token dt = lx_.expect_ident("a type like f32[8, 64]");
     try {
       t.dtype = parse_dtype(dt.text);
     } catch (const ValueError&) {
       fail_dtype(dt);
     }
-    expect(Tok::lbrack, "'[' after the dtype");
+    lx_.expect('[', "'[' after the dtype");
     int64_t numel = 1;
     // Dims are collected in a reused scratch vector so the shape is allocated once, at its size.
     dims_.clear();
-    if (tok().kind != Tok::rbrack) {
+    if (!lx_.accept(']')) {
       while (true) {
-        const Token& d = tok();
+        const Token d = lx_.next();
         const int64_t v = parse_int(d, "a dim size");
         if (v < 0 || v > kMaxDim || (v != 0 && numel > kMaxNumel / v)) fail_dim(d, v);
         numel *= std::max<int64_t>(v, 1);
         dims_.push_back(v);
-        advance();
-        if (accept(Tok::rbrack)) break;
-        expect(Tok::comma, "',' or ']' in the shape");
+        if (lx_.accept(']')) break;
+        lx_.expect(',', "',' or ']' in the shape");
       }
-    } else {
-      advance();
     }
     t.shape.assign(dims_.begin(), dims_.end());
+    return {dt.line, dt.col};
   }
 
   // ---- statements ----
-  void parse_group() {
-    Token kw = tok();
-    advance();
-    Token name = expect(Tok::ident, "a group name");
+  // `kw` is the 'group' keyword, read.
+  void parse_group(const Token& kw) {
+    Token name = lx_.expect_ident("a group name");
     if (g_->find_group(name.text)) DT_PARSE_FAIL(fail(name)) << "group " << name.text << " is already declared";
-    expect(Tok::equal, "'=' after the group name");
-    expect(Tok::lbrack, "'[' before the group's ranks");
+    lx_.expect('=', "'=' after the group name");
+    lx_.expect('[', "'[' before the group's ranks");
     std::vector<int> ranks;
-    if (!accept(Tok::rbrack)) {
+    if (!lx_.accept(']')) {
       while (true) {
-        Token r = tok();
+        const Token r = lx_.next();
         int64_t v = parse_int(r, "a rank");
         if (v < 0 || v > (int64_t(1) << 30)) DT_PARSE_FAIL(fail(r)) << "rank " << v << " out of range";
         for (int x : ranks)
           if (x == v) DT_PARSE_FAIL(fail(r)) << "rank " << v << " appears twice in group " << name.text;
         ranks.push_back(int(v));
-        advance();
-        if (accept(Tok::rbrack)) break;
-        expect(Tok::comma, "',' or ']' in the rank list");
+        if (lx_.accept(']')) break;
+        lx_.expect(',', "',' or ']' in the rank list");
       }
     }
     if (ranks.empty()) DT_PARSE_FAIL(fail(name)) << "group " << name.text << " has no ranks";
@@ -226,11 +202,11 @@ class Parser {
     DT_PARSE_FAIL(fail(t)) << "value %" << t.text << " is already defined at line " << (prev ? prev->loc.line : 0);
   }
 
-  void parse_signature_value() {
-    const bool is_input = tok().text == "input";
-    advance();
-    Token v = expect(Tok::value, "a value name like %x");
-    expect(Tok::colon, "':' before the type");
+  // `kw` is the 'input' or 'param' keyword, read.
+  void parse_signature_value(const Token& kw) {
+    const bool is_input = kw.text == "input";
+    Token v = lx_.expect_value("a value name like %x");
+    lx_.expect(':', "':' before the type");
     TensorType t;
     parse_type(t);
     // The graph refuses duplicate names; checking through it saves a lookup per line.
@@ -252,14 +228,14 @@ class Parser {
     return v;
   }
 
+  // After the 'return' keyword.
   void parse_return() {
-    advance();
     std::vector<Value*> outs;
-    if (tok().kind == Tok::value) {
+    if (lx_.peek() == '%') {
       while (true) {
-        Token v = expect(Tok::value, "a value");
+        Token v = lx_.expect_value("a value");
         outs.push_back(lookup(v));
-        if (!accept(Tok::comma)) break;
+        if (!lx_.accept(',')) break;
       }
     }
     g_->set_outputs(std::move(outs));
@@ -267,7 +243,7 @@ class Parser {
 
   // Parses one attribute value of the kind the schema expects.
   Attr parse_attr_value(const OpDef& def, const AttrSpec& spec) {
-    const Token t = tok();
+    const Token t = lx_.next();
     auto bad = [&]() {
       DT_PARSE_FAIL(fail(t)) << "attribute " << spec.name << " of " << def.name() << " expects " << with_article(spec.kind)
               << ", found " << describe(t);
@@ -276,22 +252,18 @@ class Parser {
       case AttrKind::i64: {
         if (t.kind != Tok::number || t.text.find_first_of(".eEn") != std::string_view::npos) bad();
         int64_t v = parse_int(t, "an int");
-        advance();
         return v;
       }
       case AttrKind::f64: {
         if (t.kind != Tok::number && !(t.kind == Tok::ident && (t.text == "inf" || t.text == "nan"))) bad();
         double v = parse_float(t);
-        advance();
         return v;
       }
       case AttrKind::boolean:
         if (t.kind != Tok::ident || (t.text != "true" && t.text != "false")) bad();
-        advance();
         return t.text == "true";
       case AttrKind::str:
         if (t.kind != Tok::string) bad();
-        advance();
         return unescape(t);
       case AttrKind::dtype: {
         if (t.kind != Tok::ident) bad();
@@ -301,38 +273,34 @@ class Parser {
         } catch (const ValueError&) {
         }
         if (!d) DT_PARSE_FAIL(fail(t)) << "unknown dtype '" << t.text << "' for attribute " << spec.name << " of " << def.name();
-        advance();
         return *d;
       }
       case AttrKind::group:
         if (t.kind != Tok::ident) bad();
         if (!g_->find_group(t.text)) DT_PARSE_FAIL(fail(t)) << "undeclared group " << t.text << " (declare it with `group " << t.text << " = [...]`)";
-        advance();
         return std::string(t.text);
       case AttrKind::reduce_op:
         if (t.kind != Tok::ident) bad();
         if (t.text != "sum" && t.text != "avg" && t.text != "max" && t.text != "min")
           DT_PARSE_FAIL(fail(t)) << "unknown reduce op '" << t.text << "' (expected sum, avg, max or min)";
-        advance();
         return std::string(t.text);
       case AttrKind::ints:
       case AttrKind::floats: {
         if (t.kind != Tok::lbrack) bad();
-        advance();
         std::vector<int64_t> ints;
         std::vector<double> floats;
-        if (!accept(Tok::rbrack)) {
+        if (!lx_.accept(']')) {
           while (true) {
+            const Token e = lx_.next();
             if (spec.kind == AttrKind::ints) {
-              if (tok().kind != Tok::number)
-                DT_PARSE_FAIL(fail(tok())) << "attribute " << spec.name << " of " << def.name() << " expects ints, found " << describe(tok());
-              ints.push_back(parse_int(tok(), "an int"));
+              if (e.kind != Tok::number)
+                DT_PARSE_FAIL(fail(e)) << "attribute " << spec.name << " of " << def.name() << " expects ints, found " << describe(e);
+              ints.push_back(parse_int(e, "an int"));
             } else {
-              floats.push_back(parse_float(tok()));
+              floats.push_back(parse_float(e));
             }
-            advance();
-            if (accept(Tok::rbrack)) break;
-            expect(Tok::comma, "',' or ']' in the list");
+            if (lx_.accept(']')) break;
+            lx_.expect(',', "',' or ']' in the list");
           }
         }
         if (spec.kind == AttrKind::ints) return ints;
@@ -368,25 +336,25 @@ class Parser {
   void parse_node() {
     results_.clear();
     while (true) {
-      Token r = expect(Tok::value, "a result name");
+      Token r = lx_.expect_value("a result name");
       for (const Token& prev : results_)
         if (prev.text == r.text) DT_PARSE_FAIL(fail(r)) << "value %" << r.text << " is already defined at line " << prev.line;
       results_.push_back(r);
-      if (!accept(Tok::comma)) break;
+      if (!lx_.accept(',')) break;
     }
-    expect(Tok::equal, "'=' after the result names");
-    const Token op_tok = expect(Tok::ident, "an op name");
+    lx_.expect('=', "'=' after the result names");
+    const Token op_tok = lx_.expect_ident("an op name");
     std::optional<OpKind> op = find_op(op_tok.text);
     if (!op) DT_PARSE_FAIL(fail(op_tok)) << "unknown op '" << op_tok.text << "'";
     const OpDef& def = op_def(*op);
     operands_.clear();
-    expect(Tok::lparen, "'(' after the op name");
-    if (!accept(Tok::rparen)) {
+    lx_.expect('(', "'(' after the op name");
+    if (!lx_.accept(')')) {
       while (true) {
-        const Token v = expect(Tok::value, "an operand like %x");
+        const Token v = lx_.expect_value("an operand like %x");
         operands_.push_back(lookup(v));
-        if (accept(Tok::rparen)) break;
-        expect(Tok::comma, "',' or ')' after an operand");
+        if (lx_.accept(')')) break;
+        lx_.expect(',', "',' or ')' after an operand");
       }
     }
     const int n = int(operands_.size());
@@ -395,17 +363,17 @@ class Parser {
     // Attributes: fill in schema order, defaults for the absent ones.
     std::vector<Attr> attrs(def.attrs.size());
     set_.assign(def.attrs.size(), false);
-    if (accept(Tok::lbrace)) {
+    if (lx_.accept('{')) {
       while (true) {
-        Token name = expect(Tok::ident, "an attribute name");
+        Token name = lx_.expect_ident("an attribute name");
         int i = def.attr_index(name.text);
         if (i < 0) fail_no_attr(def, name);
         if (set_[size_t(i)]) DT_PARSE_FAIL(fail(name)) << "attribute " << name.text << " is given twice";
-        expect(Tok::equal, "'=' after the attribute name");
+        lx_.expect('=', "'=' after the attribute name");
         attrs[size_t(i)] = parse_attr_value(def, def.attrs[size_t(i)]);
         set_[size_t(i)] = true;
-        if (accept(Tok::rbrace)) break;
-        expect(Tok::comma, "',' or '}' after an attribute");
+        if (lx_.accept('}')) break;
+        lx_.expect(',', "',' or '}' after an attribute");
       }
     }
     for (size_t i = 0; i < def.attrs.size(); ++i) {
@@ -413,14 +381,13 @@ class Parser {
       if (!def.attrs[i].default_value) DT_PARSE_FAIL(fail(op_tok)) << def.name() << " needs attribute " << def.attrs[i].name;
       attrs[i] = *def.attrs[i].default_value;
     }
-    expect(Tok::colon, "':' before the result types");
+    lx_.expect(':', "':' before the result types");
     // types_ keeps its capacity; append moves each shape out of it into the result value.
     types_.clear();
     type_locs_.clear();
     while (true) {
-      type_locs_.push_back({tok().line, tok().col});
-      parse_type(types_.emplace_back());
-      if (!accept(Tok::comma)) break;
+      type_locs_.push_back(parse_type(types_.emplace_back()));
+      if (!lx_.accept(',')) break;
     }
     if (types_.size() != results_.size())
       DT_PARSE_FAIL(fail(type_locs_.back().line, type_locs_.back().col))
