@@ -75,19 +75,20 @@ class Lexer {
  public:
   // `filename` prefixes error messages.
   Lexer(std::string_view text, std::string filename)
-      : begin_(text.data()), end_(text.data() + text.size()), p_(begin_), line_start_(begin_), file_(std::move(filename)) {}
+      : text_(text), begin_(text_.data()), end_(begin_ + text_.size()), p_(begin_), line_start_(begin_),
+        file_(std::move(filename)) {}
 
   // The next character after whitespace and comments, not consumed; '\0' at the end of the text.
   char peek() {
     skip();
-    return p_ < end_ ? *p_ : '\0';
+    return *p_;
   }
   bool at_end() { return peek() == '\0' && p_ == end_; }
 
   // Consumes the punctuation character `c` if it comes next.
   bool accept(char c) {
     skip();
-    if (p_ < end_ && *p_ == c) {
+    if (*p_ == c) {
       ++p_;
       return true;
     }
@@ -98,13 +99,21 @@ class Lexer {
     if (!accept(c)) fail_expected(what);
   }
 
+  // Consumes `a` or `b`, whichever comes next, and returns it, or throws "expected <what>, found
+  // ...". For a list's separator or end (',' or ']'): one skip of whitespace instead of two.
+  char expect_either(char a, char b, const char* what) {
+    skip();
+    if (*p_ == a || *p_ == b) return *p_++;
+    fail_expected(what);
+  }
+
   // Consumes a value name (%x) or an identifier, or throws "expected <what>, found ...".
   Token expect_value(const char* what) {
     skip();
     const char* p = p_;
-    if (p < end_ && *p == '%') {
+    if (*p == '%') {
       const char* const name = ++p;
-      while (p < end_ && lex::kNameChar[uint8_t(*p)]) ++p;
+      while (lex::kNameChar[uint8_t(*p)]) ++p;
       if (p != name) return take(Tok::value, name, p, name - 1);
     }
     fail_expected(what);
@@ -112,9 +121,9 @@ class Lexer {
   Token expect_ident(const char* what) {
     skip();
     const char* p = p_;
-    if (p < end_ && lex::is_ident_start(*p)) {
+    if (lex::is_ident_start(*p)) {
       const char* const start = p;
-      while (++p < end_ && lex::kNameChar[uint8_t(*p)]) {
+      while (lex::kNameChar[uint8_t(*++p)]) {
       }
       return take(Tok::ident, start, p, start);
     }
@@ -133,9 +142,9 @@ class Lexer {
     if (lex::is_ident_start(c)) return expect_ident("");
     if (lex::is_digit(c)) {
       const char* const start = p;
-      while (++p < end_ && (lex::is_digit(*p) || *p == '.')) {
+      while (lex::is_digit(*++p) || *p == '.') {
       }
-      if (p == end_ || (*p != 'e' && *p != 'E')) return take(Tok::number, start, p, start);
+      if (*p != 'e' && *p != 'E') return take(Tok::number, start, p, start);
     }
     return next_rare();
   }
@@ -155,8 +164,8 @@ class Lexer {
   // Moves past whitespace and comments. Between tokens of printed IR there is at most one space,
   // so the loop (and the newline counting) is out of line.
   void skip() {
-    if (p_ < end_ && *p_ == ' ') ++p_;
-    if (p_ < end_ && lex::kTrivia[uint8_t(*p_)]) skip_rest();
+    if (*p_ == ' ') ++p_;
+    if (lex::kTrivia[uint8_t(*p_)]) skip_rest();
   }
   void skip_rest();
 
@@ -171,6 +180,10 @@ class Lexer {
   Token next_rare();
   [[noreturn]] void fail(const char* at, std::string_view a, std::string_view b = {}, std::string_view c = {}) const;
 
+  // A copy of the text: a std::string ends in '\0', which no token, whitespace or punctuation
+  // test accepts, so the hot loops stop there without comparing against the end (only a '\0'
+  // inside the text is told apart from the end, by next(), as an unexpected character).
+  std::string text_;
   const char* begin_;
   const char* end_;
   const char* p_;  // the next unread character

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -145,14 +146,40 @@ class Parser {
     DT_PARSE_FAIL(fail(d)) << "shape has more than " << kMaxNumel << " elements (counting size 0 as 1)";
   }
 
+  // The dtype named by `t`: a printed name (dtype_name's spelling) is found in a table of them,
+  // compared as one integer of its (at most 4) bytes; parse_dtype reads the aliases.
+  DType dtype_of(const Token& t) {
+    static const std::array<uint32_t, kNumDTypes> codes = [] {
+      std::array<uint32_t, kNumDTypes> c{};
+      for (int i = 0; i < kNumDTypes; ++i) {
+        DT_CHECK(dtype_name(DType(i)).size() <= 4) << "dtype name longer than 4 bytes: " << dtype_name(DType(i));
+        c[size_t(i)] = name_code(dtype_name(DType(i)));
+      }
+      return c;
+    }();
+    if (t.text.size() <= 4) {
+      const uint32_t c = name_code(t.text);
+      for (int i = 0; i < kNumDTypes; ++i)
+        if (codes[size_t(i)] == c) return DType(i);
+    }
+    try {
+      return parse_dtype(t.text);
+    } catch (const ValueError&) {
+      fail_dtype(t);
+    }
+  }
+  // The bytes of a name of at most 4 characters as one integer (a loop, not a memcpy call of a
+  // variable size).
+  static uint32_t name_code(std::string_view n) {
+    uint32_t c = 0;
+    for (size_t i = 0; i < n.size() && i < 4; ++i) c |= uint32_t(uint8_t(n[i])) << (8 * i);
+    return c;
+  }
+
   // Parses a type into `t` (whose shape is replaced); returns where it starts (its dtype).
   SourceLoc parse_type(TensorType& t) {
     const Token dt = lx_.expect_ident("a type like f32[8, 64]");
-    try {
-      t.dtype = parse_dtype(dt.text);
-    } catch (const ValueError&) {
-      fail_dtype(dt);
-    }
+    t.dtype = dtype_of(dt);
     lx_.expect('[', "'[' after the dtype");
     int64_t numel = 1;
     // Dims are collected in a reused scratch vector so the shape is allocated once, at its size.
@@ -161,11 +188,12 @@ class Parser {
       while (true) {
         const Token d = lx_.next();
         const int64_t v = parse_int(d, "a dim size");
-        if (v < 0 || v > kMaxDim || (v != 0 && numel > kMaxNumel / v)) fail_dim(d, v);
-        numel *= std::max<int64_t>(v, 1);
+        // numel * v > kMaxNumel, tested without a division (numel <= 2^50, v <= 2^40: the product
+        // can overflow int64, which the builtin reports).
+        if (v < 0 || v > kMaxDim || __builtin_mul_overflow(numel, std::max<int64_t>(v, 1), &numel) || numel > kMaxNumel)
+          fail_dim(d, v);
         dims_.push_back(v);
-        if (lx_.accept(']')) break;
-        lx_.expect(',', "',' or ']' in the shape");
+        if (lx_.expect_either(']', ',', "',' or ']' in the shape") == ']') break;
       }
     }
     t.shape.assign(dims_.begin(), dims_.end());
@@ -188,8 +216,7 @@ class Parser {
         for (int x : ranks)
           if (x == v) DT_PARSE_FAIL(fail(r)) << "rank " << v << " appears twice in group " << name.text;
         ranks.push_back(int(v));
-        if (lx_.accept(']')) break;
-        lx_.expect(',', "',' or ']' in the rank list");
+        if (lx_.expect_either(']', ',', "',' or ']' in the rank list") == ']') break;
       }
     }
     if (ranks.empty()) DT_PARSE_FAIL(fail(name)) << "group " << name.text << " has no ranks";
@@ -299,8 +326,7 @@ class Parser {
             } else {
               floats.push_back(parse_float(e));
             }
-            if (lx_.accept(']')) break;
-            lx_.expect(',', "',' or ']' in the list");
+            if (lx_.expect_either(']', ',', "',' or ']' in the list") == ']') break;
           }
         }
         if (spec.kind == AttrKind::ints) return ints;
@@ -353,8 +379,7 @@ class Parser {
       while (true) {
         const Token v = lx_.expect_value("an operand like %x");
         operands_.push_back(lookup(v));
-        if (lx_.accept(')')) break;
-        lx_.expect(',', "',' or ')' after an operand");
+        if (lx_.expect_either(')', ',', "',' or ')' after an operand") == ')') break;
       }
     }
     const int n = int(operands_.size());
@@ -372,8 +397,7 @@ class Parser {
         lx_.expect('=', "'=' after the attribute name");
         attrs[size_t(i)] = parse_attr_value(def, def.attrs[size_t(i)]);
         set_[size_t(i)] = true;
-        if (lx_.accept('}')) break;
-        lx_.expect(',', "',' or '}' after an attribute");
+        if (lx_.expect_either('}', ',', "',' or '}' after an attribute") == '}') break;
       }
     }
     for (size_t i = 0; i < def.attrs.size(); ++i) {
@@ -424,7 +448,7 @@ class Parser {
   std::vector<TensorType> types_;
   std::vector<SourceLoc> type_locs_;
   std::vector<std::string_view> names_;
-  std::vector<bool> set_;
+  std::vector<uint8_t> set_;  // bytes, not vector<bool>: the bit arithmetic showed in profiles
 };
 
 }  // namespace
