@@ -1,7 +1,8 @@
 // Lexer of the IR text format (docs/ir.md): tokens, their positions, whitespace and comments.
 //
 // Whitespace and newlines are insignificant; '#' starts a comment to the end of the line. Tokens
-// are string_views into the text (no per-token allocation).
+// are string_views into the lexer's copy of the text (no per-token allocation; valid while the
+// lexer lives).
 //
 // The grammar (parser.cc) pulls from the lexer the token it expects next: accept(',') or
 // expect_value("an operand") read one token of a known kind, and next() reads whatever comes.
