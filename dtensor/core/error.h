@@ -15,9 +15,48 @@
 
 namespace dt {
 
+// Every user error may say where in a text the problem is: a file, line and column (from 1) as
+// fields, and what() then starts with "file:line:col: ". message() is what() without that prefix.
+// A problem found in a text is located when it is thrown (the parser), or later by whoever knows
+// where it is: the verifier locates the ShapeError that an op's inference threw at the node's line
+// and rethrows the same object (`throw;`), so an error keeps its type wherever it is reported.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& message) : std::runtime_error(message), message_(message), what_(message) {}
+  Error(std::string file, int line, int column, const std::string& message)
+      : std::runtime_error(message), message_(message) {
+    locate(std::move(file), line, column);
+  }
+  const char* what() const noexcept override { return what_.c_str(); }
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }  // 0: not located in a text
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }  // what() without the location
+  bool located() const { return located_; }
+
+  // Says where the problem is: in a text (line > 0: what() becomes "file:line:col: message"), or,
+  // for a graph built in code (line 0), by `context` ("graph g, node 3 (relu): "), which then
+  // prefixes what(). The first location given sticks: the innermost code knows best.
+  void locate(std::string file, int line, int column, const std::string& context = {}) {
+    if (located_) return;
+    located_ = true;
+    if (line > 0) {
+      file_ = std::move(file);
+      line_ = line;
+      column_ = column;
+      what_ = file_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message_;
+    } else {
+      what_ = context + message_;
+    }
+  }
+
+ private:
+  std::string file_;
+  int line_ = 0;
+  int column_ = 0;
+  bool located_ = false;
+  std::string message_;
+  std::string what_;
 };
 
 // Shapes that do not agree (broadcasting, matmul inner dims, view sizes).
@@ -28,26 +67,9 @@ class DimError : public Error { using Error::Error; };
 class DTypeError : public Error { using Error::Error; };
 // A bad argument value (negative size, bad placement text, bad option).
 class ValueError : public Error { using Error::Error; };
-// Text input that does not parse or verify. Located errors (text input, or a node with a source
-// location) carry the file, line and column (from 1) as fields, and what() starts with
-// "file:line:col: "; others (a graph built in code) have line 0 and a message naming graph and node.
-class ParseError : public Error {
- public:
-  explicit ParseError(const std::string& message) : Error(message), message_(message) {}
-  ParseError(std::string file, int line, int column, const std::string& message)
-      : Error(file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message),
-        file_(std::move(file)), line_(line), column_(column), message_(message) {}
-  const std::string& file() const { return file_; }
-  int line() const { return line_; }  // 0: not located in a text
-  int column() const { return column_; }
-  const std::string& message() const { return message_; }  // what() without the location
-
- private:
-  std::string file_;
-  int line_ = 0;
-  int column_ = 0;
-  std::string message_;
-};
+// Text input that does not parse, or a graph that does not verify. Located like every Error;
+// unlocated ones (a graph built in code) have line 0 and a message naming graph and node.
+class ParseError : public Error { using Error::Error; };
 // A file that cannot be read or is malformed.
 class IoError : public Error { using Error::Error; };
 // A collective that cannot complete: the message names the collective, its sequence number and the
@@ -109,8 +131,9 @@ struct ParseAt {
   std::string context;
 };
 [[noreturn]] inline void operator&(const ParseAt& at, const Message& m) {
-  if (at.line > 0) throw ParseError(at.file, at.line, at.column, m.str());
-  throw ParseError(at.context + m.str());
+  ParseError e(m.str());
+  e.locate(at.file, at.line, at.column, at.context);
+  throw e;
 }
 }  // namespace detail
 

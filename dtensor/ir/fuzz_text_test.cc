@@ -51,10 +51,11 @@ void fuzz(const std::string& text, uint64_t seed, int rounds) {
       ASSERT_EQ(print(parse(p, "fuzz.dt")), p) << "mutant " << i << ":\n" << m;
     } catch (const InternalError& e) {
       FAIL() << "internal error on mutant " << i << ": " << e.what() << "\n" << m;
-    } catch (const ParseError& e) {
+    } catch (const Error& e) {
+      // A ParseError, or an inference error (ShapeError, DTypeError, ...) that kept its type: all
+      // of them say where in the text the problem is.
       ASSERT_EQ(std::string(e.what()).rfind("fuzz.dt:", 0), 0u) << e.what();
-    } catch (const Error&) {
-      // Other typed errors are clean too (none expected today, but allowed).
+      ASSERT_GT(e.line(), 0) << e.what();
     }
   }
   // Most mutants must fail (a test that never sees an error checks nothing).

@@ -9,13 +9,15 @@
 namespace dt::ir {
 namespace {
 
-// Returns the message of the ParseError that parsing `body` (wrapped in a graph with inputs %x
-// f32[8, 64] and %w f32[256, 64]) throws, or "no error".
+// Returns the message of the error of type E (a ParseError, or the type an op's inference threw)
+// that parsing `body` (wrapped in a graph with inputs %x f32[8, 64] and %w f32[256, 64]) throws,
+// or "no error".
+template <typename E = ParseError>
 std::string error_of(const std::string& body) {
   std::string text = "graph t {\n  input %x : f32[8, 64]\n  param %w : f32[256, 64]\n" + body + "}\n";
   try {
     parse(text, "t.dt");
-  } catch (const ParseError& e) {
+  } catch (const E& e) {
     return e.what();
   } catch (const std::exception& e) {
     return std::string("wrong exception type: ") + e.what();
@@ -77,9 +79,9 @@ TEST(ParseErrors, MissingOrRepeatedAttribute) {
 }
 
 TEST(ParseErrors, BadAttributeValueFromInference) {
-  EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = \"fast\"} : f32[8, 64]\n  return %y\n"),
+  EXPECT_EQ(error_of<ValueError>("  %y = gelu(%x) {approximate = \"fast\"} : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: gelu approximate must be \"none\" or \"tanh\", got \"fast\"");
-  EXPECT_EQ(error_of("  %y = softmax(%x) {dim = 2} : f32[8, 64]\n  return %y\n"),
+  EXPECT_EQ(error_of<DimError>("  %y = softmax(%x) {dim = 2} : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: dim 2 out of range for tensor of rank 2");
 }
 
@@ -96,6 +98,30 @@ TEST(ParseErrors, LocationIsCarriedAsFields) {
     EXPECT_EQ(e.message(), "unknown op 'nosuchop'");
     EXPECT_EQ(std::string(e.what()), "t.dt:3:8: unknown op 'nosuchop'");
   }
+}
+
+// An error of an op's inference keeps its type (ShapeError here, not ParseError): the verifier
+// adds the node's location to the same exception, as fields and in what().
+TEST(ParseErrors, InferenceErrorKeepsItsTypeAndGainsTheLocation) {
+  std::string text = "graph t {\n  input %x : f32[8, 64]\n  param %w : f32[256, 64]\n  %y = matmul(%x, %w) : f32[8, 64]\n"
+                     "  return %y\n}\n";
+  try {
+    parse(text, "t.dt");
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_EQ(e.file(), "t.dt");
+    EXPECT_EQ(e.line(), 4);
+    EXPECT_EQ(e.column(), 8);
+    EXPECT_EQ(e.message(), "matmul inner dims differ: f32[8, 64] x f32[256, 64]");
+    EXPECT_STREQ(e.what(), "t.dt:4:8: matmul inner dims differ: f32[8, 64] x f32[256, 64]");
+  } catch (const std::exception& e) {
+    FAIL() << "wrong exception type: " << e.what();
+  }
+  // A location, once given, is not replaced by an outer one.
+  ShapeError e("bad");
+  e.locate("a.dt", 3, 4);
+  e.locate("b.dt", 5, 6, "graph g: ");
+  EXPECT_STREQ(e.what(), "a.dt:3:4: bad");
 }
 
 // Internal errors are not user errors: a handler of dt::Error (a cost search, the CLI's exit code
@@ -128,9 +154,9 @@ TEST(ParseErrors, DtypeMismatchWithInference) {
 }
 
 TEST(ParseErrors, OperandShapesThatDoNotAgree) {
-  EXPECT_EQ(error_of("  %y = matmul(%x, %w) : f32[8, 64]\n  return %y\n"),
+  EXPECT_EQ(error_of<ShapeError>("  %y = matmul(%x, %w) : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: matmul inner dims differ: f32[8, 64] x f32[256, 64]");
-  EXPECT_EQ(error_of("  %y = add(%x, %w) : f32[8, 64]\n  return %y\n"),
+  EXPECT_EQ(error_of<ShapeError>("  %y = add(%x, %w) : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: shapes [8, 64] and [256, 64] do not broadcast (dim 0: 8 vs 256)");
 }
 
@@ -196,7 +222,7 @@ TEST(ParseErrors, CollectiveWithTwoWaits) {
 }
 
 TEST(ParseErrors, WaitOnANonCollective) {
-  EXPECT_EQ(error_of("  %y = wait_tensor(%x) : f32[8, 64]\n  return %y\n"),
+  EXPECT_EQ(error_of<ValueError>("  %y = wait_tensor(%x) : f32[8, 64]\n  return %y\n"),
             "t.dt:4:8: wait_tensor expects the result of a collective, got %x");
 }
 
@@ -244,10 +270,10 @@ TEST(ParseErrors, MissingGraphHeaderAndTrailingText) {
 // The collective variants check their operands like the single collectives.
 TEST(ParseErrors, CollectiveVariants) {
   const std::string group = "  group g = [0, 1, 2]\n";
-  EXPECT_EQ(error_of(group + "  %a, %b = reduce_scatter_tensor_coalesced(%x, %w) {group = g} : f32[4, 64], f32[128, 64]\n"
+  EXPECT_EQ(error_of<ShapeError>(group + "  %a, %b = reduce_scatter_tensor_coalesced(%x, %w) {group = g} : f32[4, 64], f32[128, 64]\n"
                              "  return %a\n"),
             "t.dt:5:12: reduce_scatter_tensor_coalesced input f32[8, 64] dim 0 is not divisible by group size 3");
-  EXPECT_EQ(error_of(group + "  %o = all_gather_into_tensor_out(%x, %w) {group = g} : f32[24, 64]\n  return %o\n"),
+  EXPECT_EQ(error_of<ShapeError>(group + "  %o = all_gather_into_tensor_out(%x, %w) {group = g} : f32[24, 64]\n  return %o\n"),
             "t.dt:5:8: all_gather_into_tensor_out: out is f32[256, 64] but gathering f32[8, 64] gives f32[24, 64]");
   EXPECT_EQ(error_of(group + "  %a = all_reduce_coalesced() {group = g} : f32[8, 64]\n  return %a\n"),
             "t.dt:5:8: all_reduce_coalesced expects at least 1 operands (x...), got 0");
@@ -280,18 +306,19 @@ TEST(ParseErrors, PositionIndexedAndLogicalOpsSayWhatIsWrong) {
 namespace dt::ir {
 namespace {
 
-// The ops autodiff writes check their shape attributes as the parser checks declared types.
+// The ops autodiff writes check their shape attributes as the parser checks declared types (their
+// inference throws ShapeError or ValueError: any located dt::Error).
 TEST(ParseErrors, GradientOpsRefuseHugeOrBadShapes) {
   auto has = [](const std::string& got, const std::string& want) { return got.find(want) != std::string::npos; };
-  std::string e = error_of("  %f = full() {shape = [1099511627776, 1099511627776]} : f32[1, 1]\n  return %f\n");
+  std::string e = error_of<Error>("  %f = full() {shape = [1099511627776, 1099511627776]} : f32[1, 1]\n  return %f\n");
   EXPECT_TRUE(has(e, "full shape [1099511627776, 1099511627776] is too large")) << e;
-  e = error_of("  %f = full() {shape = [-1]} : f32[1]\n  return %f\n");
+  e = error_of<Error>("  %f = full() {shape = [-1]} : f32[1]\n  return %f\n");
   EXPECT_TRUE(has(e, "full shape [-1] has a negative size")) << e;
-  e = error_of("  %e = expand(%x) {shape = [3, 8, 64]} : f32[3, 8, 64]\n  %b = expand(%x) {shape = [4, 64]} : f32[4, 64]\n  return %e\n");
+  e = error_of<Error>("  %e = expand(%x) {shape = [3, 8, 64]} : f32[3, 8, 64]\n  %b = expand(%x) {shape = [4, 64]} : f32[4, 64]\n  return %e\n");
   EXPECT_TRUE(has(e, "expand of f32[8, 64] to [4, 64]: dim 0 of size 8 cannot become 4")) << e;
-  e = error_of("  %s = slice_backward(%x) {shape = [8, 1099511627776, 1099511627776], dim = 1} : f32[8, 1, 1]\n  return %s\n");
+  e = error_of<Error>("  %s = slice_backward(%x) {shape = [8, 1099511627776, 1099511627776], dim = 1} : f32[8, 1, 1]\n  return %s\n");
   EXPECT_TRUE(has(e, "slice_backward shape")) << e;
-  e = error_of("  %g = relu_backward(%w, %x) : f32[8, 64]\n  return %g\n");
+  e = error_of<Error>("  %g = relu_backward(%w, %x) : f32[8, 64]\n  return %g\n");
   EXPECT_TRUE(has(e, "relu_backward grad f32[256, 64] does not match x f32[8, 64]")) << e;
 }
 

@@ -1,7 +1,9 @@
 // Parses the IR text format (docs/ir.md) into a Graph and verifies it.
 //
-// Every problem throws dt::ParseError whose message starts with `file:line:col: ` and says what
-// was expected: `mlp.dt:7:8: unknown op 'lnear'`, `mlp.dt:9:22: undefined value %h`.
+// Every problem throws a dt::Error whose message starts with `file:line:col: ` and says what was
+// expected: `mlp.dt:7:8: unknown op 'lnear'`, `mlp.dt:9:22: undefined value %h`. Syntax and
+// verifier problems are ParseError; an op's inference error keeps its type (`mlp.dt:4:8: matmul
+// inner dims differ ...` is a ShapeError), located by the verifier.
 #pragma once
 
 #include <string>

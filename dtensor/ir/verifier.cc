@@ -11,12 +11,20 @@
 namespace dt::ir {
 namespace {
 
+void locate(Error& e, const ::dt::detail::ParseAt& at) { e.locate(at.file, at.line, at.column, at.context); }
+
+// A verification failure after a pass is a bug in that pass, not in the user's input.
+[[noreturn, gnu::cold]] void throw_after_pass(std::string_view pass, const Error& e) {
+  DT_THROW(InternalError) << "IR after pass " << pass << " is invalid (a bug in that pass): " << e.what();
+}
+
 // Collective state of each value while walking the nodes in order.
 enum class WaitState : uint8_t { none, pending, waited };
 
 class Verifier {
  public:
-  explicit Verifier(const Graph& g) : g_(g), defined_(g.num_values(), 0), wait_(g.num_values(), WaitState::none) {}
+  Verifier(const Graph& g, std::string_view after_pass)
+      : g_(g), after_pass_(after_pass), defined_(g.num_values(), 0), wait_(g.num_values(), WaitState::none) {}
 
   void run() {
     for (const Value* v : g_.inputs()) define(v, nullptr, 0);
@@ -36,13 +44,26 @@ class Verifier {
   }
 
  private:
+  // Where a violation is, and whom to blame: DT_PARSE_FAIL(fail_at(...)) << "message" throws a
+  // ParseError at `at`, or, after a pass, the InternalError that names the pass.
+  struct FailAt {
+    ::dt::detail::ParseAt at;
+    std::string_view after_pass;
+    [[noreturn]] friend void operator&(const FailAt& f, const ::dt::detail::Message& m) {
+      if (f.after_pass.empty()) f.at & m;
+      ParseError located(m.str());
+      locate(located, f.at);
+      throw_after_pass(f.after_pass, located);
+    }
+  };
+
   // Starts an error message at `loc` (or at node index `index` for graphs built in code).
-  // DT_PARSE_FAIL(fail_at(...)) << "message" throws the ParseError.
-  ::dt::detail::ParseAt fail_at(SourceLoc loc, size_t index, const Node* node) const {
+  ::dt::detail::ParseAt where(SourceLoc loc, size_t index, const Node* node) const {
     if (loc.line > 0) return {g_.source().empty() ? "<input>" : std::string(g_.source()), loc.line, loc.col, {}};
     if (node) return {{}, 0, 0, fmt::format("graph {}, node {} ({}): ", g_.name(), index, op_name(node->op))};
     return {{}, 0, 0, fmt::format("graph {}: ", g_.name())};
   }
+  FailAt fail_at(SourceLoc loc, size_t index, const Node* node) const { return {where(loc, index, node), after_pass_}; }
 
   void define(const Value* v, const Node* node, size_t index) {
     DT_CHECK(v && size_t(v->id) < defined_.size() && g_.values()[size_t(v->id)] == v) << "foreign value";
@@ -99,10 +120,11 @@ class Verifier {
     types_.clear();
     try {
       def.infer(n, g_, types_);
-    } catch (const ParseError&) {
+    } catch (Error& e) {
+      // The inference error keeps its type (a ShapeError stays one); it gains the node's location.
+      locate(e, where(n.loc, index, &n));
+      if (!after_pass_.empty()) throw_after_pass(after_pass_, e);
       throw;
-    } catch (const Error& e) {
-      DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << e.what();
     }
     if (types_.size() != n.results.size())
       DT_PARSE_FAIL(fail_at(n.loc, index, &n)) << op_name(n.op) << " declares " << n.results.size() << " results but infers "
@@ -120,6 +142,7 @@ class Verifier {
   }
 
   const Graph& g_;
+  std::string_view after_pass_;
   std::vector<uint8_t> defined_;  // bytes, not vector<bool>: the bit arithmetic showed in profiles
   std::vector<WaitState> wait_;
   std::vector<TensorType> types_;
@@ -127,6 +150,6 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Graph& graph) { Verifier(graph).run(); }
+void verify(const Graph& graph, const VerifyOptions& options) { Verifier(graph, options.after_pass).run(); }
 
 }  // namespace dt::ir

@@ -46,6 +46,51 @@ TEST(Verifier, ResultTypeDisagreesWithInference) {
   EXPECT_EQ(verify_error(g), "graph types, node 0 (relu): type of %bad is declared f32[5] but relu infers f32[4]");
 }
 
+// An error of the op's inference keeps its type; the verifier prefixes graph and node (a graph
+// built in code has no line) and says nothing else: message() is inference's own text.
+TEST(Verifier, InferenceErrorKeepsItsTypeAndGainsTheNode) {
+  Graph g("mm");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4, 3});
+  Value* w = b.input("w", DType::f32, {5, 2});
+  g.append(OpKind::matmul, {x, w}, {}, {TensorType{DType::f32, {4, 2}}}, {"y"});
+  try {
+    verify(g);
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(), "graph mm, node 0 (matmul): matmul inner dims differ: f32[4, 3] x f32[5, 2]");
+    EXPECT_EQ(e.message(), "matmul inner dims differ: f32[4, 3] x f32[5, 2]");
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_TRUE(e.located());
+  }
+}
+
+// After a pass, a violation is the pass's bug: InternalError naming it, whatever was found.
+TEST(Verifier, AfterAPassEveryViolationIsInternal) {
+  Graph g("mm");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {4, 3});
+  Value* w = b.input("w", DType::f32, {5, 2});
+  g.append(OpKind::matmul, {x, w}, {}, {TensorType{DType::f32, {4, 2}}}, {"y"});
+  try {
+    verify(g, {.after_pass = "p"});
+    FAIL() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_STREQ(e.what(), "IR after pass p is invalid (a bug in that pass): graph mm, node 0 (matmul): matmul inner dims "
+                           "differ: f32[4, 3] x f32[5, 2]");
+  }
+  Graph h("types");
+  Value* y = Builder(h).input("y", DType::f32, {4});
+  h.append(OpKind::relu, {y}, {}, {TensorType{DType::f32, {5}}}, {"bad"});
+  try {
+    verify(h, {.after_pass = "p"});
+    FAIL() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_STREQ(e.what(), "IR after pass p is invalid (a bug in that pass): graph types, node 0 (relu): type of %bad is "
+                           "declared f32[5] but relu infers f32[4]");
+  }
+}
+
 TEST(Verifier, UndeclaredGroup) {
   Graph g("groups");
   Builder b(g);

@@ -99,5 +99,32 @@ TEST(PassManager, VerifyHookNamesTheBrokenPass) {
   }
 }
 
+// A pass that leaves shapes inference refuses: the ShapeError the verifier meets is still the
+// pass's bug, reported as InternalError (exit code 3 in the CLI), with the located message.
+class ShapeBreakingPass : public Pass {
+ public:
+  std::string_view name() const override { return "shape-breaker"; }
+  std::string_view summary() const override { return "gives the weight a wrong shape"; }
+  bool run(ir::Graph& g) override {
+    g.params()[0]->type.shape = {3, 5};
+    return true;
+  }
+};
+
+TEST(PassManager, VerifyHookBlamesThePassForAnInferenceError) {
+  ir::Graph g = ir::parse("graph g {\n  input %x : f32[8, 64]\n  param %w : f32[64, 32]\n"
+                          "  %y = matmul(%x, %w) : f32[8, 32]\n  return %y\n}\n",
+                          "g.dt");
+  PassManager pm;
+  pm.add(std::make_unique<ShapeBreakingPass>());
+  try {
+    pm.run(g);
+    FAIL() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_STREQ(e.what(), "IR after pass shape-breaker is invalid (a bug in that pass): g.dt:4:8: matmul inner dims "
+                           "differ: f32[8, 64] x f32[3, 5]");
+  }
+}
+
 }  // namespace
 }  // namespace dt::passes

@@ -80,6 +80,13 @@ expect 2 "is not a regular file (a fifo)" run "$t/fifo" --weights "$t/w.safetens
 expect 2 "is not a regular file (a fifo)" run "$t/m.dt" --weights "$t/fifo" --inputs "$t/in.safetensors"
 expect 2 "is not a regular file (a fifo)" compile "$t/m.dt" --mesh 2 --plan "$t/fifo"
 
+# An IR file whose shapes do not agree: the inference error (a ShapeError, located by the verifier)
+# is a user error like a syntax error: exit 2, one line, file:line:col.
+printf 'graph t {\n  input %%x : f32[8, 64]\n  param %%w : f32[256, 64]\n  %%y = matmul(%%x, %%w) : f32[8, 64]\n  return %%y\n}\n' > "$t/bad_shape.dt"
+expect 2 "bad_shape.dt:4:8: matmul inner dims differ: f32[8, 64] x f32[256, 64]" compile "$t/bad_shape.dt" --mesh 2 --plan "$PLAN"
+printf 'graph t {\n  input %%x : f32[8, 64]\n  %%y = relu(%%x) : f32[8, 64] $\n' > "$t/bad_syntax.dt"
+expect 2 "bad_syntax.dt:3:30: unexpected character '\$'" compile "$t/bad_syntax.dt" --mesh 2 --plan "$PLAN"
+
 # Command-line parse errors exit 2 with one line; --help and --version exit 0.
 expect 2 "model is required" run
 expect 2 "--bogus" run "$t/m.dt" --bogus
