@@ -42,7 +42,7 @@ namespace dt::kernel {
 
 // d/dx of gelu's tanh form y = x·σ(t), t = 2·√(2/π)·(x + 0.044715·x³) (gelu_tanh_f32):
 // y' = σ(t) + x·t'·σ(t)·σ(-t), t' = 2·√(2/π)·(1 + 3·0.044715·x²). With e = exp(-|t|) and
-// d = 1 + e: t >= 0 gives 1/d + x·t'·e/d²; t < 0 gives (e/d)·(1 + x·t'/d), scaled once at the end.
+// r = 1/(1 + e): t >= 0 gives r + x·t'·e·r²; t < 0 gives e·r·(1 + x·t'·r), scaled once at the end.
 // The bound above holds for x >= -1; below, as in the forward, the rounding of t dominates (the
 // result is tiny there): at most (4·|t| + 4) ulp. Beyond |x| = 20 the result is 1 or underflows
 // (x·0).
@@ -54,15 +54,16 @@ namespace dt::kernel {
   const float t = (k2 * xc) * (1.0f + 0.044715f * x2);
   const float xtp = xc * (k2 * (1.0f + 0.134145f * x2));  // x·t'
   const ScaledExp e = exp_parts(-std::fabs(t), 0.0f);
-  const float d = 1.0f + e.m * e.s;
-  const float pos = 1.0f / d + xtp * ((e.m / (d * d)) * e.s);
-  const float neg = ((e.m / d) * (1.0f + xtp / d)) * e.s;
+  const float r = 1.0f / (1.0f + e.m * e.s);
+  const float pos = r + xtp * (((e.m * r) * r) * e.s);
+  const float neg = ((e.m * r) * (1.0f + xtp * r)) * e.s;
   const float y = t >= 0.0f ? pos : neg;  // NaN takes `neg`: NaN
   return x > 20.0f ? 1.0f : (x < -20.0f || t < kExpLo ? x * 0.0f : y);
 }
 
 // d/dx silu(x) = σ(x)·(1 + x·σ(-x)). With e = exp(-|x|) and d = 1 + e: x >= 0 gives
-// (1 + x·e/d)/d; x < 0 gives (e/d)·(1 + x/d), scaled once at the end. From x = 30 on the result
+// (1 + x·e/d)/d; x < 0 gives (e/d)·(1 + x/d), scaled once at the end (divisions, not one
+// reciprocal: the reciprocal form measured 5.15 ulp at x = -4.8). From x = 30 on the result
 // rounds to 1; below kExpLo it underflows (x·0).
 [[gnu::always_inline]] inline float silu_grad_f32(float x) {
   using namespace fast_math_detail;
