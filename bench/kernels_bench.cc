@@ -10,6 +10,7 @@
 //   unary activations: dt::exp/log/tanh/sigmoid/silu/gelu on 4 Mi f32 values in [-8, 8], each next
 //               to the same loop over libm (the kernel it replaced: one scalar call per element),
 //               so old/new is a ratio within one run. items_per_second counts elements.
+//   activation backward: dt::gelu_backward (both forms) and silu_backward on the same values.
 //   attention:  dt::scaled_dot_product_attention on [4, 8, S, 64] (the gpt example's heads) next to
 //               the unfused kernel it replaced (matmul, scale, mask, softmax, matmul); causal and
 //               not. Run with --benchmark_enable_random_interleaving=true on a shared machine.
@@ -21,6 +22,7 @@
 #include <limits>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/core/ops_grad.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/core/threading.h"
 
@@ -171,6 +173,22 @@ DT_UNARY_BENCH(silu)
 DT_UNARY_BENCH(gelu)
 DT_UNARY_BENCH(gelu_tanh)
 #undef DT_UNARY_BENCH
+
+// The activation derivatives (dt::gelu_backward, silu_backward) on the same 4 Mi values, each
+// next to its forward above: a backward reads two inputs and does a little more arithmetic.
+template <Unary op>
+void BM_ActivationBackward(benchmark::State& state) {
+  const dt::Tensor x = unary_input(op), g = unary_input(Unary::exp);
+  for (auto _ : state) {
+    dt::Tensor y = op == Unary::silu ? dt::silu_backward(g, x) : dt::gelu_backward(g, x, op == Unary::gelu ? "none" : "tanh");
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * x.numel());
+  state.SetLabel(kUnaryNames[int(op)]);
+}
+BENCHMARK(BM_ActivationBackward<Unary::silu>)->Name("BM_Backward/silu")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ActivationBackward<Unary::gelu>)->Name("BM_Backward/gelu")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ActivationBackward<Unary::gelu_tanh>)->Name("BM_Backward/gelu_tanh")->Unit(benchmark::kMillisecond);
 
 // The unfused attention the tiled kernel replaced: a full [S, S] score matrix per head.
 dt::Tensor unfused_attention(const dt::Tensor& q, const dt::Tensor& k, const dt::Tensor& v, bool causal) {

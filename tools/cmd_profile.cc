@@ -16,6 +16,12 @@
 // 0's tables in full, then per rank its time, the time its nodes spent issuing collectives and
 // blocked in wait_tensor, and its peak memory, and per op kind the spread (min/max ms) over ranks.
 // A rank's time runs from its first node's start to its last node's end in its fastest run.
+//
+// With --train (one device) the model's loss (autodiff::find_loss) is trained instead: the whole
+// step graph (autodiff/train_step.h: forward, backward, one SGD update per parameter, lr 0.1, no
+// momentum) is profiled, and its time is also split by phase: the forward nodes (the step graph's
+// nodes up to the loss), the backward, and the optimizer updates, so a step/forward ratio can be
+// read per op kind.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,6 +32,8 @@
 #include <optional>
 #include <tuple>
 
+#include "dtensor/autodiff/autodiff.h"
+#include "dtensor/autodiff/train_step.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
@@ -52,7 +60,7 @@ struct ProfileOptions {
   ModelFiles files;     // MODEL, --weights, --inputs
   MeshCliOptions mesh;  // --mesh, --plan (no --backend: threads only)
   int repeat = 3;
-  bool json = false, no_fuse = false;
+  bool json = false, no_fuse = false, train = false;
   std::optional<int> threads;
 };
 
@@ -182,11 +190,58 @@ nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::Epilog
 }
 
 nlohmann::json header(const ProfileOptions& opt, int threads) {
-  return {{"model", opt.files.model}, {"threads", threads}, {"repeat", opt.repeat}, {"fusion", !opt.no_fuse}};
+  return {{"model", opt.files.model}, {"threads", threads}, {"repeat", opt.repeat}, {"fusion", !opt.no_fuse},
+          {"train", opt.train}};
+}
+
+// The phase of every node of a train step graph: its nodes up to the loss's producer are the
+// forward, sgd_update/adamw_update nodes the optimizer, the rest the backward.
+std::vector<std::string> step_phases(const ir::Graph& step) {
+  const ir::Value* loss = autodiff::find_loss(step);
+  std::vector<std::string> phase;
+  bool forward = true;
+  for (const ir::Node* n : step.nodes()) {
+    const bool opt = n->op == ir::OpKind::sgd_update || n->op == ir::OpKind::adamw_update;
+    phase.emplace_back(opt ? "optimizer" : forward ? "forward" : "backward");
+    if (n == loss->producer) forward = false;
+  }
+  return phase;
+}
+
+// ms per phase and, per phase, per op kind (fused pairs keep their head's label).
+nlohmann::json phase_tables(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions,
+                            const RankRun& run) {
+  const std::vector<std::string> phase = step_phases(g), label = kind_labels(g, fusions);
+  std::map<std::string, double> total;
+  std::map<std::string, std::map<std::string, std::pair<int, double>>> kinds;
+  for (size_t i = 0; i < phase.size(); ++i) {
+    total[phase[i]] += run.node_seconds[i];
+    const std::string& k = label[i].empty() ? label[size_t(std::find_if(fusions.begin(), fusions.end(), [&](const auto& f) {
+                                                                      return size_t(f.tail) == i;
+                                                                    })->head)]
+                                            : label[i];
+    auto& [count, sec] = kinds[phase[i]][k];
+    ++count;
+    sec += run.node_seconds[i];
+  }
+  nlohmann::json j = nlohmann::json::array();
+  for (const char* ph : {"forward", "backward", "optimizer"}) {
+    nlohmann::json list = nlohmann::json::array();
+    std::vector<std::pair<std::string, std::pair<int, double>>> kv(kinds[ph].begin(), kinds[ph].end());
+    std::sort(kv.begin(), kv.end(), [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+    for (const auto& [op, cs] : kv) list.push_back({{"op", op}, {"nodes", cs.first}, {"ms", cs.second * 1e3}});
+    j.push_back({{"phase", ph}, {"ms", total[ph] * 1e3}, {"op_kinds", list}});
+  }
+  return j;
 }
 
 nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
-  const LoadedProgram p = load_program(opt.files);
+  LoadedProgram p = load_program(opt.files);
+  if (opt.train) {
+    autodiff::TrainStep step = autodiff::make_train_step(std::move(p.graph), autodiff::OptimizerConfig{});
+    for (auto& [k, v] : autodiff::fresh_state(step)) p.bindings[k] = v;
+    p.graph = std::move(step.graph);
+  }
   FastestRun fastest(p.graph.nodes().size());
   GemmTimes gemm_seconds;
   std::vector<runtime::EpilogueFusion> fusions;
@@ -206,6 +261,7 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
   nlohmann::json j = header(opt, threads);
   j["ranks"] = 1;
   j.update(rank_tables(p.graph, fusions, fastest.best(), gemm_seconds));
+  if (opt.train) j["phases"] = phase_tables(p.graph, fusions, fastest.best());
   return j;
 }
 
@@ -213,6 +269,7 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   if (opt.mesh.mesh.empty() || opt.mesh.plan.empty())
     DT_THROW(ValueError) << "profile needs both --mesh and --plan (or neither)";
   if (opt.no_fuse) DT_THROW(ValueError) << "--no-fuse applies to one device only: profile without --mesh/--plan";
+  if (opt.train) DT_THROW(ValueError) << "--train profiles one device only: profile without --mesh/--plan";
   const LoadedProgram p = load_program(opt.files);
   const DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
   const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
@@ -294,6 +351,15 @@ void print_text(const nlohmann::json& j) {
               "%.1f GFLOP/s (%.3f ms): the forward reaches %.0f%% of the GEMM rate\n",
               o["matmul_gflop"].get<double>(), o["gflops"].get<double>(), o["gemm_gflops"].get<double>(),
               o["gemm_only_ms"].get<double>(), 100 * o["ratio"].get<double>());
+  if (j.contains("phases")) {
+    for (const auto& ph : j["phases"]) {
+      std::printf("\nphase %-28s %6s %10.3f %6.1f%%\n", ph["phase"].get<std::string>().c_str(), "",
+                  ph["ms"].get<double>(), 100 * ph["ms"].get<double>() / j["time_ms"].get<double>());
+      for (const auto& e : ph["op_kinds"])
+        std::printf("  %-32s %6d %10.3f\n", e["op"].get<std::string>().c_str(), e["nodes"].get<int>(),
+                    e["ms"].get<double>());
+    }
+  }
   if (!mesh) return;
   std::printf("\n%-6s %10s %14s %10s %12s %10s\n", "rank", "ms", "collectives ms", "wait ms", "peak MiB", "GEMM rate");
   for (const auto& r : j["per_rank"])
@@ -326,6 +392,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--repeat", opt.repeat, "timed runs after one warm-up; the fastest is reported")->capture_default_str();
   add_mesh_options(cmd, opt.mesh, {.what = "profile every rank's program (threads backend)", .with_backend = false});
   cmd->add_flag("--no-fuse", opt.no_fuse, "run fused linear + activation pairs as separate nodes (one device)");
+  cmd->add_flag("--train", opt.train,
+                "profile the training step of the model's loss (forward, backward, SGD update; one device), "
+                "with the time per phase");
   cmd->add_flag("--json", opt.json, "print the profile as JSON");
   add_threads_option(cmd, opt.threads);
   cmd->callback([] { profile_command(opt); });

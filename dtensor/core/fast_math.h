@@ -42,12 +42,12 @@ using exp_detail::kExpHi;
 using exp_detail::kExpLo;
 using exp_detail::ScaledExp;
 
-// Returns erfc(u) for u >= kErfSwitch as scaled parts, given exp(-u²) = exp(a + b) (the caller
-// splits -u² into an exact a and a small b). erfc(u) = exp(-u²) · t · R(t) with t = 1 / (1 + u/2);
-// R is a degree-9 Chebyshev fit of erfc(u)·exp(u²)/t over u in [0.5, 10.7] (fit error 1.5e-9
-// absolute on R in [0.32, 0.77], i.e. < 5e-9 relative; erfc(10.6) is below the f32 range, so
-// callers clamp u to 10.6).
-[[gnu::always_inline]] inline ScaledExp erfc_parts(float u, float a, float b) {
+// Returns erfc(u) / exp(-u²) = t · R(t) for u >= kErfSwitch: the factor erfc_parts multiplies
+// into exp(-u²)'s m (gelu's derivative also needs exp(-u²) alone, so it calls both itself).
+// t = 1 / (1 + u/2); R is a degree-9 Chebyshev fit of erfc(u)·exp(u²)/t over u in [0.5, 10.7]
+// (fit error 1.5e-9 absolute on R in [0.32, 0.77], i.e. < 5e-9 relative; erfc(10.6) is below the
+// f32 range, so callers clamp u to 10.6).
+[[gnu::always_inline]] inline float erfc_factor(float u) {
   const float t = 1.0f / (1.0f + 0.5f * u);
   float r = -0.0284032464564f;
   r = r * t + 0.0589512181155f;
@@ -59,8 +59,14 @@ using exp_detail::ScaledExp;
   r = r * t + 0.244150641787f;
   r = r * t + 0.282326143972f;
   r = r * t + 0.282086287103f;
+  return t * r;
+}
+
+// Returns erfc(u) for u >= kErfSwitch as scaled parts, given exp(-u²) = exp(a + b) (the caller
+// splits -u² into an exact a and a small b): erfc(u) = exp(-u²) · erfc_factor(u).
+[[gnu::always_inline]] inline ScaledExp erfc_parts(float u, float a, float b) {
   const ScaledExp e = exp_parts(a, b);
-  return {(t * r) * e.m, e.s};
+  return {erfc_factor(u) * e.m, e.s};
 }
 
 // Below this |u| erf uses its odd polynomial, above it 1 - erfc (which loses under 1.2 bits:

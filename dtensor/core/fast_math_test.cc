@@ -2,6 +2,7 @@
 // seeded sample of all 2^32 float bit patterns (NaN, ±inf, subnormals included) and exhaustive
 // sweeps of every float in the ranges where an approximation switches, saturates or underflows.
 #include "dtensor/core/fast_math.h"
+#include "dtensor/core/fast_math_grad.h"
 
 #include <gtest/gtest.h>
 
@@ -110,6 +111,78 @@ TEST(FastMath, GeluTanhTailErrorGrowsOnlyWithTheArgument) {
   }
   std::printf("gelu_tanh tail: max error / (4|t| + 4) = %.3f at x = %.9g\n", worst_ratio, double(worst_x));
   EXPECT_LE(worst_ratio, 1.0);
+}
+
+// The activation derivatives (fast_math_grad.h): |error| <= 5 ulp + 4·2^-24 absolute everywhere
+// (each crosses zero, where f32 terms near 0.3 cancel), and <= 5 ulp relative for |x| >= 3; the
+// tanh-gelu derivative below x = -1 as its forward, (4·|t| + 4) ulp. Same sample as above plus
+// sweeps of the zero crossings, the branch switches and the tails.
+LD gelu_grad_ref(LD x) { return std::erfc(-x / std::sqrt(LD(2))) / 2 + x * std::exp(-x * x / 2) / std::sqrt(2 * LD(M_PI)); }
+LD gelu_tanh_grad_ref(LD x) {
+  const LD t = gelu_tanh_arg(x), tp = 2 * std::sqrt(2 / LD(M_PI)) * (1 + 3 * LD(0.044715f) * x * x);
+  return sigmoid_ref(t) + x * tp * sigmoid_ref(t) * sigmoid_ref(-t);
+}
+LD silu_grad_ref(LD x) { return sigmoid_ref(x) * (1 + x * sigmoid_ref(-x)); }
+
+TEST(FastMath, ActivationDerivativesWithinTheirBounds) {
+  struct Grad {
+    const char* name;
+    float (*f)(float);
+    LD (*ref)(LD);
+    float lo;  // checked for x >= lo
+  };
+  const LD abs_allow = 4 * std::ldexp(LD(1), -24);
+  for (const Grad& k : {Grad{"gelu'", gelu_grad_f32, gelu_grad_ref, -INFINITY},
+                        Grad{"gelu_tanh'", gelu_tanh_grad_f32, gelu_tanh_grad_ref, -1.0f},
+                        Grad{"silu'", silu_grad_f32, silu_grad_ref, -INFINITY}}) {
+    double worst = 0, worst_rel = 0;
+    float worst_x = 0, worst_rel_x = 0;
+    auto check = [&](float x) {
+      if (!(x >= k.lo) && !std::isnan(x)) return;
+      const float y = k.f(x);
+      const LD exact = k.ref(LD(x));
+      if (std::isnan(exact) || std::isnan(y) || std::isinf(y)) {
+        // NaN in, NaN out; -inf gives NaN (x·0); +inf gives 1.
+        const bool ok = std::isnan(x) || x == -INFINITY ? std::isnan(y) : y == float(exact);
+        if (!ok) worst = 1e9, worst_x = x;
+        return;
+      }
+      const int e = std::max(std::ilogb(std::fabs(exact) > 0 ? std::fabs(exact) : LD(1e-45)), -126);
+      const LD ulp = std::ldexp(LD(1), e - 23), err = std::fabs(LD(y) - exact);
+      const double over = double(std::max(LD(0), err - abs_allow) / ulp);
+      if (over > worst) worst = over, worst_x = x;
+      if (std::fabs(x) >= 3) {
+        const double rel = ulp_error(y, exact);
+        if (rel > worst_rel) worst_rel = rel, worst_rel_x = x;
+      }
+    };
+    std::mt19937 gen(19);
+    std::uniform_real_distribution<float> moderate(-16.0f, 16.0f);
+    for (int i = 0; i < (1 << 18); ++i) {
+      check(std::bit_cast<float>(uint32_t(gen())));
+      check(moderate(gen));
+    }
+    for (auto [lo, hi] : std::vector<std::pair<float, float>>{
+             {-0.80f, -0.70f}, {-1.32f, -1.24f}, {0.60f, 0.64f}, {1.22f, 1.26f}, {-15.5f, -14.5f}, {-113.0f, -111.0f},
+             {14.5f, 15.5f}, {19.5f, 20.5f}, {29.5f, 30.5f}})
+      for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) check(x);
+    std::printf("%-11s max error 4·2^-24 + %.3f ulp at x = %.9g; |x| >= 3: %.3f ulp at x = %.9g\n", k.name, worst,
+                double(worst_x), worst_rel, double(worst_rel_x));
+    EXPECT_LE(worst, 5.0) << k.name << " at x = " << worst_x;
+    EXPECT_LE(worst_rel, 5.0) << k.name << " at x = " << worst_rel_x;
+  }
+  double worst_ratio = 0;
+  float worst_x = 0;
+  for (float x = -1.0f; x >= -20.0f; x = std::bit_cast<float>(std::bit_cast<uint32_t>(x) + 64)) {
+    const LD t = gelu_tanh_arg(LD(x));
+    const double e = ulp_error(gelu_tanh_grad_f32(x), gelu_tanh_grad_ref(x)) / (4 * double(std::fabs(t)) + 4);
+    if (e > worst_ratio) worst_ratio = e, worst_x = x;
+  }
+  std::printf("gelu_tanh' tail: max error / (4|t| + 4) = %.3f at x = %.9g\n", worst_ratio, double(worst_x));
+  EXPECT_LE(worst_ratio, 1.0);
+  EXPECT_EQ(gelu_grad_f32(0.0f), 0.5f);
+  EXPECT_EQ(silu_grad_f32(0.0f), 0.5f);
+  EXPECT_EQ(gelu_tanh_grad_f32(-0.0f), 0.5f);
 }
 
 TEST(FastMath, SpecialValues) {

@@ -10,6 +10,7 @@
 #include "dtensor/core/fast_math.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/core/parallel.h"
+#include "dtensor/core/simd_clones.h"
 #include "dtensor/core/strided_loop.h"
 
 namespace dt {
@@ -97,30 +98,10 @@ Tensor rsqrt(const Tensor& x) {
 
 namespace {
 
-// out = act(x) over n contiguous f32 values (x == out allowed). Compiled for AVX-512, AVX2 and
-// the baseline, picked at load time by the CPU: the transcendental activations are compute-bound
-// (3.5 ns per gelu at SSE width, 8 % of the anchor gpt forward), and wider vectors do the same
-// IEEE operations on more lanes. GCC's avx512f target enables FMA, but dtensor_core is built with
-// -ffp-contract=off, so no multiply-add is contracted and every clone computes bitwise the same
-// values as the scalar kernels
-// (ops_unary_test checks the ops against them). Not [[gnu::flatten]] (clang refuses it with
-// target_clones): the functors and the fast_math.h kernels are always_inline instead, so each
-// clone's loop body is call-free and vectorises.
-// ThreadSanitizer instruments the ifunc resolver that target_clones generates, and the dynamic
-// loader runs that resolver before the TSan runtime is up (a crash at load): TSan builds compile
-// the baseline loop only.
-#if defined(__SANITIZE_THREAD__)
-#define DT_ACTIVATION_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DT_ACTIVATION_CLONES
-#endif
-#endif
-#ifndef DT_ACTIVATION_CLONES
-#define DT_ACTIVATION_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#endif
-DT_ACTIVATION_CLONES void activation_loop(Activation act, const float* x, float* out,
-                                                                       int64_t n) {
+// out = act(x) over n contiguous f32 values (x == out allowed), for each CPU's vector width
+// (simd_clones.h): the transcendental activations are compute-bound (3.5 ns per gelu at SSE width,
+// 8 % of the anchor gpt forward). ops_unary_test checks the ops against the scalar kernels.
+DT_SIMD_CLONES void activation_loop(Activation act, const float* x, float* out, int64_t n) {
   switch (act) {
     case Activation::none: for (int64_t i = 0; i < n; ++i) out[i] = x[i]; return;
     case Activation::relu: for (int64_t i = 0; i < n; ++i) out[i] = Relu{}(x[i]); return;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/core/ops_grad.h"
 #include "dtensor/core/ops_test_util.h"
 
 namespace dt {
@@ -116,6 +117,31 @@ TEST(ParallelKernels, RowKernelsBitwiseAcrossThreadCounts) {
   expect_same_for_thread_counts("log_softmax bf16", [&] { return log_softmax(x.to(DType::bf16), -1); });
   expect_same_for_thread_counts("layer_norm", [&] { return layer_norm(x, {263}, w, b, 1e-5); });
   expect_same_for_thread_counts("rms_norm f16", [&] { return rms_norm(x.to(DType::f16), {263}, Tensor(), 1e-6); });
+}
+
+// Backward kernels: activation derivatives split elements (32 Ki per range), layer_norm's dx
+// splits rows and its dweight/dbias columns (each column summing its rows in order), and
+// cross_entropy's rows: 517 rows of 263, 103 x 971 elements.
+TEST(ParallelKernels, BackwardKernelsBitwiseAcrossThreadCounts) {
+  const Tensor x = uniform({103, 971}, DType::f32, 21, -6, 6), g = uniform({103, 971}, DType::f32, 22);
+  expect_same_for_thread_counts("gelu_backward", [&] { return gelu_backward(g, x, "none"); });
+  expect_same_for_thread_counts("gelu_backward tanh", [&] { return gelu_backward(g, x, "tanh"); });
+  expect_same_for_thread_counts("silu_backward bf16", [&] { return silu_backward(g.to(DType::bf16), x.to(DType::bf16)); });
+  const Tensor xr = uniform({11, 47, 263}, DType::f32, 23, -8, 8), gr = uniform({11, 47, 263}, DType::f32, 24);
+  const Tensor w = uniform({263}, DType::f32, 25);
+  for (int part = 0; part < 3; ++part)
+    expect_same_for_thread_counts("layer_norm_backward part " + std::to_string(part), [&] {
+      const NormGrads r = layer_norm_backward(gr, xr, {263}, w, 1e-5);
+      return part == 0 ? r.dx : part == 1 ? r.dweight : r.dbias;
+    });
+  expect_same_for_thread_counts("rms_norm_backward dweight", [&] {
+    return rms_norm_backward(gr, xr, {263}, Tensor(), 1e-6).dweight;
+  });
+  const Tensor logits = xr.reshape({517, 263});
+  const Tensor target = uniform({517}, DType::i64, 26, 0, 263);
+  expect_same_for_thread_counts("cross_entropy_backward", [&] {
+    return cross_entropy_backward(Tensor::full({}, 1.5, DType::f32), logits, target, 0);
+  });
 }
 
 // Attention splits (head, query block) tasks: 2 x 3 heads x 9 blocks of 32 at S = 257.
