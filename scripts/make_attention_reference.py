@@ -12,9 +12,10 @@ scale) are in cases.json. Run: /usr/bin/python3 scripts/make_attention_reference
 import json
 import math
 import os
-import struct
 
 import torch
+
+from safetensors_writer import save_file
 
 
 def sdpa(q, k, v, mask=None, causal=False, scale=None, group=1):
@@ -41,22 +42,6 @@ CASES = [
     ("gqa4_float_causal", (2, 4, 1, 6, 6, 8, 8), (4, 1, 6), "float", True, None),
     ("s1_float", (1, 2, 2, 1, 1, 4, 3), (1, 1), "float", False, 0.5),
 ]
-
-
-def save_file(tensors, path):
-    names = {torch.float64: "F64", torch.bool: "BOOL"}
-    header, blobs, at = {}, [], 0
-    for key in sorted(tensors):
-        t = tensors[key].contiguous()
-        blob = t.numpy().tobytes()
-        header[key] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(blob)]}
-        blobs.append(blob)
-        at += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
 
 def main():
     out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference", "attention")

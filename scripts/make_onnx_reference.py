@@ -20,10 +20,11 @@ import math
 import os
 
 import torch
+
+from safetensors_writer import save_file
 import torch.nn as nn
 import torch.nn.functional as F
 import json
-import struct
 
 VOCAB, HIDDEN, LAYERS, MAX_SEQ = 97, 64, 2, 16
 BATCH, SEQ = 2, 8
@@ -162,24 +163,6 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         return self.lm_head(self.norm(x))
-
-
-def save_file(tensors, path):
-    """Writes a safetensors file (the format is small enough to write by hand; Debian's torch has no
-    safetensors package)."""
-    names = {torch.float32: "F32", torch.int64: "I64"}
-    header, blobs, at = {}, [], 0
-    for key in sorted(tensors):
-        t = tensors[key].contiguous()
-        blob = t.numpy().tobytes()
-        header[key] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(blob)]}
-        blobs.append(blob)
-        at += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
 
 def export(model, name, out_dir):
     torch.manual_seed(1)
