@@ -55,7 +55,8 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
     Tensor t = empty(shape, dtype_of<T>());
     DT_CHECK(int64_t(values.size()) == t.numel()) << values.size() << " values for shape " << shape_str(shape);
-    std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+    // An empty vector's data() may be null, which memcpy must not be given even for 0 bytes.
+    if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
     return t;
   }
   // Wraps existing storage with the given geometry (no copy).
