@@ -152,6 +152,13 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   const Entry& e = it->second;
   const std::byte* p = data_ + buffer_start_ + e.begin;
   const size_t nbytes = e.end - e.begin;
+  // A bool is one byte that must be 0 or 1: any other byte is undefined behaviour when a kernel
+  // loads it as bool, so the file is refused here, where it enters.
+  if (e.dtype == DType::boolean)
+    for (size_t i = 0; i < nbytes; ++i)
+      if (std::to_integer<unsigned>(p[i]) > 1)
+        DT_THROW(IoError) << "safetensors file " << path_ << ": bool tensor " << name << " holds byte "
+                          << std::to_integer<unsigned>(p[i]) << " at element " << i << " (a bool is 0 or 1)";
   if (reinterpret_cast<uintptr_t>(p) % itemsize(e.dtype) == 0 && nbytes > 0) {
     // Zero-copy: the storage aliases the file's bytes and keeps them alive. Every get() shares
     // them, so these tensors must not be written (the interpreter never writes its inputs).

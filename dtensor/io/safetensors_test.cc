@@ -107,6 +107,14 @@ TEST(Safetensors, RefusesMalformedHeaders) {
             "safetensors file bad.safetensors: tensor w has no data_offsets [begin, end]");
 }
 
+TEST(Safetensors, RefusesABoolByteOtherThanZeroOrOne) {
+  // Found by the safetensors fuzzer: loading byte 112 as a bool is undefined behaviour.
+  EXPECT_EQ(io_error(image(R"({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})", std::string("\x01\x00p", 3))),
+            "safetensors file bad.safetensors: bool tensor m holds byte 112 at element 2 (a bool is 0 or 1)");
+  EXPECT_EQ(io_error(image(R"({"m": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}})", std::string("\x01\x00", 2))),
+            "no error");
+}
+
 TEST(Safetensors, RefusesOffsetsThatDoNotFit) {
   EXPECT_EQ(io_error(image(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 12]}})", "12345678")),
             "safetensors file bad.safetensors: tensor w data_offsets [0, 12] out of range for a data buffer of 8 bytes");
