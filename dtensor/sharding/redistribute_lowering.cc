@@ -79,6 +79,51 @@ class StepLowering {
     return b_.transpose(x, 0, d);
   }
 
+  // A gather or scatter along a dim d != 0 runs on whole contiguous blocks, one per group member,
+  // stacked along dim 0 (what the collectives take), and one copy moves the members' axis to just
+  // before d: that copy moves runs of every dim from d on (PyTorch's all_gather + cat). Swapping d
+  // to the front instead (swap_front) copies with the last dim as the only contiguous run, which
+  // for a [batch, seq, vocab/n] logits shard gathered along vocab is one element at a time, and
+  // leaves a transposed view that the next op copies again.
+  //
+  // stacked_to_dim: [n*p0, p1, ...] (member j's block p in rows [j*p0, (j+1)*p0)) -> p with
+  // p[d] *= n, member j's block at [j*p[d], (j+1)*p[d]) along d.
+  Value* stacked_to_dim(Value* stacked, const Shape& p, int64_t d, Value* x) {
+    Shape members = p;
+    members.insert(members.begin(), n_);
+    named(".members", x);
+    Value* v = b_.view(stacked, members);
+    std::vector<int64_t> dims;
+    for (int64_t k = 1; k <= d; ++k) dims.push_back(k);
+    dims.push_back(0);
+    for (int64_t k = d + 1; k < int64_t(members.size()); ++k) dims.push_back(k);
+    named(".perm", x);
+    Value* moved = b_.permute(v, dims);
+    Shape out = p;
+    out[size_t(d)] *= n_;
+    named(".join", x);
+    return b_.reshape(moved, out);
+  }
+  // The inverse: s with s[d] = n*c -> [n*s0, ..., c, ...], member j's chunk of d as block j.
+  Value* dim_to_stacked(Value* x, int64_t d) {
+    const Shape& s = x->type.shape;
+    Shape split = s;
+    split[size_t(d)] = s[size_t(d)] / n_;
+    split.insert(split.begin() + d, n_);
+    named(".members", x);
+    Value* v = b_.view(x, split);
+    std::vector<int64_t> dims = {d};
+    for (int64_t k = 0; k < int64_t(split.size()); ++k)
+      if (k != d) dims.push_back(k);
+    named(".perm", x);
+    Value* moved = b_.permute(v, dims);
+    Shape stacked = s;
+    stacked[size_t(d)] /= n_;
+    stacked[0] *= n_;
+    named(".blocks", x);
+    return b_.reshape(moved, stacked);
+  }
+
   Value* all_reduce(Value* x) {
     named(".ar", x);
     return wait(b_.all_reduce(x, group_, std::string(reduce_op_name(step_.src.op()))));
@@ -136,12 +181,14 @@ class StepLowering {
     const int64_t d = step_.src.dim();
     // A flattened gather's pieces are even (the planner takes one only then).
     std::vector<int64_t> lens = step_.flattened() ? std::vector<int64_t>{} : member_extents(state_, d);
-    Value* t = swap_front(x, d);
-    Value* y;
     if (all_equal(lens)) {
       named(".ag", x);
-      y = wait(b_.all_gather_into_tensor(t, group_));
-    } else {
+      Value* stacked = wait(b_.all_gather_into_tensor(x, group_));
+      return d == 0 ? stacked : stacked_to_dim(stacked, x->type.shape, d, x);
+    }
+    Value* t = swap_front(x, d);
+    Value* y;
+    {
       Shape ts = t->type.shape;
       int64_t rest = 1;
       for (size_t k = 1; k < ts.size(); ++k) rest *= ts[k];
@@ -170,6 +217,11 @@ class StepLowering {
     after[m_] = step_.dst;
     std::vector<int64_t> lens = member_extents(after, d);
     const int64_t extent = x->type.shape[size_t(d)], c = *std::max_element(lens.begin(), lens.end());
+    if (d != 0 && all_equal(lens)) {
+      Value* stacked = dim_to_stacked(x, d);
+      named(".rs", x);
+      return wait(b_.reduce_scatter_tensor(stacked, group_, std::string(reduce_op_name(step_.src.op()))));
+    }
     Value* t = swap_front(x, d);
     if (!all_equal(lens)) {
       // Uneven chunks (torch.chunk: ceil-sized, the last ones short or empty): pad with zeros to
