@@ -1,8 +1,8 @@
 // `dtensor bench model [--vocab 4096 --hidden 512 --heads 8 --layers 4 --batch 4 --seq 256]
 // [--rounds 3] [--repeat 5] [--tp 2] [--vs-torch] [--json]`: the example gpt's forward (the anchor
 // config by default) measured in one run: one device at one thread, at two threads, tensor
-// parallel on --tp ranks (threads backend, one thread per rank, examples/gpt_tp.json), and the
-// fraction of the one-thread GEMM rate the forward reaches (tools/gemm_reference.h).
+// parallel on --tp ranks (threads backend, one thread per rank, examples/gpt_tp.json or --plan,
+// e.g. examples/gpt_sp.json for sequence parallelism), and the fraction of the one-thread GEMM rate the forward reaches (tools/gemm_reference.h).
 //
 // --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
 // (bench/torch_gpt_forward.py: one thread, and hand-written Megatron tp on gloo) runs in the same
@@ -40,7 +40,7 @@ struct BenchModelOptions {
   ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256};
   int rounds = 3, repeat = 5, tp = 2;
   bool vs_torch = false, json = false;
-  std::string examples = "examples", torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
+  std::string examples = "examples", plan, torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -114,8 +114,9 @@ void bench(const BenchModelOptions& o) {
   bind["input"] = randint({m.batch, m.seq}, 0, m.vocab, gen);
 
   // The tensor-parallel programs, compiled and sharded as `dtensor run` does.
+  const std::string plan = o.plan.empty() ? o.examples + "/gpt_tp.json" : o.plan;
   const ShardedPrograms tp_run =
-      shard_for_threads(g, sharding::ParallelPlan::load(o.examples + "/gpt_tp.json"),
+      shard_for_threads(g, sharding::ParallelPlan::load(plan),
                         DeviceMesh::parse(std::to_string(o.tp)), sharding::TensorMap(bind.begin(), bind.end()));
 
   double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf;
@@ -143,7 +144,7 @@ void bench(const BenchModelOptions& o) {
 
   nlohmann::json j;
   j["config"] = {{"vocab", m.vocab}, {"hidden", m.hidden}, {"heads", m.heads}, {"layers", m.layers},
-                 {"batch", m.batch}, {"seq", m.seq}, {"rounds", o.rounds}, {"repeat", o.repeat}, {"tp", o.tp}};
+                 {"batch", m.batch}, {"seq", m.seq}, {"rounds", o.rounds}, {"repeat", o.repeat}, {"tp", o.tp}, {"plan", plan}};
   j["rounds"] = rounds;
   j["forward_ms"] = one;
   j["forward_threads2_ms"] = two;
@@ -180,7 +181,7 @@ void bench(const BenchModelOptions& o) {
   std::printf("forward, one thread: %.1f ms; its %.2f GFLOP of GEMMs alone take %.1f ms: %.0f%% of the GEMM rate\n", one,
               flops / 1e9, gemm_ms, 100 * gemm_ms / one);
   std::printf("--threads 2: %.1f ms, %.2fx one thread\n", two, one / two);
-  std::printf("tp %d: %.1f ms, parallel efficiency %.0f%%\n", o.tp, tp, 100 * one / (tp * o.tp));
+  std::printf("tp %d (%s): %.1f ms, parallel efficiency %.0f%%\n", o.tp, plan.c_str(), tp, 100 * one / (tp * o.tp));
   if (j.contains("torch_over_dtensor"))
     std::printf("PyTorch one thread: %.1f ms: dtensor is %.2fx PyTorch's speed\n", t_one, t_one / one);
   if (j.contains("torch_tp_over_dtensor_tp"))
@@ -198,6 +199,7 @@ void setup(CLI::App& bench_app) {
   cmd->add_flag("--vs-torch", opt.vs_torch, "run the same model in PyTorch (/usr/bin/python3) in the same rounds");
   cmd->add_option("--torch-script", opt.torch_script, "the PyTorch side")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
+  cmd->add_option("--plan", opt.plan, "plan of the tensor-parallel run (default: gpt_tp.json in --examples)");
   cmd->add_flag("--json", opt.json, "print the results as JSON");
   cmd->callback([] { bench(opt); });
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `dtensor bench model`: the JSON report's structure (not its times) on a tiny gpt with the default
+# tensor-parallel plan and with --plan (sequence parallel), and the user errors (exit 2, one line).
+# PyTorch is not asked for (no --vs-torch), so the test never depends on it.
+# Usage: bench_model_cli_test.sh path/to/dtensor
+set -u
+DT="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+source "$(dirname "$0")/../cli_test_lib.sh"
+cd "$ROOT"  # the default plan is examples/gpt_tp.json, relative to the repository root
+
+# vocab 67: the vocabulary-parallel lm_head and embedding split unevenly over 2 ranks
+tiny=(--vocab 67 --hidden 32 --heads 4 --layers 1 --batch 1 --seq 8 --rounds 1 --repeat 1)
+timeout 300 "$DT" bench model "${tiny[@]}" --json > "$t/tp.json" || FAIL "bench model --json"
+timeout 300 "$DT" bench model "${tiny[@]}" --plan examples/gpt_sp.json --json > "$t/sp.json" || FAIL "bench model --plan"
+python3 - "$t/tp.json" "$t/sp.json" <<'PY' || FAIL "bench model JSON structure"
+import json, sys
+for path, plan in ((sys.argv[1], "examples/gpt_tp.json"), (sys.argv[2], "examples/gpt_sp.json")):
+    j = json.load(open(path))
+    assert j["config"]["plan"] == plan and j["config"]["tp"] == 2 and j["config"]["vocab"] == 67, j["config"]
+    for key in ("forward_ms", "forward_threads2_ms", "forward_tp_ms", "tp_efficiency", "gemm_rate_fraction"):
+        assert j[key] > 0, key
+    assert len(j["rounds"]) == 1 and "torch_forward_ms" not in j
+PY
+"$DT" bench model "${tiny[@]}" --plan examples/gpt_sp.json | grep -q "tp 2 (examples/gpt_sp.json): " ||
+  FAIL "the text report names the plan"
+
+expect_error "cannot open plan $t/none.json" bench model "${tiny[@]}" --plan "$t/none.json"
+expect_error "--tp must be >= 2" bench model "${tiny[@]}" --tp 1
+finish
