@@ -40,6 +40,7 @@ namespace fast_math_detail {
 using exp_detail::exp_parts;
 using exp_detail::kExpHi;
 using exp_detail::kExpLo;
+using exp_detail::clamp_bits;
 using exp_detail::ScaledExp;
 
 // Returns erfc(u) / exp(-u²) = t · R(t) for u >= kErfSwitch: the factor erfc_parts multiplies
@@ -178,7 +179,7 @@ inline constexpr float kErfSwitch = 0.875f;
   using namespace fast_math_detail;
   const float ax = std::fabs(x);
   const float small = x * erf_over_u(x * x);
-  const float au = ax > 10.0f ? 10.0f : ax;  // erf(10) is 1 - 2e-45: keeps inf out of erfc_parts
+  const float au = clamp_bits(ax, 0.0f, 10.0f);  // erf(10) is 1 - 2e-45: keeps inf out of erfc_parts
   const float h = split_hi(au);
   const ScaledExp c = erfc_parts(au, -(h * h), -((au - h) * (au + h)));
   const float large = std::copysign(1.0f - c.m * c.s, x);
@@ -194,7 +195,7 @@ inline constexpr float kErfSwitch = 0.875f;
   const float au = std::fabs(u);
   // erfc(|u|) for the tail (x < 0) and erf(|u|) = 1 - erfc(|u|) for large positive x. Beyond
   // |x| = 15 erfc underflows: clamping keeps inf out (the result is x, or -0 below).
-  const float xc = x < -15.0f ? -15.0f : (x > 15.0f ? 15.0f : x);
+  const float xc = clamp_bits(x, -15.0f, 10.0f);  // x > 10: the result is x (erfc(7.07) < 2^-75)
   const float h = split_hi(xc);
   const float uc = std::fabs(xc) * 0.707106781186547524f;
   const ScaledExp c = erfc_parts(uc, -0.5f * (h * h), -0.5f * ((xc - h) * (xc + h)));
