@@ -6,8 +6,8 @@
 // so results are reproducible.
 #pragma once
 
-#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -19,26 +19,21 @@ namespace exp_detail {
 // is the common case); n is chosen from a + b, so the reduced argument stays within ±ln2/2.
 struct ScaledExp {
   float m;  // p * 2^n1: p = e^r in [0.7, 1.42], n1 in [-81, 64], so m is a normal number
-  float s;  // 2^n2, n2 = n - n1 in [-81, 64]; +0 for arguments below kExpLo
+  float s;  // 2^n2, n2 = n - n1 in [-81, 64]; +0 below kExpLo (exp_parts<true>)
 };
 
-// Returns x clamped to [lo, hi] (NaN unchanged), on the bit patterns with integer min/max
-// instead of float selects. A select with a constant arm (`a < lo ? lo : a`) is a branch in GCC's
-// middle end, and its partial redundancy elimination then evaluates the code after the clamp once
-// more with `lo` (or `hi`) folded in, for every element once if-conversion has merged the paths:
-// at exp's clamp points that extra copy computes subnormal numbers (exp(-112) = m·s with
-// s = 2^-81), and every element then pays the CPU's slow path for them (gelu' ran 1.9x slower
-// without flush-to-zero, and tanh-gelu' 2.1x; tested in fast_math_test.cc). Integer min/max have
-// no branch to duplicate. Bitwise the same as the select form: float order is int32 order once
-// the magnitude bits of negative numbers are flipped (-0 just below +0).
-[[gnu::always_inline]] inline float clamp_bits(float x, float lo, float hi) {
-  const auto key = [](int32_t i) { return i ^ ((i >> 31) & 0x7fffffff); };  // its own inverse
-  const int32_t i = std::bit_cast<int32_t>(x);
-  const int32_t k = key(i);
-  const int32_t c = std::min(std::max(k, key(std::bit_cast<int32_t>(lo))), key(std::bit_cast<int32_t>(hi)));
-  // NaN keys lie beyond ±inf, so min/max would turn NaN into lo or hi: keep it (both arms vary).
-  const bool nan = (uint32_t(i) & 0x7fffffffu) > 0x7f800000u;
-  return std::bit_cast<float>(key(nan ? k : c));
+// Returns x clamped to [lo, hi] (lo <= 0 <= hi; NaN unchanged), with the bounds written as
+// copysign(|bound|, x): the same values wherever they are selected, but not constants to the
+// compiler. A select with a constant arm (`a < lo ? lo : a`) is a branch in GCC's middle end, and
+// its partial redundancy elimination then evaluates the code after the clamp once more with the
+// constant folded in; once if-conversion has merged the paths, that copy runs for every element.
+// At exp's clamp points the copy computes subnormal numbers (exp(-112) = m·s with s = 2^-81, times
+// the caller's other factors), and every element paid the CPU's slow path for them: gelu' ran
+// 2.6x and tanh-gelu' 1.8x slower than now (ops_grad_test.cc asserts that ordinary inputs compute
+// no subnormal). An arm that depends on x cannot be folded, so there is no copy.
+[[gnu::always_inline]] inline float clamp_unfolded(float x, float lo, float hi) {
+  const float l = std::copysign(-lo, x), h = std::copysign(hi, x);
+  return x < lo ? l : (x > hi ? h : x);
 }
 
 // Arguments are clamped to [kExpLo, kExpHi]: below -112 every caller's result underflows to 0
@@ -55,8 +50,14 @@ inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < F
 // Worked example, a = -100, b = 0: n = round(-144.27) = -144, r = -100 + 144·ln2 = -0.1868,
 // p = e^r = 0.8296, n1 = -72, n2 = -72, m = 0.8296·2^-72, s = 2^-72: m·s = 3.72e-44 (a subnormal
 // with 5 significant bits, rounded once).
+//
+// kUnfolded picks clamp_unfolded for the argument, for callers that combine m and s with other
+// values that vary; plain selects (two instructions) serve exp and softmax, whose code after the
+// clamp depends on a alone, so any copy the compiler makes of it is folded to constants.
+template <bool kUnfolded = true>
 [[gnu::always_inline]] inline ScaledExp exp_parts(float a, float b) {
-  const float ac = clamp_bits(a, kExpLo, kExpHi);  // NaN passes through
+  // NaN passes through either clamp.
+  const float ac = kUnfolded ? clamp_unfolded(a, kExpLo, kExpHi) : a < kExpLo ? kExpLo : (a > kExpHi ? kExpHi : a);
   // Round (a + b) / ln2 to nearest: adding 1.5·2^23 pushes the fraction bits out, and the low
   // mantissa bits of k then hold n in two's complement.
   const float magic = 12582912.0f;
@@ -75,11 +76,12 @@ inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < F
   p = p * (r * r) + r + 1.0f;
   const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n/2): n = -161 -> -81, -80
   const float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);
-  // Below kExpLo every caller's result is 0 (or selected away): s = +0 there instead of 2^-81, so
-  // the saturated tail multiplies by zero rather than computing subnormal numbers (the slow path,
-  // see clamp_bits). An integer mask, not a select, for the same reason. NaN gets s = 0 too,
-  // harmlessly: its p is NaN.
-  const uint32_t keep = uint32_t(-int32_t(a >= kExpLo));
+  // kUnfolded: below kExpLo every caller's result is 0 (or selected away), so s = +0 there
+  // instead of 2^-81 and the saturated tail multiplies by zero rather than computing subnormal
+  // numbers (the slow path, see clamp_unfolded). An integer mask, not a select with a constant
+  // arm, for the same reason. NaN gets s = 0 too, harmlessly: its p is NaN. (exp and softmax keep
+  // the plain form: two instructions fewer per element, and exp's own tail underflows anyway.)
+  const uint32_t keep = kUnfolded ? uint32_t(-int32_t(a >= kExpLo)) : ~0u;
   const float s2 = std::bit_cast<float>((uint32_t(n2 + 127) << 23) & keep);
   return {p * s1, s2};
 }
@@ -93,7 +95,7 @@ inline constexpr float kExpHi = 88.7228317f;  // largest float x with exp(x) < F
 // earlier stand-alone copy of the polynomial, checked over all 2^32 inputs when it was merged.
 [[gnu::always_inline]] inline float fast_exp(float x) {
   const float lo = -87.33654f, hi = 88.72283f;
-  const exp_detail::ScaledExp e = exp_detail::exp_parts(x, 0.0f);
+  const exp_detail::ScaledExp e = exp_detail::exp_parts<false>(x, 0.0f);
   float y = e.m * e.s;
   y = x < lo ? 0.0f : y;
   y = x > hi ? std::numeric_limits<float>::infinity() : y;
