@@ -40,6 +40,7 @@ namespace fast_math_detail {
 using exp_detail::exp_parts;
 using exp_detail::kExpHi;
 using exp_detail::kExpLo;
+using exp_detail::clamp_unfolded;
 using exp_detail::ScaledExp;
 
 // Returns erfc(u) / exp(-u²) = t · R(t) for u >= kErfSwitch: the factor erfc_parts multiplies
@@ -98,7 +99,7 @@ inline constexpr float kErfSwitch = 0.875f;
 // = inf. Unlike fast_exp (softmax's, which flushes results below 2^-126 to 0) it keeps subnormal
 // results, as torch.exp does.
 [[gnu::always_inline]] inline float exp_f32(float x) {
-  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(x, 0.0f);
+  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts<false>(x, 0.0f);
   const float y = e.m * e.s;
   return x > fast_math_detail::kExpHi ? std::numeric_limits<float>::infinity() : y;
 }
@@ -148,7 +149,7 @@ inline constexpr float kErfSwitch = 0.875f;
   p = p * z + 1.33314422036e-1f;
   p = p * z + -3.33332819422e-1f;
   const float small = p * z * x + x;
-  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(-2.0f * ax, 0.0f);
+  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts<false>(-2.0f * ax, 0.0f);
   const float ev = e.m * e.s;
   const float large = std::copysign(1.0f - 2.0f * ev / (1.0f + ev), x);
   return ax < 0.625f ? std::copysign(small, x) : large;  // copysign keeps tanh(-0) = -0; NaN takes `large`
@@ -158,14 +159,14 @@ inline constexpr float kErfSwitch = 0.875f;
 // x >= 0 gives 1 / (1 + e); x < 0 gives e / (1 + e), which keeps full relative precision down to
 // the subnormal results (where 1 / (1 + e^-x) would overflow e^-x and return 0).
 [[gnu::always_inline]] inline float sigmoid_f32(float x) {
-  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(-std::fabs(x), 0.0f);
+  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts<false>(-std::fabs(x), 0.0f);
   const float d = 1.0f + e.m * e.s;
   return x >= 0.0f ? 1.0f / d : (e.m / d) * e.s;  // NaN takes the second branch: NaN
 }
 
 // silu(x) = x · sigmoid(x), max error 3 ulp. As torch, silu(-inf) is NaN (-inf · 0).
 [[gnu::always_inline]] inline float silu_f32(float x) {
-  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts(-std::fabs(x), 0.0f);
+  const fast_math_detail::ScaledExp e = fast_math_detail::exp_parts<false>(-std::fabs(x), 0.0f);
   const float d = 1.0f + e.m * e.s;
   const float y = x >= 0.0f ? x / d : ((x * e.m) / d) * e.s;
   return x < fast_math_detail::kExpLo ? x * 0.0f : y;  // -0, or NaN for -inf
@@ -178,7 +179,7 @@ inline constexpr float kErfSwitch = 0.875f;
   using namespace fast_math_detail;
   const float ax = std::fabs(x);
   const float small = x * erf_over_u(x * x);
-  const float au = ax > 10.0f ? 10.0f : ax;  // erf(10) is 1 - 2e-45: keeps inf out of erfc_parts
+  const float au = clamp_unfolded(ax, 0.0f, 10.0f);  // erf(10) is 1 - 2e-45: keeps inf out of erfc_parts
   const float h = split_hi(au);
   const ScaledExp c = erfc_parts(au, -(h * h), -((au - h) * (au + h)));
   const float large = std::copysign(1.0f - c.m * c.s, x);
@@ -194,7 +195,7 @@ inline constexpr float kErfSwitch = 0.875f;
   const float au = std::fabs(u);
   // erfc(|u|) for the tail (x < 0) and erf(|u|) = 1 - erfc(|u|) for large positive x. Beyond
   // |x| = 15 erfc underflows: clamping keeps inf out (the result is x, or -0 below).
-  const float xc = x < -15.0f ? -15.0f : (x > 15.0f ? 15.0f : x);
+  const float xc = clamp_unfolded(x, -15.0f, 10.0f);  // x > 10: the result is x (erfc(7.07) < 2^-75)
   const float h = split_hi(xc);
   const float uc = std::fabs(xc) * 0.707106781186547524f;
   const ScaledExp c = erfc_parts(uc, -0.5f * (h * h), -0.5f * ((xc - h) * (xc + h)));

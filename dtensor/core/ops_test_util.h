@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cfenv>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -11,6 +14,10 @@
 
 #include "dtensor/core/ops.h"
 #include "dtensor/core/rng.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 namespace dt::test {
 
@@ -20,6 +27,40 @@ inline Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low
   if (is_floating(dtype)) return rand(shape, gen, dtype, low, high);
   if (dtype == DType::boolean) return gt(rand(shape, gen, DType::f64, 0, 1), Tensor::full({}, 0.5, DType::f64));
   return randint(shape, int64_t(low), int64_t(high), gen, dtype);
+}
+
+// Returns true if f produced a subnormal number (the underflow flag) or, on x86, read one (the
+// denormal-operand flag of MXCSR): the CPU's slow path, 3-4x the time of an ordinary operation
+// in the activation loops. Runs on the calling thread, whose flags these are, so call it with one
+// thread per rank (the default).
+inline bool computes_subnormals(const std::function<void()>& f) {
+  std::feclearexcept(FE_ALL_EXCEPT);
+#if defined(__SSE__)
+  _mm_setcsr(_mm_getcsr() & ~0x3fu);
+#endif
+  f();
+  bool seen = std::fetestexcept(FE_UNDERFLOW) != 0;
+#if defined(__SSE__)
+  seen = seen || (_mm_getcsr() & 0x2u) != 0;  // DE
+#endif
+  return seen;
+}
+
+// Inputs whose intermediates are subnormal or underflow: the tails x in [-100, -80] (every 64th
+// float) and [-15.5, -13] (every 16th), subnormal x itself (every 4096th bit pattern, both signs),
+// zeros, infinities and the kernels' clamp points (fast_math.h, fast_math_grad.h).
+inline std::vector<float> activation_tail_inputs() {
+  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, -20.0f, 20.0f, -15.0f, 15.0f, 9.0f, 10.0f, 30.0f, -112.0f};
+  auto sweep = [&](float lo, float hi, uint32_t step) {
+    for (float x = lo; x <= hi; x = std::bit_cast<float>(std::bit_cast<uint32_t>(x) - step)) xs.push_back(x);
+  };
+  sweep(-100.0f, -80.0f, 64);  // negative floats: a smaller bit pattern is a value nearer 0
+  sweep(-15.5f, -13.0f, 16);
+  for (uint32_t b = 1; b < 0x00800000u; b += 4096) {
+    xs.push_back(std::bit_cast<float>(b));
+    xs.push_back(std::bit_cast<float>(b | 0x80000000u));
+  }
+  return xs;
 }
 
 // Returns the row-major index into `shape` of the element that broadcasts to flat index `i` of

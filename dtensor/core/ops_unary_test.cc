@@ -115,6 +115,43 @@ TEST(OpsUnary, F32KernelsGiveTheSameBitsInEveryLayoutAndDtype) {
   }
 }
 
+// The activations' tails, subnormal x and special points (ops_test_util.h): the vector loop gives
+// the scalar kernels' bits there too.
+TEST(OpsUnary, ActivationTailsAreTheScalarKernelBitwise) {
+  const std::vector<float> xs = test::activation_tail_inputs();
+  const Tensor x = Tensor::from_vector(xs, {int64_t(xs.size())});
+  struct Case {
+    const char* name;
+    Tensor got;
+    float (*f)(float);
+  };
+  for (const Case& c : {Case{"exp", exp(x), kernel::exp_f32}, Case{"tanh", tanh(x), kernel::tanh_f32},
+                        Case{"sigmoid", sigmoid(x), kernel::sigmoid_f32}, Case{"silu", silu(x), kernel::silu_f32},
+                        Case{"gelu", gelu(x), kernel::gelu_f32}, Case{"gelu_tanh", gelu(x, "tanh"), kernel::gelu_tanh_f32}}) {
+    const std::vector<float> got = c.got.to_vector<float>();
+    int mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want = c.f(xs[i]);
+      if (std::memcmp(&want, &got[i], sizeof(float)) != 0 && mismatches++ < 3)
+        ADD_FAILURE() << c.name << " at x = " << xs[i] << ": " << got[i] << " vs " << want;
+    }
+    EXPECT_EQ(mismatches, 0) << c.name;
+  }
+}
+
+// On ordinary inputs (|x| <= 8, where every result and every intermediate of the formulas is a
+// normal number) the activation loops compute no subnormal: see ops_grad_test.cc for why this is
+// asserted (a slow path for every element when it fails).
+TEST(OpsUnary, ActivationsComputeNoSubnormalOnOrdinaryInputs) {
+  const Tensor x = uniform({4099}, DType::f32, 8, -8, 8);
+  const Tensor pos = uniform({4099}, DType::f32, 9, 1e-3, 16);
+  const std::vector<std::pair<const char*, std::function<void()>>> ops = {
+      {"exp", [&] { exp(x); }},         {"log", [&] { log(pos); }},         {"tanh", [&] { tanh(x); }},
+      {"sigmoid", [&] { sigmoid(x); }}, {"silu", [&] { silu(x); }},         {"gelu", [&] { gelu(x); }},
+      {"gelu_tanh", [&] { gelu(x, "tanh"); }}};
+  for (const auto& [name, op] : ops) EXPECT_FALSE(test::computes_subnormals(op)) << name;
+}
+
 TEST(OpsUnary, IntegerNegReluAndScalarOps) {
   Tensor x = Tensor::from_vector<int64_t>({-3, 0, 5, INT64_MIN}, {4});
   EXPECT_EQ(neg(x).to_vector<int64_t>(), (std::vector<int64_t>{3, 0, -5, INT64_MIN}));  // wraps like torch
