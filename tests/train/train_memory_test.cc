@@ -91,10 +91,10 @@ TEST(TrainMemory, FsdpFourRanksWithRecomputeWithinTheGoalAsWritten) {
   EXPECT_LE(peak, t.goal(4));
 }
 
-// Two ranks hold half the model each, so the optimizer's end of the step weighs more: with the
-// updates written in place (ops_optim.cc) a rank never holds its parameter and state shards twice,
-// which is what took the peak over the goal (133.7 MiB against 124.9 when the updates were
-// functional).
+// Two ranks hold half the model each, so the optimizer weighs more: with the updates written in
+// place (ops_optim.cc) a rank never holds its parameter and state shards twice, which is what took
+// the peak over the goal (133.7 MiB against 124.9 when the updates were functional), and each
+// update runs as soon as its gradient is complete (101.6 MiB estimated when written).
 TEST(TrainMemory, FsdpTwoRanksWithRecomputeWithinTheGoalAsWritten) {
   autodiff::OptimizerConfig opt;
   opt.momentum = 0.9;
