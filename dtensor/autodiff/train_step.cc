@@ -1,5 +1,8 @@
 #include "dtensor/autodiff/train_step.h"
 
+#include <optional>
+#include <unordered_map>
+
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
@@ -23,6 +26,48 @@ void validate(const OptimizerConfig& opt) {
   check("eps", opt.eps, 0, true, 1);
   if (opt.kind == "adamw" && opt.momentum != 0) DT_THROW(ValueError) << "--momentum applies to sgd only";
 }
+
+namespace {
+
+// Moves each optimizer update to just after the later of its gradient's producer and the last
+// other reader of a tensor it writes (its parameter and state: the update is in place, so every
+// read of the old value must come first). The gradient is then freed at once instead of living
+// until the end of the step (under fsdp, a rank's reduce_scattered gradient shards).
+void place_updates_early(ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  std::unordered_map<const ir::Node*, size_t> pos;
+  for (size_t i = 0; i < nodes.size(); ++i) pos.emplace(nodes[i], i);
+  std::unordered_map<const Value*, size_t> last_read;  // parameter -> last reader's position
+  std::vector<bool> is_update(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    is_update[i] = nodes[i]->op == ir::OpKind::sgd_update || nodes[i]->op == ir::OpKind::adamw_update;
+    if (is_update[i]) continue;
+    for (const Value* v : nodes[i]->operands)
+      if (v->kind == ir::ValueKind::param) last_read[v] = i;
+  }
+  std::vector<std::vector<ir::Node*>> after(nodes.size());
+  std::vector<ir::Node*> first;  // updates that need nothing placed before them
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!is_update[i]) continue;
+    std::optional<size_t> anchor;
+    for (const Value* v : nodes[i]->operands) {
+      std::optional<size_t> at;
+      if (v->producer) at = pos.at(v->producer);
+      else if (auto it = last_read.find(v); it != last_read.end()) at = it->second;
+      if (at && (!anchor || *at > *anchor)) anchor = at;
+    }
+    (anchor ? after[*anchor] : first).push_back(nodes[i]);
+  }
+  std::vector<ir::Node*> order(first);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (is_update[i]) continue;
+    order.push_back(nodes[i]);
+    order.insert(order.end(), after[i].begin(), after[i].end());
+  }
+  g.set_node_order(order);
+}
+
+}  // namespace
 
 TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads, Recompute recompute) {
   validate(opt);
@@ -81,6 +126,7 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
   }
   // After the updates, which read parameters and gradients only: no update reads an activation.
   if (recompute == Recompute::blocks) recompute_blocks(g, forward_nodes);
+  place_updates_early(g);
   step.grads_begin = outputs.size();
   if (with_grads) outputs.insert(outputs.end(), grads.begin(), grads.end());
   g.set_outputs(std::move(outputs));

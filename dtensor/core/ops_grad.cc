@@ -6,9 +6,11 @@
 #include "dtensor/core/ops_grad.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "dtensor/core/elementwise.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/fast_math_grad.h"
 #include "dtensor/core/ops.h"
@@ -339,34 +341,79 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   return p;
 }
 
-SgdResult sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
-                     double momentum, double weight_decay) {
-  require_same_shape("sgd_update", grad, param);
-  Tensor g = weight_decay != 0 ? add(grad, mul(param, weight_decay)) : grad;
-  SgdResult r;
-  if (momentum != 0) {
-    require_same_shape("sgd_update", momentum_buffer, param);
-    r.momentum_buffer = add(mul(momentum_buffer, momentum), g);
-    g = r.momentum_buffer;
-  } else {
-    r.momentum_buffer = momentum_buffer;
-  }
-  r.param = sub(param, mul(g, lr));
-  return r;
+namespace {
+
+// Runs f(p, [g], ...) over the elements of the written tensors `io` (param and state, updated in
+// place) and the read-only grad: every written tensor contiguous (else a contiguous copy is
+// updated and copied back), grad read as contiguous. `f(i, rnd)` gets the element index and
+// rnd(v) = v rounded to the storage type, so that the fused loop rounds every intermediate where
+// the composed ops (add, mul, sub of whole tensors) would: bitwise the same for every dtype.
+template <size_t N, typename F>
+void update_in_place(const char* op, std::array<Tensor, N> io, const Tensor& grad, F&& f) {
+  for (const Tensor& t : io) require_same_shape(op, grad, t);
+  std::array<Tensor, N> dst;
+  for (size_t k = 0; k < N; ++k) dst[k] = io[k].is_contiguous() ? io[k] : io[k].contiguous();
+  const Tensor g = grad.contiguous();
+  if (g.dtype() != io[0].dtype())
+    DT_THROW(DTypeError) << op << ": grad " << dtype_name(g.dtype()) << " does not match param " << dtype_name(io[0].dtype());
+  kernel::dispatch<kernel::kFloat>(io[0].dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    std::array<T*, N> w;
+    for (size_t k = 0; k < N; ++k) w[k] = static_cast<T*>(dst[k].raw_data());
+    const T* gp = static_cast<const T*>(g.raw_data());
+    auto rnd = [](C v) { return kernel::load(kernel::store<T>(v)); };
+    parallel_for(g.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) f(w, kernel::load(gp[i]), i, rnd, C{});
+    });
+  });
+  for (size_t k = 0; k < N; ++k)
+    if (dst[k].raw_data() != io[k].raw_data()) io[k].copy_(dst[k]);  // shares io[k]'s storage
 }
 
-AdamWResult adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                         double step, double lr, double beta1, double beta2, double eps, double weight_decay) {
-  for (const Tensor* t : {&grad, &exp_avg, &exp_avg_sq}) require_same_shape("adamw_update", *t, param);
+}  // namespace
+
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr, double momentum,
+                 double weight_decay) {
+  auto step = [&](auto& w, auto g, int64_t i, auto rnd, auto zero) {
+    using C = decltype(zero);
+    using T = std::remove_pointer_t<std::decay_t<decltype(w[0])>>;
+    const C p = kernel::load(w[0][i]);
+    // g = grad + wd·p; buf = momentum·buf + g; p = p - lr·buf, each op rounded as its own tensor.
+    if (weight_decay != 0) g = rnd(g + rnd(p * C(weight_decay)));
+    if constexpr (std::tuple_size_v<std::decay_t<decltype(w)>> == 2) {
+      g = rnd(rnd(kernel::load(w[1][i]) * C(momentum)) + g);
+      w[1][i] = kernel::store<T>(g);
+    }
+    w[0][i] = kernel::store<T>(p - rnd(g * C(lr)));
+  };
+  if (momentum != 0) {
+    require_same_shape("sgd_update", momentum_buffer, param);
+    update_in_place<2>("sgd_update", {param, momentum_buffer}, grad, step);
+  } else {
+    update_in_place<1>("sgd_update", {param}, grad, step);
+  }
+}
+
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                   double step, double lr, double beta1, double beta2, double eps, double weight_decay) {
   const double t = step + 1;
-  AdamWResult r;
-  const Tensor p = weight_decay != 0 ? mul(param, 1 - lr * weight_decay) : param;
-  r.exp_avg = add(mul(exp_avg, beta1), mul(grad, 1 - beta1));
-  r.exp_avg_sq = add(mul(exp_avg_sq, beta2), mul(mul(grad, grad), 1 - beta2));
   const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
-  const Tensor denom = add(mul(sqrt(r.exp_avg_sq), 1 / std::sqrt(bc2)), eps);
-  r.param = sub(p, mul(div(r.exp_avg, denom), lr / bc1));
-  return r;
+  const double decay = 1 - lr * weight_decay, inv_sqrt_bc2 = 1 / std::sqrt(bc2), lr_bc1 = lr / bc1;
+  update_in_place<3>("adamw_update", {param, exp_avg, exp_avg_sq}, grad, [&](auto& w, auto g, int64_t i, auto rnd, auto zero) {
+    using C = decltype(zero);
+    using T = std::remove_pointer_t<std::decay_t<decltype(w[0])>>;
+    // p = (1 - lr·wd)·p; m = b1·m + (1-b1)·g; v = b2·v + (1-b2)·g²;
+    // p = p - lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps), each op rounded as its own tensor.
+    C p = kernel::load(w[0][i]);
+    if (weight_decay != 0) p = rnd(p * C(decay));
+    const C m = rnd(rnd(kernel::load(w[1][i]) * C(beta1)) + rnd(g * C(1 - beta1)));
+    const C v = rnd(rnd(kernel::load(w[2][i]) * C(beta2)) + rnd(rnd(g * g) * C(1 - beta2)));
+    const C denom = rnd(rnd(rnd(std::sqrt(v)) * C(inv_sqrt_bc2)) + C(eps));
+    w[1][i] = kernel::store<T>(m);
+    w[2][i] = kernel::store<T>(v);
+    w[0][i] = kernel::store<T>(p - rnd(rnd(m / denom) * C(lr_bc1)));
+  });
 }
 
 }  // namespace dt

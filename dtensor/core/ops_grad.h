@@ -63,16 +63,12 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
 //   AdamW: p -= lr·wd·p; m = b1·m + (1-b1)·g; v = b2·v + (1-b2)·g²;
 //          p -= lr/(1-b1^t) · m / (sqrt(v)/sqrt(1-b2^t) + eps), where t = step + 1 is the
 //          1-based number of this step (`step` counts the steps already taken, as torch's state).
-// They return new tensors (the IR is functional; the training loop rebinds them).
-struct SgdResult {
-  Tensor param, momentum_buffer;
-};
-SgdResult sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
-                     double momentum, double weight_decay);
-struct AdamWResult {
-  Tensor param, exp_avg, exp_avg_sq;
-};
-AdamWResult adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                         double step, double lr, double beta1, double beta2, double eps, double weight_decay);
+// They update in place: param and the state tensors (momentum_buffer when momentum != 0; exp_avg,
+// exp_avg_sq) are overwritten with their new values, grad is read. The fused loops round every
+// intermediate to the storage dtype, as the composed tensor ops would: bitwise equal to them.
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr, double momentum,
+                 double weight_decay);
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                   double step, double lr, double beta1, double beta2, double eps, double weight_decay);
 
 }  // namespace dt

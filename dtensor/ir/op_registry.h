@@ -97,10 +97,16 @@ struct OpDef {
   // of `group_size` sends when it runs the node. Reports, the cross-rank check and the tests use
   // it; a node is a collective exactly when its op has this.
   int64_t (*bytes_sent)(const Node& node, int64_t group_size, int64_t index) = nullptr;
-  // A collective that writes its result into operand 0's buffer (all_reduce_, the in-place
-  // all_gather): a reader of that buffer placed after it reads the result, so passes keep such
-  // readers on their side of it and never pull it.
+  // Writes its results into operand buffers (in_place_operands): the in-place collectives
+  // (all_reduce_, the in-place all_gather) into operand 0, the optimizer updates into the
+  // parameter and its state. A reader of such a buffer placed after it reads the result, one
+  // placed before it the old contents, so passes keep such readers on their side of it and never
+  // pull it.
   bool in_place = false;
+  // In-place ops: result k is written into the buffer of operand in_place_operands[k] (empty:
+  // result 0 into operand 0, the collectives). The optimizer updates write the parameter and
+  // its state tensors (ops_optim.cc).
+  std::vector<int> in_place_operands = {};
   // Result 0 is a buffer of its own that no other value aliases (a kernel output, not a view):
   // comm lowering may reduce into it in place when nothing else reads it.
   bool fresh_result = false;
@@ -134,6 +140,12 @@ struct OpDef {
   GradFn grad = nullptr;
 
   std::string_view name() const { return op_name(kind); }
+  // The operand whose buffer result k is written into, or -1 (not an in-place op).
+  int written_operand(size_t result) const {
+    if (!in_place) return -1;
+    if (in_place_operands.empty()) return result == 0 ? 0 : -1;
+    return result < in_place_operands.size() ? in_place_operands[result] : -1;
+  }
   // Communicates with the other members of its `group` (bytes_sent is defined).
   bool is_collective() const { return bytes_sent != nullptr; }
   int min_operands() const;

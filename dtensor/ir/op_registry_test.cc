@@ -33,8 +33,17 @@ TEST(OpRegistry, TraitsAreConsistent) {
     EXPECT_TRUE(!def.is_collective() || has_group);
     EXPECT_TRUE(!def.needs_wait || def.is_collective());
     if (def.in_place) {
-      EXPECT_TRUE(def.is_collective());
-      EXPECT_TRUE(def.result_aliases_operand);
+      // An in-place collective writes operand 0, read on through its result; any other in-place
+      // op (the optimizer updates) names the operand each result is written into, and is not
+      // an alias of operand 0 only (the buffer planner would follow the gradient through it).
+      if (def.is_collective()) {
+        EXPECT_TRUE(def.result_aliases_operand);
+      } else {
+        EXPECT_FALSE(def.in_place_operands.empty());
+        EXPECT_FALSE(def.result_aliases_operand);
+      }
+      for (int j : def.in_place_operands) EXPECT_TRUE(j >= 0 && j < int(def.operands.size()));
+      EXPECT_FALSE(def.fresh_result);
     }
     // A fresh buffer is not an alias; a comm prep is a fresh buffer a collective reads from the arena.
     EXPECT_TRUE(!def.fresh_result || !def.result_aliases_operand);

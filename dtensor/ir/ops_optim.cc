@@ -1,5 +1,11 @@
-// Optimizer ops: one parameter's update, functional (new values out; the training loop rebinds
-// them to the parameter and state names for the next step). Formulas in core/ops_grad.h.
+// Optimizer ops: one parameter's update, in place (OpDef::in_place): every result is written into
+// the buffer of its operand (param, momentum_buffer; param, exp_avg, exp_avg_sq, step), so a rank
+// never holds a parameter or its state twice. The results name the new values (the training
+// loop rebinds them, which is the same buffer); nothing reads the old operands after the update
+// (passes keep every reader of them before it: GraphEdit's in-place ordering). The interpreter
+// writes into bound parameters only when the caller hands them over
+// (Interpreter::set_update_params_in_place, as the training loop does); else it updates a copy.
+// Formulas in core/ops_grad.h.
 //
 //   sgd_update(param, grad, momentum_buffer?) {lr, momentum, weight_decay} -> (param, momentum_buffer?)
 //   adamw_update(param, grad, exp_avg, exp_avg_sq, step) {lr, beta1, beta2, eps, weight_decay}
@@ -31,10 +37,10 @@ void infer_sgd(const Node& node, const Graph&, std::vector<TensorType>& out) {
 }
 void run_sgd(const KernelArgs& a) {
   const Node& n = a.node;
-  SgdResult r = dt::sgd_update(a.in[0], a.in[1], a.in.size() > 2 ? a.in[2] : Tensor(), n.attr_float("lr"),
-                               n.attr_float("momentum"), n.attr_float("weight_decay"));
-  a.out[0] = r.param;
-  if (a.out.size() > 1) a.out[1] = r.momentum_buffer;
+  dt::sgd_update_(a.in[0], a.in[1], a.in.size() > 2 ? a.in[2] : Tensor(), n.attr_float("lr"), n.attr_float("momentum"),
+                  n.attr_float("weight_decay"));
+  a.out[0] = a.in[0];
+  if (a.out.size() > 1) a.out[1] = a.in[2];  // unchanged when momentum is 0
 }
 
 void infer_adamw(const Node& node, const Graph&, std::vector<TensorType>& out) {
@@ -48,13 +54,10 @@ void infer_adamw(const Node& node, const Graph&, std::vector<TensorType>& out) {
 void run_adamw(const KernelArgs& a) {
   const Node& n = a.node;
   const double step = a.in[4].item();
-  AdamWResult r = dt::adamw_update(a.in[0], a.in[1], a.in[2], a.in[3], step, n.attr_float("lr"),
-                                   n.attr_float("beta1"), n.attr_float("beta2"), n.attr_float("eps"),
-                                   n.attr_float("weight_decay"));
-  a.out[0] = r.param;
-  a.out[1] = r.exp_avg;
-  a.out[2] = r.exp_avg_sq;
-  a.out[3] = Tensor::full({}, step + 1, DType::f32);
+  dt::adamw_update_(a.in[0], a.in[1], a.in[2], a.in[3], step, n.attr_float("lr"), n.attr_float("beta1"),
+                    n.attr_float("beta2"), n.attr_float("eps"), n.attr_float("weight_decay"));
+  *static_cast<float*>(a.in[4].raw_data()) = float(step + 1);  // a scalar f32 (infer_adamw)
+  for (size_t k = 0; k < 4; ++k) a.out[k] = a.in[k == 0 ? 0 : k + 1];
 }
 
 }  // namespace
@@ -73,12 +76,13 @@ void register_optim_ops(OpTable& t) {
                    {"eps", AttrKind::f64, Attr(1e-8)},
                    {"weight_decay", AttrKind::f64, Attr(0.01)}},
          .infer = infer_adamw, .kernel = run_adamw});
-  // New tensors (the update is functional), except sgd's buffer when momentum is 0, which is
-  // its operand: result 0 is always fresh.
+  // Results are their operands' buffers (not fresh): written in place.
   for (OpKind k : {OpKind::sgd_update, OpKind::adamw_update}) {
-    t.at(k).fresh_result = true;
+    t.at(k).in_place = true;
     t.at(k).reads_stored = true;
   }
+  t.at(OpKind::sgd_update).in_place_operands = {0, 2};
+  t.at(OpKind::adamw_update).in_place_operands = {0, 2, 3, 4};
   t.set_sharding_rules(optim_sharding_rules());
 }
 

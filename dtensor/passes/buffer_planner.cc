@@ -5,6 +5,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
@@ -39,6 +40,9 @@ class LiveRanges {
         const ir::OpDef& def = ir::op_def(u->op);
         if (def.result_aliases_operand) {
           for (const ir::Value* r : u->results) stack_.push_back(r);
+        } else if (def.in_place) {
+          // An optimizer update writes x in place: its result is x's buffer, read on after it.
+          if (const ir::Value* r = result_in_buffer_of(*u, x)) stack_.push_back(r);
         } else if (def.needs_wait) {
           for (const ir::Value* r : u->results)
             for (const ir::Node* w : uses_.users(r))

@@ -78,6 +78,24 @@ TEST(BufferPlanner, OverlappingLifetimesNeverShareBytes) {
   EXPECT_EQ(in0->offset, in1->offset);
 }
 
+// An optimizer update may write a gathered parameter in place (fsdp x tp updates some parameters
+// whole) and the step outputs a slice of it: the gather's buffer reaches that output through the
+// update, so it never goes in the arena (a later collective would overwrite the new parameter).
+TEST(BufferPlanner, BufferWrittenByAnInPlaceUpdateLivesOnThroughItsResult) {
+  ir::Graph g = ir::parse(R"(graph step {
+  group dp = [0, 1]
+  input %g : f32[8]
+  param %w : f32[4]
+  %ag = all_gather_into_tensor(%w) {group = dp} : f32[8]
+  %ag_w = wait_tensor(%ag) : f32[8]
+  %w2 = sgd_update(%ag_w, %g) {lr = 0.1} : f32[8]
+  %out = slice(%w2) {dim = 0, end = 4} : f32[4]
+  return %out
+}
+)");
+  EXPECT_EQ(plan_comm_buffers(g).find(g.find("ag")), nullptr);
+}
+
 // Every rank plans its own copy of the program and places it in the arena three times: the
 // offsets agree across ranks and iterations (the arena would throw CommError otherwise).
 TEST(BufferPlanner, SymmetricArenaOffsetsAgreeOnFourRanksOverThreeIterations) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 #include <span>
+#include <unordered_map>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
@@ -172,6 +173,33 @@ bool GraphEdit::commit() {
       }
     }
   }
+  // Readers of a buffer an in-place op writes (OpDef::written_operand) stay on their side of it:
+  // those before it read the old contents (a parameter before its optimizer update), those after
+  // it the new. An edge from each earlier reader to the op, and from the op to each later one, by
+  // their order in the pass's input (new nodes: their key).
+  {
+    auto position = [&](size_t i) { return i < original_nodes_ ? double(i) : keys_[i]; };
+    std::unordered_map<const ir::Value*, std::vector<size_t>> writers;  // buffer -> in-place nodes
+    for (size_t i = 0; i < n; ++i) {
+      const ir::OpDef& def = ir::op_def(nodes[i]->op);
+      for (size_t k = 0; !dropped_[i] && def.in_place && k < nodes[i]->results.size(); ++k)
+        if (const int j = def.written_operand(k); j >= 0) writers[resolve(nodes[i]->operands[size_t(j)])].push_back(i);
+    }
+    for (size_t i = 0; i < n && !writers.empty(); ++i) {
+      if (dropped_[i]) continue;
+      for (const ir::Value* v : nodes[i]->operands) {
+        auto it = writers.find(resolve(v));
+        if (it == writers.end()) continue;
+        for (size_t w : it->second) {
+          if (w == i) continue;
+          const auto [from, to] = position(i) < position(w) ? std::pair(i, w) : std::pair(w, i);
+          edges.emplace_back(from, to);
+          ++edge_begin[from + 1];
+          ++pending[to];
+        }
+      }
+    }
+  }
   for (size_t j = 0; j < n; ++j) edge_begin[j + 1] += edge_begin[j];
   std::vector<size_t> edge_to(edges.size());
   {
@@ -196,13 +224,19 @@ bool GraphEdit::commit() {
       for (size_t u : users(topo[k]))
         if (--left[u] == 0) topo.push_back(u);
     // Order against an in-place collective is not a data dependency (a reader of its buffer
-    // must stay on its side of it), so it and the readers of its buffer are never pulled.
+    // must stay on its side of it), so it and the readers of its buffer are never pulled. (The
+    // optimizer updates, also in place, need no pin: they are the program's last nodes, and the
+    // ordering edges above keep the readers of the parameters before them.)
+    auto inplace_collective = [&](size_t i) {
+      const ir::OpDef& def = ir::op_def(nodes[i]->op);
+      return def.in_place && def.is_collective();
+    };
     std::vector<bool> inplace_buffer(g_.num_values(), false);
     for (size_t i = 0; i < n; ++i)
-      if (!dropped_[i] && ir::op_def(nodes[i]->op).in_place)
+      if (!dropped_[i] && inplace_collective(i))
         for (const ir::Value* v : nodes[i]->operands) inplace_buffer[size_t(resolve(v)->id)] = true;
     auto pinned = [&](size_t i) {
-      if (ir::op_def(nodes[i]->op).in_place) return true;
+      if (inplace_collective(i)) return true;
       for (const ir::Value* v : nodes[i]->operands)
         if (inplace_buffer[size_t(resolve(v)->id)]) return true;
       return false;

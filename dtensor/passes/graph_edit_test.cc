@@ -49,6 +49,24 @@ TEST(GraphEdit, NoPullAcrossAnInPlaceCollective) {
   EXPECT_EQ(order(g), (std::vector<std::string>{"h", "ar", "ar_w", "z", "u"}));
 }
 
+// An optimizer update writes its parameter in place: a reader of the parameter before it reads the
+// old value and one after it the new, so neither crosses it, whatever keys ask.
+TEST(GraphEdit, ReadersOfAnUpdatedParameterStayOnTheirSide) {
+  ir::Graph g = ir::parse(R"(graph g {
+  input %g : f32[4]
+  param %w : f32[4]
+  %old = relu(%w) : f32[4]
+  %w2 = sgd_update(%w, %g) {lr = 0.1} : f32[4]
+  %new = relu(%w) : f32[4]
+  return %old, %w2, %new
+})");
+  GraphEdit edit(g);
+  edit.set_key(g.nodes()[0], 10.0);  // %old wants to go last
+  edit.set_key(g.nodes()[2], -1.0);  // %new wants to go first
+  edit.commit();
+  EXPECT_EQ(order(g), (std::vector<std::string>{"old", "w2", "new"}));
+}
+
 // The root cause of a hang on fsdp x tp at hidden 512: a bucket of dp gathers placed early on one
 // rank pulled the tp collective feeding it above another tp collective, so the tp group's members
 // issued their collectives in different orders. Pulls never reorder a group's collectives.

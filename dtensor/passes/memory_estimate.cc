@@ -18,8 +18,9 @@ std::vector<int64_t> profile(const ir::Graph& graph, const UseLists& uses, const
   const size_t n = nodes.size();
   std::vector<int64_t> delta(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
-    if (reuses_operand_buffer(nodes[i]->op)) continue;  // counted with the buffer it reuses
-    for (const ir::Value* r : nodes[i]->results) {
+    for (size_t k = 0; k < nodes[i]->results.size(); ++k) {
+      if (result_reuses_buffer(*nodes[i], k)) continue;  // counted with the buffer it reuses
+      const ir::Value* r = nodes[i]->results[k];
       size_t last = last_use(r, uses, pos, n, i);
       delta[i] += int64_t(r->type.nbytes());
       delta[last + 1] -= int64_t(r->type.nbytes());
@@ -59,8 +60,9 @@ std::vector<LiveValue> live_values_at(const ir::Graph& graph, size_t position) {
   auto pos = [&](const ir::Node* u) { return index.at(u); };
   std::vector<LiveValue> live;
   for (size_t i = 0; i <= position && i < nodes.size(); ++i) {
-    if (reuses_operand_buffer(nodes[i]->op)) continue;  // as profile(): counted with its buffer
-    for (const ir::Value* r : nodes[i]->results) {
+    for (size_t k = 0; k < nodes[i]->results.size(); ++k) {
+      if (result_reuses_buffer(*nodes[i], k)) continue;  // as profile(): counted with its buffer
+      const ir::Value* r = nodes[i]->results[k];
       const size_t last = last_use(r, uses, pos, nodes.size(), i);
       if (last >= position) live.push_back({r, i, last, int64_t(r->type.nbytes())});
     }

@@ -1,9 +1,12 @@
 // Static estimate of the live memory of a per-rank program, in the interpreter's model: a node's
 // result is allocated at its node and freed after its last reader (graph outputs live to the end);
 // graph inputs and parameters belong to the caller and are not counted. A wait_tensor result is the
-// collective's own buffer, and an in-place collective's result its operand's, so neither is counted
-// twice: the buffer stays live until the last reader of what aliases it. Other views (view, slice, flat_view) are counted as copies, which only
-// makes the estimate conservative.
+// collective's own buffer, and an in-place op's result the operand buffer it is written into
+// (OpDef::written_operand), so neither is counted twice: the buffer stays live until the last
+// reader of what aliases it. An optimizer update's results are its parameter and state operands,
+// counted nowhere (the training loop hands the interpreter its parameters to update in place; a
+// caller that does not pays a copy the estimate does not see). Other views (view, slice,
+// flat_view) are counted as copies, which only makes the estimate conservative.
 #pragma once
 
 #include <cstddef>
@@ -18,23 +21,33 @@
 
 namespace dt::passes {
 
-// Ops whose result is their operand's buffer (a wait, an in-place collective: OpDef::in_place):
-// not counted again.
-inline bool reuses_operand_buffer(ir::OpKind op) {
-  return op == ir::OpKind::wait_tensor || ir::op_def(op).in_place;
+// Returns the result of `u` that is the buffer of its operand `v` (a wait's, or an in-place op's
+// result written into v), or null.
+inline const ir::Value* result_in_buffer_of(const ir::Node& u, const ir::Value* v) {
+  if (u.op == ir::OpKind::wait_tensor) return u.operands[0] == v ? u.results[0] : nullptr;
+  const ir::OpDef& def = ir::op_def(u.op);
+  for (size_t k = 0; def.in_place && k < u.results.size(); ++k) {
+    const int j = def.written_operand(k);
+    if (j >= 0 && u.operands[size_t(j)] == v) return u.results[k];
+  }
+  return nullptr;
+}
+// Returns true when result k of `node` is an operand's buffer (not counted of its own).
+inline bool result_reuses_buffer(const ir::Node& node, size_t k) {
+  return (node.op == ir::OpKind::wait_tensor && k == 0) || ir::op_def(node.op).written_operand(k) >= 0;
 }
 
 // Returns the last position that reads `v` or what it stands for (the wait of a collective
-// result), n - 1 for graph outputs, or `def` when nothing reads it.
-// `pos(node)` gives a node's position.
+// result, the result an in-place op writes into v), n - 1 for graph outputs, or `def` when
+// nothing reads it. `pos(node)` gives a node's position.
 template <typename PositionFn>
 size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos, size_t n, size_t def) {
   if (uses.is_output(v)) return n - 1;
   size_t last = def;
   for (const ir::Node* u : uses.users(v)) {
     size_t i = pos(u);
-    // A collective's buffer is read through its wait (and an in-place collective's): follow it.
-    if (reuses_operand_buffer(u->op)) i = last_use(u->result(), uses, pos, n, i);
+    // A collective's buffer is read through its wait, an in-place op's through its result.
+    if (const ir::Value* r = result_in_buffer_of(*u, v)) i = last_use(r, uses, pos, n, i);
     last = std::max(last, i);
   }
   return last;

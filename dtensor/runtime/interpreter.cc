@@ -73,6 +73,7 @@ class MemoryMeter {
     }
   }
   size_t peak() const { return peak_; }
+  bool external(const Tensor& t) const { return t.defined() && external_.count(t.storage().get()); }
 
  private:
   std::unordered_map<const Storage*, int> external_;
@@ -190,7 +191,18 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       meter.acquire(out[0]);
       env[size_t(tail->id)] = out[0];
     } else {
-      ir::op_def(n.op).kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+      const ir::OpDef& def = ir::op_def(n.op);
+      // A buffer the caller owns is written only when handed over (set_update_params_in_place);
+      // else the program goes on with a copy of it, counted as its own.
+      for (size_t k = 0; def.in_place && k < n.results.size(); ++k) {
+        const int j = def.written_operand(k);
+        const ir::Value* w = j >= 0 ? n.operands[size_t(j)] : nullptr;
+        if (!w || !meter.external(in[size_t(j)]) || (update_params_ && w->kind == ir::ValueKind::param)) continue;
+        in[size_t(j)] = in[size_t(j)].clone();
+        env[size_t(w->id)] = in[size_t(j)];
+        if (w->kind == ir::ValueKind::result) meter.acquire(in[size_t(j)]);  // released as w
+      }
+      def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
     }
     DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))
         << ir::op_name(n.op) << " kernel did not write into its arena buffer";

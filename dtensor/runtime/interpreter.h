@@ -68,6 +68,13 @@ class Interpreter {
   // rank's group for each group its collectives name.
   std::vector<Tensor> run(const Bindings& bindings, const GroupMap& groups = {}, RunStats* stats = nullptr);
 
+  // In-place ops (OpDef::in_place: the optimizer updates) write into a bound parameter's own
+  // tensor only when this is on: the caller hands its parameter tensors over and finds them
+  // updated after run() (the training loop, which owns copies of the user's weights). Off (the
+  // default), such an op first copies the bound tensor, and the copy is what the program reads
+  // from then on: the caller's tensors never change. Data inputs and views of bindings are always
+  // copied before an in-place op writes them.
+  void set_update_params_in_place(bool on) { update_params_ = on; }
   // Enables or disables the epilogue fusions (on by default).
   void set_fusion(bool on) { fuse_ = on; }
   bool fusion() const { return fuse_; }
@@ -90,6 +97,7 @@ class Interpreter {
   std::vector<EpilogueFusion> fusions_;
   std::vector<int> fusion_of_head_, fusion_of_tail_;  // per node: index into fusions_, or -1
   bool fuse_ = true;
+  bool update_params_ = false;
 };
 
 // Returns this rank's groups for the graph's declarations: `world` itself for a group whose ranks

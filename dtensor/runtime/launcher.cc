@@ -32,6 +32,7 @@ RankResult run_rank(const ir::Graph& program, const Bindings& bindings, ProcessG
   GroupMap groups = make_groups(program, world);
   Interpreter interp(program);
   if (options.node_hook) interp.set_node_hook(options.node_hook(world.rank()));
+  interp.set_update_params_in_place(options.update_params_in_place);
   if (options.comm_arena && interp.arena_bytes() > 0) {
     if (options.arena)
       interp.set_comm_arena(options.arena, world.rank());

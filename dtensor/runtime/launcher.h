@@ -41,6 +41,9 @@ struct LaunchOptions {
   // a private one. Off: buffers are allocated as usual.
   bool comm_arena = true;
   std::shared_ptr<SymmetricArena> arena;  // set by launch(); rank r uses region r
+  // The ranks' parameter bindings are handed over: in-place ops (optimizer updates) write into
+  // them (Interpreter::set_update_params_in_place; every repetition updates them again).
+  bool update_params_in_place = false;
 };
 
 // Runs programs[r] on global rank r for r in [0, programs.size()) on the threads backend.

@@ -58,6 +58,15 @@ Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::s
   return bind;
 }
 
+// The loop's own copies of parameter and state tensors, made once at load: the optimizer updates
+// write in place (ops_optim.cc), and must change neither the caller's weights nor another rank's
+// tensors (shard_weights may hand several ranks the same replicated tensor, or views of one).
+Bindings owned_copies(const std::map<std::string, Tensor>& tensors) {
+  Bindings out;
+  for (const auto& [name, t] : tensors) out[name] = t.clone();
+  return out;
+}
+
 autodiff::TrainStep make_step(ir::Graph forward, const TrainOptions& options) {
   if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
   autodiff::TrainStep step = autodiff::make_train_step(std::move(forward), options.optimizer, options.keep_first_grads,
@@ -104,8 +113,10 @@ void gather_state_to_root(const autodiff::TrainStep& step, const sharding::Compi
 TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                                 const std::map<std::string, Tensor>& data, const TrainOptions& options) {
   autodiff::TrainStep step = make_step(std::move(forward), options);
-  Bindings bind = initial_bindings(step, weights, data, options);
+  const Bindings loaded = initial_bindings(step, weights, data, options);
+  Bindings bind = owned_copies(loaded);
   Interpreter interp(step.graph);
+  interp.set_update_params_in_place(true);  // our copies: the updates write into them
   TrainResult r;
   for (int s = 0; s < options.steps; ++s) {
     for (const ir::Value* v : step.graph.inputs()) bind[v->name] = batch_for_step(*v, data.at(v->name), s);
@@ -140,8 +151,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
   for (int r = 0; r < n; ++r) {
     DT_CHECK(program_of_rank[size_t(r)] >= 0) << "no program for rank " << r;
     programs.push_back(&c.programs[size_t(program_of_rank[size_t(r)])]);
-    sharding::TensorMap mine = sharding::shard_weights(step.graph, c.sharding, full, r);
-    bind.emplace_back(mine.begin(), mine.end());
+    bind.push_back(owned_copies(sharding::shard_weights(step.graph, c.sharding, full, r)));
   }
   auto assemble = [&](size_t k, const std::vector<RankResult>& res) {
     std::vector<Tensor> locals;
@@ -155,6 +165,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
     sent = std::max(sent, sharding::collective_stats(c.programs[i], c.ranks[i]).total_bytes);
   LaunchOptions lo;
   lo.comm = sharded.comm;
+  lo.update_params_in_place = true;  // each rank's own copies (owned_copies)
   if (sharded.backend == Backend::mpi) {
     const Placements replicated(size_t(sharded.mesh.ndim()));
     DT_CHECK(c.sharding.outputs[0] == replicated) << "the loss output is not replicated";

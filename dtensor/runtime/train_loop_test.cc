@@ -16,6 +16,8 @@
 
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/core/ops.h"
+#include "dtensor/core/ops_grad.h"
+#include "dtensor/core/rng.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_pipeline.h"
@@ -286,6 +288,100 @@ TEST(Optimizers, AdamWMatchesTorchFormulas) {
 
 TEST(Optimizers, SgdMomentumWeightDecayMatchesTorchFormulas) {
   expect_optimizer_matches({.kind = "sgd", .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3}, 4);
+}
+
+// The updates run in place as one fused loop per parameter (core/ops_grad.cc); they must give
+// bitwise what the composed tensor ops gave when the updates were functional (every intermediate
+// rounded to the storage dtype), for f32, f64 and bf16, and through a non-contiguous parameter
+// (updated in a contiguous copy, then copied back). 3x257 elements from a fixed seed.
+TEST(Optimizers, InPlaceUpdatesAreBitwiseTheComposedTensorOps) {
+  Generator gen(7);
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    auto rand = [&](double lo, double hi) { return dt::add(dt::mul(randn({257, 3}, gen), hi - lo), lo).to(dt); };
+    const Tensor p = rand(-1, 1), g = rand(-1, 1), m = rand(-1, 1), v = dt::abs(rand(0, 1));
+    {  // SGD with momentum and weight decay: torch's formulas as whole-tensor ops
+      const double lr = 0.05, mom = 0.9, wd = 1e-3;
+      const Tensor gd = dt::add(g, dt::mul(p, wd));
+      const Tensor buf = dt::add(dt::mul(m, mom), gd);
+      const Tensor want_p = dt::sub(p, dt::mul(buf, lr));
+      Tensor base = p.transpose(0, 1).contiguous();  // the parameter as a transposed view of base
+      Tensor param = base.transpose(0, 1), got_m = m.clone();
+      dt::sgd_update_(param, g, got_m, lr, mom, wd);
+      EXPECT_EQ(param.to_doubles(), want_p.to_doubles());
+      EXPECT_EQ(got_m.to_doubles(), buf.to_doubles());
+      Tensor plain = p.clone();  // momentum 0: p -= lr * (g + wd * p), no buffer
+      dt::sgd_update_(plain, g, Tensor(), lr, 0, wd);
+      EXPECT_EQ(plain.to_doubles(), dt::sub(p, dt::mul(gd, lr)).to_doubles());
+    }
+    {  // AdamW at step 3 (2 taken) with weight decay
+      const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01, t = 3;
+      const Tensor pd = dt::mul(p, 1 - lr * wd);
+      const Tensor m2 = dt::add(dt::mul(m, b1), dt::mul(g, 1 - b1));
+      const Tensor v2 = dt::add(dt::mul(v, b2), dt::mul(dt::mul(g, g), 1 - b2));
+      const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+      const Tensor denom = dt::add(dt::mul(dt::sqrt(v2), 1 / std::sqrt(bc2)), eps);
+      const Tensor want_p = dt::sub(pd, dt::mul(dt::div(m2, denom), lr / bc1));
+      Tensor param = p.clone(), got_m = m.clone(), got_v = v.clone();
+      dt::adamw_update_(param, g, got_m, got_v, t - 1, lr, b1, b2, eps, wd);
+      EXPECT_EQ(param.to_doubles(), want_p.to_doubles());
+      EXPECT_EQ(got_m.to_doubles(), m2.to_doubles());
+      EXPECT_EQ(got_v.to_doubles(), v2.to_doubles());
+    }
+  }
+}
+
+// The step graph's updates write into their operands. Run by a plain interpreter, the caller's
+// parameter tensors are copied first and never change; handed over (as the training loop does),
+// they are the updated tensors themselves, with the same values and a smaller peak (the new
+// parameters and state are not extra results).
+TEST(TrainLoop, InPlaceUpdatesWriteBoundParametersOnlyWhenHandedOver) {
+  autodiff::TrainStep step = autodiff::make_train_step(model("mlp"), {.kind = "sgd", .lr = 0.1, .momentum = 0.9});
+  auto weights = load(kRef + "/mlp/weights.safetensors");
+  Bindings bind(weights.begin(), weights.end());
+  for (auto& [k, t] : autodiff::fresh_state(step)) bind[k] = t;
+  for (auto& [k, v] : load(kRef + "/mlp/inputs.safetensors")) bind[k] = v;
+  Bindings before;
+  for (auto& [k, t] : bind) before[k] = t.clone();
+  Interpreter copying(step.graph);
+  RunStats copied_stats, handed_stats;
+  const std::vector<Tensor> copied = copying.run(bind, {}, &copied_stats);
+  for (auto& [k, t] : bind) EXPECT_EQ(t.to_doubles(), before[k].to_doubles()) << k << " changed";
+
+  Bindings own;
+  for (auto& [k, t] : bind) own[k] = t.clone();
+  Interpreter handed(step.graph);
+  handed.set_update_params_in_place(true);
+  const std::vector<Tensor> out = handed.run(own, {}, &handed_stats);
+  ASSERT_EQ(out.size(), copied.size());
+  for (size_t k = 0; k < step.updates.size(); ++k) {
+    const std::string& name = step.updates[k];
+    EXPECT_EQ(out[k + 1].raw_data(), own[name].raw_data()) << name << " not updated in place";
+    EXPECT_EQ(out[k + 1].to_doubles(), copied[k + 1].to_doubles()) << name;
+    EXPECT_NE(out[k + 1].to_doubles(), before[name].to_doubles()) << name << " did not change";
+  }
+  EXPECT_EQ(out[0].item(), copied[0].item());
+  EXPECT_LT(handed_stats.peak_bytes, copied_stats.peak_bytes);
+}
+
+// Training copies the weights once at load: the caller's tensors are the same after training, on
+// one device and sharded (where ranks would otherwise share a replicated tensor).
+TEST(TrainLoop, CallersWeightsAreNeverModified) {
+  const auto weights = load(kRef + "/mlp/weights.safetensors");
+  const auto data = load(kRef + "/mlp/inputs.safetensors");
+  std::map<std::string, std::vector<double>> before;
+  for (auto& [k, t] : weights) before[k] = t.to_doubles();
+  TrainOptions opt;
+  opt.optimizer = {.kind = "sgd", .lr = 0.1, .momentum = 0.9};
+  opt.steps = 2;
+  const TrainResult one = train_single_device(model("mlp"), weights, data, opt);
+  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  const TrainResult two = train_sharded(model("mlp"), weights, data, opt, so);
+  for (auto& [k, t] : weights) {
+    EXPECT_EQ(t.to_doubles(), before[k]) << k;
+    EXPECT_NE(one.state.at(k).to_doubles(), before[k]) << k << " was not trained";
+    EXPECT_NE(two.state.at(k).to_doubles(), before[k]) << k << " was not trained";
+  }
 }
 
 TEST(TrainLoop, ResumingFromSavedStateContinuesTheSameRun) {
