@@ -6,19 +6,20 @@
 // and, for a float mask, dscores = dS. Each head walks its query blocks of kQueryBlock rows in
 // order. For block [i0, i0 + bq) it computes the block's scores over the keys it can see (causal:
 // keys [0, min(Sk, i0 + bq)), the rest of the row is masked, so those key columns are never
-// computed: about half the flops at long sequences), takes the softmax of each row exactly as
-// dt::softmax does (row max, fast_exp, sum in double, divide), multiplies dP in one more GEMM,
-// turns it into dS in place, and then
+// computed: about half the flops at long sequences), multiplies dP in one more GEMM, takes the
+// softmax of each row exactly as dt::softmax does (row max, fast_exp, sum in double, divide),
+// turns dP into dS in place (one vectorised pass per step, compiled for each CPU's vector width),
+// and then
 //   dv[0, key_end) += Pᵀ·g_blk,  dk[0, key_end) += dSᵀ·q_blk·scale,  dq_blk = dS·k[0, key_end)·scale
 // as three GEMMs. So the only score memory is the block's P and dP, [kQueryBlock, Sk] each per
-// thread (2 × 64 KiB at S = 256 in f32), not [S, Sk] per head, and nothing is recomputed: the
+// thread (2 × 32 KiB at S = 256 in f32), not [S, Sk] per head, and nothing is recomputed: the
 // forward's output and row statistics are not needed, since a whole block row is held at once
 // (FlashAttention-2's backward tiles keys too, and so needs the forward's logsumexp or a second
 // pass over the keys: 7 GEMMs instead of these 5).
 //
-// Worked example, causal, S = Sk = 100, kQueryBlock = 64: block [0, 64) uses keys [0, 64), block
-// [64, 100) keys [0, 100): 64·64 + 36·100 = 7,696 (query, key) pairs of the 10,000 the naive
-// backward multiplies. Row 10 of the first block has P and dS 0 at keys 11..63.
+// Worked example, causal, S = Sk = 100, kQueryBlock = 32: blocks [0, 32), [32, 64), [64, 96),
+// [96, 100) use keys [0, 32), [0, 64), [0, 96), [0, 100): 6,544 (query, key) pairs of the 10,000
+// the naive backward multiplies. Row 10 of the first block has P and dS 0 at keys 11..31.
 //
 // A head is one task: its blocks accumulate into its dk and dv in block order, so every sum has
 // one fixed order and results do not depend on the thread count. Grouped-query k/v: q head h
@@ -31,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "dtensor/core/elementwise.h"
@@ -40,6 +42,7 @@
 #include "dtensor/core/ops_grad.h"
 #include "dtensor/core/parallel.h"
 #include "dtensor/core/row_reduce.h"
+#include "dtensor/core/simd_clones.h"
 #include "dtensor/core/threading.h"
 
 namespace dt {
@@ -49,7 +52,9 @@ using namespace attention_detail;
 
 // Query rows per block: the dk/dv GEMMs have kQueryBlock as their inner dimension, so a larger
 // block runs them nearer the GEMM rate, while a smaller one computes fewer masked causal pairs.
-constexpr int64_t kQueryBlock = 64;
+// Measured on [4, 8, S, 64] (kernels_bench): 32 is as fast as 64 and 128 without a causal mask and
+// the fastest with one (causal S = 256, separate runs: 12.2 ms against about 13 and 15).
+constexpr int64_t kQueryBlock = 32;
 
 // One head's operands (row i of q is q + i * ldq, unit column stride; likewise k, v, g) and its
 // contiguous gradients.
@@ -68,12 +73,65 @@ struct GradHead {
   C* dscores = nullptr;  // [S, Sk], zero on entry; null unless the mask is float
 };
 
+// Returns Σ a[c] (or Σ a[c]·b[c] when `product`) over c < n in double, in kernel::row_sum's lane
+// order, written out here because row_sum is not inlined into a target clone (and a call per
+// element keeps the loop scalar).
+template <typename C>
+[[gnu::always_inline]] inline double lane_sum(const C* a, const C* b, int64_t n, bool product) {
+  constexpr int L = kernel::kLanes;
+  static_assert(L == 8, "the tree below combines 8 lanes");
+  double l[L] = {};
+  int64_t c = 0;
+  if (product)
+    for (; c + L <= n; c += L)
+      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]) * double(b[c + j]);
+  else
+    for (; c + L <= n; c += L)
+      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]);
+  double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  for (; c < n; ++c) s += product ? double(a[c]) * double(b[c]) : double(a[c]);
+  return s;
+}
+
+// Turns one block row in place from scores q·kᵀ (pr) and dP (dr) into probabilities and dS, over
+// keys [0, visible) of a row of n (keys past `visible` become 0): scale, add the mask row (m: keys
+// mask_col apart; null for none), then the softmax as dt::softmax computes it (row max, exp,
+// sum in double, divide), D = Σ P·dP in double and dS = P·(dP − D). Returns false, leaving the
+// row half done, when every key is masked (the max is -inf). Inlined into each caller's loop.
+template <typename C>
+[[gnu::always_inline]] inline bool softmax_grad_row(C* pr, C* dr, int64_t visible, int64_t n, C scale, const C* m,
+                                                    int64_t mask_col) {
+  // Scaling after the GEMM rounds the scores as the forward and the unfused kernel do.
+  for (int64_t c = 0; c < visible; ++c) pr[c] = pr[c] * scale;
+  if (m && mask_col == 1)
+    for (int64_t c = 0; c < visible; ++c) pr[c] += m[c];
+  else if (m)
+    for (int64_t c = 0; c < visible; ++c) pr[c] += m[c * mask_col];
+  const C mx = kernel::row_max(pr, visible);
+  if (mx == -std::numeric_limits<C>::infinity()) return false;
+  for (int64_t c = 0; c < visible; ++c) pr[c] = kernel::softmax_exp(pr[c] - mx);
+  const C sum = C(lane_sum(pr, pr, visible, false));
+  for (int64_t c = 0; c < visible; ++c) pr[c] = pr[c] / sum;
+  const C d = C(lane_sum(pr, dr, visible, true));
+  for (int64_t c = 0; c < visible; ++c) dr[c] = pr[c] * (dr[c] - d);
+  std::fill(pr + visible, pr + n, C(0));
+  std::fill(dr + visible, dr + n, C(0));
+  return true;
+}
+
+// softmax_grad_row for f32, for each CPU's vector width (simd_clones.h): its loops reduce in a
+// fixed lane order, so every clone computes the same bits.
+DT_SIMD_CLONES bool softmax_grad_row_f32(float* pr, float* dr, int64_t visible, int64_t n, float scale, const float* m,
+                                         int64_t mask_col) {
+  return softmax_grad_row<float>(pr, dr, visible, n, scale, m, mask_col);
+}
+
 // Computes one head's gradients (see the file comment). S, Sk >= 1; D, Dv >= 0. p and dp hold at
 // least kQueryBlock * Sk values.
 template <typename C>
 void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal, C scale,
                       C* p, C* dp) {
-  const C neg_inf = -std::numeric_limits<C>::infinity(), nan = std::numeric_limits<C>::quiet_NaN();
+  const C nan = std::numeric_limits<C>::quiet_NaN();
   bool masked_row = false;
   for (int64_t i0 = 0; i0 < S; i0 += kQueryBlock) {
     const int64_t bq = std::min(kQueryBlock, S - i0);
@@ -86,27 +144,19 @@ void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, in
       C* pr = p + r * key_end;
       C* dr = dp + r * key_end;
       const int64_t visible = causal ? std::min(i0 + r + 1, key_end) : key_end;
-      // Scaling after the GEMM rounds the scores as the forward and the unfused kernel do.
-      for (int64_t c = 0; c < visible; ++c) pr[c] = pr[c] * scale;
-      if (h.mask) {
-        const C* m = h.mask + (i0 + r) * h.mask_ld;
-        for (int64_t c = 0; c < visible; ++c) pr[c] += m[c * h.mask_col];
-      }
-      const C mx = kernel::row_max(pr, visible);
-      if (mx == neg_inf) {  // every key masked: NaN probabilities (see the file comment)
+      const C* m = h.mask ? h.mask + (i0 + r) * h.mask_ld : nullptr;
+      bool seen;
+      if constexpr (std::is_same_v<C, float>)
+        seen = softmax_grad_row_f32(pr, dr, visible, key_end, scale, m, h.mask_col);
+      else
+        seen = softmax_grad_row<C>(pr, dr, visible, key_end, scale, m, h.mask_col);
+      if (!seen) {  // every key masked: NaN probabilities (see the file comment)
         masked_row = true;
         std::fill(pr, pr + key_end, nan);
         std::fill(dr, dr + key_end, nan);
         if (h.dscores) std::fill(h.dscores + (i0 + r) * Sk, h.dscores + (i0 + r + 1) * Sk, nan);
         continue;
       }
-      for (int64_t c = 0; c < visible; ++c) pr[c] = kernel::softmax_exp(pr[c] - mx);
-      const C sum = C(kernel::row_sum(visible, [&](int64_t c) { return double(pr[c]); }));
-      for (int64_t c = 0; c < visible; ++c) pr[c] = pr[c] / sum;
-      std::fill(pr + visible, pr + key_end, C(0));
-      const C d = C(kernel::row_sum(visible, [&](int64_t c) { return double(pr[c]) * double(dr[c]); }));
-      for (int64_t c = 0; c < visible; ++c) dr[c] = pr[c] * (dr[c] - d);
-      std::fill(dr + visible, dr + key_end, C(0));
       if (h.dscores) std::copy(dr, dr + key_end, h.dscores + (i0 + r) * Sk);
     }
     gemm<C>(true, false, key_end, Dv, bq, C(1), p, key_end, gb, h.ldg, C(1), h.dv, Dv);

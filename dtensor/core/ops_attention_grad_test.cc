@@ -1,6 +1,6 @@
 // The block-wise attention backward (ops_attention_grad.cc) against the unfused backward it
 // replaced (test::naive_attention_backward, ops_attention_reference.h): sequence lengths around the
-// query block (1, 7, 64, 257 > 4 blocks of 64), S != Sk both ways, causal and not, uneven head
+// query block (1, 7, 64, 257 > 8 blocks of 32), S != Sk both ways, causal and not, uneven head
 // dims, grouped-query k/v, an explicit scale, bool and float masks of full and broadcast shapes,
 // fully masked rows (NaN where the reference has NaN), strided views, every float dtype and empty
 // sizes. Inputs are seeded uniform values; the largest case is 2 x 8 heads at S = 257.
@@ -108,7 +108,7 @@ TEST(OpsAttentionGrad, GroupedQueryScaleAndMasks) {
 
 TEST(OpsAttentionGrad, FullyMaskedRowsAreNaNAsTheUnfusedBackward) {
   // Query row 1 of 70 sees no key: its dq and dscores rows are NaN, and so is its head's whole dk
-  // and dv, also at causal keys past row 1's block (70 > one block of 64), which are never computed.
+  // and dv, also at causal keys past row 1's block of 32, which are never computed.
   const Tensor q = uniform({1, 2, 70, 4}, DType::f32, 1), k = uniform({1, 2, 70, 4}, DType::f32, 2),
                v = uniform({1, 2, 70, 3}, DType::f32, 3);
   std::vector<double> keep(70, 1.0);

@@ -156,7 +156,7 @@ TEST(ParallelKernels, AttentionBitwiseAcrossThreadCounts) {
 }
 
 // The attention backward splits q heads (each head's query blocks run in order on one thread) and
-// then kv heads for the grouped sum: 2 x 4 q heads on 2 kv heads, S = 257 (5 blocks of 64), a
+// then kv heads for the grouped sum: 2 x 4 q heads on 2 kv heads, S = 257 (9 blocks of 32), a
 // float mask; dq, dk, dv and dscores.
 TEST(ParallelKernels, AttentionBackwardBitwiseAcrossThreadCounts) {
   const Tensor q = uniform({2, 4, 257, 32}, DType::f32, 40), k = uniform({2, 2, 257, 32}, DType::f32, 41);
