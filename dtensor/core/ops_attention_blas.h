@@ -1,6 +1,7 @@
 // Private helpers of the attention kernels (ops_attention.cc, the forward; ops_attention_grad.cc,
 // the backward): the row-major GEMM they both multiply through, how a head's matrices are found
-// inside q/k/v/mask tensors of any strides, and the mask in additive form.
+// inside q/k/v/mask tensors of any strides, the mask in additive form, and a row sum their
+// vectorised row loops inline.
 #pragma once
 
 #include <cblas.h>
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/core/row_reduce.h"
 #include "dtensor/core/tensor.h"
 
 namespace dt::attention_detail {
@@ -73,6 +75,26 @@ Tensor additive_mask(const Tensor& mask, const Shape& scores) {
   Shape full_rank(scores.size() - size_t(m.dim()), 1);
   full_rank.insert(full_rank.end(), m.shape().begin(), m.shape().end());
   return m.reshape(full_rank).expand(scores);
+}
+
+// Returns Σ a[c] (or Σ a[c]·b[c] when `product`) over c < n in double, in kernel::row_sum's lane
+// order, written out here because row_sum is not inlined into a target clone (and a call per
+// element keeps the loop scalar).
+template <typename C>
+[[gnu::always_inline]] inline double lane_sum(const C* a, const C* b, int64_t n, bool product) {
+  constexpr int L = kernel::kLanes;
+  static_assert(L == 8, "the tree below combines 8 lanes");
+  double l[L] = {};
+  int64_t c = 0;
+  if (product)
+    for (; c + L <= n; c += L)
+      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]) * double(b[c + j]);
+  else
+    for (; c + L <= n; c += L)
+      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]);
+  double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  for (; c < n; ++c) s += product ? double(a[c]) * double(b[c]) : double(a[c]);
+  return s;
 }
 
 }  // namespace dt::attention_detail

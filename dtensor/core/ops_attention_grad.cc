@@ -73,26 +73,6 @@ struct GradHead {
   C* dscores = nullptr;  // [S, Sk], zero on entry; null unless the mask is float
 };
 
-// Returns Σ a[c] (or Σ a[c]·b[c] when `product`) over c < n in double, in kernel::row_sum's lane
-// order, written out here because row_sum is not inlined into a target clone (and a call per
-// element keeps the loop scalar).
-template <typename C>
-[[gnu::always_inline]] inline double lane_sum(const C* a, const C* b, int64_t n, bool product) {
-  constexpr int L = kernel::kLanes;
-  static_assert(L == 8, "the tree below combines 8 lanes");
-  double l[L] = {};
-  int64_t c = 0;
-  if (product)
-    for (; c + L <= n; c += L)
-      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]) * double(b[c + j]);
-  else
-    for (; c + L <= n; c += L)
-      for (int j = 0; j < L; ++j) l[j] += double(a[c + j]);
-  double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-  for (; c < n; ++c) s += product ? double(a[c]) * double(b[c]) : double(a[c]);
-  return s;
-}
-
 // Turns one block row in place from scores q·kᵀ (pr) and dP (dr) into probabilities and dS, over
 // keys [0, visible) of a row of n (keys past `visible` become 0): scale, add the mask row (m: keys
 // mask_col apart; null for none), then the softmax as dt::softmax computes it (row max, exp,
