@@ -14,6 +14,8 @@
 //   attention:  dt::scaled_dot_product_attention on [4, 8, S, 64] (the gpt example's heads) next to
 //               the unfused kernel it replaced (matmul, scale, mask, softmax, matmul); causal and
 //               not. Run with --benchmark_enable_random_interleaving=true on a shared machine.
+//   attention backward: dt::scaled_dot_product_attention_backward on the same heads next to the
+//               unfused backward it replaced (ops_attention_reference.h), causal and not.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -22,6 +24,7 @@
 #include <limits>
 
 #include "dtensor/core/ops.h"
+#include "dtensor/core/ops_attention_reference.h"
 #include "dtensor/core/ops_grad.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/core/threading.h"
@@ -217,6 +220,28 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)->ArgNames({"S", "causal", "tiled"})
     ->ArgsProduct({{16, 256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Args: S, causal, blocked (1: dt::scaled_dot_product_attention_backward, 0: the unfused
+// backward it replaced, dt::test::naive_attention_backward).
+void BM_AttentionBackward(benchmark::State& state) {
+  const int64_t s = state.range(0);
+  const bool causal = state.range(1) != 0, blocked = state.range(2) != 0;
+  dt::Generator gen(6);
+  dt::Tensor q = dt::randn({4, 8, s, 64}, gen), k = dt::randn({4, 8, s, 64}, gen), v = dt::randn({4, 8, s, 64}, gen);
+  dt::Tensor g = dt::randn({4, 8, s, 64}, gen);
+  dt::AttentionOptions o;
+  o.causal = causal;
+  for (auto _ : state) {
+    dt::AttentionGrads r = blocked ? dt::scaled_dot_product_attention_backward(g, q, k, v, o)
+                                   : dt::test::naive_attention_backward(g, q, k, v, o);
+    benchmark::DoNotOptimize(r.dq.raw_data());
+  }
+  // Flops of the five GEMMs over the full score matrix (causal attention needs about half).
+  state.counters["FLOPS"] = benchmark::Counter(10.0 * 4 * 8 * double(s) * double(s) * 64,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionBackward)->ArgNames({"S", "causal", "blocked"})
+    ->ArgsProduct({{256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -5,12 +5,14 @@
 // repeated (repeat_interleave) and the mask applied with where/add.
 #include <limits>
 
+#include "dtensor/core/ops_attention_reference.h"
 #include "dtensor/core/ops_test_util.h"
 
 namespace dt {
 namespace {
 
 using test::expect_error;
+using test::rel_diff;
 using test::uniform;
 
 // Returns softmax(q·kᵀ/√D + mask)·v with a full [S, Sk] score matrix per head.
@@ -54,19 +56,9 @@ Tensor naive_sdpa(const Tensor& q, const Tensor& k0, const Tensor& v0, const Att
   return matmul(softmax(scores, -1), v);
 }
 
-// Returns max |got - want| / (max |want| + |want|) elementwise: relative to the output's scale,
-// since single outputs of p·v can cancel to near 0.
-double rel_diff(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  double scale = 0, worst = 0;
-  for (double x : b) scale = std::max(scale, std::fabs(x));
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / (scale + std::fabs(b[i])));
-  return worst;
-}
-
 void expect_close(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
   EXPECT_LE(rel_diff(got, want), rel) << what;
 }
 

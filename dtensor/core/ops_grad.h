@@ -37,7 +37,8 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 // Gradients of scaled_dot_product_attention(q, k, v, opts) (ops.h): dq, dk, dv (grouped k/v:
 // summed over the q heads sharing a kv head) and, for a float mask, dscores, the gradient of the
 // scaled scores the mask is added to, of attention_scores_shape (the caller sums it to the mask's
-// shape). Recomputes the probabilities (an [S, Sk] block per head).
+// shape). ops_attention_grad.cc: recomputes the probabilities one block of query rows at a time
+// ([32, Sk] of scratch per thread, no [S, Sk] per head; causal blocks skip the masked keys).
 struct AttentionGrads {
   Tensor dq, dk, dv, dscores;
 };

@@ -155,6 +155,25 @@ TEST(ParallelKernels, AttentionBitwiseAcrossThreadCounts) {
   }
 }
 
+// The attention backward splits q heads (each head's query blocks run in order on one thread) and
+// then kv heads for the grouped sum: 2 x 4 q heads on 2 kv heads, S = 257 (9 blocks of 32), a
+// float mask; dq, dk, dv and dscores.
+TEST(ParallelKernels, AttentionBackwardBitwiseAcrossThreadCounts) {
+  const Tensor q = uniform({2, 4, 257, 32}, DType::f32, 40), k = uniform({2, 2, 257, 32}, DType::f32, 41);
+  const Tensor v = uniform({2, 2, 257, 24}, DType::f32, 42), g = uniform({2, 4, 257, 24}, DType::f32, 43);
+  AttentionOptions o;
+  o.mask = uniform({257, 257}, DType::f32, 44);
+  for (bool causal : {false, true}) {
+    o.causal = causal;
+    for (int part = 0; part < 4; ++part)
+      expect_same_for_thread_counts(
+          "attention backward part " + std::to_string(part) + (causal ? " causal" : ""), [&] {
+            const AttentionGrads r = scaled_dot_product_attention_backward(g, q, k, v, o);
+            return part == 0 ? r.dq : part == 1 ? r.dk : part == 2 ? r.dv : r.dscores;
+          });
+  }
+}
+
 // GEMMs split into row panels of 48-row multiples of at least 4 MFLOP: these shapes make 2-3
 // panels with ragged last panels, transposed operands included. 1001 rows in 2 panels is the case
 // that failed with 16-row panels (split at row 496); 128 x 512 x 1000 is the gpt test's logits
