@@ -225,8 +225,8 @@ bool GraphEdit::commit() {
         if (--left[u] == 0) topo.push_back(u);
     // Order against an in-place collective is not a data dependency (a reader of its buffer
     // must stay on its side of it), so it and the readers of its buffer are never pulled. (The
-    // optimizer updates, also in place, need no pin: they are the program's last nodes, and the
-    // ordering edges above keep the readers of the parameters before them.)
+    // optimizer updates, also in place, need no pin: the ordering edges above keep every reader
+    // of a parameter or its state on its side of the update, wherever the update is placed.)
     auto inplace_collective = [&](size_t i) {
       const ir::OpDef& def = ir::op_def(nodes[i]->op);
       return def.in_place && def.is_collective();
