@@ -52,18 +52,10 @@ void check(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOpt
                      what);
 }
 
-struct Dims {
-  int64_t S, Sk, D, Dv;
-};
+using Dims = test::AttentionDims;
 
 TEST(OpsAttentionGrad, MatchesTheUnfusedBackward) {
-  std::vector<Dims> dims;
-  for (int64_t s : {1, 7, 64, 257}) {
-    dims.push_back({s, s, 13, 7});   // uneven head dims
-    dims.push_back({s, s, 64, 64});  // the gpt shape
-  }
-  dims.push_back({7, 257, 16, 5});   // more keys than queries: causal keys past S get no gradient
-  dims.push_back({257, 7, 16, 5});   // more queries than keys: causal rows past Sk see every key
+  const std::vector<Dims> dims = test::attention_test_dims();
   uint64_t seed = 1;
   for (const Dims& d : dims)
     for (bool causal : {false, true}) {

@@ -1,7 +1,8 @@
 // Test and benchmark helpers of the attention kernels, outside the library: the unfused attention
 // backward that ops_attention_grad.cc replaced (the whole [S, Sk] probability matrix per head,
 // built from plain ops), which its tests compare with and kernels_bench times the new kernel
-// against, and the relative difference the attention tests measure.
+// against, the relative difference the attention tests measure, and the shapes both the forward
+// and the backward tests run.
 #pragma once
 
 #include <algorithm>
@@ -68,6 +69,25 @@ inline double rel_diff(const Tensor& got, const Tensor& want) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
     worst = std::max(worst, std::fabs(a[i] - b[i]) / (scale + std::fabs(b[i])));
   return worst;
+}
+
+// Query length, key length, head dim of q/k, head dim of v.
+struct AttentionDims {
+  int64_t S, Sk, D, Dv;
+};
+
+// The shapes the forward and backward tests share: sequence lengths across block sizes (1, 7, 64,
+// 257 > the 256-key block), uneven head dims and the gpt's, and S != Sk both ways (causal rows past
+// Sk see every key; causal keys past S get no gradient).
+inline std::vector<AttentionDims> attention_test_dims() {
+  std::vector<AttentionDims> dims;
+  for (int64_t s : {1, 7, 64, 257}) {
+    dims.push_back({s, s, 13, 7});   // uneven head dims
+    dims.push_back({s, s, 64, 64});  // the gpt shape
+  }
+  dims.push_back({7, 257, 16, 5});  // more keys than queries
+  dims.push_back({257, 7, 16, 5});  // more queries than keys
+  return dims;
 }
 
 }  // namespace dt::test

@@ -62,18 +62,10 @@ void expect_close(const Tensor& got, const Tensor& want, double rel, const std::
   EXPECT_LE(rel_diff(got, want), rel) << what;
 }
 
-struct Dims {
-  int64_t S, Sk, D, Dv;
-};
+using Dims = test::AttentionDims;
 
 TEST(OpsAttention, MatchesTheUnfusedKernel) {
-  std::vector<Dims> dims;
-  for (int64_t s : {1, 7, 64, 257}) {
-    dims.push_back({s, s, 13, 7});   // uneven head dims
-    dims.push_back({s, s, 64, 64});  // the gpt shape
-  }
-  dims.push_back({7, 257, 16, 5});   // more keys than queries
-  dims.push_back({257, 7, 16, 5});   // more queries than keys: causal rows past Sk see every key
+  std::vector<Dims> dims = test::attention_test_dims();
   dims.push_back({300, 600, 32, 32});  // several key blocks per query block: rescaling
   uint64_t seed = 1;
   for (const Dims& d : dims) {
