@@ -1,12 +1,13 @@
-// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes DIR/rank<r>.safetensors
-// for every rank, holding that rank's shard of every parameter, laid out by the same propagation
-// that `dtensor compile` partitions with (metadata: mesh, plan, rank, and each tensor's placements).
+// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes DIR as a sharded
+// checkpoint (io/sharded_checkpoint.h) holding every rank's shard of every parameter, laid out by
+// the same propagation that `dtensor compile` partitions with.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 
 #include "dtensor/core/atomic_file.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
@@ -40,27 +41,22 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
   sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
   sharding::Sharding s = sharding::propagate(model, mesh, resolved);
   io::TensorMap full = io::read_safetensors(opt.files.weights);
-  std::error_code ec;
-  std::filesystem::create_directories(opt.output, ec);
-  if (ec) DT_THROW(IoError) << "cannot create output directory " << opt.output << ": " << ec.message();
-  // Every rank's file is written to a temporary name first and renamed into place only when all
-  // are written: a failure leaves the previous shards in place.
-  StagedFiles files;
-  std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", opt.mesh.plan}};
-  for (const ir::Value* p : model.params()) meta["placements." + p->name] = sharding::placements_of(s, p);
+  io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}};
+  for (const ir::Value* p : model.params()) {
+    ckpt.placements[p->name] = sharding::placements_of(s, p);
+    ckpt.shapes[p->name] = p->type.shape;
+  }
   int64_t total = 0;
   std::string summary;
   for (size_t i = 0; i < paths.size(); ++i) {
     const int r = mesh.ranks()[i];
-    io::TensorMap shards = sharding::shard_weights(model, s, full, r);
-    meta["rank"] = std::to_string(r);
-    files.add(paths[i], io::safetensors_bytes(shards, meta));
+    ckpt.local.push_back(sharding::shard_weights(model, s, full, r));
     int64_t bytes = 0;
-    for (const auto& [name, t] : shards) bytes += int64_t(t.nbytes());
+    for (const auto& [name, t] : ckpt.local.back()) bytes += int64_t(t.nbytes());
     total += bytes;
-    summary += fmt::format("rank {}: {} tensors, {:.1f} KiB -> {}\n", r, shards.size(), double(bytes) / 1024, paths[i]);
+    summary += fmt::format("rank {}: {} tensors, {:.1f} KiB\n", r, ckpt.local.back().size(), double(bytes) / 1024);
   }
-  files.commit();
+  io::write_sharded_checkpoint(opt.output, ckpt);  // every rank's file or none
   std::printf("%s%d ranks, %.1f KiB in all\n", summary.c_str(), int(mesh.size()), double(total) / 1024);
 }
 

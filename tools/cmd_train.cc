@@ -22,7 +22,6 @@
 #include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
-#include "tools/rank_files.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -79,7 +78,7 @@ void train_command(TrainCliOptions opt) {
   ir::Graph model = ir::parse_file(opt.files.model);
   const int64_t tokens = tokens_per_step(model);
   std::map<std::string, Tensor> weights, data;
-  if (std::filesystem::is_directory(opt.files.weights)) weights = read_rank_files(opt.files.weights, "--weights");
+  if (std::filesystem::is_directory(opt.files.weights)) weights = sharding::assemble_checkpoint(io::read_sharded_checkpoint(opt.files.weights, "--weights"));
   else
     for (auto& [k, v] : io::read_safetensors(opt.files.weights)) weights[k] = v;
   for (auto& [k, v] : io::read_safetensors(opt.files.inputs)) data[k] = v;
@@ -123,10 +122,11 @@ void train_command(TrainCliOptions opt) {
 
   if (!r.root) return;  // mpi: rank 0 reports
   if (!opt.save.empty()) {
-    if (sharded && is_rank_files_path(opt.save)) {
-      RankFiles rf{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, r.rank_state, r.placements, {}};
-      for (const auto& [name, t] : r.state) rf.shapes[name] = t.shape();
-      write_rank_files(opt.save, rf);
+    if (sharded && io::is_sharded_checkpoint_path(opt.save)) {
+      io::ShardedCheckpoint ck{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}};
+      for (const auto& m : r.rank_state) ck.local.emplace_back(m.begin(), m.end());
+      for (const auto& [name, t] : r.state) ck.shapes[name] = t.shape();
+      io::write_sharded_checkpoint(opt.save, ck);
     } else
       io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
   }

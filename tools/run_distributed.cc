@@ -12,6 +12,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/redistribute/executor.h"
@@ -23,7 +24,6 @@
 #include "tools/load_program.h"
 #include "tools/mesh_fit.h"
 #include "tools/output_check.h"
-#include "tools/rank_files.h"
 
 namespace dt::tools {
 namespace {
@@ -49,31 +49,32 @@ struct RankReport {
   double peak_bytes = 0, param_bytes = 0, bytes_sent = 0, collectives = 0;
 };
 
-// Reads DIR/rank<r>.safetensors as `shard-weights` wrote them: every rank's file must exist, hold
-// this rank's shard of every parameter and record the placements this plan gives it.
+// Reads a sharded checkpoint DIR (io/sharded_checkpoint.h) as `shard-weights` wrote it: it must be
+// of this mesh and hold each rank's shard of every parameter with the placements this plan gives it.
 void load_sharded_checkpoint(const std::string& dir, Setup& s) {
+  io::ShardedCheckpoint ckpt = io::read_sharded_checkpoint(dir, "--weights");
+  if (!(ckpt.mesh == s.mesh))
+    DT_THROW(ValueError) << "--weights " << dir << " holds shards for mesh " << ckpt.mesh.str() << ", not " << s.mesh.str()
+                         << ": shard the weights again on this mesh";
   const std::vector<int>& ranks = s.mesh.ranks();
-  for (int r : ranks) {
-    const std::string path = (std::filesystem::path(dir) / fmt::format("rank{}.safetensors", r)).string();
-    if (!std::filesystem::exists(path))
-      DT_THROW(IoError) << "--weights " << dir << " is a directory but has no " << path
-                        << " (write it with `dtensor shard-weights` on the same mesh and plan)";
-    const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    const std::string where = fmt::format("--weights {} rank {}", dir, r);
     io::TensorMap mine;
     for (const ir::Value* p : s.model.params()) {
       const std::string want = sharding::placements_of(s.c.sharding, p);
-      auto it = f.metadata().find("placements." + p->name);
-      if (it != f.metadata().end() && it->second != want)
-        DT_THROW(ValueError) << path << " holds " << p->name << " as " << it->second << " but this mesh and plan place it "
+      auto it = ckpt.placements.find(p->name);
+      if (it != ckpt.placements.end() && it->second != want)
+        DT_THROW(ValueError) << where << " holds " << p->name << " as " << it->second << " but this mesh and plan place it "
                              << want << ": shard the weights again with this plan";
-      if (!f.contains(p->name)) DT_THROW(IoError) << path << " has no tensor " << p->name;
-      Tensor t = f.get(p->name);
+      auto t = ckpt.local[i].find(p->name);
+      if (t == ckpt.local[i].end()) DT_THROW(IoError) << where << " has no tensor " << p->name;
       const Shape local = local_shape_at(s.mesh.shape(), s.c.sharding.values[size_t(p->id)], p->type.shape,
                                          *s.mesh.coordinate(r));
-      if (t.shape() != local || t.dtype() != p->type.dtype)
-        DT_THROW(IoError) << path << ": " << p->name << " is " << dtype_name(t.dtype()) << shape_str(t.shape())
+      if (t->second.shape() != local || t->second.dtype() != p->type.dtype)
+        DT_THROW(IoError) << where << ": " << p->name << " is " << dtype_name(t->second.dtype()) << shape_str(t->second.shape())
                           << " but rank " << r << "'s shard is " << dtype_name(p->type.dtype) << shape_str(local);
-      mine.emplace(p->name, std::move(t));
+      mine.emplace(p->name, t->second);
     }
     s.rank_weights.push_back(std::move(mine));
   }
@@ -137,17 +138,17 @@ Tensor assemble_output(const Setup& s, size_t k, const std::vector<Tensor>& loca
 }
 
 // --save-outputs DIR --sharded: each rank's local outputs, with their placements and full shapes
-// (tools/rank_files.h), so that `--expect DIR` assembles them again.
+// (io/sharded_checkpoint.h), so that `--expect DIR` assembles them again.
 void save_rank_outputs(const std::string& dir, const RunOptions& opt, const Setup& s,
                        const std::vector<std::vector<Tensor>>& locals) {
-  RankFiles rf{s.mesh, opt.mesh.plan, std::vector<std::map<std::string, Tensor>>(size_t(s.mesh.size())), {}, {}};
+  io::ShardedCheckpoint rf{s.mesh, opt.mesh.plan, std::vector<io::TensorMap>(size_t(s.mesh.size())), {}, {}};
   for (size_t k = 0; k < locals.size(); ++k) {
     const ir::Value* v = s.model.outputs()[k];
     rf.placements[v->name] = placements_str(s.c.sharding.outputs[k]);
     rf.shapes[v->name] = v->type.shape;
     for (size_t r = 0; r < locals[k].size(); ++r) rf.local[r][v->name] = locals[k][r];
   }
-  write_rank_files(dir, rf);
+  io::write_sharded_checkpoint(dir, rf);
 }
 
 // Assembles the outputs from every rank's shards (locals[k][r]), compares them with the
