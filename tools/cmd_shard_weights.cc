@@ -30,12 +30,9 @@ struct ShardWeightsOptions {
 void shard_weights_command(const ShardWeightsOptions& opt) {
   ir::Graph model = ir::parse_file(opt.files.model);
   DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
-  std::vector<std::string> paths;
-  for (int r : mesh.ranks()) {
-    paths.push_back((std::filesystem::path(opt.output) / fmt::format("rank{}.safetensors", r)).string());
-    refuse_output_over_input(paths.back(),
-                             {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
-  }
+  // The checkpoint writes only its manifest, generation directories and lock file in DIR.
+  refuse_output_over_input((std::filesystem::path(opt.output) / "checkpoint.json").string(),
+                           {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
   sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
   check_mesh_fits_model(model, plan, mesh);
   sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
@@ -48,8 +45,7 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
   }
   int64_t total = 0;
   std::string summary;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const int r = mesh.ranks()[i];
+  for (int r : mesh.ranks()) {
     ckpt.local.push_back(sharding::shard_weights(model, s, full, r));
     int64_t bytes = 0;
     for (const auto& [name, t] : ckpt.local.back()) bytes += int64_t(t.nbytes());
@@ -57,7 +53,8 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
     summary += fmt::format("rank {}: {} tensors, {:.1f} KiB\n", r, ckpt.local.back().size(), double(bytes) / 1024);
   }
   io::write_sharded_checkpoint(opt.output, ckpt);  // every rank's file or none
-  std::printf("%s%d ranks, %.1f KiB in all\n", summary.c_str(), int(mesh.size()), double(total) / 1024);
+  std::printf("%s%d ranks, %.1f KiB in all -> %s\n", summary.c_str(), int(mesh.size()), double(total) / 1024,
+              opt.output.c_str());
 }
 
 void setup(CLI::App& app) {
@@ -65,7 +62,7 @@ void setup(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("shard-weights", "Write one safetensors file of parameter shards per rank");
   add_model_options(cmd, opt.files, {.inputs_flag = nullptr, .required = true});
   add_mesh_options(cmd, opt.mesh, {.what = "shard the weights", .plan_required = true, .with_backend = false});
-  cmd->add_option("-o,--output", opt.output, "output directory (rank<r>.safetensors)")->required();
+  cmd->add_option("-o,--output", opt.output, "output directory (a sharded checkpoint)")->required();
   cmd->callback([] { shard_weights_command(opt); });
 }
 
