@@ -2,7 +2,8 @@
 // StagedFiles set (core/atomic_file.h) and a sharded checkpoint's uncommitted generation, which
 // would otherwise stay behind as hidden files of any size. The handler (installed on first use,
 // only for signals whose disposition is still the default) unlinks every registered file, then
-// removes the registered directories (rmdir: only when emptied), then lets the signal end the process as it would have.
+// removes the registered directories (rmdir: only when emptied), then lets the signal end the
+// process as it would have.
 // SIGKILL cannot be caught: what it leaves is removed by the next writer of the same directory.
 #pragma once
 
