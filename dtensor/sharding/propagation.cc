@@ -324,7 +324,14 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       std::vector<Option> none(nd);
       prop.allow_moving_pinned();
       prop.evaluate(none, best);
-      DT_CHECK(best.cost != kInfinite) << ir::op_name(n.op) << " cannot even run replicated";
+      // Reachable from user input (issue 29.9: a rank-4 input sharded on an 8-d mesh): moving an
+      // operand to replicated can exceed what the redistribution planner searches.
+      if (best.cost == kInfinite)
+        DT_THROW(ValueError) << ir::op_name(n.op) << (n.results.empty() ? std::string() : " %" + n.results[0]->name)
+                             << " cannot run on mesh "
+                             << mesh.str() << ", not even replicated"
+                             << (best.invalid ? std::string(": ") + best.invalid : std::string())
+                             << " (shard its operands over fewer mesh dims)";
     }
     // A shard given up because no strategy could keep it (not a cost decision) gets a warning.
     for (size_t k = 0; k < n.operands.size(); ++k) {

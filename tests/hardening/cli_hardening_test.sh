@@ -144,6 +144,16 @@ dims = ", ".join(["1"] * 33)
 open(sys.argv[1], "w").write(f"graph g {{\n  input %x : f32[{dims}]\n  %y = relu(%x) : f32[{dims}]\n  return %y\n}}\n")
 PY
 expect 2 "more than the limit of 32" compile "$t/rank33.dt" --mesh 2 --plan "$PLAN" --rank 0 -o "$t/c.dt"
+cat > "$t/mul4.dt" <<'EOF'
+graph g {
+  input %x : f32[4, 4, 4, 4]
+  param %w : f32[4, 4, 4, 4]
+  %y = mul(%x, %w) : f32[4, 4, 4, 4]
+  return %y
+}
+EOF
+echo '{"mesh_dims": ["a","b","c","d","e","f","g","h"], "inputs": {"x": {"a": "S(0)", "b": "S(0)"}}}' > "$t/p8.json"
+expect 2 "not even replicated" compile "$t/mul4.dt" --mesh 2x2x2x2x2x2x2x2 --plan "$t/p8.json" --rank 0 -o "$t/c.dt"
 expect 2 "more than the limit of 1 GiB" plan --mesh 4 --shape 1099511627776 --from 'S(0)' --to R --verify
 
 # Issue 29.10: threads that cannot be created (address space capped) are a clear error, exit 2.
