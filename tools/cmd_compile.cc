@@ -120,10 +120,18 @@ void print_report(const nlohmann::json& j) {
                 r["nodes"].get<size_t>(), bytes_text(r["param_bytes"].get<double>()).c_str(),
                 bytes_text(r["activation_bytes_estimate"].get<double>()).c_str(),
                 bytes_text(r["bytes_sent"].get<double>()).c_str());
-    std::printf("  %-32s %-24s %-6s %s\n", "value", "kind", "group", "input");
+    // Columns as wide as their longest entry (module paths of real models are long).
+    size_t wv = 5, wk = 4, wg = 5;
+    for (const auto& c : r["collectives"]) {
+      wv = std::max(wv, c["value"].get<std::string>().size());
+      wk = std::max(wk, c["kind"].get<std::string>().size());
+      wg = std::max(wg, c["group"].get<std::string>().size());
+    }
+    std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), "value", int(wk), "kind", int(wg), "group", "input");
     for (const auto& c : r["collectives"])
-      std::printf("  %-32s %-24s %-6s %s\n", c["value"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
-                  c["group"].get<std::string>().c_str(), c["input"].get<std::string>().c_str());
+      std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), c["value"].get<std::string>().c_str(), int(wk),
+                  c["kind"].get<std::string>().c_str(), int(wg), c["group"].get<std::string>().c_str(),
+                  c["input"].get<std::string>().c_str());
     for (const auto& [kind, n] : r["collectives_per_kind"].items())
       std::printf("  total %s: %d, %s sent\n", kind.c_str(), n.get<int>(),
                   bytes_text(r["bytes_sent_per_kind"][kind].get<double>()).c_str());

@@ -184,6 +184,8 @@ void run_command(RunCli& cli) {
                 "saves each rank's outputs: add --save-outputs DIR");
   if (sharded) {
     if (opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
+    if (opt.mesh.mesh.empty())
+      DT_THROW(ValueError) << "--plan needs --mesh (the device mesh it shards over, e.g. --mesh 4)";
     if (!run_sharded(opt)) command_exit_code() = 1;
     return;
   }

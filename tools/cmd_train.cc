@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dtensor/autodiff/autodiff.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/safetensors.h"
@@ -76,6 +77,12 @@ void train_command(TrainCliOptions opt) {
     DT_THROW(ValueError) << "--save and --grads-out name the same file " << opt.save;
 
   ir::Graph model = ir::parse_file(opt.files.model);
+  try {
+    autodiff::find_loss(model);
+  } catch (const ValueError& e) {
+    // The usual cause: a forward model written without its loss.
+    DT_THROW(ValueError) << e.what() << " (the example models have one when written with --loss: dtensor example gpt --loss)";
+  }
   const int64_t tokens = tokens_per_step(model);
   // A checkpoint directory of any mesh and plan is assembled to full tensors and resharded.
   const std::map<std::string, Tensor> weights = job::Weights::load(opt.files.weights).full_tensors();
@@ -112,6 +119,7 @@ void train_command(TrainCliOptions opt) {
   }
 
   if (!r.root) return;  // mpi: rank 0 reports
+  for (const auto& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (!opt.save.empty()) {
     if (sharded && io::is_sharded_checkpoint_path(opt.save)) {
       io::ShardedCheckpoint ckpt{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}};

@@ -162,6 +162,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
     return job.assemble_output(k, locals);
   };
   TrainResult result;
+  result.warnings = job.warnings();
   result.collectives = sharding::collective_stats(c.programs[0], c.ranks[0]).count;
   int64_t sent = 0;
   for (size_t i = 0; i < c.ranks.size(); ++i)

@@ -58,6 +58,7 @@ struct TrainResult {
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
   bool root = true;  // false on the processes of an mpi run other than rank 0
+  std::vector<std::string> warnings;  // the sharding's (sharded runs): nodes that fell back to R
 };
 
 // Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its

@@ -136,6 +136,8 @@ expect_error "mesh without plan" "--mesh and --plan go together" train "$t/gpt.d
   --inputs "$t/nd.safetensors" >/dev/null 2>&1 || FAIL "example without loss"
 expect_error "no scalar loss" "must be a floating scalar" train "$t/noloss.dt" --weights "$t/nw.safetensors" \
   --data "$t/nd.safetensors"
+expect_error "no scalar loss: the hint" "written with --loss" train "$t/noloss.dt" --weights "$t/nw.safetensors" \
+  --data "$t/nd.safetensors"
 expect_error "save over weights" "is the same file as weights" train "$t/gpt.dt" --weights "$t/w.safetensors" \
   --data "$t/d.safetensors" --save "$t/w.safetensors"
 "$DT" example gpt --hidden 512 --heads 8 --layers 1 --vocab 1000 --batch 3 --seq 32 --loss -o "$t/b3.dt" \
