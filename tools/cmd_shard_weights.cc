@@ -1,21 +1,20 @@
-// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes DIR as a sharded
-// checkpoint (io/sharded_checkpoint.h) holding every rank's shard of every parameter, laid out by
-// the same propagation that `dtensor compile` partitions with.
+// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes a sharded checkpoint
+// DIR (io/sharded_checkpoint.h) holding every rank's shard of every parameter, laid out by the same
+// propagation that `dtensor compile` partitions with. W is a safetensors file of full tensors or a
+// checkpoint directory of any mesh and plan (which this reshards).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 
 #include "dtensor/core/atomic_file.h"
-#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/core/error.h"
-#include "dtensor/io/safetensors.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/ir/parser.h"
+#include "dtensor/job/job.h"
 #include "dtensor/sharding/propagation.h"
-#include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 
 namespace dt::tools {
@@ -28,31 +27,33 @@ struct ShardWeightsOptions {
 };
 
 void shard_weights_command(const ShardWeightsOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.files.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
   // The checkpoint writes only its manifest, generation directories and lock file in DIR.
   refuse_output_over_input((std::filesystem::path(opt.output) / "checkpoint.json").string(),
                            {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
-  check_mesh_fits_model(model, plan, mesh);
-  sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
-  sharding::Sharding s = sharding::propagate(model, mesh, resolved);
-  io::TensorMap full = io::read_safetensors(opt.files.weights);
+  const ir::Graph model = ir::parse_file(opt.files.model);
+  // The placements are the job's (the propagation `compile` partitions with); one program is
+  // enough to have them.
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"});
+  const DeviceMesh mesh = jo.mesh;
+  jo.ranks = {mesh.ranks().front()};
+  const job::Job job = job::Job::compile(model, std::move(jo));
+  // --weights may itself be a checkpoint directory of another mesh or plan: it is resharded.
+  const job::Weights weights = job::Weights::load(opt.files.weights);
   io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}};
   for (const ir::Value* p : model.params()) {
-    ckpt.placements[p->name] = sharding::placements_of(s, p);
+    ckpt.placements[p->name] = sharding::placements_of(job.sharding(), p);
     ckpt.shapes[p->name] = p->type.shape;
   }
   int64_t total = 0;
   std::string summary;
   for (int r : mesh.ranks()) {
-    ckpt.local.push_back(sharding::shard_weights(model, s, full, r));
+    ckpt.local.push_back(weights.rank_shards(model, job.sharding(), mesh, r));
     int64_t bytes = 0;
     for (const auto& [name, t] : ckpt.local.back()) bytes += int64_t(t.nbytes());
     total += bytes;
     summary += fmt::format("rank {}: {} tensors, {:.1f} KiB\n", r, ckpt.local.back().size(), double(bytes) / 1024);
   }
-  io::write_sharded_checkpoint(opt.output, ckpt);  // every rank's file or none
+  io::write_sharded_checkpoint(opt.output, ckpt);
   std::printf("%s%d ranks, %.1f KiB in all -> %s\n", summary.c_str(), int(mesh.size()), double(total) / 1024,
               opt.output.c_str());
 }
