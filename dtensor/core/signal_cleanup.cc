@@ -16,6 +16,7 @@ namespace {
 // so it reads the pointers without locks and never allocates.
 constexpr int kSlots = 1024;
 std::atomic<char*> g_paths[kSlots];
+std::atomic<std::atomic<int>*> g_guards[kSlots];
 std::atomic<int> g_high{0};  // one past the highest slot ever used
 std::mutex g_mu;             // serialises registration (not the handler)
 std::once_flag g_installed;
@@ -25,7 +26,13 @@ void on_signal(int sig) {
   // Files first, then the directories they were in (slots are reused, so not in order).
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < g_high.load(); ++i)
-      if (char* p = g_paths[i].load()) pass == 0 ? ::unlink(p) : ::rmdir(p);
+      if (char* p = g_paths[i].load()) {
+        if (std::atomic<int>* guard = g_guards[i].load()) {
+          int open = 0;
+          if (!guard->compare_exchange_strong(open, 2) && open != 2) continue;  // being committed
+        }
+        pass == 0 ? ::unlink(p) : ::rmdir(p);
+      }
   errno = saved;
   ::signal(sig, SIG_DFL);  // end the process as the signal would have
   ::raise(sig);
@@ -46,11 +53,12 @@ void install() {
 
 }  // namespace
 
-int register_cleanup(const std::string& path) {
+int register_cleanup(const std::string& path, std::atomic<int>* guard) {
   std::call_once(g_installed, install);
   std::lock_guard<std::mutex> lock(g_mu);
   for (int i = 0; i < kSlots; ++i) {
     if (g_paths[i].load()) continue;
+    g_guards[i].store(guard);
     g_paths[i].store(::strdup(path.c_str()));
     if (i >= g_high.load()) g_high.store(i + 1);
     return i;

@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -248,19 +249,22 @@ void write_sharded_checkpoint(const std::string& dir, const ShardedCheckpoint& c
   const fs::path gen_dir = fs::path(dir) / generation;
   if (!fs::create_directory(gen_dir, ec))
     DT_THROW(IoError) << "cannot create directory " << gen_dir.string() << ": " << ec.message();
-  // Until the generation is complete, SIGINT/TERM remove it and an exception removes it here.
-  std::vector<int> slots = {register_cleanup(gen_dir.string())};
-  bool complete = false;
+  // Until the manifest commits the generation, SIGINT/TERM remove it (core/signal_cleanup.h: the
+  // guard keeps a signal racing the commit from removing a committed generation) and an exception
+  // removes it here.
+  std::atomic<int> guard{0};
+  std::vector<int> slots = {register_cleanup(gen_dir.string(), &guard)};
+  bool committed = false;
   struct Unwind {
     std::vector<int>& slots;
-    bool& complete;
+    bool& committed;
     const fs::path& gen_dir;
     ~Unwind() {
       for (int s : slots) unregister_cleanup(s);
       std::error_code ignore;
-      if (!complete) fs::remove_all(gen_dir, ignore);
+      if (!committed) fs::remove_all(gen_dir, ignore);
     }
-  } unwind{slots, complete, gen_dir};
+  } unwind{slots, committed, gen_dir};
 
   std::map<std::string, std::string> meta = {
       {"format", kFormat}, {"mesh", ckpt.mesh.str()}, {"plan", ckpt.plan}, {"save_id", id}};
@@ -277,26 +281,20 @@ void write_sharded_checkpoint(const std::string& dir, const ShardedCheckpoint& c
     meta["rank"] = std::to_string(ranks[i]);
     const std::string bytes = safetensors_bytes(ckpt.local[i], meta);
     const std::string path = (gen_dir / rank_file_name(ranks[i])).string();
-    slots.push_back(register_cleanup(path));
+    slots.push_back(register_cleanup(path, &guard));
     staged.add(path, bytes);
     files.push_back({{"rank", ranks[i]}, {"bytes", bytes.size()}, {"xxh64", hex64(xxhash64(bytes))}});
   }
   staged.commit();
-  // The generation is complete: from here a signal leaves it (the next writer removes it unless
-  // the manifest below made it the checkpoint).
-  complete = true;
-  for (int& s : slots) unregister_cleanup(std::exchange(s, -1));
 
   const json manifest = {{"format", kFormat}, {"version", kVersion}, {"save_id", id},
                          {"generation", generation}, {"mesh", ckpt.mesh.str()}, {"plan", ckpt.plan},
                          {"hash", "xxh64"}, {"files", files}};
-  try {
-    write_file_atomically(manifest_path(dir), manifest.dump(1) + "\n");  // the commit
-  } catch (...) {
-    std::error_code ignore;
-    fs::remove_all(gen_dir, ignore);
-    throw;
-  }
+  StagedFiles marker;
+  marker.add(manifest_path(dir), manifest.dump(1) + "\n");
+  if (!claim_for_commit(guard)) DT_THROW(IoError) << "the save of " << dir << " was interrupted";
+  marker.commit();  // the commit: renaming the manifest into place
+  committed = true;
   remove_stale(dir, generation);
 }
 
