@@ -43,12 +43,14 @@ passes::PassManager make_pass_manager(const PassCliOptions& opt) {
 
 }  // namespace
 
-void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt) {
+passes::RankPipelineStats run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks,
+                                             const PassCliOptions& opt, const ir::RankOrbits* orbits) {
   passes::PassManager pm = make_pass_manager(opt);
   passes::RankPipelineOptions ro;
   ro.check_ranks = opt.check_ranks;
   if (opt.print_after_all) ro.print_after = &std::cerr;
-  passes::run_rank_pipelines(pm, programs, ranks, ro);
+  ro.orbits = orbits;
+  return passes::run_rank_pipelines(pm, programs, ranks, ro);
 }
 
 }  // namespace dt::tools

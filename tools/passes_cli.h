@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/passes/rank_pipeline.h"
 
 namespace dt::tools {
 
@@ -28,7 +30,9 @@ const std::vector<std::string>& pass_flag_names();
 // Runs the pipeline on every rank's program, pass by pass, proving after partitioning and after
 // each pass that every process group's members issue the same collectives (unless
 // --no-check-ranks), then plans comm buffers across the programs (passes/rank_pipeline.h).
-// programs[i] is rank ranks[i]'s.
-void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt);
+// programs[i] is rank ranks[i]'s. With the job's orbits (sharding::CompileOptions::orbits) the
+// programs need only hold the wanted ranks' and the orbit representatives'.
+passes::RankPipelineStats run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks,
+                                             const PassCliOptions& opt, const ir::RankOrbits* orbits = nullptr);
 
 }  // namespace dt::tools
