@@ -189,7 +189,7 @@ Work compile_rank0(const ir::Graph& g, const sharding::ParallelPlan& plan, const
 
 // The bound: orbits come from the model's sizes (how many chunk lengths its dims split into), not
 // from the number of ranks; this gpt gives at most a few per mesh dim.
-constexpr size_t kMaxPrograms = 48;
+constexpr size_t kMaxPrograms = 32;
 
 TEST(RankScale, CompilingRankZeroLooksAtBoundedlyManyPrograms) {
   struct Case {
