@@ -26,6 +26,11 @@ Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+// x < 0 ? slope·x : x (torch.nn.functional.leaky_relu, ONNX LeakyRelu with alpha = slope).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// log(1 + exp(beta·x)) / beta, x where beta·x > threshold (torch.nn.functional.softplus; ONNX
+// Softplus is beta 1 with no linear region: threshold inf).
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
 Tensor erf(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
