@@ -206,6 +206,14 @@ std::vector<Case> cases() {
          return V{b.record(OpKind::log, {x})[0], b.record(OpKind::sqrt, {x})[0], b.record(OpKind::rsqrt, {x})[0],
                   b.record(OpKind::pow, {x}, {{"exponent", 2.5}})[0], b.record(OpKind::pow, {x}, {{"exponent", 1.0}})[0]};
        }},
+      {"topk", {OpKind::topk},
+       [](Builder& b) {
+         return V{b.record(OpKind::topk, {p(b, "x", {3, 5})}, {{"k", int64_t(2)}, {"dim", int64_t(1)}})[0]};
+       }},
+      {"topk_smallest_dim0", {OpKind::topk},
+       [](Builder& b) {
+         return V{b.record(OpKind::topk, {p(b, "x", {4, 3})}, {{"k", int64_t(3)}, {"dim", int64_t(0)}, {"largest", false}})[0]};
+       }},
       {"leaky_relu", {OpKind::leaky_relu},
        [](Builder& b) { return V{b.record(OpKind::leaky_relu, {p(b, "x", {9})}, {{"negative_slope", 0.2}})[0]}; }},
       // beta 2, threshold 1: x from [-1, 1) crosses into the linear region (beta x > 1).

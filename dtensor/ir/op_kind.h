@@ -48,7 +48,7 @@ namespace dt::ir {
   X(sgd_update) X(adamw_update)                                                                       \
   /* ops_index.cc (the gathers' backward ops beside them); the logical ops: ops_elementwise.cc */   \
   X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
-  X(cumsum) X(triu) X(tril)                                                                            \
+  X(cumsum) X(triu) X(tril) X(topk)                                                                    \
   X(logical_and) X(logical_or) X(logical_xor)
 
 enum class OpKind : uint8_t {

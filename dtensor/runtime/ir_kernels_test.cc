@@ -275,5 +275,26 @@ TEST_F(IrKernels, LeakyReluAndSoftplus) {
   expect_same(out[2], Tensor::from_doubles(sp2, {7}, DType::f32));
 }
 
+// topk against a sort of each row: values and indices, largest and smallest, ties the lower index
+// first, NaN the largest; k out of range is an error.
+TEST_F(IrKernels, TopK) {
+  const double nan = std::nan("");
+  const Tensor x = Tensor::from_doubles({3, 1, 3, nan, 0, -2, 5, 5, 1, 0}, {2, 5}, DType::f32);
+  Value* vx = in("x", x);
+  auto top = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(3)}});
+  auto low = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(2)}, {"largest", false}});
+  auto col = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(1)}, {"dim", int64_t(0)}});
+  b_.outputs({top[0], top[1], low[0], low[1], col[1]});
+  std::vector<Tensor> out = Interpreter(g_).run(bindings_);
+  std::vector<double> v = out[0].to_doubles();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(std::vector<double>(v.begin() + 1, v.end()), (std::vector<double>{3, 3, 5, 5, 1}));
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{3, 0, 2, 1, 2, 3}));
+  EXPECT_EQ(out[2].to_doubles(), (std::vector<double>{0, 1, -2, 0}));
+  EXPECT_EQ(out[3].to_doubles(), (std::vector<double>{4, 1, 0, 4}));
+  EXPECT_EQ(out[4].to_doubles(), (std::vector<double>{0, 1, 1, 0, 0}));  // nan largest; 0 = 0: the lower index
+  EXPECT_THROW(b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(6)}}), ValueError);
+}
+
 }  // namespace
 }  // namespace dt::runtime

@@ -47,6 +47,14 @@ std::vector<OpCase> cases() {
   add("relu", [](Builder& b) { b.outputs({b.relu(in(b, 0, {3, 5}))}); });
   add("gelu", [](Builder& b) { b.outputs({b.gelu(in(b, 0, {3, 5}), "tanh")}); });
   add("silu", [](Builder& b) { b.outputs({b.silu(in(b, 0, {3, 5}))}); });
+  add("topk", [](Builder& b) {
+    auto r = b.record(OpKind::topk, {in(b, 0, {3, 5})}, {{"k", int64_t(2)}, {"dim", int64_t(1)}});
+    b.outputs({r[0], r[1]});
+  });
+  add("topk dim 0 smallest", [](Builder& b) {
+    auto r = b.record(OpKind::topk, {in(b, 0, {5, 3})}, {{"k", int64_t(3)}, {"dim", int64_t(0)}, {"largest", false}});
+    b.outputs({r[0], r[1]});
+  });
   add("leaky_relu", [](Builder& b) {
     b.outputs({b.record(OpKind::leaky_relu, {in(b, 0, {3, 5})}, {{"negative_slope", 0.1}})[0]});
   });
