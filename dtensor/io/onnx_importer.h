@@ -1,7 +1,8 @@
 // The ONNX importer's internals shared by its files (not a public header): the Importer a
-// converter works through, and the converter tables. onnx_import.cc holds the importer and the
-// converters of the original op set; each onnx_convert_<family>.cc adds one family's converters
-// to the table through its add_<family>_converters().
+// converter works through, and the converter tables. The rooms: onnx_proto.cc decodes protobuf
+// pieces (types, tensors, models); onnx_importer.cc is the engine (slots, folding, the node loop);
+// each onnx_convert_<family>.cc adds one family's converters to the table through its
+// add_<family>_converters(); onnx_input_options.cc parses the CLI's input options.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -135,12 +136,20 @@ class Importer {
 };
 
 
-// Shared converter helpers (onnx_import.cc).
+// Decoding (onnx_proto.cc).
+onnx::ModelProto parse_model(const std::string& bytes, const std::string& name);
+
+// Shared converter helpers (onnx_convert_math.cc, onnx_convert_shape.cc).
 Value* rec(Importer& im, OpKind op, std::vector<Value*> xs, const ir::NamedAttrs& attrs = {});
 void unary(Importer& im, OpKind op);
 void binary(Importer& im, OpKind op);
+DType to_dtype(Importer& im, int64_t onnx_type);
+// Axes from input `input` (opset >= 13) or else attribute `attr`.
+std::vector<int64_t> axes_input_or_attr(Importer& im, int input, const char* attr);
 
 // The families' tables.
+void add_math_converters(ConverterTable& table);   // onnx_convert_math.cc
+void add_shape_converters(ConverterTable& table);  // onnx_convert_shape.cc
 void add_index_converters(ConverterTable& table);  // onnx_convert_index.cc
 
 }  // namespace dt::io::onnx_internal

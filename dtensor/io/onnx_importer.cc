@@ -1,0 +1,347 @@
+// The ONNX importer (onnx_import.h). One pass over the nodes in file order (ONNX requires
+// topological order). Each ONNX value is a Slot: either an IR value of the graph being built, or a
+// constant known at import. A node whose inputs are all constant is converted into a scratch graph
+// and run at once with the op kernels (so folding computes exactly what the runtime would); other
+// nodes are converted into the real graph, their constant inputs materialised on first use.
+#include "dtensor/io/onnx_import.h"
+#include "dtensor/io/onnx_importer.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "dtensor/core/error.h"
+#include "dtensor/core/input_file.h"
+#include "dtensor/core/ops.h"
+#include "dtensor/io/onnx_fusion.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/ir/verifier.h"
+
+namespace dt::io {
+namespace onnx_internal {
+
+// ---- the importer ----
+
+std::string Importer::where() const {
+  // Unnamed nodes (exporters may leave names empty) by their index; the first output given (an
+  // op's leading outputs may be omitted).
+  std::string s = node_->name().empty() ? "node #" + std::to_string(node_index_) : "node '" + node_->name() + "'";
+  s += " (" + node_->op_type();
+  for (const auto& o : node_->output())
+    if (!o.empty()) return s + ", output '" + o + "')";
+  return s + ")";
+}
+
+void Importer::check_versions() {
+  const int64_t irv = model_.ir_version();
+  if (irv < kOnnxMinIrVersion || irv > kOnnxMaxIrVersion)
+    DT_THROW(ValueError) << "ONNX IR version " << irv << " is not supported (supported: " << kOnnxMinIrVersion
+                         << " to " << kOnnxMaxIrVersion << ")";
+  for (const auto& o : model_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
+  // Below the supported range, a model is still read exactly when each of its ops is defined the
+  // same at its opset as at ours (the operator's newest version up to opset 17 is older than that
+  // opset): And, Or, Xor, Sin and Cos have not changed since opset 7, ConstantOfShape since 9 and
+  // Not since 1, and their conformance data uses those opsets.
+  static const std::map<std::string, int64_t> unchanged_since = {
+      {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Sin", 7}, {"Cos", 7}, {"ConstantOfShape", 9}, {"Not", 1}};
+  const auto& nodes = model_.graph().node();
+  const bool old_but_unchanged =
+      opset_ < kOnnxMinOpset && nodes.size() > 0 && std::all_of(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
+        auto it = unchanged_since.find(n.op_type());
+        return it != unchanged_since.end() && it->second <= opset_;
+      });
+  if ((opset_ < kOnnxMinOpset && !old_but_unchanged) || opset_ > kOnnxMaxOpset)
+    DT_THROW(ValueError) << "ONNX opset " << opset_ << " of the default domain is not supported (supported: "
+                         << kOnnxMinOpset << " to " << kOnnxMaxOpset << ")";
+}
+
+void Importer::declare_inputs() {
+  const auto& g = model_.graph();
+  std::set<std::string> init_names;
+  for (const auto& t : g.initializer()) {
+    Slot s;
+    s.is_const = true;
+    s.constant = tensor_from_proto(t, "initializer '" + t.name() + "'");
+    s.initializer = t.name();
+    slots_[t.name()] = std::move(s);
+    init_names.insert(t.name());
+  }
+  // Options naming no graph input are refused first (a typo would otherwise read as a dynamic dim).
+  std::set<std::string> seen;
+  for (const auto& vi : g.input())
+    if (!init_names.count(vi.name())) seen.insert(vi.name());
+  for (const auto& [name, shape] : opt_.input_shapes)
+    if (!seen.count(name)) {
+      std::string names;
+      for (const auto& n : seen) names += (names.empty() ? "" : ", ") + n;
+      DT_THROW(ValueError) << "--input-shape names '" << name << "', which is not a graph input (inputs: " << names << ")";
+    }
+  for (const auto& [name, dtype] : opt_.input_dtypes)
+    if (!seen.count(name)) DT_THROW(ValueError) << "--input-dtype names '" << name << "', which is not a graph input";
+  for (const auto& vi : g.input()) {
+    if (init_names.count(vi.name())) continue;  // an initializer listed as an input (old exporters)
+    if (auto it = opt_.constant_inputs.find(vi.name()); it != opt_.constant_inputs.end()) {
+      Slot s;
+      s.is_const = true;
+      s.constant = it->second;
+      slots_[vi.name()] = std::move(s);
+      continue;
+    }
+    const auto& tt = vi.type().tensor_type();
+    if (!vi.type().has_tensor_type())
+      DT_THROW(ValueError) << "graph input '" << vi.name() << "' is not a tensor";
+    DType dtype = onnx_dtype(tt.elem_type(), "graph input '" + vi.name() + "'");
+    if (auto it = opt_.input_dtypes.find(vi.name()); it != opt_.input_dtypes.end()) dtype = it->second;
+    Shape shape;
+    if (auto it = opt_.input_shapes.find(vi.name()); it != opt_.input_shapes.end()) {
+      shape = it->second;
+      if (tt.has_shape() && tt.shape().dim_size() != int(shape.size()))
+        DT_THROW(ValueError) << "--input-shape " << vi.name() << "=" << shape_str(shape) << " has " << shape.size()
+                             << " dims, the model's input has " << tt.shape().dim_size();
+      for (int d = 0; tt.has_shape() && d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        if (dim.has_dim_value() && dim.dim_value() != shape[size_t(d)])
+          DT_THROW(ValueError) << "--input-shape " << vi.name() << "=" << shape_str(shape) << ": dim " << d
+                               << " is fixed to " << dim.dim_value() << " in the model";
+      }
+    } else {
+      if (!tt.has_shape())
+        DT_THROW(ValueError) << "graph input '" << vi.name()
+                             << "' has no shape in the model: give it with --input-shape " << vi.name() << "=AxB...";
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        if (!dim.has_dim_value())
+          DT_THROW(ValueError) << "graph input '" << vi.name() << "' dim " << d << " is dynamic ('"
+                               << dim.dim_param() << "'): give its shape with --input-shape " << vi.name()
+                               << "=AxB...";
+        shape.push_back(dim.dim_value());
+      }
+    }
+    Slot s;
+    s.value = main_.add_input(ir_name(vi.name()), {dtype, shape});
+    slots_[vi.name()] = std::move(s);
+  }
+}
+
+Value* Importer::param(const std::string& name, const Tensor& t) {
+  const std::string n = ir_name(name);
+  if (auto it = params_.find(n); it != params_.end()) {
+    if (it->second->type.shape != t.shape() || it->second->type.dtype != t.dtype())
+      DT_THROW(ValueError) << "initializer '" << name << "' is used both as it is and transposed, at " << where();
+    return it->second;
+  }
+  Value* v = main_.add_param(n, {t.dtype(), t.shape()});
+  params_[n] = v;
+  result_.weights[n] = t.contiguous();
+  return v;
+}
+
+// Returns a constant of the graph being built: a scratch input while folding; else a parameter
+// (initializers, large constants), full or constant.
+Value* Importer::materialise(const std::string& onnx_name, Slot& s) {
+  if (folding_) {
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"c" + string`.
+    std::string name = "c";
+    name += std::to_string(scratch_bound_.size());
+    Value* v = builder_->input(name, s.constant.dtype(), s.constant.shape());
+    scratch_bound_[v] = s.constant;
+    return v;
+  }
+  if (s.value) return s.value;
+  const Tensor& t = s.constant;
+  if (!s.initializer.empty()) return s.value = param(s.initializer, t);
+  const std::vector<double> values = t.to_doubles();
+  const bool uniform = !values.empty() && std::all_of(values.begin(), values.end(), [&](double v) {
+    return std::memcmp(&v, &values[0], sizeof v) == 0;
+  });
+  const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  if (uniform || values.empty())
+    s.value = builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
+  else if (values.size() <= 4096)
+    s.value = builder_->record(OpKind::constant, {}, {{"shape", shape}, {"values", values}, {"dtype", t.dtype()}})[0];
+  else
+    s.value = param(onnx_name, t);
+  return s.value;
+}
+
+Value* Importer::in(int i) {
+  if (!has_input(i)) DT_THROW(ValueError) << where() << " needs input " << i;
+  Slot& s = slot(i);
+  return s.is_const ? materialise(node_->input(i), s) : s.value;
+}
+
+const Tensor& Importer::const_in(int i) {
+  if (!has_input(i)) DT_THROW(ValueError) << where() << " needs input " << i;
+  Slot& s = slot(i);
+  if (!s.is_const)
+    DT_THROW(ValueError) << where() << ": input " << i << " ('" << node_->input(i)
+                         << "') must be known at import (a shape or a constant), but it is computed from the data";
+  return s.constant;
+}
+
+std::vector<int64_t> Importer::const_ints(int i) {
+  const Tensor& t = const_in(i);
+  if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
+    DT_THROW(DTypeError) << where() << ": input " << i << " must be integers, got " << dtype_name(t.dtype());
+  std::vector<int64_t> v;
+  for (double d : t.to_doubles()) v.push_back(int64_t(d));
+  if (t.dtype() == DType::i64) {  // exact beyond 2^53 (INT64_MAX ends of Slice)
+    const Tensor c = t.contiguous();
+    v.assign(static_cast<const int64_t*>(c.raw_data()), static_cast<const int64_t*>(c.raw_data()) + c.numel());
+  }
+  return v;
+}
+
+ir::TensorType Importer::type_of(int i) {
+  const Slot& s = slot(i);
+  return s.is_const ? ir::TensorType{s.constant.dtype(), s.constant.shape()} : s.value->type;
+}
+
+std::vector<const onnx::NodeProto*> Importer::consumers(int k) const {
+  auto it = users_.find(node_->output(k));
+  return it == users_.end() ? std::vector<const onnx::NodeProto*>{} : it->second;
+}
+
+// Runs the kernels of a scratch graph whose inputs are bound to constants (the runtime's
+// interpreter sits above io in the dependency order, and folding needs nothing else of it).
+std::vector<Tensor> evaluate(const ir::Graph& g, const std::map<Value*, Tensor>& bound, const std::vector<Value*>& want) {
+  std::unordered_map<const Value*, Tensor> env;
+  for (const auto& [v, t] : bound) env[v] = t;
+  for (const ir::Node* n : g.nodes()) {
+    std::vector<Tensor> in;
+    for (const Value* v : n->operands) in.push_back(env.at(v));
+    std::vector<Tensor> out(n->results.size());
+    ir::op_def(n->op).kernel(ir::KernelArgs{*n, in, out});
+    for (size_t k = 0; k < out.size(); ++k) env[n->results[k]] = out[k];
+  }
+  std::vector<Tensor> r;
+  for (Value* v : want) r.push_back(env.at(v).contiguous());
+  return r;
+}
+
+void Importer::convert(const onnx::NodeProto& n) {
+  node_ = &n;
+  if (absorbed_.count(&n)) return;  // folded into an earlier node (a linear's bias Add)
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    DT_THROW(ValueError) << where() << ": ops of domain '" << n.domain() << "' are not supported";
+  const auto& table = converters();
+  auto it = table.find(n.op_type());
+  if (it == table.end()) DT_THROW(ValueError) << where() << ": op " << n.op_type() << " is not supported by the importer";
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !slots_.count(n.input(i)))
+      DT_THROW(ValueError) << where() << ": input '" << n.input(i) << "' is not defined before the node";
+  out_values_.assign(size_t(n.output_size()), nullptr);
+  out_slots_.assign(size_t(n.output_size()), Slot{});
+  bool all_const = true;
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !slots_.at(n.input(i)).is_const) all_const = false;
+  // Shape-only ops answer from the input's type and never fold through a scratch graph.
+  const bool from_type = n.op_type() == "Shape" || n.op_type() == "Size";
+  if (all_const && n.input_size() > 0 && !from_type) {
+    ir::Graph scratch("fold");
+    Builder sb(scratch);
+    builder_ = &sb;
+    folding_ = true;
+    scratch_bound_.clear();
+    try {
+      it->second(*this, n);
+    } catch (...) {
+      folding_ = false;
+      builder_ = nullptr;
+      throw;
+    }
+    folding_ = false;
+    std::vector<Value*> want;
+    for (int k = 0; k < n.output_size(); ++k)
+      if (out_values_[size_t(k)]) want.push_back(out_values_[size_t(k)]);
+    std::vector<Tensor> got = evaluate(scratch, scratch_bound_, want);
+    size_t j = 0;
+    for (int k = 0; k < n.output_size(); ++k) {
+      if (out_values_[size_t(k)]) set_out_const(k, got[j++]);
+      else if (!out_slots_[size_t(k)].is_const && !out_slots_[size_t(k)].value && !n.output(k).empty())
+        DT_THROW(InternalError) << where() << " gave no output " << k;
+    }
+    builder_ = nullptr;
+  } else {
+    Builder mb(main_);
+    builder_ = &mb;
+    it->second(*this, n);
+    builder_ = nullptr;
+  }
+  for (int k = 0; k < n.output_size(); ++k) {
+    if (n.output(k).empty()) continue;
+    Slot s = std::move(out_slots_[size_t(k)]);
+    if (!s.is_const && !s.value) s.value = out_values_[size_t(k)];
+    if (!s.is_const && !s.value) DT_THROW(ValueError) << where() << ": output " << k << " is not supported";
+    slots_[n.output(k)] = std::move(s);
+  }
+}
+
+OnnxImportResult Importer::run() {
+  check_versions();
+  const auto& g = model_.graph();
+  for (const auto& n : g.node())
+    for (const auto& i : n.input()) users_[i].push_back(&n);
+  declare_inputs();
+  for (const auto& n : g.node()) {
+    convert(n);
+    ++node_index_;
+  }
+  std::vector<Value*> outs;
+  Builder mb(main_);
+  builder_ = &mb;
+  for (const auto& o : g.output()) {
+    auto it = slots_.find(o.name());
+    if (it == slots_.end()) DT_THROW(ValueError) << "graph output '" << o.name() << "' is not computed by any node";
+    Slot& s = it->second;
+    Value* v = s.is_const ? materialise(o.name(), s) : s.value;
+    if (v->kind == ir::ValueKind::input || v->kind == ir::ValueKind::param || std::count(outs.begin(), outs.end(), v))
+      v = mb.record(OpKind::clone, {v})[0];
+    if (!main_.find(ir_name(o.name()))) main_.rename(v, ir_name(o.name()));
+    outs.push_back(v);
+  }
+  builder_ = nullptr;
+  main_.set_outputs(outs);
+  if (opt_.fuse) fuse_onnx_patterns(main_, result_.weights);
+  ir::verify(main_);
+  return std::move(result_);
+}
+
+const ConverterTable& converters() {
+  static const ConverterTable table = [] {
+    ConverterTable t;
+    add_math_converters(t);
+    add_shape_converters(t);
+    add_index_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace onnx_internal
+
+using namespace onnx_internal;
+
+OnnxImportResult import_onnx_bytes(const std::string& bytes, const std::string& name, const OnnxImportOptions& options) {
+  const onnx::ModelProto m = parse_model(bytes, name);
+  std::string gname = name;
+  if (size_t slash = gname.find_last_of('/'); slash != std::string::npos) gname = gname.substr(slash + 1);
+  if (size_t dot = gname.find('.'); dot != std::string::npos) gname = gname.substr(0, dot);
+  return Importer(m, gname, options).run();
+}
+
+OnnxImportResult import_onnx(const std::string& path, const OnnxImportOptions& options) {
+  return import_onnx_bytes(read_input_file(path, "ONNX model"), path, options);
+}
+
+std::vector<std::string> onnx_supported_ops() {
+  std::vector<std::string> v;
+  for (const auto& [k, f] : converters()) v.push_back(k);
+  return v;
+}
+
+}  // namespace dt::io
