@@ -12,6 +12,12 @@ namespace dt::io::onnx_internal {
 
 DType to_dtype(Importer& im, int64_t onnx_type) { return onnx_dtype(int32_t(onnx_type), im.where()); }
 
+double scalar_in(Importer& im, int i) {
+  const Tensor& t = im.const_in(i);
+  if (t.numel() != 1) DT_THROW(ValueError) << im.where() << ": input " << i << " must be a scalar, it has " << t.numel() << " elements";
+  return t.to_doubles()[0];
+}
+
 Value* rec(Importer& im, OpKind op, std::vector<Value*> xs, const ir::NamedAttrs& attrs) {
   return im.b().record(op, std::move(xs), attrs)[0];
 }
@@ -25,12 +31,12 @@ void conv_identity(Importer& im, const onnx::NodeProto&) { im.set_out_slot(0, im
 
 // Dropout at inference: the identity (its optional mask output is all true).
 void conv_dropout(Importer& im, const onnx::NodeProto& n) {
-  if (im.has_input(2) && im.const_in(2).to_doubles().at(0) != 0)
+  if (im.has_input(2) && scalar_in(im, 2) != 0)
     DT_THROW(ValueError) << im.where() << ": training-mode dropout is not supported (import for inference)";
   im.set_out_slot(0, im.slot(0));
   if (n.output_size() > 1 && !n.output(1).empty()) {
     const ir::TensorType t = im.type_of(0);
-    im.set_out_const(1, Tensor::full(t.shape, 1, DType::boolean));
+    im.set_out(1, rec(im, OpKind::full, {}, {{"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())}, {"value", 1.0}, {"dtype", DType::boolean}}));
   }
 }
 
@@ -61,8 +67,12 @@ void conv_not(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, rec(im, OpKind::eq, {im.in(0), f}));
 }
 
+// A cast to the input's own dtype is the identity (Hugging Face's softmax(..., dtype=f32).to(q.dtype)
+// exports two), so that it does not stand between the ops a fusion matches.
 void conv_cast(Importer& im, const onnx::NodeProto&) {
-  im.set_out(0, im.b().cast(im.in(0), to_dtype(im, im.attr_int("to", 1))));
+  const DType to = to_dtype(im, im.attr_int("to", 1));
+  if (im.type_of(0).dtype == to) return im.set_out_slot(0, im.slot(0));
+  im.set_out(0, im.b().cast(im.in(0), to));
 }
 
 // Clip(x, min, max) = min(max(x, min), max): constant bounds are one clamp; a bound computed from
@@ -75,9 +85,9 @@ void conv_clip(Importer& im, const onnx::NodeProto&) {
     lo = im.attr_float("min", lo);
     hi = im.attr_float("max", hi);
   } else {
-    if (im.has_input(1) && im.is_const(1)) lo = im.const_in(1).to_doubles().at(0);
+    if (im.has_input(1) && im.is_const(1)) lo = scalar_in(im, 1);
     else if (im.has_input(1)) lo_v = im.in(1);
-    if (im.has_input(2) && im.is_const(2)) hi = im.const_in(2).to_doubles().at(0);
+    if (im.has_input(2) && im.is_const(2)) hi = scalar_in(im, 2);
     else if (im.has_input(2)) hi_v = im.in(2);
   }
   Value* y = im.in(0);
@@ -172,17 +182,23 @@ void conv_constant_of_shape(Importer& im, const onnx::NodeProto&) {
   DType dtype = DType::f32;
   if (const auto* a = im.attr("value")) {
     Tensor v = tensor_from_proto(a->t(), im.where());
+    if (v.numel() != 1) DT_THROW(ValueError) << im.where() << ": value must hold one element, it has " << v.numel();
     dtype = v.dtype();
-    value = v.to_doubles().at(0);
+    value = v.to_doubles()[0];
   }
-  im.set_out_const(0, Tensor::full(Shape(s.begin(), s.end()), value, dtype));
+  // A node, not a tensor made here: a huge shape then stays in the graph (kMaxFoldElements).
+  checked_numel(Shape(s.begin(), s.end()), im.where());
+  im.set_out(0, rec(im, OpKind::full, {}, {{"shape", s}, {"value", value}, {"dtype", dtype}}));
 }
 
 void conv_range(Importer& im, const onnx::NodeProto&) {
   const Tensor& st = im.const_in(0);
-  const double start = st.to_doubles().at(0), limit = im.const_in(1).to_doubles().at(0),
-               delta = im.const_in(2).to_doubles().at(0);
-  if (delta == 0) DT_THROW(ValueError) << im.where() << ": delta is 0";
+  const double start = scalar_in(im, 0), limit = scalar_in(im, 1), delta = scalar_in(im, 2);
+  if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    DT_THROW(ValueError) << im.where() << ": start " << start << ", limit " << limit << ", delta " << delta << " is not a range";
+  const double count = std::ceil((limit - start) / delta);
+  if (count > double(kMaxFoldElements))
+    DT_THROW(ValueError) << im.where() << ": a range of " << count << " elements is more than the importer folds (" << kMaxFoldElements << ")";
   im.set_out_const(0, Tensor::arange(start, limit, delta, st.dtype()));
 }
 

@@ -73,6 +73,7 @@ void conv_transpose(Importer& im, const onnx::NodeProto&) {
     out.is_const = true;
     out.constant = s.constant.transpose(0, 1).contiguous();
     out.transpose_of = s.initializer;
+    out.trainable = s.trainable;
     return im.set_out_slot(0, std::move(out));
   }
   im.set_out(0, im.b().permute(im.in(0), perm));

@@ -6,6 +6,7 @@
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/io/onnx_importer.h"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -63,13 +64,16 @@ void Importer::declare_inputs() {
   const auto& g = model_.graph();
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
+    if (init_names.count(t.name())) DT_THROW(ValueError) << "initializer '" << t.name() << "' is defined twice";
     Slot s;
     s.is_const = true;
     s.constant = tensor_from_proto(t, "initializer '" + t.name() + "'");
     s.initializer = t.name();
+    s.trainable = is_trainable_initializer(t.name(), s.constant.dtype(), opt_.frozen);
     slots_[t.name()] = std::move(s);
     init_names.insert(t.name());
   }
+  find_folded_transposes();
   // Options naming no graph input are refused first (a typo would otherwise read as a dynamic dim).
   std::set<std::string> seen;
   for (const auto& vi : g.input())
@@ -114,6 +118,10 @@ void Importer::declare_inputs() {
                              << "' has no shape in the model: give it with --input-shape " << vi.name() << "=AxB...";
       for (int d = 0; d < tt.shape().dim_size(); ++d) {
         const auto& dim = tt.shape().dim(d);
+        if (!dim.has_dim_value() && opt_.dynamic_dim_default > 0) {
+          shape.push_back(opt_.dynamic_dim_default);
+          continue;
+        }
         if (!dim.has_dim_value())
           DT_THROW(ValueError) << "graph input '" << vi.name() << "' dim " << d << " is dynamic ('"
                                << dim.dim_param() << "'): give its shape with --input-shape " << vi.name()
@@ -121,27 +129,92 @@ void Importer::declare_inputs() {
         shape.push_back(dim.dim_value());
       }
     }
+    checked_numel(shape, "graph input '" + vi.name() + "'");
+    if (slots_.count(vi.name())) DT_THROW(ValueError) << "graph input '" << vi.name() << "' is declared twice";
     Slot s;
     s.value = main_.add_input(ir_name(vi.name()), {dtype, shape});
     slots_[vi.name()] = std::move(s);
   }
 }
 
-Value* Importer::param(const std::string& name, const Tensor& t) {
-  const std::string n = ir_name(name);
+// The module path of the current node when it is a Linear's MatMul or Gemm ("/layers.0/mlp/up_proj/
+// MatMul" -> "layers.0.mlp.up_proj"), else "".
+std::string Importer::linear_module() const {
+  const std::string& nm = node_->name();
+  const std::string& op = node_->op_type();
+  if ((op != "MatMul" && op != "Gemm") || nm.size() < 2 || nm[0] != '/') return "";
+  const size_t slash = nm.find_last_of('/');
+  if (slash == 0 || nm.compare(slash + 1, op.size(), op) != 0) return "";
+  std::string path = nm.substr(1, slash - 1);
+  std::replace(path.begin(), path.end(), '/', '.');
+  return path;
+}
+
+Value* Importer::param(const std::string& name, const Tensor& t, bool frozen) {
+  std::string n = ir_name(name);
+  // A constant-folded export names a Linear's pre-transposed weight `onnx::MatMul_611`; the node
+  // reading it is named after the module ("/layers.0/self_attn/q_proj/MatMul"), so the parameter
+  // gets the module's name back ("layers.0.self_attn.q_proj.weight") and plans match it.
+  if (auto it = renamed_.find(name); it != renamed_.end()) n = it->second;
+  else if (name.rfind("onnx::", 0) == 0 && !frozen) {
+    const std::string module = linear_module();
+    const std::string m = module.empty() ? "" : ir_name(module + ".weight");
+    if (!m.empty() && !slots_.count(module + ".weight") && !params_.count(m) && !main_.find(m)) {
+      renamed_[name] = m;
+      n = m;
+    }
+  }
   if (auto it = params_.find(n); it != params_.end()) {
     if (it->second->type.shape != t.shape() || it->second->type.dtype != t.dtype())
       DT_THROW(ValueError) << "initializer '" << name << "' is used both as it is and transposed, at " << where();
     return it->second;
   }
+  if (main_.find(n)) DT_THROW(ValueError) << where() << ": initializer '" << name << "' has the IR name of another value";
   Value* v = main_.add_param(n, {t.dtype(), t.shape()});
+  v->frozen = frozen;
   params_[n] = v;
   result_.weights[n] = t.contiguous();
+  if (frozen) ++result_.summary.frozen;
+  else ++result_.summary.parameters;
   return v;
 }
 
-// Returns a constant of the graph being built: a scratch input while folding; else a parameter
-// (initializers, large constants), full or constant.
+// A constant-folded export stores Transpose(W) of a weight W that is also read as it is (a tied
+// lm_head reading the embedding) as an initializer of its own (`onnx::MatMul_611`): found by its
+// values, it becomes Transpose(W), so the tied weight stays one parameter.
+void Importer::find_folded_transposes() {
+  for (const auto& t : model_.graph().initializer()) {
+    Slot& s = slots_.at(t.name());
+    if (t.name().rfind("onnx::", 0) != 0 || s.constant.dim() != 2 || !s.trainable || s.initializer != t.name()) continue;
+    const Shape swapped{s.constant.shape()[1], s.constant.shape()[0]};
+    for (const auto& w : model_.graph().initializer()) {
+      const Slot& ws = slots_.at(w.name());
+      if (w.name() == t.name() || w.name().rfind("onnx::", 0) == 0 || ws.constant.shape() != swapped ||
+          ws.constant.dtype() != s.constant.dtype() || !ws.trainable)
+        continue;
+      const Tensor wt = ws.constant.transpose(0, 1).contiguous();
+      const Tensor st = s.constant.contiguous();
+      if (std::memcmp(wt.raw_data(), st.raw_data(), size_t(st.numel()) * itemsize(st.dtype())) != 0) continue;
+      s.initializer.clear();
+      s.transpose_of = w.name();
+      break;
+    }
+  }
+}
+
+bool is_trainable_initializer(const std::string& name, DType dtype, const std::set<std::string>& frozen) {
+  if (!is_floating(dtype) || frozen.count(name)) return false;
+  // Buffers of PyTorch's and Hugging Face's modules (register_buffer), by their last name piece.
+  static const std::set<std::string> buffers = {"inv_freq", "cos_cached", "sin_cached", "masked_bias",
+                                                "position_ids", "token_type_ids", "_cos_cached", "_sin_cached"};
+  const size_t dot = name.find_last_of('.');
+  return !buffers.count(dot == std::string::npos ? name : name.substr(dot + 1));
+}
+
+// Returns a constant of the graph being built: a scratch input while folding; else a param for an
+// initializer (a const unless trainable), Transpose(W) of one as a transpose of W's param, a
+// uniform tensor as `full`, a small one as `constant`, a larger one as a const named after the
+// ONNX value (stored with the weights, not inline).
 Value* Importer::materialise(const std::string& onnx_name, Slot& s) {
   if (folding_) {
     // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"c" + string`.
@@ -153,18 +226,20 @@ Value* Importer::materialise(const std::string& onnx_name, Slot& s) {
   }
   if (s.value) return s.value;
   const Tensor& t = s.constant;
-  if (!s.initializer.empty()) return s.value = param(s.initializer, t);
-  const std::vector<double> values = t.to_doubles();
+  if (!s.initializer.empty()) return s.value = param(s.initializer, t, !s.trainable);
+  if (!s.transpose_of.empty())
+    return s.value = builder_->transpose(materialise(s.transpose_of, slots_.at(s.transpose_of)), 0, 1);
+  const std::vector<double> values = t.to_doubles();  // computed values are at most kMaxFoldElements
   const bool uniform = !values.empty() && std::all_of(values.begin(), values.end(), [&](double v) {
     return std::memcmp(&v, &values[0], sizeof v) == 0;
   });
   const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  if (uniform || values.empty())
+  if (uniform || t.numel() == 0)
     s.value = builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
-  else if (values.size() <= 4096)
+  else if (t.numel() <= kMaxInlineElements)
     s.value = builder_->record(OpKind::constant, {}, {{"shape", shape}, {"values", values}, {"dtype", t.dtype()}})[0];
   else
-    s.value = param(onnx_name, t);
+    s.value = param(onnx_name, t, true);
   return s.value;
 }
 
@@ -223,54 +298,135 @@ std::vector<Tensor> evaluate(const ir::Graph& g, const std::map<Value*, Tensor>&
   return r;
 }
 
+// Every node is checked before any is converted, so that one message lists every unsupported op
+// and a malformed node (no outputs, a wrong number of inputs or outputs for its op's schema, an
+// output name defined twice) is refused before a converter reads it.
+void Importer::check_nodes() {
+  const auto& g = model_.graph();
+  const auto& table = converters();
+  std::set<std::string> defined;
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& vi : g.input()) defined.insert(vi.name());
+  std::map<std::string, std::vector<std::string>> unsupported;  // op -> where each node is
+  for (node_index_ = 0; node_index_ < g.node_size(); ++node_index_) {
+    const onnx::NodeProto& n = g.node(node_index_);
+    node_ = &n;
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (!default_domain || !table.count(n.op_type())) {
+      unsupported[default_domain ? n.op_type() : n.domain() + "." + n.op_type()].push_back(where());
+      continue;
+    }
+    if (n.output_size() == 0) DT_THROW(ValueError) << where() << ": the node has no outputs";
+    // The op's schema at the model's opset (SimplifiedLayerNormalization has none: onnxruntime's).
+    if (const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), int(opset_), "")) {
+      auto count = [&](const char* what, int have, int lo, int hi) {
+        if (have < lo || have > hi)
+          DT_THROW(ValueError) << where() << ": " << have << " " << what << ", but " << n.op_type() << " at opset "
+                               << opset_ << " takes " << lo << (hi == lo ? "" : hi > 1000 ? " or more" : " to " + std::to_string(hi));
+      };
+      count("inputs", n.input_size(), schema->min_input(), schema->max_input());
+      count("outputs", n.output_size(), schema->min_output(), schema->max_output());
+    }
+    for (const auto& o : n.output())
+      if (!o.empty() && !defined.insert(o).second)
+        DT_THROW(ValueError) << where() << ": output '" << o << "' is already defined (an input, an initializer or another node's output)";
+  }
+  if (unsupported.empty()) return;
+  if (unsupported.size() == 1 && unsupported.begin()->second.size() == 1) {
+    const auto& [op, at] = *unsupported.begin();
+    DT_THROW(ValueError) << at[0] << ": op " << op << " is not supported by the importer";
+  }
+  std::string list;
+  for (const auto& [op, at] : unsupported)
+    list += (list.empty() ? "" : "; ") + op + " at " + at[0] + (at.size() > 1 ? " and " + std::to_string(at.size() - 1) + " more" : "");
+  DT_THROW(ValueError) << unsupported.size() << " ops are not supported by the importer: " << list;
+}
+
+void Importer::run_converter(Converter f, const onnx::NodeProto& n) {
+  try {
+    f(*this, n);
+  } catch (Error& e) {
+    // Errors from the builder's shape inference or a kernel do not know the node: name it.
+    const std::string at = where();
+    if (e.message().find(at) == std::string::npos) e.locate("", 0, 0, at + ": ");
+    throw;
+  }
+}
+
+int64_t Importer::check_results(const ir::Graph& g, size_t first) {
+  int64_t largest = 0;
+  for (size_t i = first; i < g.nodes().size(); ++i)
+    for (const Value* r : g.nodes()[i]->results)
+      largest = std::max(largest, checked_numel(r->type.shape, where() + ": a result of " + std::string(ir::op_name(g.nodes()[i]->op))));
+  return largest;
+}
+
 void Importer::convert(const onnx::NodeProto& n) {
   node_ = &n;
   if (absorbed_.count(&n)) return;  // folded into an earlier node (a linear's bias Add)
-  if (!n.domain().empty() && n.domain() != "ai.onnx")
-    DT_THROW(ValueError) << where() << ": ops of domain '" << n.domain() << "' are not supported";
-  const auto& table = converters();
-  auto it = table.find(n.op_type());
-  if (it == table.end()) DT_THROW(ValueError) << where() << ": op " << n.op_type() << " is not supported by the importer";
+  const Converter f = converters().at(n.op_type());  // check_nodes() refused the others
   for (int i = 0; i < n.input_size(); ++i)
     if (!n.input(i).empty() && !slots_.count(n.input(i)))
       DT_THROW(ValueError) << where() << ": input '" << n.input(i) << "' is not defined before the node";
   out_values_.assign(size_t(n.output_size()), nullptr);
   out_slots_.assign(size_t(n.output_size()), Slot{});
-  bool all_const = true;
+  bool all_const = true, trainable = false;
   for (int i = 0; i < n.input_size(); ++i)
-    if (!n.input(i).empty() && !slots_.at(n.input(i)).is_const) all_const = false;
-  // Shape-only ops answer from the input's type and never fold through a scratch graph.
+    if (!n.input(i).empty()) {
+      const Slot& s = slots_.at(n.input(i));
+      all_const &= s.is_const;
+      trainable |= s.trainable;
+    }
+  // Shape-only ops answer from the input's type and never fold through a scratch graph. A node
+  // reading a trainable initializer is not folded (a position embedding's Gather stays a gather of
+  // the parameter), nor one whose results pass kMaxFoldElements (it is redone in the graph).
   const bool from_type = n.op_type() == "Shape" || n.op_type() == "Size";
-  if (all_const && n.input_size() > 0 && !from_type) {
+  bool folded = false;
+  if (all_const && !trainable && n.input_size() > 0 && !from_type) {
     ir::Graph scratch("fold");
     Builder sb(scratch);
     builder_ = &sb;
     folding_ = true;
     scratch_bound_.clear();
     try {
-      it->second(*this, n);
+      run_converter(f, n);
     } catch (...) {
       folding_ = false;
       builder_ = nullptr;
       throw;
     }
     folding_ = false;
-    std::vector<Value*> want;
-    for (int k = 0; k < n.output_size(); ++k)
-      if (out_values_[size_t(k)]) want.push_back(out_values_[size_t(k)]);
-    std::vector<Tensor> got = evaluate(scratch, scratch_bound_, want);
-    size_t j = 0;
-    for (int k = 0; k < n.output_size(); ++k) {
-      if (out_values_[size_t(k)]) set_out_const(k, got[j++]);
-      else if (!out_slots_[size_t(k)].is_const && !out_slots_[size_t(k)].value && !n.output(k).empty())
-        DT_THROW(InternalError) << where() << " gave no output " << k;
-    }
     builder_ = nullptr;
-  } else {
+    if (check_results(scratch, 0) <= kMaxFoldElements) {
+      std::vector<Value*> want;
+      for (int k = 0; k < n.output_size(); ++k)
+        if (out_values_[size_t(k)]) want.push_back(out_values_[size_t(k)]);
+      std::vector<Tensor> got;
+      try {
+        got = evaluate(scratch, scratch_bound_, want);
+      } catch (Error& e) {
+        if (e.message().find(where()) == std::string::npos) e.locate("", 0, 0, where() + ": ");
+        throw;
+      }
+      size_t j = 0;
+      for (int k = 0; k < n.output_size(); ++k) {
+        if (out_values_[size_t(k)]) set_out_const(k, got[j++]);
+        else if (!out_slots_[size_t(k)].is_const && !out_slots_[size_t(k)].value && !n.output(k).empty())
+          DT_THROW(ValueError) << where() << ": output " << k << " is not supported";
+      }
+      folded = true;
+    } else {
+      out_values_.assign(size_t(n.output_size()), nullptr);
+      out_slots_.assign(size_t(n.output_size()), Slot{});
+    }
+  }
+  if (!folded) {
     Builder mb(main_);
     builder_ = &mb;
-    it->second(*this, n);
+    const size_t first = main_.nodes().size();
+    run_converter(f, n);
     builder_ = nullptr;
+    check_results(main_, first);
   }
   for (int k = 0; k < n.output_size(); ++k) {
     if (n.output(k).empty()) continue;
@@ -283,14 +439,12 @@ void Importer::convert(const onnx::NodeProto& n) {
 
 OnnxImportResult Importer::run() {
   check_versions();
+  check_nodes();
   const auto& g = model_.graph();
   for (const auto& n : g.node())
     for (const auto& i : n.input()) users_[i].push_back(&n);
   declare_inputs();
-  for (const auto& n : g.node()) {
-    convert(n);
-    ++node_index_;
-  }
+  for (node_index_ = 0; node_index_ < g.node_size(); ++node_index_) convert(g.node(node_index_));
   std::vector<Value*> outs;
   Builder mb(main_);
   builder_ = &mb;
@@ -306,9 +460,25 @@ OnnxImportResult Importer::run() {
   }
   builder_ = nullptr;
   main_.set_outputs(outs);
-  if (opt_.fuse) fuse_onnx_patterns(main_, result_.weights);
+  if (opt_.fuse) result_.summary.fused = fuse_onnx_patterns(main_, result_.weights);
+  warn_constant_folded_export();
   ir::verify(main_);
   return std::move(result_);
+}
+
+// An export made with constant folding stores some weights under names the exporter made up
+// (`onnx::MatMul_611`, the transposed weight of a Linear), which no plan pattern matches.
+void Importer::warn_constant_folded_export() {
+  std::vector<std::string> names;
+  for (const Value* p : main_.params())
+    if (!p->frozen && p->name.rfind("onnx__", 0) == 0) names.push_back(p->name);
+  if (names.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 3) list += ", ...";
+  result_.warnings.push_back(std::to_string(names.size()) + " parameters have names the exporter made up (" + list +
+                             "): the model was exported with constant folding, and plans cannot name them; "
+                             "export with do_constant_folding=False to keep the module names");
 }
 
 const ConverterTable& converters() {
@@ -317,6 +487,7 @@ const ConverterTable& converters() {
     add_math_converters(t);
     add_shape_converters(t);
     add_index_converters(t);
+    add_loss_converters(t);
     return t;
   }();
   return table;

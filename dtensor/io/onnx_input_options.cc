@@ -39,4 +39,25 @@ std::pair<std::string, DType> parse_input_dtype(const std::string& text) {
     DT_THROW(ValueError) << "--input-dtype '" << text << "' must be NAME=DTYPE, e.g. input_ids=i64";
   return {text.substr(0, eq), parse_dtype(text.substr(eq + 1))};
 }
+void add_input_shapes(OnnxImportOptions& options, const std::vector<std::string>& texts) {
+  for (const std::string& t : texts) {
+    auto [name, shape] = parse_input_shape(t);
+    if (!options.input_shapes.emplace(name, shape).second)
+      DT_THROW(ValueError) << "--input-shape gives input '" << name << "' twice";
+  }
+}
+
+void add_input_dtypes(OnnxImportOptions& options, const std::vector<std::string>& texts) {
+  for (const std::string& t : texts) {
+    auto [name, dtype] = parse_input_dtype(t);
+    if (!options.input_dtypes.emplace(name, dtype).second)
+      DT_THROW(ValueError) << "--input-dtype gives input '" << name << "' twice";
+  }
+}
+
+std::string import_summary(const OnnxImportSummary& s) {
+  return "fused: " + std::to_string(s.fused.attention) + " attention, " + std::to_string(s.fused.rms_norm) +
+         " rms_norm; frozen constants: " + std::to_string(s.frozen) + "; parameters: " + std::to_string(s.parameters);
+}
+
 }  // namespace dt::io

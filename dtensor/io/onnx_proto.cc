@@ -3,6 +3,7 @@
 // ONNX values get in the IR.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -34,14 +35,32 @@ DType onnx_dtype(int32_t t, const std::string& what) {
                        << ", which dtensor does not support (f32, f64, f16, bf16, i64, i32, bool)";
 }
 
+int64_t checked_numel(const Shape& shape, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > kOnnxMaxDim) DT_THROW(ValueError) << what << " has a bad dim " << d << " (dims are 0 to 2^40)";
+    if (__builtin_mul_overflow(n, std::max<int64_t>(d, 1), &n) || n > kOnnxMaxNumel)
+      DT_THROW(ValueError) << what << " has shape " << shape_str(shape) << ", more than 2^50 elements";
+  }
+  return numel(shape);
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what) {
   const DType dtype = onnx_dtype(p.data_type(), what);
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape)
-    if (d < 0 || d > (int64_t(1) << 40)) DT_THROW(ValueError) << what << " has a bad dim " << d;
   if (p.data_location() == onnx::TensorProto::EXTERNAL)
     DT_THROW(ValueError) << what << " stores its data in an external file, which the importer does not read";
-  const int64_t n = numel(shape);
+  const int64_t n = checked_numel(shape, what);
+  // Exactly one payload: raw_data, or the typed field of the element type.
+  const int typed = p.float_data_size() + p.double_data_size() + p.int64_data_size() + p.int32_data_size() +
+                    p.uint64_data_size() + p.string_data_size();
+  if (p.has_raw_data() && typed > 0)
+    DT_THROW(ValueError) << what << " has both raw_data and " << typed << " typed values (one payload expected)";
+  // The element count is checked against the payload before anything is allocated: a header that
+  // claims 2^40 elements over a few bytes of data is refused, not allocated.
+  const size_t have = p.has_raw_data() ? p.raw_data().size() / std::max<size_t>(1, itemsize(dtype)) : size_t(typed);
+  if (size_t(n) > have)
+    DT_THROW(ValueError) << what << " has " << have << " values for shape " << shape_str(shape) << " (" << n << " elements)";
   Tensor t = Tensor::zeros(shape, dtype);
   const size_t bytes = size_t(n) * itemsize(dtype);
   if (p.has_raw_data()) {
