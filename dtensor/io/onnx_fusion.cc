@@ -203,12 +203,8 @@ bool Fuser::match_attention(Node* n) {
         causal = true;
         s = add->operands[size_t(i)];
       }
-    for (int i = 0; i < 2 && !causal && !mask; ++i)
-      if (scaled_scores(add->operands[size_t(i)]) && add->operands[size_t(1 - i)]->type.dtype == s->type.dtype) {
-        mask = add->operands[size_t(1 - i)];
-        s = add->operands[size_t(i)];
-      }
-    // Hugging Face's GPT-2: where(causal, scores, finfo.min) + attention_mask: both.
+    // Hugging Face's GPT-2: where(causal, scores, finfo.min) + attention_mask: both (tried first:
+    // the mask, (1 - m) * finfo.min, is a mul too).
     for (int i = 0; i < 2 && !causal && !mask; ++i) {
       Value* inner = nullptr;
       if (single_use(add->operands[size_t(i)]) && causal_where(add->operands[size_t(i)], inner) &&
@@ -218,6 +214,11 @@ bool Fuser::match_attention(Node* n) {
         s = inner;
       }
     }
+    for (int i = 0; i < 2 && !causal && !mask; ++i)
+      if (scaled_scores(add->operands[size_t(i)]) && add->operands[size_t(1 - i)]->type.dtype == s->type.dtype) {
+        mask = add->operands[size_t(1 - i)];
+        s = add->operands[size_t(i)];
+      }
     if ((!causal && !mask) || !single_use(s)) return false;
   } else if (Node* w = made_by(s, OpKind::where)) {
     Tensor c;

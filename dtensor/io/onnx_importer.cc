@@ -46,9 +46,9 @@ void Importer::check_versions() {
   // Below the supported range, a model is still read exactly when each of its ops is defined the
   // same at its opset as at ours (the operator's newest version up to opset 17 is older than that
   // opset): And, Or, Xor, Sin and Cos have not changed since opset 7, ConstantOfShape since 9 and
-  // Not since 1, and their conformance data uses those opsets.
+  // Not and Softplus since 1, and their conformance data uses those opsets.
   static const std::map<std::string, int64_t> unchanged_since = {
-      {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Sin", 7}, {"Cos", 7}, {"ConstantOfShape", 9}, {"Not", 1}};
+      {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Sin", 7}, {"Cos", 7}, {"ConstantOfShape", 9}, {"Not", 1}, {"Softplus", 1}};
   const auto& nodes = model_.graph().node();
   const bool old_but_unchanged =
       opset_ < kOnnxMinOpset && nodes.size() > 0 && std::all_of(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
