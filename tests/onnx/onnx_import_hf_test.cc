@@ -5,6 +5,7 @@
 //    (token types, padding mask) import with every attention fused, their parameters exactly the
 //    modules' trainable ones (tied weights once, positions gathered from wpe.weight in the graph),
 //    and match PyTorch on one device;
+//  - fsdp "*" on the Llama at sequence 128 leaves its consts replicated and equals one device;
 //  - the Llama with a loss trains 5 SGD steps to PyTorch's losses within 1e-6, its consts (RoPE
 //    tables, causal mask) unchanged and given no optimizer state.
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 #include "dtensor/core/ops.h"
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/io/safetensors.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/runtime/launcher.h"
 #include "tests/sharding/sharded_run.h"
 
@@ -109,6 +112,33 @@ TEST(HfTraining, LlamaTrainsToPyTorchsLossesWithItsConstsFrozen) {
   for (const std::string& name : consts) {
     const DiffReport d = compare(b.at(name), im.weights.at(name), 0, 0);
     EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << name << " changed";
+  }
+}
+
+
+// Issue 27.2: the repo's fsdp plan ("*" over dp) on an imported Llama at sequence 128. The causal
+// mask [1, 1, 128, 128] and the RoPE tables are consts: replicated, not sharded over dp (which
+// refused the mesh before), and the run equals one device.
+TEST(HfSharding, FsdpStarOnALlamaAtSequence128LeavesConstsReplicated) {
+  OnnxImportOptions opt;
+  opt.input_shapes["input_ids"] = {2, 128};
+  OnnxImportOptions unfused = opt;
+  unfused.fuse = false;  // the mask stays read by the graph
+  for (const OnnxImportOptions& o : {opt, unfused}) {
+    OnnxImportResult im = import_onnx(kReference + "/hf_llama.onnx", o);
+    EXPECT_GE(im.summary.frozen, 1);
+    std::vector<int64_t> ids(256);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 37 + 11) % 61);
+    const TensorMap inputs = {{"input_ids", Tensor::from_vector<int64_t>(ids, {2, 128})}};
+    const sharding::ParallelPlan plan = sharding::ParallelPlan::parse(
+        R"({"mesh_dims": ["dp"], "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})");
+    const sharding::ResolvedPlan rp = sharding::resolve_plan(plan, im.graph, DeviceMesh(Shape{2}));
+    for (const ir::Value* p : im.graph.params())
+      EXPECT_EQ(rp.value_placements[size_t(p->id)][0].is_replicate(), p->frozen) << p->name;
+    const std::vector<Tensor> single = sharding::testing::run_single(im.graph, im.weights, inputs);
+    auto run = sharding::testing::run_sharded(im.graph, plan, DeviceMesh(Shape{2}), im.weights, inputs, "default");
+    const DiffReport d = compare(run.outputs[0], single[0], 1e-5, 1e-5);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "fsdp 2 vs one device max_abs_diff " << d.max_abs_diff;
   }
 }
 
