@@ -5,6 +5,7 @@
 #   sequence parallel on 4 and vocabulary parallel on 3 give the same losses within 1e-4 relative;
 # - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum),
 #   from one file and from a sharded checkpoint (2x2, one file per rank, which `run` loads too);
+# - checkpoint consolidate / reshard: the checkpoint as one file, or on tp 2, resumes to that step;
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
@@ -82,6 +83,28 @@ awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d 
 out=$("$DT" run "$t/gpt.dt" --weights "$t/ckdir" --inputs "$t/d.safetensors" --mesh 2x2 \
   --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "run from the training shards: $out"
 echo "$out" | grep -q ': match$' || FAIL "run from the training shards does not match: $(echo "$out" | tail -2)"
+
+# checkpoint consolidate: the sharded checkpoint as one file of full tensors, which resumes to the
+# same step; checkpoint reshard: the same checkpoint on tp 2 (momentum laid out like its
+# parameter), which resumes there to the same step too.
+out=$("$DT" checkpoint consolidate "$t/ckdir" -o "$t/consolidated.safetensors" 2>&1) || FAIL "consolidate: $out"
+echo "$out" | grep -q "consolidated .* tensors" || FAIL "consolidate reported nothing: $out"
+grep -aq "momentum_buffer" "$t/consolidated.safetensors" || FAIL "the consolidated file holds no momentum buffers"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/consolidated.safetensors" --data "$t/d.safetensors" --steps 1 \
+  --momentum 0.9 --lr 0.05 --json 2>&1) || FAIL "resume from the consolidated file: $resumed"
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+  FAIL "step resumed from the consolidated file $again differs from step 3 $third"
+out=$("$DT" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 --plan "$SRC/examples/gpt_tp.json" -o "$t/ck_tp2" 2>&1) ||
+  FAIL "reshard: $out"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ck_tp2" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
+  --mesh 2 --plan "$SRC/examples/gpt_tp.json" --json 2>&1) || FAIL "resume from the resharded checkpoint: $resumed"
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+  FAIL "step resumed from the resharded checkpoint $again differs from step 3 $third"
+expect_error "is not a checkpoint directory" checkpoint consolidate "$t/w.safetensors" -o "$t/x.safetensors"
+expect_error "is the checkpoint being resharded" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 \
+  --plan "$SRC/examples/gpt_tp.json" -o "$t/ckdir"
 
 # Gradients of the first step.
 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --grads-out "$t/g.safetensors" \
