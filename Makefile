@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
-FUZZ_HARNESSES = ir_text safetensors plan_json interpreter
+FUZZ_HARNESSES = ir_text safetensors plan_json interpreter onnx
 # The ThreadSanitizer job: the comm, runtime and launcher tests (scripts/tsan.sh runs them).
 TSAN_TESTS = comm_threads_test comm_fault_test comm_collectives_test comm_symmetric_arena_test \
              launcher_test runtime_trace_test eager_async_test parallel_test

@@ -201,6 +201,8 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
     for (const ir::Value* p : graph.params()) {
       const std::string module = module_of(p->name);
       if (!glob_match(ms.pattern, module)) continue;
+      // A const (a buffer or folded constant) stays replicated unless the pattern names it whole.
+      if (p->frozen && ms.pattern != module && ms.pattern != p->name) continue;
       matched = true;
       const std::string leaf = p->name.substr(module.empty() ? 0 : module.size() + 1);
       const ir::Node* u = user[size_t(p->id)];
