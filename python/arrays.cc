@@ -16,7 +16,7 @@ DType dtype_of(const py::dtype& d, const std::string& arg) {
   if (kind == 'i' && size == 4) return DType::i32;
   if (kind == 'b' && size == 1) return DType::boolean;
   if (kind == 'u' && size == 2) return DType::bf16;  // bf16 bit patterns (arrays.h)
-  throw py::type_error(arg + ": dtype " + std::string(py::str(d)) +
+  throw py::type_error(arg + ": dtype " + std::string(py::str(d.attr("name"))) +
                        " is not supported (float32, float64, float16, int64, int32, bool, or uint16 holding "
                        "bfloat16 bits)");
 }
@@ -35,6 +35,12 @@ std::shared_ptr<void> keep_alive(py::object obj) {
 std::atomic<int64_t>& bytes_copied() {
   static std::atomic<int64_t> n{0};
   return n;
+}
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t[i] = py::int_(shape[i]);
+  return t;
 }
 
 std::string numpy_dtype_name(DType t) {

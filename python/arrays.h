@@ -37,6 +37,9 @@ py::dict to_numpy_dict(const std::map<std::string, Tensor>& tensors);
 // Bytes copied by the conversions above since the module was loaded (the zero-copy check).
 std::atomic<int64_t>& bytes_copied();
 
+// Returns a shape as a tuple of ints.
+py::tuple shape_tuple(const Shape& shape);
+
 // Returns the numpy dtype name of a library dtype ("float32"; bf16 is "uint16").
 std::string numpy_dtype_name(DType t);
 

@@ -77,11 +77,11 @@ void bind_dtensor(py::module_& m) {
           },
           py::arg("tensor"), py::arg("mesh_shape"), py::arg("placements"))
       .def_property_readonly("placements", [](const PyDTensor& d) { return placements_str(d.spec().placements()); })
-      .def_property_readonly("shape", [](const PyDTensor& d) { return py::tuple(py::cast(d.spec().shape())); })
+      .def_property_readonly("shape", [](const PyDTensor& d) { return shape_tuple(d.spec().shape()); })
       .def_property_readonly("dtype", [](const PyDTensor& d) { return numpy_dtype_name(d.spec().dtype()); })
-      .def_property_readonly("mesh_shape", [](const PyDTensor& d) { return py::tuple(py::cast(d.spec().mesh().shape())); })
+      .def_property_readonly("mesh_shape", [](const PyDTensor& d) { return shape_tuple(d.spec().mesh().shape()); })
       .def("local", [](const PyDTensor& d, int rank) { return to_numpy(d.local(rank)); }, py::arg("rank"))
-      .def("local_shape", [](const PyDTensor& d, int rank) { return py::tuple(py::cast(d.local(rank).shape())); },
+      .def("local_shape", [](const PyDTensor& d, int rank) { return shape_tuple(d.local(rank).shape()); },
            py::arg("rank"))
       .def("redistribute", [](const PyDTensor& d, const std::string& placements) {
         return d.redistribute(parse_placements(placements));

@@ -1,5 +1,7 @@
 #include "python/errors.h"
 
+#include <pybind11/stl.h>
+
 #include <string>
 
 #include "dtensor/core/error.h"
@@ -66,6 +68,15 @@ void bind_errors(py::module_& m) {
                             "its group, None when not one collective), ranks (of its group).");
   classes.internal = make_class(m, "InternalError", py::make_tuple(runtime_error),
                                 "A bug in dtensor (a broken internal invariant), not a problem with the input.");
+
+  // For the tests of the translation: throws one C++ error of each kind the translator handles.
+  m.def("_raise_for_test", [](const std::string& kind) {
+    if (kind == "comm") throw CommError("all_reduce #7 on group [0, 1] timed out", 7, {0, 1});
+    if (kind == "internal") {
+      DT_CHECK(false) << "for the test";
+    }
+    throw std::runtime_error("a C++ exception that is not dtensor's");
+  });
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

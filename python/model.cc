@@ -121,7 +121,7 @@ py::dict outputs_dict(const ir::Graph& g, std::vector<Tensor> outs) {
 py::dict value_types(const std::vector<ir::Value*>& values) {
   py::dict d;
   for (const ir::Value* v : values)
-    d[py::str(v->name)] = py::make_tuple(py::tuple(py::cast(v->type.shape)), numpy_dtype_name(v->type.dtype));
+    d[py::str(v->name)] = py::make_tuple(shape_tuple(v->type.shape), numpy_dtype_name(v->type.dtype));
   return d;
 }
 
@@ -289,6 +289,19 @@ void bind_model(py::module_& m) {
             io::write_safetensors(path, full);
           },
           py::arg("path"));
+
+  m.def(
+      "load_safetensors",
+      [](const std::string& path) { return to_numpy_dict(io::read_safetensors(path)); }, py::arg("path"),
+      "Reads a safetensors file: {name: ndarray} (bf16 as uint16 bits).");
+  m.def(
+      "save_safetensors",
+      [](const std::string& path, const py::dict& tensors) {
+        job::TensorMap t = to_tensor_map(tensors, "tensors");
+        py::gil_scoped_release release;
+        io::write_safetensors(path, t);
+      },
+      py::arg("path"), py::arg("tensors"), "Writes {name: ndarray} to a safetensors file (uint16 as bf16 bits).");
 
   py::class_<Compiled>(m, "_Compiled")
       .def_property_readonly("ranks", [](const Compiled& c) { return c.job->ranks(); })

@@ -526,4 +526,16 @@ def from_torch(module, example_inputs: tuple, *, input_names: Sequence[str] | No
     return export_module(module, example_inputs, input_names, output_names, opset, import_onnx)
 
 
-__all__ += ["Model", "CompiledModel", "TrainResult", "load", "import_onnx", "from_torch"]
+def load_safetensors(path) -> dict:
+    """Reads a safetensors file: {name: ndarray} (bf16 tensors as uint16 bit patterns)."""
+    import os
+    return _dtensor.load_safetensors(os.fspath(path))
+
+
+def save_safetensors(path, tensors: dict) -> None:
+    """Writes {name: ndarray} to a safetensors file (uint16 arrays as bf16)."""
+    import os
+    _dtensor.save_safetensors(os.fspath(path), tensors)
+
+
+__all__ += ["load_safetensors", "save_safetensors", "Model", "CompiledModel", "TrainResult", "load", "import_onnx", "from_torch"]
