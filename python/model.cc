@@ -6,6 +6,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -231,6 +232,18 @@ void bind_model(py::module_& m) {
           },
           py::arg("inputs"), py::arg("mesh"), py::arg("plan_json"), py::arg("plan_source"), py::arg("passes"),
           py::arg("backend"))
+      .def(
+          "_time_library_runs",
+          [](Model& md, const py::dict& inputs, int n) {
+            // For bench/bench_python.py: the seconds of n single-device runs called from C++ (the
+            // library call m.run makes, without the Python layer around it).
+            job::TensorMap in = md.check_inputs(to_tensor_map(inputs, "inputs"));
+            py::gil_scoped_release release;
+            auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < n; ++i) md.run_single(in);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          },
+          py::arg("inputs"), py::arg("n"))
       .def(
           "compile",
           [](std::shared_ptr<Model> md, std::optional<std::vector<int64_t>> mesh, const std::string& plan_json,
