@@ -17,13 +17,13 @@
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
+#include "dtensor/job/job.h"
 #include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
 
@@ -130,35 +130,13 @@ void print_report(const nlohmann::json& j) {
   }
 }
 
-// Drops every program but rank's.
-void keep_only_rank(sharding::CompiledModel& c, int rank) {
-  for (size_t i = 0; i < c.ranks.size(); ++i)
-    if (c.ranks[i] == rank) {
-      ir::Graph keep = std::move(c.programs[i]);
-      c.programs.clear();
-      c.programs.push_back(std::move(keep));
-      c.ranks = {rank};
-      return;
-    }
-  DT_THROW(ValueError) << "rank " << rank << " has no program";
-}
-
 void compile_command(const CompileCliOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.files.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
-  check_mesh_fits_model(model, plan, mesh);
-  sharding::CompileOptions co;
-  // With passes every rank is compiled: comm buffers are planned over all programs together.
-  const bool with_passes = opt.passes.passes != "none";
-  if (opt.rank >= 0) {
-    if (!mesh.contains(opt.rank)) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
-    if (!with_passes) co.ranks = {opt.rank};
-  }
-  sharding::CompiledModel c = sharding::compile(model, plan, mesh, co);
+  const ir::Graph model = ir::parse_file(opt.files.model);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  if (opt.rank >= 0) jo.ranks = {opt.rank};
+  const job::Job job = job::Job::compile(model, std::move(jo));
+  const sharding::CompiledModel& c = job.compiled();
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  run_pass_pipelines(c.programs, c.ranks, opt.passes);
-  if (opt.rank >= 0 && with_passes) keep_only_rank(c, opt.rank);
   if (opt.report || opt.json) {
     nlohmann::json j = report_json(c, model);
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());

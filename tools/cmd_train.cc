@@ -1,6 +1,6 @@
 // `dtensor train MODEL --weights W --data D [--steps N] [--optimizer sgd|adamw] [--lr ...]
 //  [--mesh M --plan P] [--save OUT] [--grads-out G] [--json]`: trains a forward model with a scalar
-// loss output (runtime/train_loop.h) on one device or sharded on the threads backend, printing one
+// loss output (job/train.h) on one device or sharded on the threads backend, printing one
 // line per step (a progress bar instead when stdout is a terminal and --json is off).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,14 +15,14 @@
 #include "dtensor/core/error.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
-#include "dtensor/runtime/train_loop.h"
+#include "dtensor/io/sharded_checkpoint.h"
+#include "dtensor/job/train.h"
+#include "dtensor/job/weights.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
-#include "tools/rank_files.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -60,7 +60,6 @@ void train_command(TrainCliOptions opt) {
   if (opt.mesh.mesh.empty() != opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";
   const bool sharded = opt.mesh.sharded();
   apply_threads_option(opt.threads, sharded ? int(DeviceMesh::parse(opt.mesh.mesh).size()) : 1);
-  const runtime::Backend backend = chosen_backend(opt.mesh);
   if (!sharded) {
     if (under_mpirun())
       DT_THROW(ValueError) << "started by mpirun without --mesh: every process would train the whole model; add --mesh N "
@@ -78,14 +77,12 @@ void train_command(TrainCliOptions opt) {
 
   ir::Graph model = ir::parse_file(opt.files.model);
   const int64_t tokens = tokens_per_step(model);
-  std::map<std::string, Tensor> weights, data;
-  if (std::filesystem::is_directory(opt.files.weights)) weights = read_rank_files(opt.files.weights, "--weights");
-  else
-    for (auto& [k, v] : io::read_safetensors(opt.files.weights)) weights[k] = v;
-  for (auto& [k, v] : io::read_safetensors(opt.files.inputs)) data[k] = v;
+  // A checkpoint directory of any mesh and plan is assembled to full tensors and resharded.
+  const std::map<std::string, Tensor> weights = job::Weights::load(opt.files.weights).full_tensors();
+  const std::map<std::string, Tensor> data = io::read_safetensors(opt.files.inputs);
 
   const bool bar = !opt.json && isatty(STDOUT_FILENO);
-  runtime::TrainOptions to;
+  job::TrainOptions to;
   to.steps = opt.steps;
   to.optimizer = opt.optimizer;
   to.keep_first_grads = !opt.grads_out.empty();
@@ -104,29 +101,23 @@ void train_command(TrainCliOptions opt) {
     }
   };
 
-  runtime::TrainResult r;
+  job::TrainResult r;
   if (!sharded) {
-    r = runtime::train_single_device(std::move(model), weights, data, to);
+    r = job::train_single_device(std::move(model), weights, data, to);
   } else {
-    runtime::ShardedTrainOptions so;
-    so.backend = backend;
+    job::ShardedTrainOptions so;
+    so.job = job_options(opt.mesh, opt.passes);
     so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
-    so.mesh = DeviceMesh::parse(opt.mesh.mesh);
-    so.plan = sharding::ParallelPlan::load(opt.mesh.plan);
-    check_mesh_fits_model(model, so.plan, so.mesh);
-    const PassCliOptions passes = opt.passes;
-    so.run_passes = [passes](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-      run_pass_pipelines(programs, ranks, passes);
-    };
-    r = runtime::train_sharded(std::move(model), weights, data, to, so);
+    r = job::train_sharded(std::move(model), weights, data, to, so);
   }
 
   if (!r.root) return;  // mpi: rank 0 reports
   if (!opt.save.empty()) {
-    if (sharded && is_rank_files_path(opt.save)) {
-      RankFiles rf{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, r.rank_state, r.placements, {}};
-      for (const auto& [name, t] : r.state) rf.shapes[name] = t.shape();
-      write_rank_files(opt.save, rf);
+    if (sharded && io::is_sharded_checkpoint_path(opt.save)) {
+      io::ShardedCheckpoint ckpt{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}};
+      for (auto& rank : r.rank_state) ckpt.local.emplace_back(rank.begin(), rank.end());
+      for (const auto& [name, t] : r.state) ckpt.shapes[name] = t.shape();
+      io::write_sharded_checkpoint(opt.save, ckpt);
     } else
       io::write_safetensors(opt.save, io::TensorMap(r.state.begin(), r.state.end()));
   }

@@ -40,7 +40,7 @@ void place_updates_early(ir::Graph& g) {
   std::unordered_map<const Value*, size_t> last_read;  // parameter -> last reader's position
   std::vector<bool> is_update(nodes.size(), false);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    is_update[i] = nodes[i]->op == ir::OpKind::sgd_update || nodes[i]->op == ir::OpKind::adamw_update;
+    is_update[i] = ir::op_def(nodes[i]->op).optimizer_update;
     if (is_update[i]) continue;
     for (const Value* v : nodes[i]->operands)
       if (v->kind == ir::ValueKind::param) last_read[v] = i;

@@ -26,16 +26,30 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/runtime/interpreter.h"
-#include "dtensor/runtime/train_loop.h"
+#include "dtensor/job/train.h"
 
-namespace dt::runtime {
+namespace dt::job {
 namespace {
+
+using runtime::Bindings;
+using runtime::Interpreter;
+using runtime::RunStats;
 
 const std::string kRef = DTENSOR_REFERENCE_DIR;
 
 ir::Graph model(const std::string& name) {
   ir::Graph g = name == "mlp" ? ir::build_mlp({.loss = true}) : ir::build_gpt({.loss = true});
   return ir::parse(ir::print(g), name + ".dt");  // through the text form, as the CLI
+}
+
+// A sharded training run on the threads backend with the given pass pipeline ("none": the
+// partitioner's programs as they are).
+ShardedTrainOptions sharded_options(const std::string& mesh, const std::string& plan, const std::string& passes) {
+  ShardedTrainOptions so;
+  so.job.mesh = DeviceMesh::parse(mesh);
+  so.job.plan = sharding::ParallelPlan::parse(plan);
+  so.job.passes.pipeline = passes;
+  return so;
 }
 
 std::map<std::string, Tensor> load(const std::string& path) {
@@ -157,15 +171,8 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
   opt.steps = 5;
   opt.optimizer.lr = cfg["sgd_lr"].get<double>();
   opt.keep_first_grads = true;
-  ShardedTrainOptions so{DeviceMesh::parse(c.mesh), sharding::ParallelPlan::parse(c.plan), {}, {}, Backend::threads};
-  if (c.recompute) {
-    opt.recompute = autodiff::Recompute::blocks;
-    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-      passes::PassManager pm;
-      pm.add(passes::parse_pipeline("default"));
-      passes::run_rank_pipelines(pm, programs, ranks);
-    };
-  }
+  const ShardedTrainOptions so = sharded_options(c.mesh, c.plan, c.recompute ? "default" : "none");
+  if (c.recompute) opt.recompute = autodiff::Recompute::blocks;
   TrainResult r = train_sharded(model(c.model), load(dir + "/weights.safetensors"), load(dir + "/inputs.safetensors"),
                                 opt, so);
   auto expected = cfg["sgd_losses"].get<std::vector<double>>();
@@ -207,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
 // all-reduced or gathered whole. (The two other gathers are mse_loss's operands: its rule keeps
 // them whole.)
 TEST(ShardedCollectives, FsdpReduceScattersEveryGradientIntoItsShard) {
-  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  const ShardedTrainOptions so = sharded_options("2", kFsdp, "none");
   TrainOptions opt;
   TrainResult r = train_sharded(model("mlp"), load(kRef + "/mlp/weights.safetensors"),
                                 load(kRef + "/mlp/inputs.safetensors"), opt, so);
@@ -375,7 +382,7 @@ TEST(TrainLoop, CallersWeightsAreNeverModified) {
   opt.optimizer = {.kind = "sgd", .lr = 0.1, .momentum = 0.9};
   opt.steps = 2;
   const TrainResult one = train_single_device(model("mlp"), weights, data, opt);
-  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  const ShardedTrainOptions so = sharded_options("2", kFsdp, "none");
   const TrainResult two = train_sharded(model("mlp"), weights, data, opt, so);
   for (auto& [k, t] : weights) {
     EXPECT_EQ(t.to_doubles(), before[k]) << k;
@@ -466,4 +473,4 @@ TEST(TrainLoop, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace dt::runtime
+}  // namespace dt::job
