@@ -10,6 +10,7 @@
 #include "dtensor/eager/dtensor.h"
 #include "dtensor/redistribute/planner.h"
 #include "python/arrays.h"
+#include "python/world.h"
 
 namespace dt::python {
 namespace {
@@ -24,6 +25,13 @@ void on_every_rank(const DeviceMesh& mesh, const std::function<void(ProcessGroup
 
 PyDTensor PyDTensor::distribute(const Tensor& full, const DeviceMesh& mesh, const Placements& placements) {
   PyDTensor out;
+  if (ProcessGroup* world = process_world()) {
+    py::gil_scoped_release release;
+    out.mpi_ = true;
+    out.mine_ = distribute_tensor(full, MeshGroups::create(*world, mesh), placements);
+    out.spec_ = std::make_shared<DTensorSpec>(out.mine_.spec());
+    return out;
+  }
   out.locals_.resize(size_t(mesh.size()));
   std::mutex mu;
   on_every_rank(mesh, [&](ProcessGroup&, std::shared_ptr<const MeshGroups> groups) {
@@ -36,6 +44,13 @@ PyDTensor PyDTensor::distribute(const Tensor& full, const DeviceMesh& mesh, cons
 }
 
 const Tensor& PyDTensor::local(int rank) const {
+  if (mpi_) {
+    const int me = mine_.groups()->global_rank();
+    if (rank != -1 && rank != me)
+      DT_THROW(ValueError) << "rank " << rank << "'s shard is in its own process: this is rank " << me;
+    return mine_.to_local();
+  }
+  if (rank == -1) rank = 0;
   if (rank < 0 || size_t(rank) >= locals_.size())
     DT_THROW(ValueError) << "rank " << rank << " is not in the mesh " << spec_->mesh().str() << " (ranks 0.."
                          << locals_.size() - 1 << ")";
@@ -44,6 +59,13 @@ const Tensor& PyDTensor::local(int rank) const {
 
 PyDTensor PyDTensor::redistribute(const Placements& placements) const {
   PyDTensor out;
+  if (mpi_) {
+    py::gil_scoped_release release;
+    out.mpi_ = true;
+    out.mine_ = mine_.redistribute(placements);
+    out.spec_ = std::make_shared<DTensorSpec>(out.mine_.spec());
+    return out;
+  }
   out.locals_.resize(locals_.size());
   std::mutex mu;
   on_every_rank(spec_->mesh(), [&](ProcessGroup&, std::shared_ptr<const MeshGroups> groups) {
@@ -58,6 +80,10 @@ PyDTensor PyDTensor::redistribute(const Placements& placements) const {
 }
 
 Tensor PyDTensor::full_tensor() const {
+  if (mpi_) {
+    py::gil_scoped_release release;
+    return mine_.full_tensor();
+  }
   Tensor full;
   on_every_rank(spec_->mesh(), [&](ProcessGroup&, std::shared_ptr<const MeshGroups> groups) {
     int r = groups->global_rank();

@@ -282,6 +282,7 @@ void bind_model(py::module_& m) {
               } else {
                 job::ShardedTrainOptions so;
                 so.job = job_options(placement_of(mesh, plan_json, plan_source, passes), backend);
+                so.gather_state = true;  // mpi: rank 0 gets the trained tensors (threads: always)
                 r = job::train_sharded(md.graph().clone(), weights, d, to, so);
               }
             }

@@ -7,14 +7,14 @@
 #include "python/dtensor.h"
 #include "python/errors.h"
 #include "python/model.h"
+#include "python/world.h"
 
 PYBIND11_MODULE(_dtensor, m) {
   m.doc() = "The compiled core of the dtensor package (import dtensor, not this).";
   dt::python::bind_errors(m);
   dt::python::bind_dtensor(m);
-#ifdef DTENSOR_PYTHON_MODELS
   dt::python::bind_model(m);
-#endif
+  dt::python::bind_world(m);
   m.def("_bytes_copied", [] { return dt::python::bytes_copied().load(); },
         "Bytes the module copied converting arrays since it was loaded (0 for contiguous arrays of a "
         "supported dtype in, and every result out).");

@@ -26,7 +26,7 @@ from ._dtensor import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "DeviceMesh", "init_device_mesh", "Placement", "Shard", "Replicate", "Partial", "DTensor", "distribute_tensor",
-    "plan_redistribute", "Error", "ShapeError", "DimError", "DTypeError", "ValueError", "ParseError",
+    "plan_redistribute", "init_process_group", "get_rank", "get_world_size", "Error", "ShapeError", "DimError", "DTypeError", "ValueError", "ParseError",
     "IoError", "CommError", "InternalError", "RedistributePlan",
 ]
 
@@ -260,9 +260,12 @@ class DTensor:
     def ndim(self) -> int:
         return len(self._impl.shape)
 
-    def to_local(self, rank: int = 0):
-        """Rank `rank`'s local shard as a numpy array (a view of the library's buffer, no copy)."""
-        return self._impl.local(rank)
+    def to_local(self, rank: int | None = None):
+        """Rank `rank`'s local shard as a numpy array (a view of the library's buffer, no copy).
+
+        rank defaults to rank 0 on in-process ranks, and to this process's rank after
+        init_process_group("mpi") (where other ranks' shards live in their processes)."""
+        return self._impl.local(-1 if rank is None else rank)
 
     def redistribute(self, device_mesh: DeviceMesh | None = None, placements=None) -> "DTensor":
         """The same tensor laid out as `placements`: runs the planned collectives on every rank."""
@@ -277,7 +280,7 @@ class DTensor:
         return self._impl.full_tensor()
 
     def __repr__(self):
-        local = self._impl.local_shape(0)
+        local = self._impl.local_shape(-1)
         return (f"DTensor(local_shape={local}, shape={self.shape}, dtype={self._impl.dtype}, "
                 f"placements={self.placements}, device_mesh={self._mesh})")
 
@@ -295,6 +298,24 @@ def _split_placements(text: str) -> list[str]:
     if cur:
         out.append(cur)
     return out
+
+
+def init_process_group(backend: str = "threads") -> None:
+    """As torch.distributed.init_process_group: "mpi" under `mpirun -np N python3 SCRIPT` makes
+    this process one rank of an N-rank world (kept until the process exits); then
+    distribute_tensor keeps only this rank's shard, full_tensor gathers, and Model.run / train
+    use the mpi backend. "threads" (the default without a call) keeps every rank in this process."""
+    _dtensor._init_process_group(backend)
+
+
+def get_rank() -> int:
+    """This process's rank in the world of init_process_group("mpi") (0 without one)."""
+    return _dtensor._get_rank()
+
+
+def get_world_size() -> int:
+    """The number of processes of the world of init_process_group("mpi") (1 without one)."""
+    return _dtensor._get_world_size()
 
 
 def distribute_tensor(tensor, device_mesh: DeviceMesh, placements: Sequence[Placement] | None = None) -> DTensor:
@@ -486,7 +507,8 @@ class Model:
         r = TrainResult(self._impl.train(data, steps, optimizer, lr, momentum, weight_decay, _mesh_arg(mesh), pj, ps,
                                          passes, backend or "", keep_first_grads))
         params = self.params
-        self._impl.set_weights({k: v for k, v in r.weights.items() if k in params})
+        if all(k in r.weights for k in params):  # under mpi only rank 0 holds the trained tensors
+            self._impl.set_weights({k: r.weights[k] for k in params})
         return r
 
     def save_weights(self, path) -> None:

@@ -155,3 +155,35 @@ def test_from_torch_runs_on_four_ranks():
     out = m.run({"input": x.numpy()}, mesh=dt.DeviceMesh((4,)), plan=plan)
     expected = module(x).detach().numpy()
     np.testing.assert_allclose(out[m.outputs[0]], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ctrl_c_stops_training_at_the_next_step(cli, tmp_path):
+    """SIGINT while train runs (the GIL released) raises KeyboardInterrupt at the next step
+    instead of running every step."""
+    import os
+    import signal
+    import threading
+    import time
+    model_file = tmp_path / "tiny_loss.dt"
+    weights, data = tmp_path / "w.safetensors", tmp_path / "d.safetensors"
+    cli("example", "mlp", "--loss", "--hidden", 8, "--layers", 1, "--batch", 2, "-o", model_file,
+        "--weights", weights, "--inputs", data)
+    m = dt.load(model_file, weights=weights)
+    d = dt.load_safetensors(data)
+    steps_run = []
+    started = threading.Event()
+
+    def interrupt():
+        started.wait()
+        time.sleep(0.2)  # lands inside train (if it lands earlier, the same exception is raised)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    # A first short train proves the model trains; the long one is interrupted.
+    steps_run.append(len(m.train(d, steps=2).losses))
+    with pytest.raises(KeyboardInterrupt):
+        started.set()
+        m.train(d, steps=10**7)
+    t.join()
+    assert steps_run == [2]
