@@ -18,9 +18,9 @@ def test_mpirun_four_processes(cli, source_dir, tmp_path):
         pytest.skip("mpirun is not installed (Open MPI)")
     with pytest.raises(dt.ValueError, match="mpirun"):
         dt.init_process_group("mpi")  # this process was not started by mpirun
-    cli("example", "mlp", "-o", tmp_path / "mlp.dt", "--weights", tmp_path / "w.safetensors",
-        "--inputs", tmp_path / "d.safetensors")
-    cli("example", "mlp", "--loss", "-o", tmp_path / "mlp_loss.dt")
+    cli("example", "mlp", "-o", tmp_path / "mlp.dt")
+    cli("example", "mlp", "--loss", "-o", tmp_path / "mlp_loss.dt", "--weights", tmp_path / "w.safetensors",
+        "--inputs", tmp_path / "d.safetensors")  # the same seeded weights; data with `target`
     shutil.copy(source_dir / "examples" / "mlp_tp.json", tmp_path / "mlp_tp.json")
     out = tmp_path / "out.json"
     p = subprocess.run(["timeout", "300", mpirun, "--oversubscribe", "--allow-run-as-root", "-np", "4",
