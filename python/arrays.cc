@@ -1,5 +1,7 @@
 #include "python/arrays.h"
 
+#include <bit>
+
 #include "dtensor/core/error.h"
 
 namespace dt::python {
@@ -74,7 +76,9 @@ Tensor to_tensor(py::handle obj, const std::string& arg) {
     bytes_copied() += int64_t(a.nbytes());
   }
   DType dtype = dtype_of(a.dtype(), arg);
-  if (!(a.flags() & py::array::c_style) || !a.dtype().attr("isnative").cast<bool>()) {
+  const char order = a.dtype().byteorder();  // '=' native, '|' not applicable, '<' / '>' explicit
+  const bool native = order == '=' || order == '|' || order == (std::endian::native == std::endian::big ? '>' : '<');
+  if (!(a.flags() & py::array::c_style) || !native) {
     a = py::module_::import("numpy").attr("ascontiguousarray")(a, a.dtype().attr("newbyteorder")("="));
     bytes_copied() += int64_t(a.nbytes());
   }
@@ -98,6 +102,19 @@ std::map<std::string, Tensor> to_tensor_map(const py::dict& arrays, const std::s
   return out;
 }
 
+// Returns the numpy dtype of a library dtype (made once per dtype: building one from its name
+// parses the name each time).
+const py::dtype& numpy_dtype(DType t) {
+  static const py::dtype* dtypes[kNumDTypes] = {
+      new py::dtype(py::dtype::of<float>()),   new py::dtype(py::dtype::of<double>()),
+      new py::dtype(py::dtype::of<uint16_t>()), new py::dtype("float16"),
+      new py::dtype(py::dtype::of<int64_t>()), new py::dtype(py::dtype::of<int32_t>()),
+      new py::dtype(py::dtype::of<bool>())};
+  static_assert(int(DType::f32) == 0 && int(DType::f64) == 1 && int(DType::bf16) == 2 && int(DType::f16) == 3 &&
+                int(DType::i64) == 4 && int(DType::i32) == 5 && int(DType::boolean) == 6);
+  return *dtypes[int(t)];
+}
+
 py::array to_numpy(const Tensor& t) {
   DT_CHECK(t.defined()) << "an undefined tensor reached the Python boundary";
   size_t item = itemsize(t.dtype());
@@ -105,7 +122,7 @@ py::array to_numpy(const Tensor& t) {
   for (int64_t s : t.strides()) strides.push_back(py::ssize_t(s * int64_t(item)));
   auto* owner = new Tensor(t);
   py::capsule keep(owner, [](void* p) { delete static_cast<Tensor*>(p); });
-  return py::array(py::dtype(numpy_dtype_name(t.dtype())), shape, strides, t.raw_data(), keep);
+  return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), keep);
 }
 
 py::dict to_numpy_dict(const std::map<std::string, Tensor>& tensors) {

@@ -484,6 +484,8 @@ class Model:
         plan: a dict or the path of a plan JSON file (docs/plans.md). The job is compiled on the
         first run for a (mesh, plan) and kept.
         """
+        if mesh is None and plan is None:  # the common call: nothing to convert
+            return self._impl.run(inputs, None, "", "", passes, backend or "")
         pj, ps = _plan_args(plan)
         return self._impl.run(inputs, _mesh_arg(mesh), pj, ps, passes, backend or "")
 
