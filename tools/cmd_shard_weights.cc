@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
@@ -26,7 +27,9 @@ struct ShardWeightsOptions {
 };
 
 void shard_weights_command(const ShardWeightsOptions& opt) {
-  refuse_output_over_input(opt.output, {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
+  // The checkpoint writes only its manifest, generation directories and lock file in DIR.
+  refuse_output_over_input((std::filesystem::path(opt.output) / "checkpoint.json").string(),
+                           {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
   const ir::Graph model = ir::parse_file(opt.files.model);
   // The placements are the job's (the propagation `compile` partitions with); one program is
   // enough to have them.
@@ -60,7 +63,7 @@ void setup(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("shard-weights", "Write one safetensors file of parameter shards per rank");
   add_model_options(cmd, opt.files, {.inputs_flag = nullptr, .required = true});
   add_mesh_options(cmd, opt.mesh, {.what = "shard the weights", .plan_required = true, .with_backend = false});
-  cmd->add_option("-o,--output", opt.output, "output directory (rank<r>.safetensors)")->required();
+  cmd->add_option("-o,--output", opt.output, "output directory (a sharded checkpoint)")->required();
   cmd->callback([] { shard_weights_command(opt); });
 }
 

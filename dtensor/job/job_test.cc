@@ -17,23 +17,7 @@
 namespace dt::job {
 namespace {
 
-const char* kGptTp = R"json({"mesh_dims": ["tp"], "modules": [
-  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "lm_head", "style": "colwise", "mesh_dim": "tp"}]})json";
-const char* kFsdpTp = R"json({"mesh_dims": ["dp", "tp"],
-  "inputs": {"input": {"dp": "S(0)"}},
-  "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
-  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"}]})json";
+const std::string kExamples = DTENSOR_EXAMPLES_DIR;
 
 struct Gpt {
   ir::Graph graph;
@@ -51,10 +35,11 @@ Gpt small_gpt(bool loss) {
   return g;
 }
 
+// A job on `mesh` with the example plan examples/<plan>.json.
 JobOptions options(const std::string& mesh, const std::string& plan) {
   JobOptions o;
   o.mesh = DeviceMesh::parse(mesh);
-  o.plan = sharding::ParallelPlan::parse(plan);
+  o.plan = sharding::ParallelPlan::load(kExamples + "/" + plan + ".json");
   return o;
 }
 
@@ -76,7 +61,7 @@ TEST(Job, ShardedRunMatchesSingleDevice) {
   const Gpt g = small_gpt(/*loss=*/false);
   const std::vector<Tensor> want = single_device(g);
   for (const std::string mesh : {"2", "3", "4"}) {
-    const Job job = Job::compile(g.graph, options(mesh, kGptTp));
+    const Job job = Job::compile(g.graph, options(mesh, "gpt_tp"));
     EXPECT_EQ(job.ranks().size(), size_t(job.mesh().size()));
     const RunResult r = job.run(Weights::full(g.weights), g.inputs);
     ASSERT_EQ(r.outputs.size(), want.size());
@@ -92,7 +77,7 @@ TEST(Job, ShardedRunMatchesSingleDevice) {
 TEST(Job, CheckpointOfThisLayoutIsUsedAsItIsAndOthersAreResharded) {
   const Gpt g = small_gpt(/*loss=*/false);
   const std::vector<Tensor> want = single_device(g);
-  const Job tp4 = Job::compile(g.graph, options("4", kGptTp));
+  const Job tp4 = Job::compile(g.graph, options("4", "gpt_tp"));
   // A checkpoint written for tp 4, from the job's own shards.
   io::ShardedCheckpoint ckpt{tp4.mesh(), "tp", {}, {}, {}};
   const Weights full = Weights::full(g.weights);
@@ -105,7 +90,7 @@ TEST(Job, CheckpointOfThisLayoutIsUsedAsItIsAndOthersAreResharded) {
   EXPECT_TRUE(from_ckpt.matches(g.graph, tp4.sharding(), tp4.mesh()));
   EXPECT_LE(max_abs_diff(tp4.run(from_ckpt, g.inputs).outputs[0], want[0]), 1e-5);
   // The same checkpoint on another mesh and plan: assembled and cut again.
-  const Job fsdp_tp = Job::compile(g.graph, options("2x2", kFsdpTp));
+  const Job fsdp_tp = Job::compile(g.graph, options("2x2", "gpt_fsdp_tp"));
   EXPECT_FALSE(from_ckpt.matches(g.graph, fsdp_tp.sharding(), fsdp_tp.mesh()));
   EXPECT_LE(max_abs_diff(fsdp_tp.run(from_ckpt, g.inputs).outputs[0], want[0]), 1e-5);
   for (const auto& [name, t] : from_ckpt.full_tensors()) EXPECT_EQ(max_abs_diff(t, g.weights.at(name)), 0) << name;
@@ -117,7 +102,7 @@ TEST(Job, ShardedTrainingStepsMatchSingleDevice) {
   to.steps = 2;
   to.optimizer.lr = 0.1;
   const TrainResult one = train_single_device(g.graph.clone(), g.weights, g.inputs, to);
-  for (const auto& [mesh, plan] : {std::pair{"2", kGptTp}, std::pair{"2x2", kFsdpTp}}) {
+  for (const auto& [mesh, plan] : {std::pair{"2", "gpt_tp"}, std::pair{"2x2", "gpt_fsdp_tp"}}) {
     ShardedTrainOptions so;
     so.job = options(mesh, plan);
     if (so.job.mesh.ndim() == 2) so.job.plan.inputs["target"]["dp"] = Placement::shard(0);
@@ -139,16 +124,16 @@ TEST(Job, UserErrorsNameTheProblem) {
   const Gpt g = small_gpt(/*loss=*/false);
   // 4 heads of hidden 64 over 128 ranks: q_proj has 64 rows, fewer than the mesh dim's ranks.
   try {
-    Job::compile(g.graph, options("128", kGptTp));
+    Job::compile(g.graph, options("128", "gpt_tp"));
     FAIL() << "a mesh larger than the model's dims compiled";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("too many ranks for this model's dims: mesh dim tp has 128 ranks"),
               std::string::npos)
         << e.what();
   }
-  const Job job = Job::compile(g.graph, options("2", kGptTp));
+  const Job job = Job::compile(g.graph, options("2", "gpt_tp"));
   EXPECT_THROW(job.program(2), ValueError);
-  JobOptions only = options("2", kGptTp);
+  JobOptions only = options("2", "gpt_tp");
   only.ranks = {1};
   const Job one_rank = Job::compile(g.graph, only);
   EXPECT_EQ(one_rank.ranks(), std::vector<int>{1});

@@ -31,21 +31,25 @@ no_temporaries() {  # no_temporaries <dir>: no staged file left behind
 "$DT" example gpt -o "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" 2>/dev/null || FAIL "example"
 cp "$t/w.safetensors" "$t/w.orig"
 
-# 1. shard-weights with --weights inside -o under a rank<r> name: refused, input intact.
-mkdir -p "$t/out"
+# 1. shard-weights with --weights inside -o: a checkpoint writes only checkpoint.json, gen-*/ and
+# its lock file there, so a file under another name is left alone, and one named checkpoint.json
+# is refused.
+mkdir -p "$t/out" "$t/out2"
 cp "$t/w.safetensors" "$t/out/rank0.safetensors"
-expect 2 "is the same file as weights" shard-weights "$t/m.dt" --weights "$t/out/rank0.safetensors" --mesh 4 --plan "$PLAN" -o "$t/out"
+expect 0 "4 ranks" shard-weights "$t/m.dt" --weights "$t/out/rank0.safetensors" --mesh 4 --plan "$PLAN" -o "$t/out"
 cmp -s "$t/out/rank0.safetensors" "$t/w.orig" || FAIL "shard-weights modified its input"
+cp "$t/w.safetensors" "$t/out2/checkpoint.json"
+expect 2 "is the same file as weights" shard-weights "$t/m.dt" --weights "$t/out2/checkpoint.json" --mesh 4 --plan "$PLAN" -o "$t/out2"
+cmp -s "$t/out2/checkpoint.json" "$t/w.orig" || FAIL "shard-weights modified its input"
 
-# 3. A shard directory where one file cannot be written keeps every previous shard.
+# 3. A save that fails part-way (here: a file size limit, so the first rank file cannot be
+# written) leaves the previous checkpoint as it was, and no temporaries or partial generation.
 expect 0 "4 ranks" shard-weights "$t/m.dt" --weights "$t/w.safetensors" --mesh 4 --plan "$PLAN" -o "$t/shards"
 cp -r "$t/shards" "$t/shards.orig"
 "$DT" example gpt --weights "$t/w2.safetensors" --seed 7 2>/dev/null >/dev/null || FAIL "example seed 7"
-rm "$t/shards/rank2.safetensors" && mkdir "$t/shards/rank2.safetensors"
-expect 2 "rank2.safetensors: it is a directory" shard-weights "$t/m.dt" --weights "$t/w2.safetensors" --mesh 4 --plan "$PLAN" -o "$t/shards"
-for r in 0 1 3; do
-  cmp -s "$t/shards/rank$r.safetensors" "$t/shards.orig/rank$r.safetensors" || FAIL "rank$r.safetensors changed by a failed run"
-done
+out=$( (ulimit -f 64; trap '' XFSZ; exec timeout 60 "$DT" shard-weights "$t/m.dt" --weights "$t/w2.safetensors"         --mesh 4 --plan "$PLAN" -o "$t/shards") 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "cannot write" || FAIL "a save over the file size limit: $out"
+diff -r -x .dtensor-lock "$t/shards" "$t/shards.orig" >/dev/null || FAIL "a failed save changed the checkpoint: $(ls -A "$t/shards")"
 no_temporaries "$t/shards"
 
 # Outputs that are inputs are refused (compile -o, run --trace), example outputs must differ.

@@ -72,7 +72,8 @@ grep -aq "momentum_buffer" "$t/ckpt.safetensors" || FAIL "the checkpoint holds n
 # The same with a sharded checkpoint (one file per rank) on 2x2 fsdp x tp, which `run` loads too.
 out=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 2 --momentum 0.9 --lr 0.05 \
   --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --save "$t/ckdir" 2>&1) || FAIL "sharded --save: $out"
-[ -f "$t/ckdir/rank3.safetensors" ] || FAIL "sharded --save wrote no rank3.safetensors"
+ls "$t/ckdir"/gen-*/rank3.safetensors >/dev/null 2>&1 && [ -f "$t/ckdir/checkpoint.json" ] ||
+  FAIL "sharded --save wrote no checkpoint (checkpoint.json, gen-*/rank3.safetensors)"
 resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckdir" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
   --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --json 2>&1) || FAIL "resume from shards: $resumed"
 again=$(losses "$resumed" | head -1)
