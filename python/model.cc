@@ -29,15 +29,15 @@ namespace {
 
 // Where and how a model runs: the mesh shape (empty: one device, as `dtensor run` without --mesh),
 // the plan's JSON text (empty: every parameter replicated) and the pass pipeline.
-struct Placement {
+struct JobKey {
   std::vector<int64_t> mesh;
   std::string plan_json, plan_source, passes = "default";
-  bool operator<(const Placement& o) const {
+  bool operator<(const JobKey& o) const {
     return std::tie(mesh, plan_json, plan_source, passes) < std::tie(o.mesh, o.plan_json, o.plan_source, o.passes);
   }
 };
 
-job::JobOptions job_options(const Placement& p, const std::string& backend) {
+job::JobOptions job_options(const JobKey& p, const std::string& backend) {
   job::JobOptions o;
   o.mesh = DeviceMesh(p.mesh.empty() ? Shape{1} : Shape(p.mesh));
   if (!p.plan_json.empty()) o.plan = sharding::ParallelPlan::parse(p.plan_json, p.plan_source);
@@ -81,7 +81,7 @@ class Model {
   }
 
   // The compiled job for `p` (compiled on first use).
-  std::shared_ptr<const job::Job> job_for(const Placement& p, const std::string& backend) {
+  std::shared_ptr<const job::Job> job_for(const JobKey& p, const std::string& backend) {
     std::lock_guard lock(mu_);
     auto key = std::make_pair(p, backend);
     auto it = jobs_.find(key);
@@ -110,7 +110,7 @@ class Model {
   ir::Graph graph_;
   job::Weights weights_;
   std::mutex mu_;
-  std::map<std::pair<Placement, std::string>, std::shared_ptr<const job::Job>> jobs_;
+  std::map<std::pair<JobKey, std::string>, std::shared_ptr<const job::Job>> jobs_;
 };
 
 py::dict outputs_dict(const ir::Graph& g, std::vector<Tensor> outs) {
@@ -126,9 +126,9 @@ py::dict value_types(const std::vector<ir::Value*>& values) {
   return d;
 }
 
-Placement placement_of(const std::optional<std::vector<int64_t>>& mesh, const std::string& plan_json,
+JobKey job_key(const std::optional<std::vector<int64_t>>& mesh, const std::string& plan_json,
                        const std::string& plan_source, const std::string& passes) {
-  Placement p;
+  JobKey p;
   if (mesh) p.mesh = *mesh;
   p.plan_json = plan_json;
   p.plan_source = plan_source.empty() ? "<plan>" : plan_source;
@@ -222,11 +222,11 @@ void bind_model(py::module_& m) {
               }
               return outputs_dict(md.graph(), std::move(outs));
             }
-            auto job = md.job_for(placement_of(mesh, plan_json, plan_source, passes), backend);
+            const JobKey key = job_key(mesh, plan_json, plan_source, passes);
             job::RunResult r;
             {
               py::gil_scoped_release release;
-              r = job->run(md.weights(), in);
+              r = md.job_for(key, backend)->run(md.weights(), in);  // compiled on the first call
             }
             return outputs_dict(md.graph(), std::move(r.outputs));
           },
@@ -251,7 +251,7 @@ void bind_model(py::module_& m) {
             std::shared_ptr<const job::Job> job;
             {
               py::gil_scoped_release release;
-              job = md->job_for(placement_of(mesh, plan_json, plan_source, passes), backend);
+              job = md->job_for(job_key(mesh, plan_json, plan_source, passes), backend);
             }
             return Compiled{md, job};
           },
@@ -281,7 +281,7 @@ void bind_model(py::module_& m) {
                 r = job::train_single_device(md.graph().clone(), weights, d, to);
               } else {
                 job::ShardedTrainOptions so;
-                so.job = job_options(placement_of(mesh, plan_json, plan_source, passes), backend);
+                so.job = job_options(job_key(mesh, plan_json, plan_source, passes), backend);
                 so.gather_state = true;  // mpi: rank 0 gets the trained tensors (threads: always)
                 r = job::train_sharded(md.graph().clone(), weights, d, to, so);
               }
