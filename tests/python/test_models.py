@@ -144,17 +144,26 @@ def test_import_onnx_runs_like_pytorch(ref):
 
 def test_from_torch_runs_on_four_ranks():
     torch = pytest.importorskip("torch", reason="torch is not installed: from_torch needs it")
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 8)
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
-    x = torch.randn(4, 16)
+    module, x = MLP(), torch.randn(4, 16)
     m = dt.from_torch(module, (x,))
-    names = list(m.params)
-    fc = sorted({n.rsplit(".", 1)[0] for n in names})  # the two linear modules
-    plan = {"mesh_dims": ["tp"], "modules": [{"pattern": fc[0], "style": "colwise", "mesh_dim": "tp"},
-                                             {"pattern": fc[1], "style": "rowwise", "mesh_dim": "tp"}]}
+    assert set(m.params) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    plan = {"mesh_dims": ["tp"], "modules": [{"pattern": "fc1", "style": "colwise", "mesh_dim": "tp"},
+                                             {"pattern": "fc2", "style": "rowwise", "mesh_dim": "tp"}]}
     out = m.run({"input": x.numpy()}, mesh=dt.DeviceMesh((4,)), plan=plan)
     expected = module(x).detach().numpy()
     np.testing.assert_allclose(out[m.outputs[0]], expected, rtol=1e-5, atol=1e-5)
+    kinds = m.compile(mesh=dt.DeviceMesh((4,)), plan=plan).report()["ranks"][0]["collectives_per_kind"]
+    assert sum(kinds.values()) == 1 and "all_reduce" in next(iter(kinds))  # Megatron: one all_reduce
 
 
 def test_ctrl_c_stops_training_at_the_next_step(cli, tmp_path):
