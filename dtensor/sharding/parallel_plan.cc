@@ -80,6 +80,9 @@ std::string module_of(const std::string& param_name) {
 ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& source) {
   ParallelPlan plan;
   plan.source = source;
+  // A NUL is no part of JSON text (the parser would stop there and accept what follows).
+  if (size_t nul = text.find('\0'); nul != std::string::npos)
+    DT_THROW(ValueError) << source << ": not valid json: a NUL byte at offset " << nul;
   json j;
   try {
     j = json::parse(text);
