@@ -20,13 +20,13 @@
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
+#include "dtensor/job/job.h"
 #include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
 
@@ -173,59 +173,45 @@ void print_report(const nlohmann::json& j) {
                 r["nodes"].get<size_t>(), bytes_text(r["param_bytes"].get<double>()).c_str(),
                 bytes_text(r["activation_bytes_estimate"].get<double>()).c_str(),
                 bytes_text(r["bytes_sent"].get<double>()).c_str());
-    std::printf("  %-32s %-24s %-6s %s\n", "value", "kind", "group", "input");
+    // Columns as wide as their longest entry (module paths of real models are long).
+    size_t wv = 5, wk = 4, wg = 5;
+    for (const auto& c : r["collectives"]) {
+      wv = std::max(wv, c["value"].get<std::string>().size());
+      wk = std::max(wk, c["kind"].get<std::string>().size());
+      wg = std::max(wg, c["group"].get<std::string>().size());
+    }
+    std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), "value", int(wk), "kind", int(wg), "group", "input");
     for (const auto& c : r["collectives"])
-      std::printf("  %-32s %-24s %-6s %s\n", c["value"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
-                  c["group"].get<std::string>().c_str(), c["input"].get<std::string>().c_str());
+      std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), c["value"].get<std::string>().c_str(), int(wk),
+                  c["kind"].get<std::string>().c_str(), int(wg), c["group"].get<std::string>().c_str(),
+                  c["input"].get<std::string>().c_str());
     for (const auto& [kind, n] : r["collectives_per_kind"].items())
       std::printf("  total %s: %d, %s sent\n", kind.c_str(), n.get<int>(),
                   bytes_text(r["bytes_sent_per_kind"][kind].get<double>()).c_str());
   }
 }
 
-// Drops every program but rank's.
-void keep_only_rank(sharding::CompiledModel& c, int rank) {
-  for (size_t i = 0; i < c.ranks.size(); ++i)
-    if (c.ranks[i] == rank) {
-      ir::Graph keep = std::move(c.programs[i]);
-      c.programs.clear();
-      c.programs.push_back(std::move(keep));
-      c.ranks = {rank};
-      return;
-    }
-  DT_THROW(ValueError) << "rank " << rank << " has no program";
-}
-
 void compile_command(const CompileCliOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.files.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
-  check_mesh_fits_model(model, plan, mesh);
-  // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
-  // --rank or a report only those (and the rank's own) are built, whatever the mesh size.
-  sharding::CompileOptions co;
-  co.orbits = true;
-  if (opt.rank >= 0) {
-    if (!mesh.contains(opt.rank)) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
-    co.ranks = {opt.rank};
-  } else if (opt.report || opt.json) {
-    co.ranks = {mesh.ranks().front()};
+  const ir::Graph model = ir::parse_file(opt.files.model);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  // Only the job's distinct programs (orbits) and the --rank one are built for --rank and the
+  // reports, whatever the mesh size (passes/rank_pipeline.h); printing every rank builds them all.
+  if (opt.rank >= 0) jo.ranks = {opt.rank};
+  if (opt.report || opt.json) {
+    if (opt.rank < 0) jo.ranks = {jo.mesh.ranks().front()};
+    jo.keep_representatives = true;
   }
-  sharding::CompiledModel c = sharding::compile(model, plan, mesh, co);
+  const job::Job job = job::Job::compile(model, std::move(jo));
+  const sharding::CompiledModel& c = job.compiled();
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  run_pass_pipelines(c.programs, c.ranks, opt.passes, &c.orbits);
   if (opt.report || opt.json) {
     nlohmann::json j = report_json(c, model);
-    if (opt.rank >= 0) {
-      // The report of one rank: its own program only.
-      keep_only_rank(c, opt.rank);
-      j["ranks"] = nlohmann::json::array({program_json(c.programs[0], opt.rank)});
-    }
+    // The report of one rank: its own program only.
+    if (opt.rank >= 0) j["ranks"] = nlohmann::json::array({program_json(job.program(opt.rank), opt.rank)});
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());
     else print_report(j);
     return;
   }
-  if (opt.rank >= 0) keep_only_rank(c, opt.rank);
   // The per-rank files appear together or not at all (dtensor/core/atomic_file.h).
   StagedFiles files;
   for (size_t i = 0; i < c.programs.size(); ++i) {

@@ -71,7 +71,12 @@ class Verifier {
     if (defined_[size_t(v->id)])
       DT_PARSE_FAIL(fail_at(v->loc, index, node)) << "value %" << v->name << " is defined twice";
     defined_[size_t(v->id)] = 1;
+    // The sharding rules give every dim of an op's operands a factor, up to 127 per op.
+    if (v->type.shape.size() > kMaxTensorDims)
+      DT_PARSE_FAIL(fail_at(v->loc, index, node)) << "value %" << v->name << " has " << v->type.shape.size()
+                                                  << " dims, more than the limit of " << kMaxTensorDims;
   }
+  static constexpr size_t kMaxTensorDims = 32;
 
   void check_group(const GroupDecl& grp) {
     // Sorted, so that a 65,536-rank group costs n log n, not n^2 (it is checked after every pass).

@@ -26,16 +26,36 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/runtime/interpreter.h"
-#include "dtensor/runtime/train_loop.h"
+#include "dtensor/job/train.h"
 
-namespace dt::runtime {
+namespace dt::job {
 namespace {
 
+using runtime::Bindings;
+using runtime::Interpreter;
+using runtime::RunStats;
+
 const std::string kRef = DTENSOR_REFERENCE_DIR;
+// fsdp alone (no example file holds it): data parallel over dp with every parameter sharded.
+const std::string kFsdp = R"json({"mesh_dims": ["dp"], "inputs": {"input": {"dp": "S(0)"}},
+  "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json";
 
 ir::Graph model(const std::string& name) {
   ir::Graph g = name == "mlp" ? ir::build_mlp({.loss = true}) : ir::build_gpt({.loss = true});
   return ir::parse(ir::print(g), name + ".dt");  // through the text form, as the CLI
+}
+
+// A sharded training run on the threads backend with plan `plan` (examples/<plan>.json, or "fsdp"
+// for kFsdp) and the given pass pipeline ("none": the partitioner's programs as they are). The
+// target is sharded like the input, as a training step's data.
+ShardedTrainOptions sharded_options(const std::string& mesh, const std::string& plan, const std::string& passes) {
+  ShardedTrainOptions so;
+  so.job.mesh = DeviceMesh::parse(mesh);
+  so.job.plan = plan == "fsdp" ? sharding::ParallelPlan::parse(kFsdp)
+                               : sharding::ParallelPlan::load(std::string(DTENSOR_EXAMPLES_DIR) + "/" + plan + ".json");
+  if (so.job.plan.inputs.count("input")) so.job.plan.inputs["target"] = so.job.plan.inputs["input"];
+  so.job.passes.pipeline = passes;
+  return so;
 }
 
 std::map<std::string, Tensor> load(const std::string& path) {
@@ -123,30 +143,6 @@ struct ShardedCase {
   bool recompute = false;
 };
 
-const std::string kMlpTp = R"json({"mesh_dims": ["tp"], "modules": [
-  {"pattern": "layers.*.fc1", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "layers.*.fc2", "style": "rowwise", "mesh_dim": "tp"}]})json";
-const std::string kGptTp = R"json({"mesh_dims": ["tp"], "modules": [
-  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "lm_head", "style": "colwise", "mesh_dim": "tp"}]})json";
-const std::string kGptFsdpTp = R"json({"mesh_dims": ["dp", "tp"],
-  "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}}, "modules": [
-  {"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
-  {"pattern": "h.*.attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.attn.o_proj", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "tp"},
-  {"pattern": "h.*.mlp.fc_out", "style": "rowwise", "mesh_dim": "tp"},
-  {"pattern": "lm_head", "style": "colwise", "mesh_dim": "tp"}]})json";
-const std::string kFsdp = R"json({"mesh_dims": ["dp"], "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
-  "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json";
-
 class Sharded : public ::testing::TestWithParam<ShardedCase> {};
 
 TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
@@ -157,15 +153,8 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
   opt.steps = 5;
   opt.optimizer.lr = cfg["sgd_lr"].get<double>();
   opt.keep_first_grads = true;
-  ShardedTrainOptions so{DeviceMesh::parse(c.mesh), sharding::ParallelPlan::parse(c.plan), {}, {}, Backend::threads};
-  if (c.recompute) {
-    opt.recompute = autodiff::Recompute::blocks;
-    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-      passes::PassManager pm;
-      pm.add(passes::parse_pipeline("default"));
-      passes::run_rank_pipelines(pm, programs, ranks);
-    };
-  }
+  const ShardedTrainOptions so = sharded_options(c.mesh, c.plan, c.recompute ? "default" : "none");
+  if (c.recompute) opt.recompute = autodiff::Recompute::blocks;
   TrainResult r = train_sharded(model(c.model), load(dir + "/weights.safetensors"), load(dir + "/inputs.safetensors"),
                                 opt, so);
   auto expected = cfg["sgd_losses"].get<std::vector<double>>();
@@ -193,21 +182,21 @@ TEST_P(Sharded, SgdLossesAndGradientsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Meshes, Sharded,
-                         ::testing::Values(ShardedCase{"mlp", "2", kMlpTp}, ShardedCase{"mlp", "3", kMlpTp},
-                                           ShardedCase{"mlp", "4", kMlpTp}, ShardedCase{"mlp", "2", kFsdp},
-                                           ShardedCase{"mlp", "4", kFsdp}, ShardedCase{"gpt", "2", kGptTp},
-                                           ShardedCase{"gpt", "4", kGptTp}, ShardedCase{"gpt", "2", kFsdp},
-                                           ShardedCase{"gpt", "2x2", kGptFsdpTp},
-                                           ShardedCase{"mlp", "4", kFsdp, true}, ShardedCase{"gpt", "2", kGptTp, true},
-                                           ShardedCase{"gpt", "4", kGptTp, true}, ShardedCase{"gpt", "2", kFsdp, true},
-                                           ShardedCase{"gpt", "2x2", kGptFsdpTp, true}));
+                         ::testing::Values(ShardedCase{"mlp", "2", "mlp_tp"}, ShardedCase{"mlp", "3", "mlp_tp"},
+                                           ShardedCase{"mlp", "4", "mlp_tp"}, ShardedCase{"mlp", "2", "fsdp"},
+                                           ShardedCase{"mlp", "4", "fsdp"}, ShardedCase{"gpt", "2", "gpt_tp"},
+                                           ShardedCase{"gpt", "4", "gpt_tp"}, ShardedCase{"gpt", "2", "fsdp"},
+                                           ShardedCase{"gpt", "2x2", "gpt_fsdp_tp"},
+                                           ShardedCase{"mlp", "4", "fsdp", true}, ShardedCase{"gpt", "2", "gpt_tp", true},
+                                           ShardedCase{"gpt", "4", "gpt_tp", true}, ShardedCase{"gpt", "2", "fsdp", true},
+                                           ShardedCase{"gpt", "2x2", "gpt_fsdp_tp", true}));
 
 // FSDP training issues what FSDP does: one all_gather per parameter (before bucketing, which the
 // passes do) and one reduce_scatter per parameter gradient into its shard; no gradient is
 // all-reduced or gathered whole. (The two other gathers are mse_loss's operands: its rule keeps
 // them whole.)
 TEST(ShardedCollectives, FsdpReduceScattersEveryGradientIntoItsShard) {
-  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  const ShardedTrainOptions so = sharded_options("2", "fsdp", "none");
   TrainOptions opt;
   TrainResult r = train_sharded(model("mlp"), load(kRef + "/mlp/weights.safetensors"),
                                 load(kRef + "/mlp/inputs.safetensors"), opt, so);
@@ -375,7 +364,7 @@ TEST(TrainLoop, CallersWeightsAreNeverModified) {
   opt.optimizer = {.kind = "sgd", .lr = 0.1, .momentum = 0.9};
   opt.steps = 2;
   const TrainResult one = train_single_device(model("mlp"), weights, data, opt);
-  ShardedTrainOptions so{DeviceMesh::parse("2"), sharding::ParallelPlan::parse(kFsdp), {}, {}, Backend::threads};
+  const ShardedTrainOptions so = sharded_options("2", "fsdp", "none");
   const TrainResult two = train_sharded(model("mlp"), weights, data, opt, so);
   for (auto& [k, t] : weights) {
     EXPECT_EQ(t.to_doubles(), before[k]) << k;
@@ -466,4 +455,4 @@ TEST(TrainLoop, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace dt::runtime
+}  // namespace dt::job

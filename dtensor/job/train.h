@@ -1,6 +1,6 @@
 // The training loop: builds the step graph of a forward model (autodiff/train_step.h) and runs it
-// for a number of steps on one device, rebinding the updated parameters and optimizer state after
-// each step.
+// for a number of steps on one device or sharded as a Job, rebinding the updated parameters and
+// optimizer state after each step.
 //
 // Data: `input` and `target` (every data input of the model, by name). A tensor with exactly the
 // input's declared shape is one batch reused every step; a tensor with one extra leading dim of
@@ -13,14 +13,11 @@
 #include <vector>
 
 #include "dtensor/autodiff/train_step.h"
-#include "dtensor/comm/process_group.h"
 #include "dtensor/core/tensor.h"
-#include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
-#include "dtensor/runtime/launcher.h"
-#include "dtensor/sharding/parallel_plan.h"
+#include "dtensor/job/job.h"
 
-namespace dt::runtime {
+namespace dt::job {
 
 struct TrainOptions {
   int steps = 1;
@@ -30,24 +27,25 @@ struct TrainOptions {
   autodiff::Recompute recompute = autodiff::Recompute::none;
   // Called after each step (1-based step, its loss, its wall time in ms).
   std::function<void(int step, double loss, double ms)> on_step;
+  // A step whose loss is NaN or infinite stops training before its update is applied: the
+  // result holds the state after the last good step and names the step (non_finite_step).
+  bool stop_on_non_finite = true;
 };
 
-// A sharded run: the step graph is compiled with `plan` on `mesh` (the partitioner gives every
-// gradient and optimizer state tensor its placement), `run_passes` (when set) transforms the
-// rank programs, and every step runs all ranks on the threads backend. Parameters and optimizer
-// state stay sharded between steps: each rank rebinds its own updated shards.
+// Sharded training: the step graph is compiled as a Job (job/job.h) with the options' mesh, plan
+// and passes (the partitioner gives every gradient and optimizer state tensor its placement), and
+// every step runs all ranks. Parameters and optimizer state stay sharded between steps: each rank
+// rebinds its own updated shards.
 struct ShardedTrainOptions {
-  DeviceMesh mesh;
-  sharding::ParallelPlan plan;
-  std::function<void(std::vector<ir::Graph>& programs, const std::vector<int>& ranks)> run_passes;
-  CommOptions comm;
-  // threads: every rank a thread of this process. mpi: this process runs its own rank (under
-  // mpirun -np <mesh size>); the result then holds this rank's numbers (`root` says whether it is
-  // rank 0). Rank 0 also holds the first step's full gradients when asked (keep_first_grads: they
-  // are replicated outputs of the first step's program) and, with gather_state, every rank's
-  // trained shards (sent to it after the last step) and the full tensors assembled from them.
-  Backend backend = Backend::threads;
+  JobOptions job;
+  // mpi backend (job.backend): this process runs its own rank (under mpirun -np <mesh size>); the
+  // result then holds this rank's numbers (`root` says whether it is rank 0). Rank 0 also holds
+  // the first step's full gradients when asked (keep_first_grads: they are replicated outputs of
+  // the first step's program) and, with gather_state, every rank's trained shards (sent to it
+  // after the last step) and the full tensors assembled from them.
   bool gather_state = false;  // mpi only: the threads backend always fills state and rank_state
+  // Called once with the compiled step before the first step (e.g. a benchmark reading a program).
+  std::function<void(const Job& job)> on_compiled;
 };
 
 struct TrainResult {
@@ -63,6 +61,8 @@ struct TrainResult {
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
   bool root = true;  // false on the processes of an mpi run other than rank 0
+  std::vector<std::string> warnings;  // the sharding's (sharded runs): nodes that fell back to R
+  int non_finite_step = 0;  // the 1-based step whose loss was not finite (training stopped there), or 0
 };
 
 // Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its
@@ -75,10 +75,10 @@ Tensor batch_for_step(const ir::Value& v, const Tensor& data, int step);
 TrainResult train_single_device(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                                 const std::map<std::string, Tensor>& data, const TrainOptions& options);
 
-// Trains on the ranks of sharded.mesh (threads backend). Same inputs and results as
-// train_single_device, plus the per-rank numbers.
+// Trains on the ranks of sharded.job.mesh. Same inputs and results as train_single_device, plus
+// the per-rank numbers.
 TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                           const std::map<std::string, Tensor>& data, const TrainOptions& options,
                           const ShardedTrainOptions& sharded);
 
-}  // namespace dt::runtime
+}  // namespace dt::job

@@ -1,4 +1,6 @@
-#include "dtensor/runtime/train_loop.h"
+#include "dtensor/job/train.h"
+
+#include <cmath>
 
 #include "dtensor/core/error.h"
 #include "dtensor/layout/dtensor_spec.h"
@@ -10,7 +12,13 @@
 #include "dtensor/sharding/train_step_placement.h"
 #include "dtensor/sharding/tensor_sharding.h"
 
-namespace dt::runtime {
+namespace dt::job {
+
+using runtime::Bindings;
+using runtime::Interpreter;
+using runtime::LaunchOptions;
+using runtime::RankResult;
+using runtime::RunStats;
 
 Tensor batch_for_step(const ir::Value& v, const Tensor& data, int step) {
   const Shape& want = v.type.shape;
@@ -53,8 +61,18 @@ Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::s
         DT_THROW(ValueError) << "weight " << v->name << " is " << dtype_name(t.dtype()) << shape_str(t.shape())
                              << ", the model expects " << ir::type_str(v->type);
     }
-  for (const ir::Value* v : step.graph.inputs())
-    if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+  // Batches are taken in step: inputs with different batch counts would pair batches that were
+  // never meant to go together.
+  const ir::Value* batched = nullptr;
+  for (const ir::Value* v : step.graph.inputs()) {
+    auto it = data.find(v->name);
+    if (it == data.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+    if (it->second.dim() != int64_t(v->type.shape.size()) + 1) continue;
+    if (batched && data.at(batched->name).size(0) != it->second.size(0))
+      DT_THROW(ValueError) << "the data has " << data.at(batched->name).size(0) << " batches of " << batched->name << " but "
+                           << it->second.size(0) << " of " << v->name << ": every input needs the same number";
+    batched = v;
+  }
   return bind;
 }
 
@@ -124,6 +142,10 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
     std::vector<Tensor> out = interp.run(bind, {}, &stats);
     const double loss = out[0].item();
     r.losses.push_back(loss);
+    if (!std::isfinite(loss) && options.stop_on_non_finite) {
+      r.non_finite_step = s + 1;  // bind still holds the state after the last good step
+      break;
+    }
     r.step_ms.push_back(stats.seconds * 1e3);
     r.peak_bytes = std::max(r.peak_bytes, stats.peak_bytes);
     if (s == 0 && options.keep_first_grads)
@@ -141,35 +163,34 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
                           const ShardedTrainOptions& sharded) {
   autodiff::TrainStep step = make_step(std::move(forward), options);
   const Bindings full = initial_bindings(step, weights, data, options);
-  sharding::CompiledModel c = sharding::compile_train_step(step, sharded.plan, sharded.mesh);
-  if (sharded.run_passes) sharded.run_passes(c.programs, c.ranks);
-  const int n = int(sharded.mesh.size());
-  std::vector<int> program_of_rank(size_t(n), -1);
-  for (size_t i = 0; i < c.ranks.size(); ++i) program_of_rank[size_t(c.ranks[i])] = int(i);
-  std::vector<const ir::Graph*> programs;
+  const Job job = Job::compile(step.graph, sharded.job,
+                               [&step](sharding::ResolvedPlan& p) { sharding::place_like_params(step, p); });
+  if (sharded.on_compiled) sharded.on_compiled(job);
+  const sharding::CompiledModel& c = job.compiled();
+  const DeviceMesh& mesh = job.mesh();
+  const int n = int(mesh.size());
+  const std::vector<const ir::Graph*> programs = job.programs_by_rank();
   std::vector<Bindings> bind;
-  for (int r = 0; r < n; ++r) {
-    DT_CHECK(program_of_rank[size_t(r)] >= 0) << "no program for rank " << r;
-    programs.push_back(&c.programs[size_t(program_of_rank[size_t(r)])]);
-    bind.push_back(owned_copies(sharding::shard_weights(step.graph, c.sharding, full, r)));
-  }
+  for (int r = 0; r < n; ++r) bind.push_back(owned_copies(sharding::shard_weights(step.graph, c.sharding, full, r)));
   auto assemble = [&](size_t k, const std::vector<RankResult>& res) {
     std::vector<Tensor> locals;
     for (int r = 0; r < n; ++r) locals.push_back(res[size_t(r)].outputs[k]);
-    return sharding::assemble_tensor(locals, sharded.mesh, c.sharding.outputs[k], step.graph.outputs()[k]->type.shape);
+    return job.assemble_output(k, locals);
   };
   TrainResult result;
+  result.warnings = job.warnings();
   result.collectives = sharding::collective_stats(c.programs[0], c.ranks[0]).count;
   int64_t sent = 0;
   for (size_t i = 0; i < c.ranks.size(); ++i)
     sent = std::max(sent, sharding::collective_stats(c.programs[i], c.ranks[i]).total_bytes);
   LaunchOptions lo;
-  lo.comm = sharded.comm;
+  lo.comm = sharded.job.comm;
+  lo.comm_arena = sharded.job.comm_arena;
   lo.update_params_in_place = true;  // each rank's own copies (owned_copies)
-  if (sharded.backend == Backend::mpi) {
-    const Placements replicated(size_t(sharded.mesh.ndim()));
+  if (sharded.job.backend == runtime::Backend::mpi) {
+    const Placements replicated(size_t(mesh.ndim()));
     DT_CHECK(c.sharding.outputs[0] == replicated) << "the loss output is not replicated";
-    run_world(Backend::mpi, n, [&](ProcessGroup& world) {
+    runtime::run_world(runtime::Backend::mpi, n, [&](ProcessGroup& world) {
       const int r = world.rank();
       Bindings& mine = bind[size_t(r)];
       result.root = r == 0;
@@ -177,9 +198,13 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
         sharding::TensorMap batch;
         for (const ir::Value* v : step.graph.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
         for (auto& [k, t] : sharding::shard_inputs(step.graph, c.sharding, batch, r)) mine[k] = t;
-        RankResult rr = run_rank(*programs[size_t(r)], mine, world, lo);
+        RankResult rr = runtime::run_rank(*programs[size_t(r)], mine, world, lo);
         const double loss = rr.outputs[0].item();  // replicated: every rank holds the loss
         result.losses.push_back(loss);
+        if (!std::isfinite(loss) && options.stop_on_non_finite) {  // every rank stops at the same step
+          result.non_finite_step = s + 1;
+          break;
+        }
         result.step_ms.push_back(rr.stats.seconds * 1e3);
         result.bytes_sent_per_step.push_back(sent);
         result.peak_bytes = std::max(result.peak_bytes, rr.stats.peak_bytes);
@@ -192,8 +217,8 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
           }
         if (options.on_step && r == 0) options.on_step(s + 1, loss, rr.stats.seconds * 1e3);
       }
-      if (sharded.gather_state) gather_state_to_root(step, c, sharded.mesh, mine, world, result);
-    }, sharded.comm);
+      if (sharded.gather_state) gather_state_to_root(step, c, mesh, mine, world, result);
+    }, sharded.job.comm);
     return result;
   }
   for (int s = 0; s < options.steps; ++s) {
@@ -201,8 +226,13 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
     for (const ir::Value* v : step.graph.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
     for (int r = 0; r < n; ++r)
       for (auto& [k, t] : sharding::shard_inputs(step.graph, c.sharding, batch, r)) bind[size_t(r)][k] = t;
-    std::vector<RankResult> res = launch(programs, bind, lo);
+    std::vector<RankResult> res = runtime::launch(programs, bind, lo);
     const double loss = assemble(0, res).item();
+    if (!std::isfinite(loss) && options.stop_on_non_finite) {
+      result.losses.push_back(loss);
+      result.non_finite_step = s + 1;  // bind still holds the shards after the last good step
+      break;
+    }
     double ms = 0;
     size_t peak = 0;
     for (const RankResult& rr : res) {
@@ -230,10 +260,10 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
       locals.push_back(bind[size_t(r)].at(name));
       result.rank_state[size_t(r)][name] = locals.back();
     }
-    result.state[name] = sharding::assemble_tensor(locals, sharded.mesh, c.sharding.values[size_t(v->id)], v->type.shape);
+    result.state[name] = sharding::assemble_tensor(locals, mesh, c.sharding.values[size_t(v->id)], v->type.shape);
     result.placements[name] = sharding::placements_of(c.sharding, v);
   }
   return result;
 }
 
-}  // namespace dt::runtime
+}  // namespace dt::job

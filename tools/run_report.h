@@ -1,14 +1,13 @@
-// `dtensor run`'s options (one struct, filled by the CLI flags directly) and its multi-rank path
-// (--mesh / --plan): compile with the plan, shard the weights and inputs, run every rank's program
-// (threads backend: all ranks in this process; mpi backend: this process's rank only, under
-// mpirun), assemble the outputs and compare them with --expect (or with a single-device run of the
-// same model when no --expect is given).
+// `dtensor run`'s options (one struct, filled by the CLI flags directly) and the report of a
+// sharded run (--mesh / --plan): the outputs assembled by the job, compared with --expect (or with
+// a single-device run of the same model when no --expect is given), saved, and printed as text or
+// JSON. The run itself is the job library's (dtensor/job/job.h).
 #pragma once
 
 #include <string>
 
 #include "dtensor/comm/process_group.h"
-#include "dtensor/runtime/launcher.h"
+#include "dtensor/job/job.h"
 #include "tools/load_program.h"
 #include "tools/mesh_options.h"
 #include "tools/passes_cli.h"
@@ -16,7 +15,7 @@
 namespace dt::tools {
 
 struct RunOptions {
-  ModelFiles files;     // MODEL, --weights (a file, or with --mesh a shard-weights directory), --inputs
+  ModelFiles files;     // MODEL, --weights (a file, or with --mesh a checkpoint directory), --inputs
   MeshCliOptions mesh;  // --mesh, --plan, --backend; none: a single-device run
   std::string expect;   // safetensors file of expected outputs, by name
   std::string save_outputs;  // FILE.safetensors of full outputs, or with `sharded_outputs` a directory
@@ -30,8 +29,9 @@ struct RunOptions {
   bool comm_arena = true;  // place planned comm buffers in the symmetric arena (--no-comm-arena: off)
 };
 
-// Runs sharded and prints the report (on the mpi backend: rank 0 prints, every rank returns the
-// same result); returns false when the comparison failed.
-bool run_distributed(const RunOptions& options);
+// Compares, saves and prints the result of a sharded run of `job` (on the mpi backend: called on
+// every process inside the world; rank 0 prints). Returns whether every output matched.
+bool report_sharded_run(const RunOptions& opt, const job::Job& job, const job::RunResult& result,
+                        const job::Weights& weights, const job::TensorMap& inputs);
 
 }  // namespace dt::tools
