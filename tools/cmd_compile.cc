@@ -17,12 +17,10 @@
 
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
-#include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/job/job.h"
-#include "dtensor/passes/buffer_planner.h"
-#include "dtensor/passes/memory_estimate.h"
+#include "dtensor/job/report.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
@@ -47,78 +45,6 @@ std::string rank_path(const std::string& path, int rank) {
   return (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
 }
 
-// Jobs of up to this many ranks are reported rank by rank (each from its orbit's program);
-// larger ones by distinct program, with how many ranks run each.
-constexpr int64_t kListedRanks = 4096;
-
-nlohmann::json program_json(const ir::Graph& p, int rank) {
-  sharding::CollectiveStats s = sharding::collective_stats(p, rank);
-  nlohmann::json colls = nlohmann::json::array();
-  for (const auto& n : p.nodes()) {
-    if (!ir::op_def(n->op).is_collective()) continue;
-    colls.push_back({{"value", n->result()->name},
-                     {"kind", std::string(ir::op_name(n->op))},
-                     {"group", n->attr_str("group")},
-                     {"input", ir::type_str(n->operands[0]->type)}});
-  }
-  return {{"rank", rank},
-          {"nodes", p.nodes().size()},
-          {"collectives", colls},
-          {"collectives_per_kind", s.count},
-          {"bytes_sent_per_kind", s.bytes},
-          {"bytes_sent", s.total_bytes},
-          {"param_bytes", sharding::param_bytes(p)},
-          {"activation_bytes_estimate", passes::estimate_peak_bytes(p)},
-          {"arena_bytes", passes::check_comm_buffer_plan(p)}};
-}
-
-// `ranks`: every rank of the job (each reported from its orbit's program) when it has at most
-// kListedRanks, else the orbits' representatives with `ranks_running`. `orbits`: one entry per
-// distinct program (its representative and how many ranks run it).
-nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& model) {
-  const ir::RankOrbits& orbits = c.orbits;
-  auto program_of = [&](int rank) -> const ir::Graph& {
-    for (size_t i = 0; i < c.ranks.size(); ++i)
-      if (c.ranks[i] == rank) return c.programs[i];
-    DT_THROW(InternalError) << "no program for rank " << rank;
-  };
-  std::vector<nlohmann::json> per_orbit;
-  nlohmann::json orbit_list = nlohmann::json::array();
-  for (size_t k = 0; k < orbits.orbits.size(); ++k) {
-    const ir::RankOrbit& o = orbits.orbits[k];
-    // An orbit whose program equals another's (RankOrbit::same_as) is reported from that one.
-    per_orbit.push_back(program_json(program_of(orbits.orbits[orbits.program_orbit(k)].representative), o.representative));
-    orbit_list.push_back({{"rank", o.representative}, {"ranks_running", o.ranks}});
-  }
-  nlohmann::json ranks = nlohmann::json::array();
-  const int64_t total = c.sharding.mesh.size();
-  if (total <= kListedRanks) {
-    for (int r : c.sharding.mesh.ranks()) {
-      nlohmann::json e = per_orbit[size_t(orbits.orbit_of(r))];
-      e["rank"] = r;
-      ranks.push_back(std::move(e));
-    }
-  } else {
-    for (size_t o = 0; o < per_orbit.size(); ++o) {
-      nlohmann::json e = per_orbit[o];
-      e["ranks_running"] = orbits.orbits[o].ranks;
-      ranks.push_back(std::move(e));
-    }
-  }
-  return {{"model", model.name()},
-          {"nodes", model.nodes().size()},
-          {"param_bytes_unsharded", sharding::param_bytes(model)},
-          {"activation_bytes_estimate_unsharded", passes::estimate_peak_bytes(model)},
-          {"mesh", c.sharding.mesh.str()},
-          {"mesh_ranks", total},
-          {"mesh_dims", c.sharding.mesh_dim_names},
-          {"warnings", c.sharding.warnings},
-          {"estimated_comm_us", c.sharding.total_cost_us},
-          {"propagate_ms", c.propagate_ms},
-          {"partition_ms", c.partition_ms},
-          {"orbits", orbit_list},
-          {"ranks", ranks}};
-}
 
 // Returns "rank 3", "ranks 0-3" or "ranks 0, 2, 5-7" (each run of consecutive ranks as a range).
 std::string ranks_text(const std::vector<int>& ranks) {
@@ -193,35 +119,34 @@ void print_report(const nlohmann::json& j) {
 
 void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
+  // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
+  // --rank or a report only those (and the rank's own) are built, whatever the mesh size.
   job::JobOptions jo = job_options(opt.mesh, opt.passes);
-  // Only the job's distinct programs (orbits) and the --rank one are built for --rank and the
-  // reports, whatever the mesh size (passes/rank_pipeline.h); printing every rank builds them all.
   if (opt.rank >= 0) jo.ranks = {opt.rank};
-  if (opt.report || opt.json) {
-    if (opt.rank < 0) jo.ranks = {jo.mesh.ranks().front()};
-    jo.keep_representatives = true;
-  }
+  else if (opt.report || opt.json) jo.ranks = {jo.mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));
   const sharding::CompiledModel& c = job.compiled();
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.report || opt.json) {
-    nlohmann::json j = report_json(c, model);
+    nlohmann::json j = job::report_json(c, model);
     // The report of one rank: its own program only.
-    if (opt.rank >= 0) j["ranks"] = nlohmann::json::array({program_json(job.program(opt.rank), opt.rank)});
+    if (opt.rank >= 0) j["ranks"] = nlohmann::json::array({job::program_json(job.program(opt.rank), opt.rank)});
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());
     else print_report(j);
     return;
   }
+  // The programs asked for: --rank's, or every rank's (the job then built them all).
+  const std::vector<int> ranks = opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks();
   // The per-rank files appear together or not at all (dtensor/core/atomic_file.h).
   StagedFiles files;
-  for (size_t i = 0; i < c.programs.size(); ++i) {
-    const std::string text = ir::print(c.programs[i]);
+  for (int r : ranks) {
+    const std::string text = ir::print(job.program(r));
     if (!opt.output.empty()) {
-      const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, c.ranks[i]);
+      const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, r);
       refuse_output_over_input(path, {{"model", opt.files.model}, {"plan", opt.mesh.plan}});
       files.add(path, text);
     } else {
-      if (c.programs.size() > 1) std::printf("# rank %d\n", c.ranks[i]);
+      if (ranks.size() > 1) std::printf("# rank %d\n", r);
       std::printf("%s", text.c_str());
     }
   }

@@ -21,20 +21,6 @@ void run_pass_pipeline(const PassSettings& settings, sharding::CompiledModel& c)
   passes::run_rank_pipelines(pm, c.programs, c.ranks, ro);
 }
 
-// Drops every program but those of `keep` (each must have one).
-void keep_only_ranks(sharding::CompiledModel& c, const std::vector<int>& keep) {
-  std::vector<int> ranks;
-  std::vector<ir::Graph> programs;
-  for (int r : keep) {
-    auto it = std::find(c.ranks.begin(), c.ranks.end(), r);
-    DT_CHECK(it != c.ranks.end()) << "rank " << r << " was not compiled";
-    ranks.push_back(r);
-    programs.push_back(std::move(c.programs[size_t(it - c.ranks.begin())]));
-  }
-  c.ranks = std::move(ranks);
-  c.programs = std::move(programs);
-}
-
 }  // namespace
 
 runtime::Backend default_backend() {
@@ -68,9 +54,11 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
     if (!options.mesh.contains(r)) DT_THROW(ValueError) << "rank " << r << " is not in mesh " << options.mesh.str();
   Job job;
   job.graph_ = model.clone();
+  // Only the wanted ranks' programs and one per orbit (sharding/rank_orbits.h) are built: the
+  // passes and the cross-rank check need no more, whatever the mesh size.
   sharding::CompileOptions co;
-  co.ranks = options.ranks;
   co.orbits = true;
+  co.ranks = options.ranks;
   const DeviceMesh& mesh = options.mesh;
   co.adjust_plan = [&](sharding::ResolvedPlan& plan) {
     if (adjust_plan) adjust_plan(plan);
@@ -78,14 +66,6 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
   };
   job.compiled_ = sharding::compile(job.graph_, options.plan, mesh, co);
   run_pass_pipeline(options.passes, job.compiled_);
-  if (!options.ranks.empty()) {
-    std::vector<int> keep = options.ranks;
-    if (options.keep_representatives)
-      for (const ir::RankOrbit& o : job.compiled_.orbits.orbits)
-        if (o.same_as < 0 && std::find(keep.begin(), keep.end(), o.representative) == keep.end())
-          keep.push_back(o.representative);
-    keep_only_ranks(job.compiled_, keep);
-  }
 
   for (size_t i = 0; i < job.compiled_.ranks.size(); ++i) job.program_of_rank_[job.compiled_.ranks[i]] = i;
   job.options_ = std::move(options);
