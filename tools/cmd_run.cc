@@ -225,7 +225,10 @@ void setup(CLI::App& app) {
                 "--mesh runs: --save-outputs writes each rank's local outputs (and their placements) instead of "
                 "the gathered full tensors");
   cmd->add_option("--rtol", opt.rtol, "relative tolerance of --expect")->capture_default_str();
-  cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
+  cmd->add_option("--atol", opt.atol,
+                  "absolute tolerance of --expect, scaled by max(1, max|expected|) of each output: an element "
+                  "matches when |actual - expected| <= atol * max(1, max|expected|) + rtol * |expected|")
+      ->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
   add_mesh_options(cmd, opt.mesh, {.what = "run sharded"});

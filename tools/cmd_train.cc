@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,8 @@ void train_command(TrainCliOptions opt) {
     DT_THROW(ValueError) << e.what() << " (the example models have one when written with --loss: dtensor example gpt --loss)";
   }
   const int64_t tokens = tokens_per_step(model);
+  // Consts (buffers, folded constants: docs/ir.md) are bound from the weights but never trained.
+  const auto frozen = std::count_if(model.params().begin(), model.params().end(), [](const ir::Value* p) { return p->frozen; });
   // A checkpoint directory of any mesh and plan is assembled to full tensors and resharded.
   const std::map<std::string, Tensor> weights = job::Weights::load(opt.files.weights).full_tensors();
   const std::map<std::string, Tensor> data = io::read_safetensors(opt.files.inputs);
@@ -154,6 +157,7 @@ void train_command(TrainCliOptions opt) {
       j["bytes_sent_per_step"] = r.bytes_sent_per_step.front();
       j["collectives"] = r.collectives;
     }
+    j["frozen"] = frozen;
     if (!opt.save.empty()) j["saved"] = opt.save;
     if (!opt.grads_out.empty()) j["grads_out"] = opt.grads_out;
     std::printf("%s\n", j.dump(2).c_str());
@@ -162,6 +166,7 @@ void train_command(TrainCliOptions opt) {
   std::printf("trained %s for %d step%s (%s, lr %g): loss %.9g -> %.9g, peak memory %.2f MiB per rank\n",
               opt.files.model.c_str(), opt.steps, opt.steps == 1 ? "" : "s", opt.optimizer.kind.c_str(), opt.optimizer.lr,
               r.losses.front(), r.losses.back(), double(r.peak_bytes) / (1 << 20));
+  if (frozen) std::printf("%td consts (buffers and folded constants) frozen: not trained\n", frozen);
   if (!r.bytes_sent_per_step.empty())
     std::printf("each step sends %.1f KiB from the busiest rank\n", double(r.bytes_sent_per_step.front()) / 1024);
   if (!opt.save.empty()) std::printf("wrote trained weights and optimizer state to %s\n", opt.save.c_str());

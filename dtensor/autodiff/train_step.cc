@@ -79,7 +79,7 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
   Value* loss = find_loss(g);
   std::vector<Value*> params;
   for (Value* p : g.params())
-    if (is_floating(p->type.dtype)) params.push_back(p);
+    if (is_floating(p->type.dtype) && !p->frozen) params.push_back(p);  // consts are never trained
   if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
   const size_t forward_nodes = g.nodes().size();
   std::vector<std::pair<Value*, Value*>> pairs;
