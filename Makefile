@@ -20,8 +20,9 @@ build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build -j $(JOBS)
 
-# The whole suite through ctest, then the unit tests again under ASan + UBSan, the threaded tests
-# under TSan, and every fuzz harness for FUZZ_SECONDS.
+# The whole suite through ctest (the Python module's pytest suite too: python_test), then the unit
+# tests again under ASan + UBSan, the threaded tests under TSan, and every fuzz harness for
+# FUZZ_SECONDS.
 test: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
 	$(MAKE) asan
