@@ -1,6 +1,7 @@
 // The ONNX importer's internals shared by its files (not a public header): the Importer a
 // converter works through, and the converter tables. The rooms: onnx_proto.cc decodes protobuf
 // pieces (types, tensors, models); onnx_importer.cc is the engine (slots, folding, the node loop);
+// onnx_parameters.cc classifies and names initializers (parameters, consts, tied transposes);
 // each onnx_convert_<family>.cc adds one family's converters to the table through its
 // add_<family>_converters(); onnx_input_options.cc parses the CLI's input options.
 #pragma once

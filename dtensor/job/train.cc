@@ -50,6 +50,14 @@ Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::s
     auto it = weights.find(name);
     bind[name] = it != weights.end() ? it->second : zero;
   }
+  // Params the step does not train (consts: buffers and folded constants, docs/ir.md) are bound as
+  // given and never change.
+  for (const ir::Value* v : step.graph.params())
+    if (!bind.count(v->name)) {
+      auto it = weights.find(v->name);
+      if (it == weights.end()) DT_THROW(ValueError) << "the weights have no parameter " << v->name;
+      bind[v->name] = it->second;
+    }
   for (auto& [name, t] : weights)
     if (!bind.count(name) && step.graph.find(name) == nullptr)
       DT_THROW(ValueError) << "the weights hold " << name << ", which is neither a parameter of the model nor "
@@ -155,6 +163,8 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
   }
   for (const std::string& p : step.params) r.state[p] = bind[p];
   for (const std::string& p : step.state) r.state[p] = bind[p];
+  for (const ir::Value* v : step.graph.params())  // consts too: a saved checkpoint runs as it is
+    if (v->frozen) r.state[v->name] = bind[v->name];
   return r;
 }
 
@@ -252,6 +262,8 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
   // The trained values: each rank's shards, and the full tensors assembled from them.
   std::vector<std::string> names = step.params;
   names.insert(names.end(), step.state.begin(), step.state.end());
+  for (const ir::Value* v : step.graph.params())  // consts too: a saved checkpoint runs as it is
+    if (v->frozen) names.push_back(v->name);
   result.rank_state.resize(size_t(n));
   for (const std::string& name : names) {
     const ir::Value* v = step.graph.find(name);

@@ -65,6 +65,20 @@ echo "$out" | grep -q "^fused: 2 attention, 5 rms_norm; frozen constants: [0-9]*
 grep -q "^  param %layers.0.self_attn.q_proj.weight : f32\[32, 32\]" "$t/hf.dt" || FAIL "hf.dt lacks q_proj by its module name"
 out=$("$DT" run "$t/hf.dt" --weights "$t/hf.safetensors" --inputs "$R/hf_llama_io.safetensors" \
   --expect "$R/hf_llama_io.safetensors" 2>&1) || FAIL "hf_llama one device: $out"
+# Training an imported HF Llama: PyTorch's 5 SGD losses within 1e-6, its consts reported frozen.
+out=$("$DT" import "$R/hf_llama_train.onnx" -o "$t/hft.dt" --weights "$t/hft.safetensors" 2>&1) || FAIL "import hf_llama_train: $out"
+"$DT" train "$t/hft.dt" --weights "$t/hft.safetensors" --data "$R/hf_llama_train_io.safetensors" --steps 5 --lr 0.1 \
+  --json >"$t/train.json" 2>&1 || FAIL "train hf_llama_train: $(cat "$t/train.json")"
+python3 - "$t/train.json" "$R/hf_llama_train_io.safetensors" <<'PY' || FAIL "hf_llama_train losses"
+import json, struct, sys
+j = json.load(open(sys.argv[1]))
+b = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])["losses"]
+want = struct.unpack("<5d", b[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]])
+assert j["frozen"] == 3, j
+assert all(abs(a - w) <= 1e-6 for a, w in zip(j["losses"], want)), (j["losses"], want)
+PY
 # Malformed models (the fuzz seeds of tests/fuzz/onnx): one line, exit 2.
 F="$SRC/tests/fuzz/onnx"
 expect_error "no outputs" "node 'n0' (Relu): the node has no outputs" \

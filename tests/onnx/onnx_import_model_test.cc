@@ -79,7 +79,7 @@ onnx::TensorProto* i64_init(onnx::ModelProto& m, const std::string& name, const 
 
 // With DTENSOR_WRITE_ONNX_SEEDS=DIR set, every model imported here is also written to DIR as
 // <test>_<k>.onnx: the fuzz harness's seeds in tests/fuzz/onnx/ were made so
-// (`DTENSOR_WRITE_ONNX_SEEDS=tests/fuzz/onnx build/tools/onnx_import_test --gtest_filter='OnnxImportMalformed*:OnnxImportParameters*:OnnxImportConverters*'`).
+// (`DTENSOR_WRITE_ONNX_SEEDS=tests/fuzz/onnx build/tests/onnx_import_test --gtest_filter='OnnxImportMalformed*:OnnxImportParameters*:OnnxImportConverters*'`).
 void write_seed(const onnx::ModelProto& m) {
   const char* dir = std::getenv("DTENSOR_WRITE_ONNX_SEEDS");
   if (!dir) return;
