@@ -31,7 +31,7 @@
 #include "tools/command.h"
 #include "tools/gemm_reference.h"
 #include "tools/gpt_options.h"
-#include "tools/sharded_programs.h"
+#include "dtensor/job/job.h"
 
 namespace dt::tools {
 namespace {
@@ -115,9 +115,12 @@ void bench(const BenchModelOptions& o) {
 
   // The tensor-parallel programs, compiled and sharded as `dtensor run` does.
   const std::string plan = o.plan.empty() ? o.examples + "/gpt_tp.json" : o.plan;
-  const ShardedPrograms tp_run =
-      shard_for_threads(g, sharding::ParallelPlan::load(plan),
-                        DeviceMesh::parse(std::to_string(o.tp)), sharding::TensorMap(bind.begin(), bind.end()));
+  job::JobOptions jo;
+  jo.mesh = DeviceMesh::parse(std::to_string(o.tp));
+  jo.plan = sharding::ParallelPlan::load(plan);
+  const job::Job tp_job = job::Job::compile(g, std::move(jo));
+  const std::vector<const ir::Graph*> tp_programs = tp_job.programs_by_rank();
+  const std::vector<runtime::Bindings> tp_bindings = tp_job.bindings_by_rank(job::Weights::full(bind), bind);
 
   double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf;
   nlohmann::json rounds = nlohmann::json::array();
@@ -127,7 +130,7 @@ void bench(const BenchModelOptions& o) {
     if (with_torch)
       if (auto t = torch_ms(o, "single")) r["torch_ms"] = *t;
     r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
-    r["dtensor_tp_ms"] = tp_ms(tp_run.programs, tp_run.bindings, o.repeat);
+    r["dtensor_tp_ms"] = tp_ms(tp_programs, tp_bindings, o.repeat);
     if (with_torch)
       if (auto t = torch_ms(o, "tp")) r["torch_tp_ms"] = *t;
     one = std::min(one, r["dtensor_ms"].get<double>());

@@ -18,7 +18,8 @@
 #include "dtensor/sharding/compiler.h"
 #include "tools/command.h"
 #include "tools/gpt_options.h"
-#include "tools/sharded_programs.h"
+#include "dtensor/job/job.h"
+#include "dtensor/sharding/tensor_sharding.h"
 
 namespace dt::tools {
 namespace {
@@ -57,11 +58,15 @@ void bench(const BenchStylesOptions& opt) {
     const DeviceMesh mesh = DeviceMesh::parse(mesh_text);
     for (const char* style : {"tp", "tp_vocab", "sp", "fsdp_tp"}) {
       if (std::string(style) == "fsdp_tp" && mesh.ndim() != 2) continue;
-      const ShardedPrograms s = shard_for_threads(g, plan_for(style, mesh, opt.examples), mesh, full);
-      const sharding::CompiledModel& c = s.compiled;
+      job::JobOptions jo;
+      jo.mesh = mesh;
+      jo.plan = plan_for(style, mesh, opt.examples);
+      const job::Job job = job::Job::compile(g, std::move(jo));
+      const sharding::CompiledModel& c = job.compiled();
       runtime::LaunchOptions lo;
       lo.repeat = opt.repeat;
-      std::vector<runtime::RankResult> results = runtime::launch(s.programs, s.bindings, lo);
+      std::vector<runtime::RankResult> results =
+          runtime::launch(job.programs_by_rank(), job.bindings_by_rank(job::Weights::full(full), full), lo);
       const sharding::CollectiveStats stats = sharding::collective_stats(c.programs[0], c.ranks[0]);
       double time_ms = 0;
       size_t peak = 0;

@@ -32,10 +32,9 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
-#include "dtensor/runtime/train_loop.h"
+#include "dtensor/job/train.h"
 #include "tools/command.h"
 #include "tools/gpt_options.h"
-#include "tools/passes_cli.h"
 
 namespace dt::tools {
 namespace {
@@ -87,7 +86,7 @@ nlohmann::json peak_breakdown(const ir::Graph& program, int top) {
 
 nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfig& cfg, const ir::Graph& g,
                                 const std::map<std::string, Tensor>& weights, const std::map<std::string, Tensor>& data) {
-  runtime::TrainOptions to;
+  job::TrainOptions to;
   to.steps = 2;
   to.optimizer.momentum = 0.9;
   const autodiff::FsdpMemoryTerms terms = autodiff::fsdp_memory_terms(cfg, to.optimizer);
@@ -97,19 +96,18 @@ nlohmann::json fsdp_memory_goal(const BenchTrainOptions& opt, const ir::GptConfi
   while (std::getline(ss, text, ','))
     for (const autodiff::Recompute recompute : {autodiff::Recompute::none, autodiff::Recompute::blocks}) {
       to.recompute = recompute;
-      runtime::ShardedTrainOptions so;
-      so.mesh = DeviceMesh::parse(text);
-      if (so.mesh.ndim() != 1) DT_THROW(ValueError) << "--fsdp takes rank counts (1-d meshes), got " << text;
-      so.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
+      job::ShardedTrainOptions so;
+      so.job.mesh = DeviceMesh::parse(text);
+      if (so.job.mesh.ndim() != 1) DT_THROW(ValueError) << "--fsdp takes rank counts (1-d meshes), got " << text;
+      so.job.plan = sharding::ParallelPlan::parse(R"json({"mesh_dims": ["dp"],
         "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
         "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
       nlohmann::json breakdown;
-      so.run_passes = [&](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-        run_pass_pipelines(programs, ranks, PassCliOptions{});
-        if (opt.peak_breakdown > 0) breakdown = peak_breakdown(programs[0], opt.peak_breakdown);
+      so.on_compiled = [&](const job::Job& job) {
+        if (opt.peak_breakdown > 0) breakdown = peak_breakdown(job.program(0), opt.peak_breakdown);
       };
-      const runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
-      const int64_t n = so.mesh.size();
+      const job::TrainResult r = job::train_sharded(g.clone(), weights, data, to, so);
+      const int64_t n = so.job.mesh.size();
       int64_t held = 0;  // the largest rank's parameter and state shards (bound, not results)
       for (const auto& rank_state : r.rank_state) held = std::max(held, bytes_of(rank_state));
       const int64_t peak = held + int64_t(r.peak_bytes);
@@ -154,11 +152,11 @@ void bench(const BenchTrainOptions& opt) {
     fwd_ms.push_back(st.seconds * 1e3);
     fwd_peak = std::max(fwd_peak, st.peak_bytes);
   }
-  runtime::TrainOptions to;
+  job::TrainOptions to;
   to.steps = opt.steps;
-  runtime::TrainResult one = runtime::train_single_device(g.clone(), weights, data, to);
+  job::TrainResult one = job::train_single_device(g.clone(), weights, data, to);
   to.recompute = autodiff::Recompute::blocks;
-  const runtime::TrainResult one_rec = runtime::train_single_device(g.clone(), weights, data, to);
+  const job::TrainResult one_rec = job::train_single_device(g.clone(), weights, data, to);
   to.recompute = autodiff::Recompute::none;
   const double f = fastest_after_first(fwd_ms), s1 = fastest_after_first(one.step_ms),
                s1r = fastest_after_first(one_rec.step_ms);
@@ -176,17 +174,15 @@ void bench(const BenchTrainOptions& opt) {
   std::stringstream ss(opt.meshes);
   std::string mesh_text;
   while (std::getline(ss, mesh_text, ',')) {
-    runtime::ShardedTrainOptions so;
-    so.mesh = DeviceMesh::parse(mesh_text);
-    so.plan = sharding::ParallelPlan::load(opt.examples + (so.mesh.ndim() == 2 ? "/gpt_fsdp_tp.json" : "/gpt_tp.json"));
-    if (so.mesh.ndim() == 2) so.plan.inputs["target"]["dp"] = Placement::shard(0);
-    so.run_passes = [](std::vector<ir::Graph>& programs, const std::vector<int>& ranks) {
-      run_pass_pipelines(programs, ranks, PassCliOptions{});
-    };
-    runtime::TrainResult r = runtime::train_sharded(g.clone(), weights, data, to, so);
+    job::ShardedTrainOptions so;
+    so.job.mesh = DeviceMesh::parse(mesh_text);
+    so.job.plan =
+        sharding::ParallelPlan::load(opt.examples + (so.job.mesh.ndim() == 2 ? "/gpt_fsdp_tp.json" : "/gpt_tp.json"));
+    if (so.job.mesh.ndim() == 2) so.job.plan.inputs["target"]["dp"] = Placement::shard(0);
+    job::TrainResult r = job::train_sharded(g.clone(), weights, data, to, so);
     const double s = fastest_after_first(r.step_ms);
     meshes.push_back({{"mesh", mesh_text},
-                      {"plan", so.mesh.ndim() == 2 ? "gpt_fsdp_tp" : "gpt_tp"},
+                      {"plan", so.job.mesh.ndim() == 2 ? "gpt_fsdp_tp" : "gpt_tp"},
                       {"step_ms", s},
                       {"speedup_vs_one_device", s1 / s},
                       {"bytes_sent_per_step", r.bytes_sent_per_step.front()},

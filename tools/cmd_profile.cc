@@ -48,9 +48,8 @@
 #include "tools/command.h"
 #include "tools/gemm_reference.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
+#include "dtensor/job/job.h"
 #include "tools/mesh_options.h"
-#include "tools/sharded_programs.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -195,13 +194,13 @@ nlohmann::json header(const ProfileOptions& opt, int threads) {
 }
 
 // The phase of every node of a train step graph: its nodes up to the loss's producer are the
-// forward, sgd_update/adamw_update nodes the optimizer, the rest the backward.
+// forward, the optimizer updates (OpDef::optimizer_update) the optimizer, the rest the backward.
 std::vector<std::string> step_phases(const ir::Graph& step) {
   const ir::Value* loss = autodiff::find_loss(step);
   std::vector<std::string> phase;
   bool forward = true;
   for (const ir::Node* n : step.nodes()) {
-    const bool opt = n->op == ir::OpKind::sgd_update || n->op == ir::OpKind::adamw_update;
+    const bool opt = ir::op_def(n->op).optimizer_update;
     phase.emplace_back(opt ? "optimizer" : forward ? "forward" : "backward");
     if (n == loss->producer) forward = false;
   }
@@ -271,19 +270,20 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   if (opt.no_fuse) DT_THROW(ValueError) << "--no-fuse applies to one device only: profile without --mesh/--plan";
   if (opt.train) DT_THROW(ValueError) << "--train profiles one device only: profile without --mesh/--plan";
   const LoadedProgram p = load_program(opt.files);
-  const DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
-  const sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
-  check_mesh_fits_model(p.graph, plan, mesh);
-  const ShardedPrograms s =
-      shard_for_threads(p.graph, plan, mesh, sharding::TensorMap(p.bindings.begin(), p.bindings.end()));
-  const std::vector<const ir::Graph*>& programs = s.programs;
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{});
+  jo.backend = runtime::Backend::threads;  // every rank in this process, timed node by node
+  const job::Job job = job::Job::compile(p.graph, std::move(jo));
+  const DeviceMesh& mesh = job.mesh();
+  const std::vector<const ir::Graph*> programs = job.programs_by_rank();
+  // The loaded bindings hold the parameters and the data inputs: each rank takes its shards.
+  const std::vector<runtime::Bindings> bindings = job.bindings_by_rank(job::Weights::full(p.bindings), p.bindings);
   const int n = mesh.size();
   std::vector<FastestRun> fastest;
   for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
   runtime::LaunchOptions lo;
   lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
   lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
-  const std::vector<runtime::RankResult> results = runtime::launch(programs, s.bindings, lo);
+  const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
   GemmTimes gemm_seconds;
   for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
 

@@ -3,11 +3,12 @@
 // value, any non-finite values); with --expect, compares each output E names (tools/output_check.h;
 // exit code 1 when one does not match or is not finite).
 //
-// The flags fill one RunOptions (tools/run_distributed.h) that both paths read: the single-device
-// path is run_single_device(); the multi-rank path (--mesh/--plan) is tools/run_distributed.cc, on
-// the threads backend or, under mpirun, the mpi backend (--backend). A flag that cannot apply to
-// the run asked for is an error (refuse_unless), never silently ignored.
+// The flags fill one RunOptions (tools/run_report.h) that both paths read: the single-device
+// path is run_single_device(); the multi-rank path (--mesh/--plan) is run_sharded(), a job
+// (dtensor/job/job.h) on the threads backend or, under mpirun, the mpi backend (--backend). A
+// flag that cannot apply to the run asked for is an error (refuse_unless), never silently ignored.
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,10 @@
 #include "dtensor/comm/timeout.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
+#include "dtensor/io/safetensors.h"
+#include "dtensor/io/tensor_binding.h"
+#include "dtensor/ir/parser.h"
+#include "dtensor/job/job.h"
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/runtime/trace.h"
@@ -22,7 +27,7 @@
 #include "tools/byte_units.h"
 #include "tools/output_check.h"
 #include "tools/load_program.h"
-#include "tools/run_distributed.h"
+#include "tools/run_report.h"
 #include "tools/threads_option.h"
 
 namespace dt::tools {
@@ -111,16 +116,78 @@ bool report(const RunOptions& opt, const LoadedProgram& p, const RunResult& r) {
   return check.match;
 }
 
+// Runs on the mesh as a job and reports (on the mpi backend every process runs its rank and rank 0
+// reports); returns whether every output matched.
+bool run_sharded(const RunOptions& opt) {
+  for (const std::string& out : {opt.trace, opt.save_outputs})
+    refuse_output_over_input(out, {{"model", opt.files.model}, {"weights", opt.files.weights},
+                                   {"inputs", opt.files.inputs}, {"expect", opt.expect}, {"plan", opt.mesh.plan}});
+  if (!opt.trace.empty() && !opt.save_outputs.empty() && same_file(opt.trace, opt.save_outputs))
+    DT_THROW(ValueError) << "--trace and --save-outputs name the same file " << opt.trace;
+  const ir::Graph model = ir::parse_file(opt.files.model);
+  require_model_files(model, opt.files);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  jo.comm = opt.comm;
+  jo.comm_arena = opt.comm_arena;
+  const job::Job job = job::Job::compile(model, std::move(jo));
+  // A weights file must hold every parameter (bind_params checks names, dtypes and shapes); a
+  // checkpoint directory is checked against the job's placements when it is used.
+  job::Weights weights;
+  if (std::filesystem::is_directory(opt.files.weights)) weights = job::Weights::load(opt.files.weights);
+  else if (!opt.files.weights.empty())
+    weights = job::Weights::full(io::bind_params(model, io::SafetensorsFile::open(opt.files.weights)));
+  job::TensorMap inputs;
+  if (!opt.files.inputs.empty()) inputs = io::bind_inputs(model, io::SafetensorsFile::open(opt.files.inputs));
+  const bool mpi = job.options().backend == runtime::Backend::mpi;
+  auto print_warnings = [&] {
+    for (const auto& w : job.warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  };
+
+  job::RunOptions ro;
+  ro.repeat = opt.repeat;
+  std::unique_ptr<runtime::TraceRecorder> trace;
+  const int n = int(job.mesh().size());
+  if (!opt.trace.empty() && !mpi) {
+    trace = std::make_unique<runtime::TraceRecorder>(n);
+    ro.node_hook = [&](int rank) { return trace->hook(rank); };
+  } else if (!opt.trace.empty()) {
+    // Under mpi the hook is asked for once per process, after a barrier: every process's track
+    // starts at the same moment.
+    ro.node_hook = [&](int rank) {
+      trace = std::make_unique<runtime::TraceRecorder>(n);
+      return trace->hook(rank);
+    };
+  }
+  if (!mpi) {
+    print_warnings();
+    const job::RunResult r = job.run(weights, inputs, ro);
+    if (trace) trace->write(opt.trace);
+    return report_sharded_run(opt, job, r, weights, inputs);
+  }
+  ro.in_world = [&](const job::RunResult& r, ProcessGroup& world) {
+    if (trace) trace->write_gathered(world, opt.trace);
+    if (world.rank() != 0) return true;
+    print_warnings();  // once, from rank 0
+    const bool match = report_sharded_run(opt, job, r, weights, inputs);
+    std::fflush(stdout);
+    return match;
+  };
+  return job.run(weights, inputs, ro).verdict;
+}
+
 void run_command(RunCli& cli) {
   RunOptions& opt = cli.run;
   if (cli.timeout_s) opt.comm.timeout = timeout_from_seconds(*cli.timeout_s, "--timeout-s");  // before any work
+  if (opt.repeat < 1) DT_THROW(ValueError) << "--repeat must be >= 1, got " << opt.repeat;
   const bool sharded = opt.mesh.sharded();
   apply_threads_option(cli.threads, opt.mesh.mesh.empty() ? 1 : int(DeviceMesh::parse(opt.mesh.mesh).size()));
   refuse_unless(cli.cmd, !opt.save_outputs.empty(), {"--sharded"},
                 "saves each rank's outputs: add --save-outputs DIR");
   if (sharded) {
     if (opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
-    if (!run_distributed(opt)) command_exit_code() = 1;
+    if (opt.mesh.mesh.empty())
+      DT_THROW(ValueError) << "--plan needs --mesh (the device mesh it shards over, e.g. --mesh 4)";
+    if (!run_sharded(opt)) command_exit_code() = 1;
     return;
   }
   if (under_mpirun())

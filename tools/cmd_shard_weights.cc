@@ -1,6 +1,7 @@
-// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes DIR/rank<r>.safetensors
-// for every rank, holding that rank's shard of every parameter, laid out by the same propagation
-// that `dtensor compile` partitions with (metadata: mesh, plan, rank, and each tensor's placements).
+// `dtensor shard-weights MODEL --weights W --mesh 4 --plan P -o DIR`: writes a sharded checkpoint
+// DIR (io/sharded_checkpoint.h) holding every rank's shard of every parameter, laid out by the same
+// propagation that `dtensor compile` partitions with. W is a safetensors file of full tensors or a
+// checkpoint directory of any mesh and plan (which this reshards).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -8,13 +9,12 @@
 
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
-#include "dtensor/io/safetensors.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/ir/parser.h"
+#include "dtensor/job/job.h"
 #include "dtensor/sharding/propagation.h"
-#include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
-#include "tools/mesh_fit.h"
 #include "tools/mesh_options.h"
 
 namespace dt::tools {
@@ -27,41 +27,35 @@ struct ShardWeightsOptions {
 };
 
 void shard_weights_command(const ShardWeightsOptions& opt) {
-  ir::Graph model = ir::parse_file(opt.files.model);
-  DeviceMesh mesh = DeviceMesh::parse(opt.mesh.mesh);
-  std::vector<std::string> paths;
-  for (int r : mesh.ranks()) {
-    paths.push_back((std::filesystem::path(opt.output) / fmt::format("rank{}.safetensors", r)).string());
-    refuse_output_over_input(paths.back(),
-                             {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
+  // The checkpoint writes only its manifest, generation directories and lock file in DIR.
+  refuse_output_over_input((std::filesystem::path(opt.output) / "checkpoint.json").string(),
+                           {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
+  const ir::Graph model = ir::parse_file(opt.files.model);
+  // The placements are the job's (the propagation `compile` partitions with); one program is
+  // enough to have them.
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"});
+  const DeviceMesh mesh = jo.mesh;
+  jo.ranks = {mesh.ranks().front()};
+  const job::Job job = job::Job::compile(model, std::move(jo));
+  // --weights may itself be a checkpoint directory of another mesh or plan: it is resharded.
+  const job::Weights weights = job::Weights::load(opt.files.weights);
+  io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}};
+  for (const ir::Value* p : model.params()) {
+    ckpt.placements[p->name] = sharding::placements_of(job.sharding(), p);
+    ckpt.shapes[p->name] = p->type.shape;
   }
-  sharding::ParallelPlan plan = sharding::ParallelPlan::load(opt.mesh.plan);
-  check_mesh_fits_model(model, plan, mesh);
-  sharding::ResolvedPlan resolved = sharding::resolve_plan(plan, model, mesh);
-  sharding::Sharding s = sharding::propagate(model, mesh, resolved);
-  io::TensorMap full = io::read_safetensors(opt.files.weights);
-  std::error_code ec;
-  std::filesystem::create_directories(opt.output, ec);
-  if (ec) DT_THROW(IoError) << "cannot create output directory " << opt.output << ": " << ec.message();
-  // Every rank's file is written to a temporary name first and renamed into place only when all
-  // are written: a failure leaves the previous shards in place.
-  StagedFiles files;
-  std::map<std::string, std::string> meta = {{"mesh", mesh.str()}, {"plan", opt.mesh.plan}};
-  for (const ir::Value* p : model.params()) meta["placements." + p->name] = sharding::placements_of(s, p);
   int64_t total = 0;
   std::string summary;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const int r = mesh.ranks()[i];
-    io::TensorMap shards = sharding::shard_weights(model, s, full, r);
-    meta["rank"] = std::to_string(r);
-    files.add(paths[i], io::safetensors_bytes(shards, meta));
+  for (int r : mesh.ranks()) {
+    ckpt.local.push_back(weights.rank_shards(model, job.sharding(), mesh, r));
     int64_t bytes = 0;
-    for (const auto& [name, t] : shards) bytes += int64_t(t.nbytes());
+    for (const auto& [name, t] : ckpt.local.back()) bytes += int64_t(t.nbytes());
     total += bytes;
-    summary += fmt::format("rank {}: {} tensors, {:.1f} KiB -> {}\n", r, shards.size(), double(bytes) / 1024, paths[i]);
+    summary += fmt::format("rank {}: {} tensors, {:.1f} KiB\n", r, ckpt.local.back().size(), double(bytes) / 1024);
   }
-  files.commit();
-  std::printf("%s%d ranks, %.1f KiB in all\n", summary.c_str(), int(mesh.size()), double(total) / 1024);
+  io::write_sharded_checkpoint(opt.output, ckpt);
+  std::printf("%s%d ranks, %.1f KiB in all -> %s\n", summary.c_str(), int(mesh.size()), double(total) / 1024,
+              opt.output.c_str());
 }
 
 void setup(CLI::App& app) {
@@ -69,7 +63,7 @@ void setup(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("shard-weights", "Write one safetensors file of parameter shards per rank");
   add_model_options(cmd, opt.files, {.inputs_flag = nullptr, .required = true});
   add_mesh_options(cmd, opt.mesh, {.what = "shard the weights", .plan_required = true, .with_backend = false});
-  cmd->add_option("-o,--output", opt.output, "output directory (rank<r>.safetensors)")->required();
+  cmd->add_option("-o,--output", opt.output, "output directory (a sharded checkpoint)")->required();
   cmd->callback([] { shard_weights_command(opt); });
 }
 

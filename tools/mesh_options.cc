@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#ifdef DTENSOR_WITH_MPI
-#include "dtensor/comm/mpi/mpi_runtime.h"
-#endif
 
 namespace dt::tools {
 
@@ -20,17 +17,20 @@ void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& 
       ->check(CLI::IsMember({"threads", "mpi"}));
 }
 
-bool under_mpirun() {
-#ifdef DTENSOR_WITH_MPI
-  return mpi::launched_by_mpi_launcher();
-#else
-  return false;
-#endif
-}
+bool under_mpirun() { return runtime::launched_by_mpirun(); }
 
 runtime::Backend chosen_backend(const MeshCliOptions& opt) {
   if (!opt.backend.empty()) return runtime::parse_backend(opt.backend);
   return under_mpirun() ? runtime::Backend::mpi : runtime::Backend::threads;
+}
+
+job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes) {
+  job::JobOptions o;
+  o.mesh = DeviceMesh::parse(mesh.mesh.empty() ? "1" : mesh.mesh);
+  if (!mesh.plan.empty()) o.plan = sharding::ParallelPlan::load(mesh.plan);
+  o.backend = chosen_backend(mesh);
+  o.passes = pass_settings(passes);
+  return o;
 }
 
 }  // namespace dt::tools

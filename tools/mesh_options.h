@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "dtensor/job/job.h"
 #include "dtensor/runtime/launcher.h"
+#include "tools/passes_cli.h"
 
 namespace dt::tools {
 
@@ -30,5 +32,8 @@ void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& 
 runtime::Backend chosen_backend(const MeshCliOptions& opt);
 // True when this process was started by mpirun (always false without Open MPI).
 bool under_mpirun();
+// Returns the job the flags describe: --mesh (default 1), the plan --plan names, the backend and
+// the pass pipeline; the caller adds what else it has (comm options, the ranks to keep).
+job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes);
 
 }  // namespace dt::tools

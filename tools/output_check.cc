@@ -10,8 +10,8 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/io/safetensors.h"
+#include "dtensor/sharding/tensor_sharding.h"
 #include "dtensor/ir/printer.h"
-#include "tools/rank_files.h"
 
 namespace dt::tools {
 
@@ -44,7 +44,7 @@ std::vector<std::optional<Tensor>> expected_outputs(const ir::Graph& graph, cons
   // A directory is a `run --save-outputs DIR --sharded` output: the full tensors assembled from it.
   std::map<std::string, Tensor> e;
   if (std::filesystem::is_directory(file)) {
-    e = read_rank_files(file, "--expect");
+    e = sharding::assemble_checkpoint(io::read_sharded_checkpoint(file, "--expect"));
   } else {
     const io::SafetensorsFile f = io::SafetensorsFile::open(file);
     for (const std::string& name : f.names()) e.emplace(name, f.get(name));

@@ -1,10 +1,8 @@
 #include "tools/passes_cli.h"
 
-#include <cstdio>
 #include <iostream>
 
 #include "dtensor/passes/pass_manager.h"
-#include "dtensor/passes/rank_pipeline.h"
 
 namespace dt::tools {
 
@@ -29,26 +27,15 @@ const std::vector<std::string>& pass_flag_names() {
   return names;
 }
 
-namespace {
-
-passes::PassManager make_pass_manager(const PassCliOptions& opt) {
-  passes::PassOptions po;
-  po.bucket_cap_mb = passes::parse_bucket_caps(opt.bucket_cap_mb);
-  po.one_shot_threshold_bytes = opt.one_shot_threshold;
-  po.memory_budget_bytes = opt.memory_budget;
-  passes::PassManager pm;
-  pm.add(passes::parse_pipeline(opt.passes, po));
-  return pm;
-}
-
-}  // namespace
-
-void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt) {
-  passes::PassManager pm = make_pass_manager(opt);
-  passes::RankPipelineOptions ro;
-  ro.check_ranks = opt.check_ranks;
-  if (opt.print_after_all) ro.print_after = &std::cerr;
-  passes::run_rank_pipelines(pm, programs, ranks, ro);
+job::PassSettings pass_settings(const PassCliOptions& opt) {
+  job::PassSettings s;
+  s.pipeline = opt.passes;
+  s.options.bucket_cap_mb = passes::parse_bucket_caps(opt.bucket_cap_mb);
+  s.options.one_shot_threshold_bytes = opt.one_shot_threshold;
+  s.options.memory_budget_bytes = opt.memory_budget;
+  s.check_ranks = opt.check_ranks;
+  if (opt.print_after_all) s.print_after = &std::cerr;
+  return s;
 }
 
 }  // namespace dt::tools

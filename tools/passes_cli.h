@@ -1,4 +1,4 @@
-// The pass-pipeline flags shared by `dtensor compile` and `dtensor run`: --passes,
+// The pass-pipeline flags shared by `dtensor compile`, `run` and `train`: --passes,
 // --print-after-all, --bucket-cap-mb, --one-shot-threshold, --memory-budget,
 // --no-check-ranks.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/ir/graph.h"
+#include "dtensor/job/job.h"
 
 namespace dt::tools {
 
@@ -25,10 +25,7 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print);
 // The flags add_pass_options declares, --print-after-all aside: what run and train refuse
 // without --mesh (refuse_unless).
 const std::vector<std::string>& pass_flag_names();
-// Runs the pipeline on every rank's program, pass by pass, proving after partitioning and after
-// each pass that every process group's members issue the same collectives (unless
-// --no-check-ranks), then plans comm buffers across the programs (passes/rank_pipeline.h).
-// programs[i] is rank ranks[i]'s.
-void run_pass_pipelines(std::vector<ir::Graph>& programs, const std::vector<int>& ranks, const PassCliOptions& opt);
+// Returns the job's pass settings from the flags (ValueError for a bad --bucket-cap-mb).
+job::PassSettings pass_settings(const PassCliOptions& opt);
 
 }  // namespace dt::tools

@@ -13,13 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/comm/process_group_fwd.h"
+#include "dtensor/comm/reduce_op.h"
 #include "dtensor/core/dtype.h"
 
 namespace dt {
-
-enum class ReduceOp : uint8_t { sum, avg, max, min };
-std::string_view reduce_op_name(ReduceOp op);
-ReduceOp parse_reduce_op(std::string_view text);  // "sum" | "avg" | "max" | "min"
 
 // The all_reduce algorithm a caller may request (comm lowering's `algo` attribute). `automatic`
 // lets the backend pick (threads: by CommOptions::one_shot_threshold).
@@ -44,7 +42,6 @@ class Work {
   virtual void wait(Duration timeout) = 0;
   virtual bool is_completed() = 0;
 };
-using WorkPtr = std::shared_ptr<Work>;
 
 class ProcessGroup {
  public:

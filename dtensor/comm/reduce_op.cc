@@ -1,4 +1,7 @@
-#include "dtensor/comm/process_group.h"
+#include "dtensor/comm/reduce_op.h"
+
+#include "dtensor/comm/process_group.h"  // AllReduceAlgo
+#include "dtensor/core/error.h"
 
 namespace dt {
 

@@ -6,16 +6,20 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/signal_cleanup.h"
 
 namespace dt {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::atomic<bool> g_follow_symlinks{false};
 
 // Writes all of `bytes` to fd; returns 0 or the errno of the failure.
 int write_all(int fd, std::string_view bytes) {
@@ -46,21 +50,38 @@ void sync_dir(const std::string& dir) {
 }  // namespace
 
 StagedFiles::~StagedFiles() {
-  if (committed_) return;
-  for (const Staged& f : files_)
+  for (const Staged& f : files_) {
     if (!f.temp.empty()) ::unlink(f.temp.c_str());
+    unregister_cleanup(f.cleanup_slot);
+  }
 }
+
+bool follow_output_symlinks() {
+  if (g_follow_symlinks) return true;
+  const char* env = std::getenv("DTENSOR_FOLLOW_SYMLINKS");
+  return env && *env && std::string_view(env) != "0";
+}
+
+void set_follow_output_symlinks(bool follow) { g_follow_symlinks = follow; }
 
 void StagedFiles::add(const std::string& requested, std::string_view bytes) {
   DT_CHECK(!committed_) << "add after commit: " << requested;
   if (requested.empty()) DT_THROW(IoError) << "cannot write a file with an empty name";
   std::string path = requested;
-  // Replace a symlink's target, not the link: the link is the user's, and so is where it points.
+  // A symlinked output: writing through it would replace whatever file it points at (a system
+  // file, for a planted link), so it is refused unless the user asked to follow links. A link to
+  // a terminal or pipe (/dev/stdout) is written through: it holds nothing to replace.
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
     std::error_code ec;
     fs::path target = fs::canonical(path, ec);
-    if (!ec) path = target.string();
+    struct stat tst {};
+    const bool special = !ec && ::stat(target.c_str(), &tst) == 0 && !S_ISREG(tst.st_mode) && !S_ISDIR(tst.st_mode);
+    if (!special && !follow_output_symlinks())
+      DT_THROW(IoError) << "output " << requested << " is a symbolic link" << (ec ? "" : " to " + target.string())
+                        << ": remove it or set DTENSOR_FOLLOW_SYMLINKS=1 to replace its target";
+    if (ec) DT_THROW(IoError) << "cannot write " << requested << ": it is a dangling symbolic link";
+    path = target.string();
   }
   for (const Staged& f : files_)
     if (same_file(f.path, path)) DT_THROW(IoError) << "cannot write " << requested << " twice in one command";
@@ -89,16 +110,22 @@ void StagedFiles::add(const std::string& requested, std::string_view bytes) {
                                .string();
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) DT_THROW(IoError) << "cannot write " << requested << ": " << std::strerror(errno);
-  // The replacement keeps the permissions of the file it replaces.
-  if (exists) ::fchmod(fd, st.st_mode & 07777);
+  const int slot = register_cleanup(temp);  // removed if SIGINT/TERM ends the process first
+  // The replacement keeps the owner and permissions of the file it replaces (chown first: it may
+  // clear set-id bits). Changing the owner needs privilege; without it the writer owns the file.
+  if (exists) {
+    if (::fchown(fd, st.st_uid, st.st_gid) != 0) (void)::fchown(fd, uid_t(-1), st.st_gid);
+    ::fchmod(fd, st.st_mode & 07777);
+  }
   int err = write_all(fd, bytes);
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
   if (err) {
     ::unlink(temp.c_str());
+    unregister_cleanup(slot);
     DT_THROW(IoError) << "cannot write " << requested << ": " << std::strerror(err);
   }
-  files_.push_back({path, temp});
+  files_.push_back({path, temp, slot});
 }
 
 void StagedFiles::commit() {
@@ -109,6 +136,8 @@ void StagedFiles::commit() {
     if (::rename(f.temp.c_str(), f.path.c_str()) != 0)
       DT_THROW(IoError) << "cannot write " << f.path << ": " << std::strerror(errno);
     f.temp.clear();
+    unregister_cleanup(f.cleanup_slot);  // after the rename: the temporary's name is then unused
+    f.cleanup_slot = -1;
     dirs.insert(parent_dir(f.path));
   }
   committed_ = true;

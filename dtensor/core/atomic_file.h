@@ -10,7 +10,14 @@
 //
 // Renaming never truncates an existing file in place, so a reader that has the old file open
 // keeps reading the old content. An existing target that is not a regular file (a terminal, a
-// pipe, /dev/null) cannot be replaced by rename and is written directly instead.
+// pipe, /dev/null) cannot be replaced by rename and is written directly instead. A replaced file
+// keeps its owner (when the writer may set it) and permissions. SIGINT/TERM/HUP remove the
+// temporaries (core/signal_cleanup.h).
+//
+// An output path that is a symbolic link to a regular file (or to nothing) is refused: writing
+// would replace the link's target, wherever it points. follow_output_symlinks() (the
+// DTENSOR_FOLLOW_SYMLINKS=1 environment variable, or set_follow_output_symlinks) allows it: the
+// target is then replaced and the link kept.
 #pragma once
 
 #include <string>
@@ -36,10 +43,15 @@ class StagedFiles {
   struct Staged {
     std::string path;  // final name
     std::string temp;  // "" when written directly (non-regular target)
+    int cleanup_slot = -1;  // core/signal_cleanup.h: the temporary is removed on SIGINT/TERM
   };
   std::vector<Staged> files_;
   bool committed_ = false;
 };
+
+// Whether a symlinked output is written through (replacing its target) rather than refused.
+bool follow_output_symlinks();
+void set_follow_output_symlinks(bool follow);
 
 // Writes one file atomically (see StagedFiles).
 void write_file_atomically(const std::string& path, std::string_view bytes);

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -98,16 +100,67 @@ TEST_F(AtomicFileTest, MissingDirectoryIsAnIoError) {
   EXPECT_THROW(write_file_atomically(path("no/such/dir/f"), "x"), IoError);
 }
 
-TEST_F(AtomicFileTest, KeepsPermissionsAndSymlinks) {
+TEST_F(AtomicFileTest, KeepsPermissionsAndOwner) {
   write(path("target"), "old");
   ASSERT_EQ(::chmod(path("target").c_str(), 0640), 0);
-  fs::create_symlink(path("target"), path("link"));
-  write_file_atomically(path("link"), "new");
-  EXPECT_TRUE(fs::is_symlink(path("link")));
+  // Only a privileged writer can give a file away; as root the replaced file keeps its owner.
+  const bool root = ::geteuid() == 0;
+  if (root) ASSERT_EQ(::chown(path("target").c_str(), 4321, 4322), 0);
+  write_file_atomically(path("target"), "new");
   EXPECT_EQ(read(path("target")), "new");
   struct stat st {};
   ASSERT_EQ(::stat(path("target").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 4321u);
+    EXPECT_EQ(st.st_gid, 4322u);
+  }
+}
+
+// A symlinked output is refused (target untouched) unless following is asked for; then the
+// target is replaced and the link kept. A dangling link is refused either way.
+TEST_F(AtomicFileTest, SymlinkedOutputIsRefusedUnlessFollowed) {
+  write(path("target"), "old");
+  fs::create_symlink(path("target"), path("link"));
+  fs::create_symlink(path("nowhere"), path("dangling"));
+  try {
+    write_file_atomically(path("link"), "new");
+    ADD_FAILURE() << "a symlinked output was written";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read(path("target")), "old");
+  EXPECT_THROW(write_file_atomically(path("dangling"), "new"), IoError);
+  EXPECT_FALSE(fs::exists(path("nowhere")));
+  set_follow_output_symlinks(true);
+  write_file_atomically(path("link"), "new");
+  EXPECT_THROW(write_file_atomically(path("dangling"), "new"), IoError);
+  set_follow_output_symlinks(false);
+  EXPECT_TRUE(fs::is_symlink(path("link")));
+  EXPECT_EQ(read(path("target")), "new");
+  EXPECT_EQ(names().size(), 3u);  // no temporaries left
+  // A link to a device holds nothing to replace: written through.
+  fs::create_symlink("/dev/null", path("null"));
+  EXPECT_NO_THROW(write_file_atomically(path("null"), "discarded"));
+}
+
+// SIGTERM (and SIGINT) while a set is staged removes its temporaries before the process ends.
+TEST_F(AtomicFileTest, SignalRemovesTemporaries) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      StagedFiles files;
+      files.add(path("a"), std::string(1 << 20, 'x'));
+      files.add(path("b"), "y");
+      ::raise(sig);
+      ::_exit(0);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    EXPECT_TRUE(names().empty()) << names().size() << " files left, first " << names().front();
+  }
 }
 
 TEST_F(AtomicFileTest, SameFileAndRefusal) {

@@ -17,7 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dtensor/comm/process_group.h"
+#include "dtensor/comm/process_group_fwd.h"
+#include "dtensor/core/ops.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/attr.h"
 #include "dtensor/ir/graph.h"
@@ -123,6 +124,18 @@ struct OpDef {
   // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
   // every other reader gets the gathered parameter.
   bool reads_stored = false;
+  // An optimizer step of one parameter (sgd_update, adamw_update): the training step places it as
+  // soon as its gradient is complete, and profiles count it as the optimizer phase.
+  bool optimizer_update = false;
+  // Activations a linear's fused epilogue can apply (core/ops.h): the activation this node
+  // computes, or Activation::none when its attributes ask for one the epilogue lacks. Null: not
+  // an activation the epilogue knows.
+  Activation (*fusable_activation)(const Node& node) = nullptr;
+  // Ops reading a 2-d weight parameter that the colwise / rowwise styles shard (linear: weight
+  // [out, in]; embedding: weight [num, dim]): the weight's dim indexing the op's output features.
+  // colwise shards that dim, rowwise the other (sharding/parallel_plan.cc). Any other reader of a
+  // weight is taken as a linear's (0).
+  int weight_output_dim = 0;
   // Matmul-like ops only (linear, matmul, bmm): the GEMMs the node performs, from its operand and
   // result types (`dtensor profile` times a plain GEMM of each shape against the node).
   GemmShape (*gemm_shape)(const Node& node) = nullptr;

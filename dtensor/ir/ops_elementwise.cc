@@ -300,6 +300,13 @@ void register_elementwise_ops(OpTable& t) {
          .grad = grad_gelu});
   t.add({.kind = OpKind::silu, .operands = {{"x"}}, .attrs = {}, .infer = infer_float_unary, .kernel = run_silu,
          .grad = grad_silu});
+  // What a linear's fused epilogue can apply in place of these nodes (runtime/interpreter_fusion.cc).
+  t.at(OpKind::relu).fusable_activation = [](const Node&) { return Activation::relu; };
+  t.at(OpKind::silu).fusable_activation = [](const Node&) { return Activation::silu; };
+  t.at(OpKind::gelu).fusable_activation = [](const Node& n) {
+    const std::string& a = n.attr_str("approximate");
+    return a == "none" ? Activation::gelu : a == "tanh" ? Activation::gelu_tanh : Activation::none;
+  };
   t.add({.kind = OpKind::cast,
          .operands = {{"x"}},
          .attrs = {{"dtype", AttrKind::dtype, std::nullopt}},

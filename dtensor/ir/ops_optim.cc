@@ -80,6 +80,7 @@ void register_optim_ops(OpTable& t) {
   for (OpKind k : {OpKind::sgd_update, OpKind::adamw_update}) {
     t.at(k).in_place = true;
     t.at(k).reads_stored = true;
+    t.at(k).optimizer_update = true;
   }
   t.at(OpKind::sgd_update).in_place_operands = {0, 2};
   t.at(OpKind::adamw_update).in_place_operands = {0, 2, 3, 4};

@@ -463,6 +463,7 @@ void register_shape_ops(OpTable& t) {
   for (OpKind k : {OpKind::embedding, OpKind::masked_embedding, OpKind::cat, OpKind::full, OpKind::constant})
     t.at(k).fresh_result = true;
   t.at(OpKind::embedding).localize_attrs = localize_embedding;
+  t.at(OpKind::embedding).weight_output_dim = 1;  // weight [num, dim]: colwise shards the features
   t.at(OpKind::slice).localize_attrs = localize_slice;
   t.at(OpKind::split).localize_attrs = localize_split;
   for (OpKind k : {OpKind::view, OpKind::reshape, OpKind::expand, OpKind::full})

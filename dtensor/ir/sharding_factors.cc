@@ -145,6 +145,73 @@ TensorFactors pass_through_leading(OpShardingRule& rule, const Shape& shape, siz
   return pass_through_dims(rule, shape, rep);
 }
 
+OpShardingRule einsum(const Node& node, std::string_view spec) {
+  // Split "a,b->c" into the operands' letter strings and the result's.
+  const size_t arrow = spec.find("->");
+  DT_CHECK(arrow != std::string_view::npos) << "einsum rule '" << spec << "' has no ->";
+  std::vector<std::string_view> terms;
+  for (std::string_view in = spec.substr(0, arrow);;) {
+    const size_t comma = in.find(',');
+    terms.push_back(in.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    in = in.substr(comma + 1);
+  }
+  const std::string_view out = spec.substr(arrow + 2);
+  DT_CHECK(terms.size() == node.operands.size()) << "einsum rule '" << spec << "' names " << terms.size()
+                                                 << " operands, the node has " << node.operands.size();
+  const Shape& result = node.result()->type.shape;
+  auto ellipsis = [](std::string_view t) { return t.substr(0, 3) == "..."; };
+  // The result's leading dims covered by "..."; each operand's "..." aligns with their tail.
+  const size_t out_letters = out.size() - (ellipsis(out) ? 3 : 0);
+  DT_CHECK(result.size() >= out_letters) << "einsum rule '" << spec << "' does not fit the result";
+  const size_t lead = ellipsis(out) ? result.size() - out_letters : 0;
+
+  OpShardingRule rule;
+  std::vector<int> lead_factor(lead);
+  for (size_t d = 0; d < lead; ++d) lead_factor[d] = rule.add_factor(result[d]);
+  // Letters: the largest size any tensor gives it; a reduction unless the result has it.
+  std::array<int64_t, 128> size{};
+  std::array<int, 128> factor;
+  factor.fill(-1);
+  auto note_sizes = [&](std::string_view t, const Shape& shape) {
+    const size_t letters = t.size() - (ellipsis(t) ? 3 : 0);
+    DT_CHECK(shape.size() >= letters && (ellipsis(t) || shape.size() == letters))
+        << "einsum rule '" << spec << "': term '" << t << "' does not fit a tensor of rank " << shape.size();
+    for (size_t i = 0; i < letters; ++i) {
+      const auto c = size_t(uint8_t(t[t.size() - letters + i]));
+      size[c] = std::max(size[c], shape[shape.size() - letters + i]);
+    }
+  };
+  for (size_t i = 0; i < terms.size(); ++i) note_sizes(terms[i], node.operands[i]->type.shape);
+  note_sizes(out, result);
+  auto factor_of = [&](char ch) {
+    const auto c = size_t(uint8_t(ch));
+    if (factor[c] < 0)
+      factor[c] = rule.add_factor(size[c], out.find(ch) == std::string_view::npos ? FactorKind::reduction
+                                                                                   : FactorKind::pass_through);
+    return factor[c];
+  };
+  auto tensor_factors = [&](std::string_view t, const Shape& shape) {
+    const size_t letters = t.size() - (ellipsis(t) ? 3 : 0);
+    const size_t own_lead = shape.size() - letters;
+    TensorFactors tf;
+    for (size_t d = 0; d < own_lead; ++d) {
+      const size_t rd = lead - own_lead + d;  // the result dim it broadcasts against
+      tf.push_back(dim_of(shape[d] == result[rd] ? lead_factor[rd] : -1));
+    }
+    for (size_t i = 0; i < letters; ++i) {
+      const char ch = t[t.size() - letters + i];
+      const int f = factor_of(ch);
+      tf.push_back(dim_of(shape[own_lead + i] == size[size_t(uint8_t(ch))] ? f : -1));
+    }
+    return tf;
+  };
+  // Factors are numbered as the operands first name them (the leading dims before all).
+  for (size_t i = 0; i < terms.size(); ++i) rule.operands.push_back(tensor_factors(terms[i], node.operands[i]->type.shape));
+  rule.results.push_back(tensor_factors(out, result));
+  return rule;
+}
+
 }  // namespace rule_util
 
 }  // namespace dt::ir

@@ -119,6 +119,14 @@ TensorFactors pass_through_except(OpShardingRule& rule, const Shape& shape, int6
 // The same with the last `trailing` dims replicated: the dims a norm normalises, or the sequence
 // and head dims of attention, which the caller may then give factors of its own.
 TensorFactors pass_through_leading(OpShardingRule& rule, const Shape& shape, size_t trailing);
+// Returns the rule an einsum-style spec states for the node's operands and result 0, as PyTorch's
+// DTensor writes the rules of mm/bmm/addmm: "bmk,bkn->bmn", "...k,ok,o->...o". A letter is one
+// factor: pass-through when the result has it, a reduction when only operands do. "..." stands
+// for the leading dims, aligned from the right against the result's (numpy broadcasting). A dim of
+// size 1 where the factor is larger (a broadcast dim) gets no factor; factors are numbered in the
+// order the spec first names them, the leading dims first. Throws InternalError when
+// the spec does not fit the node's ranks (a rule-file bug). Partial fields are the caller's.
+OpShardingRule einsum(const Node& node, std::string_view spec);
 }  // namespace rule_util
 
 }  // namespace dt::ir

@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dtensor/comm/process_group.h"
+#include "dtensor/comm/reduce_op.h"
 
 namespace dt {
 

@@ -7,19 +7,13 @@
 namespace dt::runtime {
 namespace {
 
-// The fusable activation a node computes, if any.
+// The activation a linear's epilogue can apply instead of node `n` (OpDef::fusable_activation).
 std::optional<Activation> activation_of(const ir::Node& n) {
-  switch (n.op) {
-    case ir::OpKind::relu: return Activation::relu;
-    case ir::OpKind::silu: return Activation::silu;
-    case ir::OpKind::gelu: {
-      const std::string& a = n.attr_str("approximate");
-      if (a == "none") return Activation::gelu;
-      if (a == "tanh") return Activation::gelu_tanh;
-      return std::nullopt;
-    }
-    default: return std::nullopt;
-  }
+  const auto fusable = ir::op_def(n.op).fusable_activation;
+  if (!fusable) return std::nullopt;
+  const Activation a = fusable(n);
+  if (a == Activation::none) return std::nullopt;
+  return a;
 }
 
 }  // namespace

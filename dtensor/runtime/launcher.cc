@@ -27,6 +27,14 @@ bool mpi_backend_available() {
 #endif
 }
 
+bool launched_by_mpirun() {
+#ifdef DTENSOR_WITH_MPI
+  return mpi::launched_by_mpi_launcher();
+#else
+  return false;
+#endif
+}
+
 RankResult run_rank(const ir::Graph& program, const Bindings& bindings, ProcessGroup& world,
                     const LaunchOptions& options) {
   GroupMap groups = make_groups(program, world);

@@ -29,6 +29,9 @@ Backend parse_backend(std::string_view text);
 std::string_view backend_name(Backend backend);
 // Returns true when this binary was built with the mpi backend (DTENSOR_WITH_MPI).
 bool mpi_backend_available();
+// Returns true when this process was started by mpirun or another MPI launcher (always false
+// without the mpi backend): the mpi backend is then the default.
+bool launched_by_mpirun();
 
 struct LaunchOptions {
   int repeat = 1;  // runs per rank (the stats keep the fastest)

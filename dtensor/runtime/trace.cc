@@ -1,5 +1,6 @@
 #include "dtensor/runtime/trace.h"
 
+#include <cstring>
 #include <unordered_map>
 
 #include "dtensor/core/atomic_file.h"
@@ -7,6 +8,26 @@
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::runtime {
+namespace {
+
+// Returns every rank's `mine` on every rank (variable-length text: lengths first, then the bytes
+// padded to the longest, as i32 words so that no byte is read as another type).
+std::vector<std::string> gather_text(const std::string& mine, ProcessGroup& world) {
+  const size_t n = size_t(world.size());
+  double len = double(mine.size());
+  std::vector<double> lens(n);
+  world.all_gather(&len, lens.data(), 1, DType::f64)->wait();
+  size_t words = 0;
+  for (double l : lens) words = std::max(words, (size_t(l) + 3) / 4);
+  std::vector<int32_t> send(words, 0), recv(words * n);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  world.all_gather(send.data(), recv.data(), words, DType::i32)->wait();
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r) out.emplace_back(reinterpret_cast<const char*>(recv.data() + r * words), size_t(lens[r]));
+  return out;
+}
+
+}  // namespace
 
 TraceRecorder::TraceRecorder(int world_size) : origin_(Clock::now()), events_(size_t(world_size)) {}
 
@@ -65,6 +86,14 @@ nlohmann::json TraceRecorder::to_json() const {
 
 void TraceRecorder::write(const std::string& path) const {
   write_file_atomically(path, to_json().dump() + '\n');
+}
+
+void TraceRecorder::write_gathered(ProcessGroup& world, const std::string& path) const {
+  const std::vector<std::string> tracks = gather_text(track_json(world.rank()).dump(), world);
+  if (world.rank() != 0) return;
+  std::vector<nlohmann::json> parsed;
+  for (const std::string& t : tracks) parsed.push_back(nlohmann::json::parse(t));
+  write_file_atomically(path, merge_tracks(parsed).dump() + '\n');
 }
 
 }  // namespace dt::runtime

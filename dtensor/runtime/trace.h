@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/comm/process_group.h"
 #include "dtensor/runtime/interpreter.h"
 
 namespace dt::runtime {
@@ -32,6 +33,10 @@ class TraceRecorder {
   // Returns the Chrome trace JSON of tracks made by track_json (possibly in other processes,
   // whose recorders were created at the same moment, e.g. right after a barrier).
   static nlohmann::json merge_tracks(const std::vector<nlohmann::json>& tracks);
+  // Under mpi, where every process recorded its own rank's track (recorders made right after a
+  // barrier): gathers every track to rank 0, which writes the merged trace to `path`. Every rank
+  // of `world` must call it.
+  void write_gathered(ProcessGroup& world, const std::string& path) const;
 
  private:
   struct Event {

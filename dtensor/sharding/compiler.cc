@@ -5,6 +5,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/sharding/rank_orbits.h"
 
 namespace dt::sharding {
 namespace {
@@ -24,6 +25,12 @@ CompiledModel compile(const ir::Graph& graph, const ParallelPlan& plan, const De
   c.sharding = propagate(graph, mesh, c.plan, planner);
   c.propagate_ms = ms_since(t0);
   c.ranks = options.ranks.empty() ? mesh.ranks() : options.ranks;
+  if (options.orbits) {
+    c.orbits = rank_orbits(graph, c.sharding);
+    for (const ir::RankOrbit& o : c.orbits.orbits)
+      if (std::find(c.ranks.begin(), c.ranks.end(), o.representative) == c.ranks.end())
+        c.ranks.push_back(o.representative);
+  }
   t0 = std::chrono::steady_clock::now();
   c.programs.reserve(c.ranks.size());
   for (int r : c.ranks) c.programs.push_back(partition(graph, c.sharding, r, planner, {.verify = options.verify}));

@@ -9,6 +9,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
 #include "dtensor/ir/op_kind.h"
+#include "dtensor/ir/op_registry.h"
 
 namespace dt::sharding {
 namespace {
@@ -79,6 +80,9 @@ std::string module_of(const std::string& param_name) {
 ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& source) {
   ParallelPlan plan;
   plan.source = source;
+  // A NUL is no part of JSON text (the parser would stop there and accept what follows).
+  if (size_t nul = text.find('\0'); nul != std::string::npos)
+    DT_THROW(ValueError) << source << ": not valid json: a NUL byte at offset " << nul;
   json j;
   try {
     j = json::parse(text);
@@ -197,10 +201,12 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
     for (const ir::Value* p : graph.params()) {
       const std::string module = module_of(p->name);
       if (!glob_match(ms.pattern, module)) continue;
+      // A const (a buffer or folded constant) stays replicated unless the pattern names it whole.
+      if (p->frozen && ms.pattern != module && ms.pattern != p->name) continue;
       matched = true;
       const std::string leaf = p->name.substr(module.empty() ? 0 : module.size() + 1);
       const ir::Node* u = user[size_t(p->id)];
-      const bool embedding = u && u->op == ir::OpKind::embedding;
+      const int64_t out_dim = u ? ir::op_def(u->op).weight_output_dim : 0;  // of a 2-d weight
       Placement& pl = r.value_placements[size_t(p->id)][size_t(m)];
       r.stored_only[size_t(p->id)] &= ~(1u << m);
       r.pinned[size_t(p->id)] &= ~(1u << m);
@@ -211,7 +217,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
             DT_THROW(ValueError) << what << " (" << style_name(ms.style) << ") needs a 2-d weight but " << p->name
                                  << " is " << ir::type_str(p->type);
           const bool col = ms.style == Style::colwise;
-          if (leaf == "weight") pl = Placement::shard(col != embedding ? 0 : 1);
+          if (leaf == "weight") pl = Placement::shard(col ? out_dim : 1 - out_dim);
           if (leaf == "weight") r.pinned[size_t(p->id)] |= 1u << m;
           else if (leaf == "bias") pl = col ? Placement::shard(0) : Placement::replicate();
           else pl = Placement::replicate();

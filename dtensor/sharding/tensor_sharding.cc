@@ -1,5 +1,7 @@
 #include "dtensor/sharding/tensor_sharding.h"
 
+#include <algorithm>
+
 #include "dtensor/core/error.h"
 #include "dtensor/core/ops.h"
 #include "dtensor/layout/dtensor_spec.h"
@@ -126,6 +128,27 @@ TensorMap shard_weights(const ir::Graph& graph, const Sharding& sharding, const 
 
 TensorMap shard_inputs(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank) {
   return shard_values(graph.inputs(), sharding, full, rank, /*required=*/true);
+}
+
+TensorMap assemble_checkpoint(const io::ShardedCheckpoint& ckpt) {
+  const std::vector<int>& ranks = ckpt.mesh.ranks();
+  if (ckpt.local.size() != ranks.size())
+    DT_THROW(IoError) << "a checkpoint of mesh " << ckpt.mesh.str() << " holds " << ckpt.local.size() << " ranks' shards";
+  int max_rank = 0;
+  for (int r : ranks) max_rank = std::max(max_rank, r);
+  TensorMap full;
+  for (const auto& [name, text] : ckpt.placements) {
+    auto shape = ckpt.shapes.find(name);
+    if (shape == ckpt.shapes.end()) DT_THROW(IoError) << "the checkpoint records no full shape for " << name;
+    std::vector<Tensor> locals(size_t(max_rank) + 1);  // assemble_tensor indexes by global rank
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      auto t = ckpt.local[i].find(name);
+      if (t == ckpt.local[i].end()) DT_THROW(IoError) << "rank " << ranks[i] << " of the checkpoint holds no " << name;
+      locals[size_t(ranks[i])] = t->second;
+    }
+    full[name] = assemble_tensor(locals, ckpt.mesh, parse_placements(text), shape->second);
+  }
+  return full;
 }
 
 }  // namespace dt::sharding

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dtensor/core/tensor.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/layout/placement.h"
 #include "dtensor/ir/graph.h"
@@ -31,5 +32,9 @@ Tensor assemble_tensor(const std::vector<Tensor>& locals, const DeviceMesh& mesh
 TensorMap shard_weights(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank);
 // Same for the graph's data inputs (extra tensors in `full` are ignored).
 TensorMap shard_inputs(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank);
+
+// Returns every tensor of a sharded checkpoint assembled from the ranks' shards (IoError naming a
+// tensor whose placements, full shape or shard is missing or does not fit the mesh).
+TensorMap assemble_checkpoint(const io::ShardedCheckpoint& ckpt);
 
 }  // namespace dt::sharding

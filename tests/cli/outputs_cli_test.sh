@@ -71,8 +71,10 @@ PY
 out=$(run run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 4 \
       --plan "$t/plan_sharded_out.json" --save-outputs "$t/od" --sharded)
 [ $? -eq 0 ] || FAIL "run --save-outputs DIR --sharded: $out"
-for r in 0 1 2 3; do [ -f "$t/od/rank$r.safetensors" ] || FAIL "no rank$r.safetensors in $t/od"; done
-python3 - "$t/od/rank1.safetensors" <<'PY' || FAIL "rank file does not hold rank 1's shard with its placements"
+# A sharded checkpoint (io/sharded_checkpoint.h): checkpoint.json names the generation directory.
+gen=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' "$t/od/checkpoint.json")
+for r in 0 1 2 3; do [ -f "$t/od/$gen/rank$r.safetensors" ] || FAIL "no rank$r.safetensors in $t/od/$gen"; done
+python3 - "$t/od/$gen/rank1.safetensors" <<'PY' || FAIL "rank file does not hold rank 1's shard with its placements"
 import json, struct, sys
 data = open(sys.argv[1], "rb").read()
 h = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
@@ -133,5 +135,12 @@ expect_refused "--output writes the programs" compile "$t/m.dt" --mesh 2 --plan 
 [ -e "$t/p.dt" ] || [ -e "$t/p.rank0.dt" ] && FAIL "compile -o --report wrote a program"
 expect_refused "--seed seeds the --verify data: add --verify" plan --mesh 2 --shape 4x4 --from 'S(0)' --to R --seed 3
 expect_refused "--seed seeds the random weights and inputs" example gpt --seed 3
+# An unknown command is named with the known ones (CLI11 alone says "A subcommand is required"),
+# also below `bench` and `checkpoint`; --plan without --mesh would have run as one device.
+expect_refused "unknown command 'bogus': dtensor has" bogus
+expect_refused "unknown command 'bogus': dtensor bench has" bench bogus
+expect_refused "unknown command 'bogus': dtensor checkpoint has consolidate, reshard" checkpoint bogus
+expect_refused "--plan needs --mesh" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" \
+  --plan "$SRC/examples/gpt_tp.json"
 
 finish

@@ -78,8 +78,11 @@ PY
 }
 compare "$out/t.safetensors" "$out/m.safetensors" || fail "mpi --save FILE differs from the threads backend's"
 compare "$out/tg.safetensors" "$out/mg.safetensors" || fail "mpi --grads-out differs from the threads backend's"
+# Each checkpoint's manifest (io/sharded_checkpoint.h) names its generation directory.
+generation() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' "$1/checkpoint.json"; }
+tgen=$(generation "$out/tdir") && mgen=$(generation "$out/mdir") || fail "no checkpoint.json in the --save DIRs"
 for r in 0 1 2 3; do
-  compare "$out/tdir/rank$r.safetensors" "$out/mdir/rank$r.safetensors" || fail "mpi --save DIR rank $r differs"
+  compare "$out/tdir/$tgen/rank$r.safetensors" "$out/mdir/$mgen/rank$r.safetensors" || fail "mpi --save DIR rank $r differs"
 done
 cat "$out/threads"
 echo "PASS"

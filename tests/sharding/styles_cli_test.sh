@@ -4,7 +4,8 @@
 #   and matches (it failed with a collective mismatch before programs were proven rank-consistent);
 # - a sharded checkpoint round-trips: `shard-weights` on 4x2 fsdp x tp writes the strided rows
 #   (PyTorch's FSDP2-over-TP layout) and `run --weights DIR` loads them and matches; a directory
-#   sharded with another plan is refused with a clear error;
+#   sharded with another plan or mesh is resharded and matches; a directory missing a rank's file
+#   is refused with a clear error;
 # - the sequence-parallel and vocabulary-parallel example plans run and match on 3 and 4 ranks;
 # - `compile --report --json` lists a warning naming the node when heads do not divide the mesh.
 # Usage: styles_cli_test.sh path/to/dtensor path/to/source
@@ -34,15 +35,23 @@ done
 "$DT" shard-weights "$t/h512.dt" --weights "$t/w.safetensors" --mesh 4x2 --plan "$SRC/examples/gpt_fsdp_tp.json" \
   -o "$t/ckpt" >/dev/null || FAIL "shard-weights"
 run_ok run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safetensors" --mesh 4x2 --plan "$SRC/examples/gpt_fsdp_tp.json"
-# The same tp styles without fsdp: a 2-d plan whose placements differ from the checkpoint's.
+# The same tp styles without fsdp: a 2-d plan whose placements differ from the checkpoint's. The
+# checkpoint is resharded (assembled and cut again for this plan), on its own mesh and on another.
 sed 's/"mesh_dims": \["tp"\]/"mesh_dims": ["dp", "tp"]/' "$SRC/examples/gpt_tp.json" > "$t/tp2d.json"
-out=$(timeout 60 "$DT" run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safetensors" --mesh 4x2 \
-  --plan "$t/tp2d.json" 2>&1)
-[ $? -eq 2 ] || FAIL "a checkpoint of another plan was not refused with exit 2: $out"
-echo "$out" | grep -q "shard the weights again" || FAIL "no clear message for a checkpoint of another plan: $out"
-out=$(timeout 60 "$DT" run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safetensors" --mesh 2x2 \
-  --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1)
-[ $? -eq 2 ] || FAIL "a checkpoint of another mesh was not refused with exit 2: $out"
+run_ok run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safetensors" --mesh 4x2 --plan "$t/tp2d.json"
+run_ok run "$t/h512.dt" --weights "$t/ckpt" --inputs "$t/i.safetensors" --mesh 2x2 \
+  --plan "$SRC/examples/gpt_fsdp_tp.json"
+# shard-weights reshards a checkpoint into another one (tp 2 from fsdp x tp 4x2).
+"$DT" shard-weights "$t/h512.dt" --weights "$t/ckpt" --mesh 2 --plan "$SRC/examples/gpt_tp.json" -o "$t/ckpt2" \
+  >/dev/null || FAIL "shard-weights of a checkpoint"
+run_ok run "$t/h512.dt" --weights "$t/ckpt2" --inputs "$t/i.safetensors" --mesh 2 --plan "$SRC/examples/gpt_tp.json"
+# A checkpoint missing a rank's file is refused with exit 2, naming the directory.
+cp -r "$t/ckpt2" "$t/ckpt_broken"
+find "$t/ckpt_broken" -name 'rank1*.safetensors' -delete
+out=$(timeout 60 "$DT" run "$t/h512.dt" --weights "$t/ckpt_broken" --inputs "$t/i.safetensors" --mesh 2 \
+  --plan "$SRC/examples/gpt_tp.json" 2>&1)
+[ $? -eq 2 ] || FAIL "a checkpoint without rank 1's file was not refused with exit 2: $out"
+echo "$out" | grep -q "ckpt_broken" || FAIL "the refusal does not name the checkpoint: $out"
 
 # 6 heads over 4 ranks: the head split is given up, with a warning naming the view.
 "$DT" example gpt --hidden 384 --heads 6 --layers 1 -o "$t/h6.dt" >/dev/null 2>&1 || FAIL "example heads 6"
