@@ -65,7 +65,7 @@ nlohmann::json compile_rank0(const std::string& mesh_text, int64_t layers) {
        .seq = 128});
   const sharding::ParallelPlan plan = sharding::ParallelPlan::parse(kFsdpTpPlan);
   auto t0 = std::chrono::steady_clock::now();
-  sharding::CompiledModel c = sharding::compile(g, plan, mesh, {.ranks = {0}, .verify = true, .orbits = true});
+  sharding::CompiledModel c = sharding::compile(g, plan, mesh, {.ranks = {0}, .verify = true, .orbits = true, .adjust_plan = {}});
   passes::PassManager pm;
   pm.add(passes::parse_pipeline("default"));
   const passes::RankPipelineStats st = passes::run_rank_pipelines(pm, c.programs, c.ranks, {.orbits = &c.orbits});
@@ -77,7 +77,8 @@ nlohmann::json compile_rank0(const std::string& mesh_text, int64_t layers) {
           {"propagate_ms", c.propagate_ms},
           {"partition_ms", c.partition_ms},
           {"orbits", st.orbits},
-          {"programs_partitioned", c.programs.size()},
+          {"programs_partitioned", c.orbits.orbits.size()},  // rank 0 is orbit 0's representative
+          {"distinct_programs", c.programs.size()},
           {"programs_transformed", st.programs_transformed},
           {"programs_checked", st.programs_checked},
           {"rank0_nodes", c.programs[0].nodes().size()}};

@@ -33,6 +33,10 @@ struct OrbitPeer {
 struct RankOrbit {
   int representative = -1;  // the orbit's lowest rank: its program stands for every member's
   int64_t ranks = 0;        // how many ranks run this program
+  // Another orbit (lower index) whose representative's program this one's equals up to renaming,
+  // found after partitioning (the classes that define orbits may be finer than needed): its
+  // program stands for this orbit too, and this representative's need not be built; -1: none.
+  int same_as = -1;
   // Per process group the representative's program declares (by name): one peer per orbit found
   // among the group's members, in increasing rank order (the representative's orbit included).
   std::vector<std::pair<std::string, std::vector<OrbitPeer>>> peers;
@@ -42,6 +46,13 @@ struct RankOrbits {
   std::vector<RankOrbit> orbits;  // by increasing representative rank
   // Returns the orbit of a global rank of the job (-1 when the rank is not in it).
   std::function<int(int rank)> orbit_of;
+  // Returns the ranks of the process group named `group` that holds `rank`, in group-index order
+  // (for messages about an orbit whose program is another's).
+  std::function<std::vector<int>(int rank, const std::string& group)> group_ranks;
+  // Returns the orbit whose program stands for orbit o (o itself unless same_as is set).
+  size_t program_orbit(size_t o) const {
+    return orbits[o].same_as >= 0 ? size_t(orbits[o].same_as) : o;
+  }
   int64_t total_ranks() const {
     int64_t n = 0;
     for (const RankOrbit& o : orbits) n += o.ranks;

@@ -44,8 +44,10 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
   };
   std::vector<nlohmann::json> per_orbit;
   nlohmann::json orbit_list = nlohmann::json::array();
-  for (const ir::RankOrbit& o : orbits.orbits) {
-    per_orbit.push_back(program_json(program_of(o.representative), o.representative));
+  for (size_t k = 0; k < orbits.orbits.size(); ++k) {
+    const ir::RankOrbit& o = orbits.orbits[k];
+    // An orbit whose program equals another's (RankOrbit::same_as) is reported from that one.
+    per_orbit.push_back(program_json(program_of(orbits.orbits[orbits.program_orbit(k)].representative), o.representative));
     orbit_list.push_back({{"rank", o.representative}, {"ranks_running", o.ranks}});
   }
   nlohmann::json ranks = nlohmann::json::array();

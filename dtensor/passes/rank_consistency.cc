@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "dtensor/core/error.h"
@@ -136,7 +137,7 @@ void check_orbit_consistency(std::span<const ir::Graph* const> representatives, 
     return it == seqs[orbit].end() ? none : it->second;
   };
   // The divergent group with the smallest rank list, as the check over every rank reports it.
-  const std::vector<int>* worst_ranks = nullptr;
+  std::optional<std::vector<int>> worst_ranks;
   std::string worst;
   for (size_t o = 0; o < orbits.orbits.size(); ++o) {
     const ir::Graph& g = *representatives[o];
@@ -152,14 +153,17 @@ void check_orbit_consistency(std::span<const ir::Graph* const> representatives, 
           DT_THROW(InternalError) << "per-rank programs are not rank-consistent " << stage << ": rank " << peers[k].rank
                                   << " declares no group " << group << " but rank " << peers[0].rank
                                   << " does; this is a dtensor bug: please report it";
-        std::string msg = divergence(stage, group, decl->ranks, peers[0].rank, seq_of(o, group), peers[k].rank,
-                                     seq_of(peers[k].orbit, group));
-        if (msg.empty()) continue;
-        if (!worst_ranks || decl->ranks < *worst_ranks) {
-          worst_ranks = &decl->ranks;
-          worst = std::move(msg);
+        if (!divergence(stage, group, {}, 0, seq_of(o, group), 0, seq_of(peers[k].orbit, group)).empty()) {
+          // The group of this orbit's representative (the program read may be another orbit's).
+          std::vector<int> ranks = orbits.group_ranks ? orbits.group_ranks(peers[0].rank, group) : decl->ranks;
+          if (ranks.empty()) ranks = decl->ranks;
+          if (!worst_ranks || ranks < *worst_ranks) {
+            worst = divergence(stage, group, ranks, peers[0].rank, seq_of(o, group), peers[k].rank,
+                               seq_of(peers[k].orbit, group));
+            worst_ranks = std::move(ranks);
+          }
+          break;
         }
-        break;
       }
     }
   }

@@ -36,7 +36,9 @@ void check_rank_consistency(std::span<const ir::Graph* const> programs, std::spa
                             std::string_view stage);
 
 // The same proof for a whole job from one program per orbit (ir/rank_orbits.h): representatives[o]
-// is orbit o's representative's program. Members of one orbit issue the same collectives (their
+// is the program that stands for orbit o (its representative's, or with RankOrbit::same_as the
+// equal one of another orbit; the messages then name orbit o's real group through
+// RankOrbits::group_ranks). Members of one orbit issue the same collectives (their
 // programs are the same up to renaming), so each process group needs one comparison per orbit
 // among its members: a group whose first member is in orbit o is checked from o's representative,
 // against the representative of every other orbit among its members. A divergence is reported as

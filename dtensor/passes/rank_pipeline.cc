@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 
 #include "dtensor/core/error.h"
@@ -28,9 +29,13 @@ class RankCheck {
       if (orbits_->orbits[size_t(o)].representative == ranks[i] && rep_of_orbit_[size_t(o)] == size_t(-1))
         rep_of_orbit_[size_t(o)] = i;
     }
-    for (size_t o = 0; o < n; ++o)
-      DT_CHECK(rep_of_orbit_[o] != size_t(-1))
-          << "no program for rank " << orbits_->orbits[o].representative << ", the representative of orbit " << o;
+    // An orbit whose program is another's (RankOrbit::same_as) is read from that one's.
+    for (size_t o = 0; o < n; ++o) {
+      const size_t p = orbits_->program_orbit(o);
+      DT_CHECK(p <= o && rep_of_orbit_[p] != size_t(-1))
+          << "no program for rank " << orbits_->orbits[p].representative << ", the representative of orbit " << p;
+      if (rep_of_orbit_[o] == size_t(-1)) rep_of_orbit_[o] = rep_of_orbit_[p];
+    }
   }
 
   // Returns how many programs the check read.
@@ -45,7 +50,7 @@ class RankCheck {
     for (size_t i : rep_of_orbit_) reps.push_back(&programs_[i]);
     check_orbit_consistency(reps, *orbits_, stage);
     for (size_t i = 0; i < programs_.size(); ++i) {
-      const size_t rep = rep_of_orbit_[orbit_of_program_[i]];
+      const size_t rep = rep_of_orbit_[orbits_->program_orbit(orbit_of_program_[i])];
       if (rep != i) check_same_orbit(programs_[i], ranks_[i], programs_[rep], ranks_[rep], stage);
     }
     return programs_.size();

@@ -224,7 +224,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
           if (ms.blocks > 1 && pl.is_shard()) {
             // A fused projection (qkv): each of the `blocks` equal column blocks is sharded on its
             // own, so each rank's output holds its chunk of every block (layout/placement.h).
-            if (out_dim != 0)  // an embedding's table: its output dim is 1
+            if (out_dim != 0)  // not a linear weight [out, in]
               DT_THROW(ValueError) << what << " (colwise, blocks " << ms.blocks << ") shards an embedding: blocks "
                                    << "are for a fused linear";
             if (p->type.rank() < 1 || p->type.shape[0] % ms.blocks != 0)

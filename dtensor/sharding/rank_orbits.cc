@@ -1,6 +1,7 @@
 #include "dtensor/sharding/rank_orbits.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -175,6 +176,17 @@ ir::RankOrbits MeshOrbits::orbits() const {
       o.peers.push_back({name, std::move(peers)});
     }
   }
+  std::map<std::string, uint32_t> group_dims;
+  for (const auto& [name, dims] : groups) {
+    uint32_t mask = 0;
+    for (int64_t m : dims) mask |= 1u << m;
+    group_dims[name] = mask;
+  }
+  out.group_ranks = [space, group_dims](int rank, const std::string& group) -> std::vector<int> {
+    auto it = group_dims.find(group);
+    if (it == group_dims.end()) return {};
+    return space->mesh.flat_group_ranks(it->second, rank);
+  };
   out.orbit_of = [space](int rank) -> int {
     const auto c = space->mesh.coordinate(rank);
     if (!c) return -1;
