@@ -162,5 +162,26 @@ TEST(FusedQkv, PlanErrors) {
       {"pattern": "h.*.mlp.c_fc", "style": "colwise", "blocks": 2}]})"), DeviceMesh({2})), ValueError);
 }
 
+// Issue 27.9: a mesh larger than a dim. PyTorch gives the extra ranks empty shards
+// (torch.chunk); so do the layout, the partitioner and the runtime: a colwise linear with 1 and 3
+// output features on 2 and 4 ranks (ranks with an empty weight shard) equals the single-device run.
+TEST(EmptyShards, MeshLargerThanAColwiseDim) {
+  for (int64_t out : {1, 3}) {
+    ir::Graph g("narrow");
+    ir::Builder b(g);
+    ir::Value* x = b.input("input", DType::f32, {2, 3});
+    ir::Value* y = b.linear(x, b.param("fc.weight", DType::f32, {out, 3}), b.param("fc.bias", DType::f32, {out}));
+    b.outputs({b.named("out").relu(y)});
+    TensorMap w = ir::random_weights(g, 3), in = random_inputs(g, 4);
+    std::vector<Tensor> single = testing::run_single(g, w, in);
+    const ParallelPlan plan = ParallelPlan::parse(R"({"modules": [{"pattern": "fc", "style": "colwise"}]})");
+    for (int64_t tp : {2, 4}) {
+      testing::ShardedRun run = testing::run_sharded(g, plan, DeviceMesh({tp}), w, in);
+      if (out < tp) EXPECT_EQ(run.compiled.programs.back().find("fc.weight")->type.shape[0], 0) << out << " on " << tp;
+      expect_close(run.outputs[0], single[0], "out " + std::to_string(out) + " on tp " + std::to_string(tp));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dt::sharding
