@@ -20,9 +20,25 @@ std::atomic<std::atomic<int>*> g_guards[kSlots];
 std::atomic<int> g_high{0};  // one past the highest slot ever used
 std::mutex g_mu;             // serialises registration (not the handler)
 std::once_flag g_installed;
+std::atomic<int> g_deferred{0};  // a signal held back while a guarded group was being committed
+
+// Returns true when some guarded group is being committed (its guard is 1).
+bool commit_in_progress() {
+  for (int i = 0; i < g_high.load(); ++i)
+    if (std::atomic<int>* guard = g_guards[i].load(); guard && g_paths[i].load() && guard->load() == 1) return true;
+  return false;
+}
 
 void on_signal(int sig) {
   const int saved = errno;
+  // A commit in progress on another thread finishes first (its writer then calls
+  // release_deferred_signal): ending the process between its claim and its rename would leave a
+  // complete generation that nothing names.
+  if (commit_in_progress()) {
+    g_deferred.store(sig);
+    errno = saved;
+    return;
+  }
   // Files first, then the directories they were in (slots are reused, so not in order).
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < g_high.load(); ++i)
@@ -46,7 +62,7 @@ void install() {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = 0;  // not SA_RESETHAND: a deferred signal keeps the handler for its release
     ::sigaction(sig, &sa, nullptr);
   }
 }
@@ -71,6 +87,10 @@ void unregister_cleanup(int slot) {
   std::lock_guard<std::mutex> lock(g_mu);
   char* p = g_paths[slot].exchange(nullptr);
   std::free(p);
+}
+
+void release_deferred_signal() {
+  if (const int sig = g_deferred.exchange(0)) on_signal(sig);
 }
 
 }  // namespace dt

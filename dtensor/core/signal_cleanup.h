@@ -27,5 +27,9 @@ inline bool claim_for_commit(std::atomic<int>& guard) {
 }
 // Forgets a registered path (the file was committed or removed); -1 is ignored.
 void unregister_cleanup(int slot);
+// A signal that arrives while a guard is 1 (a commit in progress) is held back: the handler returns
+// and the writer, once its commit is done (or failed) and its guard released, calls this to run the
+// cleanup and end the process as the signal would have. No-op when no signal was held back.
+void release_deferred_signal();
 
 }  // namespace dt

@@ -247,24 +247,28 @@ void write_sharded_checkpoint(const std::string& dir, const ShardedCheckpoint& c
 
   const std::string id = new_save_id(), generation = "gen-" + id;
   const fs::path gen_dir = fs::path(dir) / generation;
-  if (!fs::create_directory(gen_dir, ec))
-    DT_THROW(IoError) << "cannot create directory " << gen_dir.string() << ": " << ec.message();
   // Until the manifest commits the generation, SIGINT/TERM remove it (core/signal_cleanup.h: the
-  // guard keeps a signal racing the commit from removing a committed generation) and an exception
-  // removes it here.
+  // guard keeps a signal racing the commit from removing a committed generation, and a signal
+  // during the commit waits for it) and an exception removes it here. Registered before it is
+  // made, so that no moment leaves it unregistered.
   std::atomic<int> guard{0};
   std::vector<int> slots = {register_cleanup(gen_dir.string(), &guard)};
   bool committed = false;
   struct Unwind {
     std::vector<int>& slots;
     bool& committed;
+    std::atomic<int>& guard;
     const fs::path& gen_dir;
     ~Unwind() {
-      for (int s : slots) unregister_cleanup(s);
       std::error_code ignore;
       if (!committed) fs::remove_all(gen_dir, ignore);
+      for (int s : slots) unregister_cleanup(s);
+      guard.store(committed ? 3 : 2);  // no commit in progress any more
+      release_deferred_signal();       // a signal that came during the commit ends the process now
     }
-  } unwind{slots, committed, gen_dir};
+  } unwind{slots, committed, guard, gen_dir};
+  if (!fs::create_directory(gen_dir, ec))
+    DT_THROW(IoError) << "cannot create directory " << gen_dir.string() << ": " << ec.message();
 
   std::map<std::string, std::string> meta = {
       {"format", kFormat}, {"mesh", ckpt.mesh.str()}, {"plan", ckpt.plan}, {"save_id", id}};
