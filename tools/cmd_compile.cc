@@ -132,7 +132,7 @@ void print_report(const nlohmann::json& j) {
 
 void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
-  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
   if (opt.rank >= 0) jo.ranks = {opt.rank};
   const job::Job job = job::Job::compile(model, std::move(jo));
   const sharding::CompiledModel& c = job.compiled();
