@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
-FUZZ_HARNESSES = ir_text safetensors plan_json interpreter
+FUZZ_HARNESSES = ir_text safetensors plan_json interpreter onnx
 # The ThreadSanitizer job: the comm, runtime and launcher tests (scripts/tsan.sh runs them).
 TSAN_TESTS = comm_threads_test comm_fault_test comm_collectives_test comm_symmetric_arena_test \
              launcher_test runtime_trace_test eager_async_test parallel_test
@@ -20,8 +20,9 @@ build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build -j $(JOBS)
 
-# The whole suite through ctest, then the unit tests again under ASan + UBSan, the threaded tests
-# under TSan, and every fuzz harness for FUZZ_SECONDS.
+# The whole suite through ctest (the Python module's pytest suite too: python_test), then the unit
+# tests again under ASan + UBSan, the threaded tests under TSan, and every fuzz harness for
+# FUZZ_SECONDS.
 test: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
 	$(MAKE) asan

@@ -20,6 +20,9 @@ seed_files() {  # NAME: prints the seed files of a harness
     ir_text|interpreter) find "$root/examples" "$root/tests/ir" "$root/tests/passes" -name '*.dt' ;;
     safetensors) find "$root/tests/reference" -name '*.safetensors' -size -256k ;;
     plan_json) find "$root/examples" -name '*.json' ;;
+    # PyTorch's exports (dynamic dims: the harness sizes them 2) and the hand-made malformed models
+    # of tests/onnx/onnx_import_model_test.cc (in tests/fuzz/onnx, below).
+    onnx) find "$root/tests/reference/onnx" -name '*.onnx' ;;
     *) echo "fuzz.sh: unknown harness $1" >&2; exit 2 ;;
   esac
   if [ -d "$root/tests/fuzz/$1" ]; then find "$root/tests/fuzz/$1" -type f; fi

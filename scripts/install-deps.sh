@@ -16,6 +16,8 @@ PACKAGES=(
   libtsan2                    # make tsan: GCC's ThreadSanitizer runtime
   libonnx-dev libprotobuf-dev # dtensor import: the official ONNX protobuf classes
   libonnx-testdata            # the ONNX conformance node tests (tests/onnx)
+  pybind11-dev python3-dev    # the Python module (python/)
+  python3-numpy python3-pytest  # its arrays and its tests (tests/python)
 )
 
 missing=()

@@ -4,7 +4,10 @@
 // --report prints, instead of the programs, the inserted collectives of each program (value named
 // after the module that needed it, kind, group, input type), bytes sent, parameter memory and an
 // estimate of peak activation memory per rank, identical ranks in one block, and the cost model's
-// communication time; --json prints that report as JSON (every rank in full).
+// communication time; --json prints that report as JSON (every rank in full up to kListedRanks
+// ranks, else one entry per distinct program). Only the distinct programs of the job (orbits,
+// ir/rank_orbits.h) and the --rank one are compiled for --rank and the reports, so a 65,536-rank
+// job compiles and reports as fast as a 4-rank one; printing every rank's program builds them all.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,12 +17,10 @@
 
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
-#include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/job/job.h"
-#include "dtensor/passes/buffer_planner.h"
-#include "dtensor/passes/memory_estimate.h"
+#include "dtensor/job/report.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
@@ -44,41 +45,6 @@ std::string rank_path(const std::string& path, int rank) {
   return (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
 }
 
-nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& model) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (size_t i = 0; i < c.programs.size(); ++i) {
-    const ir::Graph& p = c.programs[i];
-    sharding::CollectiveStats s = sharding::collective_stats(p, c.ranks[i]);
-    nlohmann::json colls = nlohmann::json::array();
-    for (const auto& n : p.nodes()) {
-      if (!ir::op_def(n->op).is_collective()) continue;
-      colls.push_back({{"value", n->result()->name},
-                       {"kind", std::string(ir::op_name(n->op))},
-                       {"group", n->attr_str("group")},
-                       {"input", ir::type_str(n->operands[0]->type)}});
-    }
-    ranks.push_back({{"rank", c.ranks[i]},
-                     {"nodes", p.nodes().size()},
-                     {"collectives", colls},
-                     {"collectives_per_kind", s.count},
-                     {"bytes_sent_per_kind", s.bytes},
-                     {"bytes_sent", s.total_bytes},
-                     {"param_bytes", sharding::param_bytes(p)},
-                     {"activation_bytes_estimate", passes::estimate_peak_bytes(p)},
-                     {"arena_bytes", passes::check_comm_buffer_plan(p)}});
-  }
-  return {{"model", model.name()},
-          {"nodes", model.nodes().size()},
-          {"param_bytes_unsharded", sharding::param_bytes(model)},
-          {"activation_bytes_estimate_unsharded", passes::estimate_peak_bytes(model)},
-          {"mesh", c.sharding.mesh.str()},
-          {"mesh_dims", c.sharding.mesh_dim_names},
-          {"warnings", c.sharding.warnings},
-          {"estimated_comm_us", c.sharding.total_cost_us},
-          {"propagate_ms", c.propagate_ms},
-          {"partition_ms", c.partition_ms},
-          {"ranks", ranks}};
-}
 
 // Returns "rank 3", "ranks 0-3" or "ranks 0, 2, 5-7" (each run of consecutive ranks as a range).
 std::string ranks_text(const std::vector<int>& ranks) {
@@ -96,7 +62,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 // Prints the report: one block per distinct rank program (ranks whose programs report the same
 // nodes, collectives and sizes share a block), every size in one unit scheme (tools/byte_units.h).
 void print_report(const nlohmann::json& j) {
-  const size_t n_ranks = j["ranks"].size();
+  const size_t n_ranks = j["mesh_ranks"].get<size_t>();
   std::printf("model %s: %zu nodes on mesh %s (%zu %s, dims %s), propagation %.3f ms, partition %.3f ms\n",
               j["model"].get<std::string>().c_str(), j["nodes"].get<size_t>(), j["mesh"].get<std::string>().c_str(),
               n_ranks, n_ranks == 1 ? "rank" : "ranks", j["mesh_dims"].dump().c_str(), j["propagate_ms"].get<double>(),
@@ -107,23 +73,44 @@ void print_report(const nlohmann::json& j) {
               bytes_text(j["activation_bytes_estimate_unsharded"].get<double>()).c_str());
   for (const auto& w : j["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
   // Group ranks whose entries are equal but for the rank number, in rank order.
+  // A job too large to list rank by rank has one entry per distinct program, with its rank count.
   std::vector<std::pair<nlohmann::json, std::vector<int>>> blocks;
+  std::vector<int64_t> running;
   for (const auto& r : j["ranks"]) {
     nlohmann::json body = r;
     body.erase("rank");
+    body.erase("ranks_running");
+    const int64_t count = r.contains("ranks_running") ? r["ranks_running"].get<int64_t>() : 1;
     auto it = std::find_if(blocks.begin(), blocks.end(), [&](const auto& b) { return b.first == body; });
-    if (it == blocks.end()) blocks.push_back({body, {r["rank"].get<int>()}});
-    else it->second.push_back(r["rank"].get<int>());
+    if (it == blocks.end()) {
+      blocks.push_back({body, {r["rank"].get<int>()}});
+      running.push_back(count);
+    } else {
+      it->second.push_back(r["rank"].get<int>());
+      running[size_t(it - blocks.begin())] += count;
+    }
   }
-  for (const auto& [r, ranks] : blocks) {
-    std::printf("\n%s: %zu nodes, parameters %s, activations %s (estimated peak), sends %s\n", ranks_text(ranks).c_str(),
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const auto& [r, ranks] = blocks[b];
+    const std::string who = running[b] == int64_t(ranks.size())
+                                ? ranks_text(ranks)
+                                : fmt::format("{} ranks (like {})", running[b], ranks_text(ranks));
+    std::printf("\n%s: %zu nodes, parameters %s, activations %s (estimated peak), sends %s\n", who.c_str(),
                 r["nodes"].get<size_t>(), bytes_text(r["param_bytes"].get<double>()).c_str(),
                 bytes_text(r["activation_bytes_estimate"].get<double>()).c_str(),
                 bytes_text(r["bytes_sent"].get<double>()).c_str());
-    std::printf("  %-32s %-24s %-6s %s\n", "value", "kind", "group", "input");
+    // Columns as wide as their longest entry (module paths of real models are long).
+    size_t wv = 5, wk = 4, wg = 5;
+    for (const auto& c : r["collectives"]) {
+      wv = std::max(wv, c["value"].get<std::string>().size());
+      wk = std::max(wk, c["kind"].get<std::string>().size());
+      wg = std::max(wg, c["group"].get<std::string>().size());
+    }
+    std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), "value", int(wk), "kind", int(wg), "group", "input");
     for (const auto& c : r["collectives"])
-      std::printf("  %-32s %-24s %-6s %s\n", c["value"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
-                  c["group"].get<std::string>().c_str(), c["input"].get<std::string>().c_str());
+      std::printf("  %-*s  %-*s  %-*s  %s\n", int(wv), c["value"].get<std::string>().c_str(), int(wk),
+                  c["kind"].get<std::string>().c_str(), int(wg), c["group"].get<std::string>().c_str(),
+                  c["input"].get<std::string>().c_str());
     for (const auto& [kind, n] : r["collectives_per_kind"].items())
       std::printf("  total %s: %d, %s sent\n", kind.c_str(), n.get<int>(),
                   bytes_text(r["bytes_sent_per_kind"][kind].get<double>()).c_str());
@@ -132,27 +119,34 @@ void print_report(const nlohmann::json& j) {
 
 void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
+  // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
+  // --rank or a report only those (and the rank's own) are built, whatever the mesh size.
   job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
   if (opt.rank >= 0) jo.ranks = {opt.rank};
+  else if (opt.report || opt.json) jo.ranks = {jo.mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));
   const sharding::CompiledModel& c = job.compiled();
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.report || opt.json) {
-    nlohmann::json j = report_json(c, model);
+    nlohmann::json j = job::report_json(c, model);
+    // The report of one rank: its own program only.
+    if (opt.rank >= 0) j["ranks"] = nlohmann::json::array({job::program_json(job.program(opt.rank), opt.rank)});
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());
     else print_report(j);
     return;
   }
+  // The programs asked for: --rank's, or every rank's (the job then built them all).
+  const std::vector<int> ranks = opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks();
   // The per-rank files appear together or not at all (dtensor/core/atomic_file.h).
   StagedFiles files;
-  for (size_t i = 0; i < c.programs.size(); ++i) {
-    const std::string text = ir::print(c.programs[i]);
+  for (int r : ranks) {
+    const std::string text = ir::print(job.program(r));
     if (!opt.output.empty()) {
-      const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, c.ranks[i]);
+      const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, r);
       refuse_output_over_input(path, {{"model", opt.files.model}, {"plan", opt.mesh.plan}});
       files.add(path, text);
     } else {
-      if (c.programs.size() > 1) std::printf("# rank %d\n", c.ranks[i]);
+      if (ranks.size() > 1) std::printf("# rank %d\n", r);
       std::printf("%s", text.c_str());
     }
   }

@@ -18,18 +18,14 @@ struct ImportOptions {
   std::string output;
   std::vector<std::string> input_shapes;
   std::vector<std::string> input_dtypes;
+  std::vector<std::string> frozen;
 };
 
 void run_import(const ImportOptions& opt) {
   io::OnnxImportOptions o;
-  for (const std::string& t : opt.input_shapes) {
-    auto [name, shape] = io::parse_input_shape(t);
-    o.input_shapes[name] = shape;
-  }
-  for (const std::string& t : opt.input_dtypes) {
-    auto [name, dtype] = io::parse_input_dtype(t);
-    o.input_dtypes[name] = dtype;
-  }
+  io::add_input_shapes(o, opt.input_shapes);
+  io::add_input_dtypes(o, opt.input_dtypes);
+  o.frozen.insert(opt.frozen.begin(), opt.frozen.end());
   refuse_output_over_input(opt.output, {{"model", opt.files.model}});
   refuse_output_over_input(opt.files.weights, {{"model", opt.files.model}});
   io::OnnxImportResult r = io::import_onnx(opt.files.model, o);
@@ -37,8 +33,9 @@ void run_import(const ImportOptions& opt) {
   files.add(opt.output, ir::print(r.graph));
   files.add(opt.files.weights, io::safetensors_bytes(r.weights, {{"source", opt.files.model}}));
   files.commit();
-  std::fprintf(stderr, "imported %s: %zu nodes, %zu parameters -> %s, %s\n", opt.files.model.c_str(),
-               r.graph.nodes().size(), r.graph.params().size(), opt.output.c_str(), opt.files.weights.c_str());
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  std::fprintf(stderr, "imported %s: %zu nodes -> %s, %s\n%s\n", opt.files.model.c_str(), r.graph.nodes().size(),
+               opt.output.c_str(), opt.files.weights.c_str(), io::import_summary(r.summary).c_str());
 }
 
 void setup(CLI::App& app) {
@@ -52,6 +49,9 @@ void setup(CLI::App& app) {
   cmd->add_option("-o,--output", opt.output, "IR file to write")->required();
   cmd->add_option("--input-shape", opt.input_shapes, "NAME=AxB...: the static shape of a graph input (dynamic dims)");
   cmd->add_option("--input-dtype", opt.input_dtypes, "NAME=DTYPE: declare a graph input with this dtype");
+  cmd->add_option("--frozen", opt.frozen,
+                  "NAME: import this floating initializer as a const (a buffer: never trained); integer "
+                  "initializers, PyTorch buffer names (inv_freq, ...) and folded constants are consts already");
   cmd->callback([] { run_import(opt); });
 }
 

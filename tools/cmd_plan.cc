@@ -6,6 +6,7 @@
 //   dtensor plan ... --verify      also run it on 8 threads with random data ("verified": true)
 //   dtensor plan ... --backward    plan the gradient's redistribution instead
 #include <charconv>
+#include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -66,8 +67,8 @@ nlohmann::json plan_json(const RedistributePlan& plan) {
 }
 
 void run_plan(const PlanOptions& opt) {
-  if (opt.alpha_us < 0 || opt.beta_gbs <= 0)
-    DT_THROW(ValueError) << "cost model needs --alpha-us >= 0 and --beta-gbs > 0, got " << opt.alpha_us << " and "
+  if (!(opt.alpha_us >= 0) || !std::isfinite(opt.alpha_us) || !(opt.beta_gbs > 0) || !std::isfinite(opt.beta_gbs))
+    DT_THROW(ValueError) << "cost model needs a finite --alpha-us >= 0 and --beta-gbs > 0, got " << opt.alpha_us << " and "
                          << opt.beta_gbs;
   DeviceMesh mesh = DeviceMesh::parse(opt.mesh);
   Shape shape = parse_shape(opt.shape);
@@ -80,6 +81,12 @@ void run_plan(const PlanOptions& opt) {
   auto greedy = pytorch_greedy_plan(mesh.shape(), plan->src, plan->dst, shape, dtype, planner.cost_model());
 
   std::string verify_error;
+  // --verify materialises the tensor (and every rank's pieces) in this process.
+  constexpr double kMaxVerifyBytes = double(1 << 30);
+  if (opt.verify && double(itemsize(dtype)) * double(numel(shape)) > kMaxVerifyBytes)
+    DT_THROW(ValueError) << "--verify runs the plan on random data in memory: " << shape_str(shape) << " "
+                         << dtype_name(dtype) << " is " << fmt::format("{:.3g}", double(itemsize(dtype)) * double(numel(shape)) / (1 << 30))
+                         << " GiB, more than the limit of 1 GiB";
   if (opt.verify) {
     verify_error = verify_plan(*plan, opt.seed);
     if (!verify_error.empty()) command_exit_code() = 1;

@@ -178,12 +178,15 @@ bool run_sharded(const RunOptions& opt) {
 void run_command(RunCli& cli) {
   RunOptions& opt = cli.run;
   if (cli.timeout_s) opt.comm.timeout = timeout_from_seconds(*cli.timeout_s, "--timeout-s");  // before any work
+  if (opt.repeat < 1) DT_THROW(ValueError) << "--repeat must be >= 1, got " << opt.repeat;
   const bool sharded = opt.mesh.sharded();
   apply_threads_option(cli.threads, opt.mesh.mesh.empty() ? 1 : int(DeviceMesh::parse(opt.mesh.mesh).size()));
   refuse_unless(cli.cmd, !opt.save_outputs.empty(), {"--sharded"},
                 "saves each rank's outputs: add --save-outputs DIR");
   if (sharded) {
     if (opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh needs --plan (a parallel plan, docs/plans.md)";
+    if (opt.mesh.mesh.empty())
+      DT_THROW(ValueError) << "--plan needs --mesh (the device mesh it shards over, e.g. --mesh 4)";
     if (!run_sharded(opt)) command_exit_code() = 1;
     return;
   }
@@ -222,7 +225,10 @@ void setup(CLI::App& app) {
                 "--mesh runs: --save-outputs writes each rank's local outputs (and their placements) instead of "
                 "the gathered full tensors");
   cmd->add_option("--rtol", opt.rtol, "relative tolerance of --expect")->capture_default_str();
-  cmd->add_option("--atol", opt.atol, "absolute tolerance of --expect")->capture_default_str();
+  cmd->add_option("--atol", opt.atol,
+                  "absolute tolerance of --expect, scaled by max(1, max|expected|) of each output: an element "
+                  "matches when |actual - expected| <= atol * max(1, max|expected|) + rtol * |expected|")
+      ->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "run N times and report the fastest")->capture_default_str();
   cmd->add_flag("--json", opt.json, "print the report as JSON");
   add_mesh_options(cmd, opt.mesh, {.what = "run sharded"});

@@ -6,11 +6,14 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dtensor/autodiff/autodiff.h"
+#include "dtensor/comm/timeout.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/safetensors.h"
@@ -39,6 +42,8 @@ struct TrainCliOptions {
   bool json = false;
   PassCliOptions passes;
   std::optional<int> threads;  // per rank; absent: cores / ranks
+  std::optional<double> timeout_s;  // per-collective timeout (sharded), validated
+  bool allow_non_finite = false;    // keep training past a NaN/inf loss
   const CLI::App* cmd = nullptr;  // to ask which flags were given
 };
 
@@ -60,11 +65,12 @@ void train_command(TrainCliOptions opt) {
   if (opt.mesh.mesh.empty() != opt.mesh.plan.empty()) DT_THROW(ValueError) << "--mesh and --plan go together";
   const bool sharded = opt.mesh.sharded();
   apply_threads_option(opt.threads, sharded ? int(DeviceMesh::parse(opt.mesh.mesh).size()) : 1);
+  const Duration timeout = opt.timeout_s ? timeout_from_seconds(*opt.timeout_s, "--timeout-s") : CommOptions{}.timeout;
   if (!sharded) {
     if (under_mpirun())
       DT_THROW(ValueError) << "started by mpirun without --mesh: every process would train the whole model; add --mesh N "
                               "--plan P (N = the number of processes), or run without mpirun";
-    std::vector<std::string> sharded_only = {"--backend"};
+    std::vector<std::string> sharded_only = {"--backend", "--timeout-s"};
     sharded_only.insert(sharded_only.end(), pass_flag_names().begin(), pass_flag_names().end());
     refuse_unless(opt.cmd, false, sharded_only, "applies to sharded training only: add --mesh and --plan");
   }
@@ -76,7 +82,15 @@ void train_command(TrainCliOptions opt) {
     DT_THROW(ValueError) << "--save and --grads-out name the same file " << opt.save;
 
   ir::Graph model = ir::parse_file(opt.files.model);
+  try {
+    autodiff::find_loss(model);
+  } catch (const ValueError& e) {
+    // The usual cause: a forward model written without its loss.
+    DT_THROW(ValueError) << e.what() << " (the example models have one when written with --loss: dtensor example gpt --loss)";
+  }
   const int64_t tokens = tokens_per_step(model);
+  // Consts (buffers, folded constants: docs/ir.md) are bound from the weights but never trained.
+  const auto frozen = std::count_if(model.params().begin(), model.params().end(), [](const ir::Value* p) { return p->frozen; });
   // A checkpoint directory of any mesh and plan is assembled to full tensors and resharded.
   const std::map<std::string, Tensor> weights = job::Weights::load(opt.files.weights).full_tensors();
   const std::map<std::string, Tensor> data = io::read_safetensors(opt.files.inputs);
@@ -87,6 +101,7 @@ void train_command(TrainCliOptions opt) {
   to.optimizer = opt.optimizer;
   to.keep_first_grads = !opt.grads_out.empty();
   to.recompute = autodiff::parse_recompute(opt.recompute);
+  to.stop_on_non_finite = !opt.allow_non_finite;
   to.on_step = [&](int step, double loss, double ms) {
     if (opt.json) return;
     const double tps = ms > 0 ? double(tokens) / (ms / 1e3) : 0;
@@ -107,11 +122,22 @@ void train_command(TrainCliOptions opt) {
   } else {
     job::ShardedTrainOptions so;
     so.job = job_options(opt.mesh, opt.passes, model, &opt.optimizer);
+    so.job.comm.timeout = timeout;
     so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
     r = job::train_sharded(std::move(model), weights, data, to, so);
   }
 
   if (!r.root) return;  // mpi: rank 0 reports
+  for (const auto& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (r.non_finite_step > 0) {
+    // Exit 1, like a failed check: the input was well-formed but training diverged. Nothing is
+    // saved, so an earlier checkpoint at --save stays the last good one.
+    std::fprintf(stderr, "dtensor: step %d of %d: the loss is %g: training stopped, nothing saved%s\n", r.non_finite_step,
+                 opt.steps, r.losses.back(),
+                 opt.save.empty() ? "" : (" (" + opt.save + " is left as it was)").c_str());
+    command_exit_code() = 1;
+    return;
+  }
   if (!opt.save.empty()) {
     if (sharded && io::is_sharded_checkpoint_path(opt.save)) {
       io::ShardedCheckpoint ckpt{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}};
@@ -131,6 +157,7 @@ void train_command(TrainCliOptions opt) {
       j["bytes_sent_per_step"] = r.bytes_sent_per_step.front();
       j["collectives"] = r.collectives;
     }
+    j["frozen"] = frozen;
     if (!opt.save.empty()) j["saved"] = opt.save;
     if (!opt.grads_out.empty()) j["grads_out"] = opt.grads_out;
     std::printf("%s\n", j.dump(2).c_str());
@@ -139,6 +166,7 @@ void train_command(TrainCliOptions opt) {
   std::printf("trained %s for %d step%s (%s, lr %g): loss %.9g -> %.9g, peak memory %.2f MiB per rank\n",
               opt.files.model.c_str(), opt.steps, opt.steps == 1 ? "" : "s", opt.optimizer.kind.c_str(), opt.optimizer.lr,
               r.losses.front(), r.losses.back(), double(r.peak_bytes) / (1 << 20));
+  if (frozen) std::printf("%td consts (buffers and folded constants) frozen: not trained\n", frozen);
   if (!r.bytes_sent_per_step.empty())
     std::printf("each step sends %.1f KiB from the busiest rank\n", double(r.bytes_sent_per_step.front()) / 1024);
   if (!opt.save.empty()) std::printf("wrote trained weights and optimizer state to %s\n", opt.save.c_str());
@@ -176,10 +204,13 @@ void setup(CLI::App& app) {
   add_pass_options(cmd, opt.passes, /*with_print=*/false);
   cmd->add_option("--save", opt.save,
                   "write the trained parameters and optimizer state: one FILE.safetensors of full tensors, or with "
-                  "--mesh a directory of rank<r>.safetensors shards (loadable by run --weights DIR and train --weights DIR)");
+                  "--mesh a sharded checkpoint directory (loadable by run --weights DIR and train --weights DIR)");
   cmd->add_option("--grads-out", opt.grads_out, "write the first step's full gradients, named like the parameters");
   cmd->add_flag("--json", opt.json, "print {losses, step_ms, peak_bytes, ...} as JSON");
   add_threads_option(cmd, opt.threads);
+  cmd->add_option("--timeout-s", opt.timeout_s, "per-collective timeout in seconds, sharded training (default 60)");
+  cmd->add_flag("--allow-non-finite", opt.allow_non_finite,
+                "keep training after a step whose loss is NaN or infinite (default: stop there, exit 1, save nothing)");
   cmd->callback([] { train_command(opt); });
 }
 

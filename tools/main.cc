@@ -1,5 +1,6 @@
 // The dtensor command-line tool: one subcommand per file (cmd_*.cc), registered at start-up.
 #include <cstdio>
+#include <string>
 #include <exception>
 
 #include "dtensor/core/error.h"
@@ -38,6 +39,25 @@ int& command_exit_code() {
 
 }  // namespace dt::tools
 
+namespace {
+
+// Returns a message when argv[at] names no subcommand of `app` (CLI11 itself only says "A
+// subcommand is required"), looking one level further down for commands that take a subcommand
+// (bench, checkpoint); empty when the words are known or are options.
+std::string unknown_command(CLI::App& app, int argc, char** argv, int at) {
+  if (at >= argc || argv[at][0] == '-') return "";
+  std::string names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[at])
+      return sub->get_require_subcommand_min() > 0 ? unknown_command(*sub, argc, argv, at + 1) : "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  const std::string where = app.get_parent() ? " " + app.get_name() : "";
+  return "unknown command '" + std::string(argv[at]) + "': dtensor" + where + " has " + names;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"dtensor: turn a single-device tensor program into a distributed one and run it"};
   app.set_version_flag("--version", std::string("dtensor ") + DTENSOR_VERSION);
@@ -47,6 +67,10 @@ int main(int argc, char** argv) {
     CLI::App* bench = app.add_subcommand("bench", "Run a benchmark and print its figures (--json for JSON)");
     bench->require_subcommand(1);
     for (auto& [name, setup] : dt::tools::registered_benches()) setup(*bench);
+  }
+  if (const std::string unknown = unknown_command(app, argc, argv, 1); !unknown.empty()) {
+    std::fprintf(stderr, "dtensor: error: %s (see --help)\n", unknown.c_str());
+    return 2;
   }
   try {
     app.parse(argc, argv);

@@ -30,6 +30,23 @@ std::string non_finite_text(const NonFinite& nf);
 // `output`. Throws ValueError naming the file's tensors when it names none of the outputs.
 std::vector<std::optional<Tensor>> expected_outputs(const ir::Graph& graph, const std::string& file);
 
+// The comparison rule of --expect. Element i matches when
+//   |a_i - e_i| <= atol * s + rtol * |e_i|,   s = max(1, max_j |e_j|) over the output's finite values:
+// atol is absolute for outputs within [-1, 1] and scales with the output's largest magnitude above
+// that, so f32 rounding noise on large outputs (GPT-2 logits up to 400: noise ~1e-4) is accepted
+// at the default tolerances while a difference that matters on the output's own scale is not. NaN
+// never matches, an infinity only itself. The relative difference reported is
+//   |a_i - e_i| / max(|e_i|, atol * s),
+// never divided by zero: an expected 0 is measured against the tolerance floor (atol 0 and both 0:
+// 0; atol 0 and only e_i 0: inf).
+struct OutputDiff {
+  bool shapes_match = true;
+  int64_t mismatches = 0;
+  double max_abs_diff = 0, max_rel_diff = 0;
+  double atol_scale = 1;  // s above
+};
+OutputDiff compare_output(const Tensor& actual, const Tensor& expected, double rtol, double atol);
+
 struct OutputCheck {
   nlohmann::json outputs = nlohmann::json::array();  // one entry per output (see check_outputs)
   bool match = true;                                 // every compared output matched and none is non-finite
@@ -38,8 +55,9 @@ struct OutputCheck {
 };
 
 // Checks every output: non-finite values (a mismatch), and the difference from its reference
-// where there is one. Each JSON entry: name, type, value (for one element), max_abs_diff,
-// max_rel_diff, mismatches, match (compared ones), non_finite {count, first_index, first_value}.
+// where there is one (compare_output). Each JSON entry: name, type, value (for one element),
+// max_abs_diff, max_rel_diff, atol_scale, mismatches, match (compared ones), non_finite {count,
+// first_index, first_value}.
 OutputCheck check_outputs(const ir::Graph& graph, const std::vector<Tensor>& outputs,
                           const std::vector<std::optional<Tensor>>& reference, double rtol, double atol);
 

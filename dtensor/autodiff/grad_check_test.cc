@@ -206,6 +206,21 @@ std::vector<Case> cases() {
          return V{b.record(OpKind::log, {x})[0], b.record(OpKind::sqrt, {x})[0], b.record(OpKind::rsqrt, {x})[0],
                   b.record(OpKind::pow, {x}, {{"exponent", 2.5}})[0], b.record(OpKind::pow, {x}, {{"exponent", 1.0}})[0]};
        }},
+      {"topk", {OpKind::topk},
+       [](Builder& b) {
+         return V{b.record(OpKind::topk, {p(b, "x", {3, 5})}, {{"k", int64_t(2)}, {"dim", int64_t(1)}})[0]};
+       }},
+      {"topk_smallest_dim0", {OpKind::topk},
+       [](Builder& b) {
+         return V{b.record(OpKind::topk, {p(b, "x", {4, 3})}, {{"k", int64_t(3)}, {"dim", int64_t(0)}, {"largest", false}})[0]};
+       }},
+      {"leaky_relu", {OpKind::leaky_relu},
+       [](Builder& b) { return V{b.record(OpKind::leaky_relu, {p(b, "x", {9})}, {{"negative_slope", 0.2}})[0]}; }},
+      // beta 2, threshold 1: x from [-1, 1) crosses into the linear region (beta x > 1).
+      {"softplus", {OpKind::softplus},
+       [](Builder& b) {
+         return V{b.record(OpKind::softplus, {p(b, "x", {9})}, {{"beta", 2.0}, {"threshold", 1.0}})[0]};
+       }},
       {"clamp", {OpKind::clamp},
        [](Builder& b) { return V{b.record(OpKind::clamp, {p(b, "x", {9})}, {{"min", -0.5}, {"max", 0.4}})[0]}; }},
       {"maximum_minimum_broadcast", {OpKind::maximum, OpKind::minimum},
@@ -281,6 +296,29 @@ std::vector<Case> cases() {
       {"mse_loss", {OpKind::mse_loss}, [](Builder& b) { return V{b.mse_loss(p(b, "x", {3, 4}), p(b, "t", {3, 4}))}; }},
       {"cross_entropy", {OpKind::cross_entropy},
        [](Builder& b) { return V{b.cross_entropy(p(b, "logits", {4, 6}), b.input("target", DType::i64, {4}))}; }},
+      // Targets are ids in [0, 4): ignore_index 2 drops some rows.
+      {"cross_entropy_none_ignore", {OpKind::cross_entropy},
+       [](Builder& b) {
+         return V{b.record(OpKind::cross_entropy, {p(b, "logits", {6, 5}), b.input("target", DType::i64, {6})},
+                           {{"reduction", std::string("none")}, {"ignore_index", int64_t(2)}})[0]};
+       }},
+      {"cross_entropy_sum", {OpKind::cross_entropy},
+       [](Builder& b) {
+         return V{b.record(OpKind::cross_entropy, {p(b, "logits", {4, 5}), b.input("target", DType::i64, {4})},
+                           {{"reduction", std::string("sum")}})[0]};
+       }},
+      {"cross_entropy_mean_ignore", {OpKind::cross_entropy},
+       [](Builder& b) {
+         return V{b.record(OpKind::cross_entropy, {p(b, "logits", {6, 5}), b.input("target", DType::i64, {6})},
+                           {{"ignore_index", int64_t(1)}})[0]};
+       }},
+      {"nll_loss", {OpKind::nll_loss},
+       [](Builder& b) { return V{b.record(OpKind::nll_loss, {p(b, "logp", {4, 6}), b.input("target", DType::i64, {4})})[0]}; }},
+      {"nll_loss_none_ignore", {OpKind::nll_loss},
+       [](Builder& b) {
+         return V{b.record(OpKind::nll_loss, {p(b, "logp", {6, 5}), b.input("target", DType::i64, {6})},
+                           {{"reduction", std::string("none")}, {"ignore_index", int64_t(0)}})[0]};
+       }},
   };
 }
 

@@ -1,5 +1,7 @@
 #include "dtensor/autodiff/train_step.h"
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <unordered_map>
 
@@ -14,15 +16,16 @@ using ir::Value;
 void validate(const OptimizerConfig& opt) {
   if (opt.kind != "sgd" && opt.kind != "adamw")
     DT_THROW(ValueError) << "optimizer must be sgd or adamw, got \"" << opt.kind << "\"";
-  auto check = [](const char* name, double v, double lo, bool lo_open, double hi) {
-    if (!(v >= lo) || (lo_open && v == lo) || !(v <= hi))
-      DT_THROW(ValueError) << name << " must be in " << (lo_open ? "(" : "[") << lo << ", " << hi << "], got " << v;
+  auto check = [](const char* name, double v, double lo, bool lo_open, double hi, bool hi_open = false) {
+    if (!(v >= lo) || (lo_open && v == lo) || !(v <= hi) || (hi_open && v == hi))
+      DT_THROW(ValueError) << name << " must be in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]")
+                           << ", got " << fmt::format("{}", v);
   };
   check("lr", opt.lr, 0, false, 1e6);
   check("momentum", opt.momentum, 0, false, 1);
   check("weight decay", opt.weight_decay, 0, false, 1e6);
-  check("beta1", opt.beta1, 0, false, 0.999999999);
-  check("beta2", opt.beta2, 0, false, 0.999999999);
+  check("beta1", opt.beta1, 0, false, 1, /*hi_open=*/true);  // 1 would divide by 1 - beta^t = 0
+  check("beta2", opt.beta2, 0, false, 1, /*hi_open=*/true);
   check("eps", opt.eps, 0, true, 1);
   if (opt.kind == "adamw" && opt.momentum != 0) DT_THROW(ValueError) << "--momentum applies to sgd only";
 }
@@ -76,7 +79,7 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
   Value* loss = find_loss(g);
   std::vector<Value*> params;
   for (Value* p : g.params())
-    if (is_floating(p->type.dtype)) params.push_back(p);
+    if (is_floating(p->type.dtype) && !p->frozen) params.push_back(p);  // consts are never trained
   if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
   const size_t forward_nodes = g.nodes().size();
   std::vector<std::pair<Value*, Value*>> pairs;

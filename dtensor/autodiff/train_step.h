@@ -48,7 +48,7 @@ struct TrainStep {
 };
 
 // Builds the step graph from a forward graph (consumed) whose loss find_loss() identifies. Every
-// floating parameter is trained; a parameter the loss does not depend on is an error (it would
+// floating parameter that is not a const (Value::frozen: buffers, folded constants) is trained; a parameter the loss does not depend on is an error (it would
 // never change: PyTorch leaves its .grad None; we refuse rather than train silently around it).
 // `recompute` blocks: the backward recomputes each block's activations from its input
 // (recompute.h) instead of keeping them from the forward.

@@ -1,6 +1,8 @@
 #include "dtensor/comm/timeout.h"
 
 #include <algorithm>
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "dtensor/core/error.h"
@@ -9,8 +11,8 @@ namespace dt {
 
 Duration timeout_from_seconds(double seconds, std::string_view option) {
   if (!std::isfinite(seconds) || seconds <= 0 || seconds > kMaxTimeoutSeconds)
-    DT_THROW(ValueError) << option << " must be a number of seconds in (0, " << kMaxTimeoutSeconds << "], got "
-                         << seconds;
+    DT_THROW(ValueError) << option << " must be a number of seconds in (0, " << fmt::format("{}", kMaxTimeoutSeconds)
+                         << "], got " << fmt::format("{}", seconds);  // shortest exact form: 1000001, not 1e+06
   // seconds <= 1e6, so the product is at most 1e9 ms: no overflow.
   return Duration(std::max<int64_t>(1, std::llround(seconds * 1e3)));
 }

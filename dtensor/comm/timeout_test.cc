@@ -31,8 +31,10 @@ TEST(Timeout, SecondsAreValidated) {
   EXPECT_EQ(timeout_from_seconds(1e6, "--timeout-s"), Duration(1000000000));
   for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                      std::numeric_limits<double>::quiet_NaN(), 1e10, 1e6 + 1, 0.0, -1.0})
-    EXPECT_NE(timeout_error(bad).find("--timeout-s must be a number of seconds in (0, 1e+06], got"), std::string::npos)
+    EXPECT_NE(timeout_error(bad).find("--timeout-s must be a number of seconds in (0, 1000000], got"), std::string::npos)
         << bad;
+  // Issue 29.12: the value as given, not rounded to 6 digits (1e+06).
+  EXPECT_NE(timeout_error(1000001).find("got 1000001"), std::string::npos) << timeout_error(1000001);
 }
 
 TEST(Timeout, DeadlinesSaturate) {

@@ -26,6 +26,11 @@ Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+// x < 0 ? slope·x : x (torch.nn.functional.leaky_relu, ONNX LeakyRelu with alpha = slope).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// log(1 + exp(beta·x)) / beta, x where beta·x > threshold (torch.nn.functional.softplus; ONNX
+// Softplus is beta 1 with no linear region: threshold inf).
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
 Tensor erf(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
@@ -157,6 +162,9 @@ Tensor gather_elements_backward(const Tensor& grad, const Tensor& indices, int64
 // Index (i64) of the largest / smallest element along dim; ties pick the first index, or the last
 // with select_last_index (ONNX ArgMax/ArgMin); NaN counts as the extremum (torch).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, bool select_last_index = false);
+// The k largest (or smallest) values along dim, sorted, and their i64 indices (torch.topk, ONNX
+// TopK): NaN counts as the largest, equal values keep the lower index first.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false, bool select_last_index = false);
 // Running sum along dim as ONNX CumSum: exclusive leaves out the element itself, reverse sums from
 // the end. Floating types accumulate in double, integers wrap.

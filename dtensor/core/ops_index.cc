@@ -211,6 +211,46 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim, bool select_last_index
   return arg_extremum<false>("argmin", x, dim, keepdim, select_last_index);
 }
 
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+  if (x.dim() == 0) DT_THROW(ShapeError) << "topk needs a tensor of rank >= 1, got a scalar";
+  const int64_t d = normalize_dim(dim, x.dim());
+  const Around a = around(x.shape(), d);
+  if (k < 0 || k > a.len)
+    DT_THROW(ValueError) << "topk k " << k << " is out of range for a dim of size " << a.len;
+  Shape shape = x.shape();
+  shape[size_t(d)] = k;
+  Tensor values = Tensor::uninitialized(shape, x.dtype()), indices = Tensor::uninitialized(shape, DType::i64);
+  const Tensor xc = x.contiguous();
+  int64_t* ip = indices.data<int64_t>();
+  kernel::dispatch<kernel::kNumeric>(x.dtype(), "topk", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = static_cast<const T*>(xc.raw_data());
+    T* o = static_cast<T*>(values.raw_data());
+    std::vector<int64_t> order(size_t(a.len));
+    std::vector<double> row(size_t(a.len));
+    for (int64_t u = 0; u < a.outer; ++u)
+      for (int64_t i = 0; i < a.inner; ++i) {
+        for (int64_t l = 0; l < a.len; ++l) {
+          row[size_t(l)] = double(kernel::load(p[(u * a.len + l) * a.inner + i]));
+          order[size_t(l)] = l;
+        }
+        // NaN counts as the largest (torch); equal values keep the lower index first (ONNX TopK).
+        auto before = [&](int64_t l, int64_t m) {
+          const double x1 = row[size_t(l)], x2 = row[size_t(m)];
+          if (std::isnan(x1) || std::isnan(x2)) return largest ? std::isnan(x1) && !std::isnan(x2) : std::isnan(x2) && !std::isnan(x1);
+          return largest ? x1 > x2 : x1 < x2;
+        };
+        std::stable_sort(order.begin(), order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t at = (u * k + j) * a.inner + i, l = order[size_t(j)];
+          o[at] = p[(u * a.len + l) * a.inner + i];
+          ip[at] = l;
+        }
+      }
+  });
+  return {values, indices};
+}
+
 Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive, bool reverse) {
   if (x.dim() == 0) DT_THROW(ShapeError) << "cumsum needs a tensor of rank >= 1, got a scalar";
   const int64_t d = normalize_dim(dim, x.dim());

@@ -152,6 +152,24 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return unary<kFloat>("leaky_relu", x, [negative_slope](auto v) {
+    using C = decltype(v);
+    return v < C(0) ? v * C(negative_slope) : v;  // NaN stays NaN (the comparison is false)
+  });
+}
+
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's linear region, which
+// avoids exp overflowing). log1p keeps small values exact.
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (beta == 0) DT_THROW(ValueError) << "softplus beta must be nonzero";
+  return unary<kFloat>("softplus", x, [beta, threshold](auto v) {
+    using C = decltype(v);
+    const C bx = v * C(beta);
+    return bx > C(threshold) ? v : C(std::log1p(std::exp(double(bx))) / beta);
+  });
+}
+
 Tensor pow(const Tensor& x, double exponent) {
   return unary<kFloat>("pow", x, [exponent](auto v) { return std::pow(v, decltype(v)(exponent)); });
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <system_error>
 #include <utility>
 
 #include "dtensor/core/error.h"
@@ -30,7 +31,13 @@ int default_threads_per_rank(int ranks) {
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) DT_THROW(ValueError) << "a thread pool needs at least 1 thread, got " << threads;
   workers_.reserve(size_t(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work_loop(); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this] { work_loop(); });
+    } catch (const std::system_error&) {
+      break;  // no more threads (ulimit -u, -v): fewer workers; the caller runs tasks too
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -59,7 +59,12 @@ void conv_cumsum(Importer& im, const onnx::NodeProto&) {
 // Trilu(x, k?) {upper = 1}: triu or tril with diagonal k (a constant). On a constant input (the
 // causal masks exporters build) the importer folds it, so attention fusion still sees the mask.
 void conv_trilu(Importer& im, const onnx::NodeProto&) {
-  const int64_t k = im.has_input(1) ? im.const_ints(1).at(0) : 0;
+  int64_t k = 0;
+  if (im.has_input(1)) {
+    const std::vector<int64_t> ks = im.const_ints(1);
+    if (ks.size() != 1) DT_THROW(ValueError) << im.where() << ": k must be one integer, it has " << ks.size();
+    k = ks[0];
+  }
   if (im.type_of(0).rank() < 2)
     DT_THROW(ShapeError) << im.where() << ": input has rank " << im.type_of(0).rank() << ", Trilu needs 2 or more";
   im.set_out(0, rec(im, im.attr_int("upper", 1) ? OpKind::triu : OpKind::tril, {im.in(0)}, {{"diagonal", k}}));

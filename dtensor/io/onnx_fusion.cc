@@ -180,6 +180,21 @@ bool Fuser::match_attention(Node* n) {
   // add, or the keep-condition c of where(c, scores, fill).
   Value* mask = nullptr;
   auto scaled_scores = [&](Value* x) { return made_by(x, OpKind::div) || made_by(x, OpKind::mul); };
+  // x = where(c, inner, fill) or where(c, fill, inner) with a constant causal condition c and a
+  // fill <= -1e4: sets `inner`.
+  auto causal_where = [&](Value* x, Value*& inner) {
+    Node* w = made_by(x, OpKind::where);
+    Tensor c;
+    double fill = 0;
+    if (!w || !constant_of(w->operands[0], c) || c.dtype() != DType::boolean) return false;
+    for (int i = 1; i <= 2; ++i)
+      if (scalar_of(w->operands[size_t(i)], fill) && fill <= -1e4 &&
+          causal_mask(c, [&](double m, bool above) { return (m != 0) == (i == 1) ? above : !above; })) {
+        inner = w->operands[size_t(3 - i)];
+        return true;
+      }
+    return false;
+  };
   if (Node* add = made_by(s, OpKind::add)) {
     Tensor m;
     for (int i = 0; i < 2 && !causal; ++i)
@@ -188,6 +203,17 @@ bool Fuser::match_attention(Node* n) {
         causal = true;
         s = add->operands[size_t(i)];
       }
+    // Hugging Face's GPT-2: where(causal, scores, finfo.min) + attention_mask: both (tried first:
+    // the mask, (1 - m) * finfo.min, is a mul too).
+    for (int i = 0; i < 2 && !causal && !mask; ++i) {
+      Value* inner = nullptr;
+      if (single_use(add->operands[size_t(i)]) && causal_where(add->operands[size_t(i)], inner) &&
+          add->operands[size_t(1 - i)]->type.dtype == s->type.dtype) {
+        causal = true;
+        mask = add->operands[size_t(1 - i)];
+        s = inner;
+      }
+    }
     for (int i = 0; i < 2 && !causal && !mask; ++i)
       if (scaled_scores(add->operands[size_t(i)]) && add->operands[size_t(1 - i)]->type.dtype == s->type.dtype) {
         mask = add->operands[size_t(1 - i)];

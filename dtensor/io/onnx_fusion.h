@@ -8,7 +8,7 @@
 //     causal mask (add of 0 / -inf, or where(mask, scores, -inf) either way round) becomes
 //     causal = true; any other additive mask (add of a tensor of the scores' dtype) or keep
 //     condition (where(c, scores, fill <= -1e4)) that broadcasts to the scores becomes the mask
-//     operand. Grouped-query exports repeat k and v to q's heads
+//     operand; where(causal, scores, fill) + mask (Hugging Face's GPT-2) is both. Grouped-query exports repeat k and v to q's heads
 //     (x[:, :, None].expand(B, Hkv, g, S, D).reshape(B, Hq, S, D)): the repeat is dropped and the
 //     op reads the Hkv heads.
 // A candidate whose mask would widen the scores or whose intermediate values have other users is

@@ -60,6 +60,9 @@ struct Value {
   Node* producer = nullptr;  // set for results
   SourceLoc loc;
   ValueKind kind = ValueKind::result;
+  // A param that is a constant of the model (`const` in the text, docs/ir.md): bound from the
+  // weights like any param, but never trained and never sharded by a plan's wildcard pattern.
+  bool frozen = false;
 };
 
 // Operand and result lists keep their first elements inline: nearly every op has at most 4

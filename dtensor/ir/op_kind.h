@@ -18,6 +18,7 @@ namespace dt::ir {
   X(add) X(sub) X(mul) X(div) X(neg) X(relu) X(gelu) X(silu) X(cast)                                  \
   X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(sigmoid) X(erf) X(sin) X(cos) X(abs) X(pow) X(clamp)        \
   X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(where) X(masked_fill)                   \
+  X(leaky_relu) X(softplus)                                                                           \
   /* ops_norm.cc */                                                                                   \
   X(layer_norm) X(rms_norm) X(softmax) X(log_softmax)                                                 \
   /* ops_shape.cc */                                                                                  \
@@ -29,7 +30,7 @@ namespace dt::ir {
   X(sum) X(mean) X(amax) X(amin)                                                                      \
   /* ops_loss.cc */                                                                                   \
   X(mse_loss) X(cross_entropy) X(cross_entropy_max) X(cross_entropy_sum_exp)                          \
-  X(cross_entropy_target_logit) X(cross_entropy_combine)                                              \
+  X(cross_entropy_target_logit) X(cross_entropy_combine) X(nll_loss)                                  \
   /* ops_collective.cc */                                                                             \
   X(all_gather_into_tensor) X(reduce_scatter_tensor) X(all_reduce) X(all_to_all_single) X(broadcast)  \
   X(wait_tensor)                                                                                      \
@@ -47,7 +48,7 @@ namespace dt::ir {
   X(sgd_update) X(adamw_update)                                                                       \
   /* ops_index.cc (the gathers' backward ops beside them); the logical ops: ops_elementwise.cc */   \
   X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
-  X(cumsum) X(triu) X(tril)                                                                            \
+  X(cumsum) X(triu) X(tril) X(topk)                                                                    \
   X(logical_and) X(logical_or) X(logical_xor)
 
 enum class OpKind : uint8_t {

@@ -1,7 +1,9 @@
 // Elementwise ops: add, sub, mul, div (numpy broadcasting, equal dtypes), neg, relu, gelu, silu,
 // cast; the math functions exp, log, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos, abs, pow (a scalar
 // exponent), clamp; maximum, minimum; the comparisons eq, ne, lt, le, gt, ge (bool results);
-// where(cond, a, b) and masked_fill(x, mask) {value}; logical_and, logical_or, logical_xor on
+// where(cond, a, b) and masked_fill(x, mask) {value}; leaky_relu {negative_slope} and softplus
+// {beta, threshold} (torch's defaults and semantics; ONNX LeakyRelu / Softplus map onto them);
+// logical_and, logical_or, logical_xor on
 // bool. Each with its gradient rule (a broadcast operand's gradient is summed back to its shape);
 // comparisons and the logical ops have none (bool results).
 #include <cmath>
@@ -249,9 +251,34 @@ void grad_masked_fill(GradContext& c) {
   c.set(0, c.b().record(OpKind::masked_fill, {c.grad(), c.operand(1)}, {{"value", 0.0}})[0]);
 }
 
+void run_leaky_relu(const KernelArgs& a) { a.out[0] = dt::leaky_relu(a.in[0], a.node.attr_float("negative_slope")); }
+void run_softplus(const KernelArgs& a) {
+  a.out[0] = dt::softplus(a.in[0], a.node.attr_float("beta"), a.node.attr_float("threshold"));
+}
+// leaky_relu' = 1 where x > 0, else the slope (torch's convention at 0).
+void grad_leaky_relu(GradContext& c) {
+  Builder& b = c.b();
+  Value* x = c.operand(0);
+  Value* pos = compare(b, OpKind::gt, x, c.full({x->type.dtype, {}}, 0.0));
+  c.set(0, b.record(OpKind::where, {pos, c.grad(), c.scale(c.grad(), c.node().attr_float("negative_slope"))})[0]);
+}
+// softplus' = sigmoid(beta x), 1 in the linear region beta x > threshold.
+void grad_softplus(GradContext& c) {
+  Builder& b = c.b();
+  Value* bx = c.scale(c.operand(0), c.node().attr_float("beta"));
+  Value* linear = compare(b, OpKind::gt, bx, c.full({bx->type.dtype, {}}, c.node().attr_float("threshold")));
+  Value* d = b.mul(c.grad(), unary_op(b, OpKind::sigmoid, bx));
+  c.set(0, b.record(OpKind::where, {linear, c.grad(), d})[0]);
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpTable& t) {
+  t.add({.kind = OpKind::leaky_relu, .operands = {{"x"}}, .attrs = {{"negative_slope", AttrKind::f64, Attr(0.01)}},
+         .infer = infer_float_unary, .kernel = run_leaky_relu, .grad = grad_leaky_relu});
+  t.add({.kind = OpKind::softplus, .operands = {{"x"}},
+         .attrs = {{"beta", AttrKind::f64, Attr(1.0)}, {"threshold", AttrKind::f64, Attr(20.0)}},
+         .infer = infer_float_unary, .kernel = run_softplus, .grad = grad_softplus});
   t.add(binary(OpKind::add, run_add, grad_add));
   t.add(binary(OpKind::sub, run_sub, grad_sub));
   t.add(binary(OpKind::mul, run_mul, grad_mul));
@@ -321,7 +348,8 @@ void register_elementwise_ops(OpTable& t) {
                    OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::tanh, OpKind::sigmoid, OpKind::erf,
                    OpKind::sin, OpKind::cos, OpKind::abs, OpKind::pow, OpKind::clamp, OpKind::maximum, OpKind::minimum,
                    OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge, OpKind::where,
-                   OpKind::masked_fill, OpKind::logical_and, OpKind::logical_or, OpKind::logical_xor})
+                   OpKind::masked_fill, OpKind::logical_and, OpKind::logical_or, OpKind::logical_xor,
+                   OpKind::leaky_relu, OpKind::softplus})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(elementwise_sharding_rules());
 }

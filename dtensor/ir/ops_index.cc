@@ -5,6 +5,9 @@
 //   gather_elements(x, indices) {dim}  -> indices' shape: ONNX GatherElements / torch.gather
 //   gather_elements_backward(grad, indices) {dim, shape} -> its gradient (scatter-add)
 //   argmax(x) / argmin(x) {dim, keepdim, select_last_index} -> i64 indices (no gradient)
+//   topk(x) {k, dim = -1, largest = true} -> values, i64 indices: sorted, NaN the largest, ties the
+//       lower index first (torch.topk; ONNX TopK with sorted=1); the values' gradient scatters
+//       into x's shape (gather_elements_backward)
 //   cumsum(x) {dim, exclusive, reverse}  as ONNX CumSum
 //   triu(x) / tril(x) {diagonal}        as torch.triu / torch.tril on the last two dims
 // Gradients: gather's is gather_backward, gather_elements' gather_elements_backward (the indices
@@ -166,6 +169,31 @@ void grad_gather(GradContext& c) {
   c.set(0, c.b().record(backward, {c.grad(), c.operand(1)},
                         {{"dim", c.node().attr_int("dim")}, {"shape", std::vector<int64_t>(x.begin(), x.end())}})[0]);
 }
+void infer_topk(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& x = node.operands[0]->type;
+  if (x.rank() == 0) DT_THROW(ShapeError) << "topk needs a tensor of rank >= 1, got " << type_str(x);
+  if (x.dtype == DType::boolean) DT_THROW(DTypeError) << "topk needs numbers, got " << type_str(x);
+  const int64_t d = normalize_dim(node.attr_int("dim"), x.rank()), k = node.attr_int("k");
+  if (k < 0 || k > x.shape[size_t(d)])
+    DT_THROW(ValueError) << "topk k " << k << " is out of range for dim " << d << " of " << type_str(x);
+  TensorType v = x;
+  v.shape[size_t(d)] = k;
+  out.push_back(v);
+  v.dtype = DType::i64;
+  out.push_back(v);
+}
+void run_topk(const KernelArgs& a) {
+  auto [values, indices] = dt::topk(a.in[0], a.node.attr_int("k"), a.node.attr_int("dim"), a.node.attr_bool("largest"));
+  a.out[0] = values;
+  a.out[1] = indices;
+}
+void grad_topk(GradContext& c) {
+  const Shape& x = c.operand(0)->type.shape;
+  c.set(0, c.b().record(OpKind::gather_elements_backward, {c.grad_or_zeros(0), c.result(1)},
+                        {{"dim", normalize_dim(c.node().attr_int("dim"), int64_t(x.size()))},
+                         {"shape", std::vector<int64_t>(x.begin(), x.end())}})[0]);
+}
+
 // y_i = Σ_{j ≤ i} x_j (or j < i) gives dx_j = Σ_{i ≥ j} g_i (or i > j): the other direction.
 void grad_cumsum(GradContext& c) {
   const Node& n = c.node();
@@ -195,6 +223,10 @@ void register_index_ops(OpTable& t) {
     t.add({.kind = k, .operands = {{"x"}},
            .attrs = {dim0, {"keepdim", AttrKind::boolean, Attr(false)}, {"select_last_index", AttrKind::boolean, Attr(false)}},
            .infer = infer_arg, .kernel = kernel});
+  t.add({.kind = OpKind::topk, .operands = {{"x"}},
+         .attrs = {{"k", AttrKind::i64, std::nullopt}, {"dim", AttrKind::i64, Attr(int64_t(-1))},
+                   {"largest", AttrKind::boolean, Attr(true)}},
+         .infer = infer_topk, .kernel = run_topk, .grad = grad_topk});
   t.add({.kind = OpKind::cumsum, .operands = {{"x"}},
          .attrs = {dim0, {"exclusive", AttrKind::boolean, Attr(false)}, {"reverse", AttrKind::boolean, Attr(false)}},
          .infer = infer_cumsum, .kernel = run_cumsum, .grad = grad_cumsum});
@@ -202,7 +234,7 @@ void register_index_ops(OpTable& t) {
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"diagonal", AttrKind::i64, Attr(int64_t(0))}},
            .infer = infer_triangle, .kernel = kernel, .grad = grad_triangle});
   for (OpKind k : {OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
-                   OpKind::triu, OpKind::tril})
+                   OpKind::triu, OpKind::tril, OpKind::topk})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(index_sharding_rules());
 }

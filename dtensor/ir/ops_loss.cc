@@ -1,6 +1,14 @@
-// Losses, both reduced to a scalar mean as PyTorch's default reduction="mean":
+// Losses, reduced to a scalar mean as PyTorch's default reduction="mean":
 //   mse_loss(input, target)        = mean((input - target)^2)
-//   cross_entropy(logits [N, C], target [N] int) = -mean_i log_softmax(logits)[i, target[i]]
+//   cross_entropy(logits [N, C], target [N] int) {reduction, ignore_index}
+//                                  = -mean_i log_softmax(logits)[i, target[i]]
+//   nll_loss(logp [N, C], target [N] int) {reduction, ignore_index} = -mean_i logp[i, target[i]]
+// as F.cross_entropy / F.nll_loss (ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss
+// without weights, scores flattened to [N, C]): reduction "mean" (default) averages over the rows
+// whose target is not ignore_index (NaN when every row is ignored, as torch), "sum" adds them,
+// "none" returns the [N] row losses (0 at ignored rows). ignore_index defaults to none (the
+// smallest int64); an ignored row's target may be out of range. Only the default attributes take
+// the loss-parallel and row-weighted forms below; the others run with the classes replicated.
 //
 // Loss parallel (logits sharded on the class dim, PyTorch's loss_parallel): the partitioner
 // expands cross_entropy into per-rank pieces joined by three all_reduces of [N] values, never
@@ -38,35 +46,61 @@ void run_mse(const KernelArgs& a) {
   a.out[0] = dt::mean(dt::mul(d, d));
 }
 
+constexpr int64_t kNoIgnore = std::numeric_limits<int64_t>::min();
+
+void check_reduction(const Node& node) {
+  const std::string& r = node.attr_str("reduction");
+  if (r != "mean" && r != "sum" && r != "none")
+    DT_THROW(ValueError) << op_name(node.op) << " reduction must be \"mean\", \"sum\" or \"none\", got \"" << r << "\"";
+}
+
 void infer_cross_entropy(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  check_reduction(node);
   infer_util::require_floating(node, 0);
   infer_util::require_rank(node, 0, 2);
   infer_util::require_rank(node, 1, 1);
   const TensorType& logits = node.operands[0]->type;
   const TensorType& target = node.operands[1]->type;
   if (target.dtype != DType::i64 && target.dtype != DType::i32)
-    DT_THROW(DTypeError) << "cross_entropy expects integer targets, got " << type_str(target);
+    DT_THROW(DTypeError) << op_name(node.op) << " expects integer targets, got " << type_str(target);
   if (target.shape[0] != logits.shape[0])
-    DT_THROW(ShapeError) << "cross_entropy target " << type_str(target) << " does not match logits "
+    DT_THROW(ShapeError) << op_name(node.op) << " target " << type_str(target) << " does not match logits "
                          << type_str(logits);
-  out.push_back({logits.dtype, {}});
+  if (node.attr_str("reduction") == "none") out.push_back({logits.dtype, {logits.shape[0]}});
+  else out.push_back({logits.dtype, {}});
 }
 
-// Picks log_softmax(logits)[i, target[i]] with a one-hot mask (no gather kernel needed).
-void run_cross_entropy(const KernelArgs& a) {
-  const Tensor& logits = a.in[0];
-  const int64_t n = logits.size(0), c = logits.size(1);
-  Tensor target = a.in[1].to(DType::i64);
+// -logp[i, target[i]] per row with a one-hot mask (no gather kernel needed), reduced as the
+// node's reduction says; rows whose target is ignore_index give 0 and are not counted.
+Tensor nll_rows_reduced(const Node& node, const Tensor& logp, const Tensor& target_in) {
+  const int64_t n = logp.size(0), c = logp.size(1), ignore = node.attr_int("ignore_index");
+  Tensor target = target_in.to(DType::i64).contiguous();
+  std::vector<int64_t> safe(static_cast<size_t>(n), 0);
+  std::vector<double> keep(static_cast<size_t>(n), 0.0);
+  int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t t = int64_t(target.at({i}));
-    if (t < 0 || t >= c) DT_THROW(ValueError) << "cross_entropy target " << t << " out of range for " << c << " classes";
+    const int64_t t = target.data<int64_t>()[i];
+    keep[size_t(i)] = t != ignore;
+    kept += t != ignore;
+    if (t == ignore) continue;
+    if (t < 0 || t >= c)
+      DT_THROW(ValueError) << op_name(node.op) << " target " << t << " out of range for " << c << " classes";
+    safe[size_t(i)] = t;
   }
-  Tensor logp = dt::log_softmax(logits, 1);
   Tensor classes = Tensor::arange(c).view({1, c});
-  Tensor onehot = dt::eq(classes, target.reshape({n, 1}));
+  Tensor onehot = dt::eq(classes, Tensor::from_vector(safe, {n, 1}));
   Tensor picked = dt::where(onehot, logp, Tensor::zeros({}, logp.dtype()));
-  a.out[0] = dt::neg(dt::mean(dt::sum(picked, {1})));
+  Tensor rows = dt::mul(dt::neg(dt::sum(picked, {1})), Tensor::from_doubles(keep, {n}, logp.dtype()));
+  const std::string& reduction = node.attr_str("reduction");
+  if (reduction == "none") return rows;
+  if (reduction == "sum" || ignore == kNoIgnore) return reduction == "sum" ? dt::sum(rows) : dt::mean(rows);
+  return dt::div(dt::sum(rows), Tensor::full({}, double(kept), logp.dtype()));  // 0/0: NaN, as torch
 }
+
+void run_cross_entropy(const KernelArgs& a) {
+  a.out[0] = nll_rows_reduced(a.node, dt::log_softmax(a.in[0], 1), a.in[1]);
+}
+void run_nll_loss(const KernelArgs& a) { a.out[0] = nll_rows_reduced(a.node, a.in[0], a.in[1]); }
 
 // [N, C] -> [N] row statistics of the loss-parallel pieces.
 void infer_row_stat(const Node& node, const Graph&, std::vector<TensorType>& out) {
@@ -149,18 +183,52 @@ void grad_mse(GradContext& c) {
   c.set(0, d);
   if (c.wants(1)) c.set(1, c.b().record(OpKind::neg, {d})[0]);
 }
+// d/dx of nll_loss: -onehot(target) scaled per row; of cross_entropy: (softmax(x) - onehot)
+// scaled per row. The scale is the incoming gradient ([N] for "none", a scalar otherwise), times
+// 0 at ignored rows, over the count of kept rows for "mean".
+Value* nll_grad(GradContext& c, Value* softmax_or_null) {
+  Builder& b = c.b();
+  const Node& n = c.node();
+  Value* x = c.operand(0);
+  const DType dt = x->type.dtype;
+  const int64_t rows = x->type.shape[0], classes = x->type.shape[1], ignore = n.attr_int("ignore_index");
+  Value* t = b.view(c.b().cast(c.operand(1), DType::i64), {rows, 1});
+  Value* onehot = b.cast(b.record(OpKind::eq, {b.view(b.arange(classes), {1, classes}), t})[0], dt);
+  Value* coef = c.grad();
+  const std::string& reduction = n.attr_str("reduction");
+  if (ignore != kNoIgnore) {
+    Value* keep = b.cast(b.record(OpKind::ne, {c.operand(1), c.full({c.operand(1)->type.dtype, {}}, double(ignore))})[0], dt);
+    if (reduction == "mean") coef = b.div(coef, b.sum(keep));
+    coef = b.mul(coef, keep);
+  } else if (reduction == "mean") {
+    coef = c.scale(coef, 1.0 / double(rows));
+  }
+  if (coef->type.rank() == 1) coef = b.view(coef, {rows, 1});
+  Value* d = softmax_or_null ? b.sub(softmax_or_null, onehot) : b.record(OpKind::neg, {onehot})[0];
+  return b.mul(d, coef);
+}
+bool default_attrs(const Node& n) { return n.attr_str("reduction") == "mean" && n.attr_int("ignore_index") == kNoIgnore; }
 void grad_cross_entropy(GradContext& c) {
+  if (!default_attrs(c.node())) {
+    c.set(0, nll_grad(c, c.b().softmax(c.operand(0), 1)));
+    return;
+  }
   c.set(0, c.b().record(OpKind::cross_entropy_backward, {c.grad(), c.operand(0), c.operand(1)},
                         {{"count", c.operand(0)->type.shape[0]}})[0]);
 }
+void grad_nll_loss(GradContext& c) { c.set(0, nll_grad(c, nullptr)); }
 
 }  // namespace
 
 void register_loss_ops(OpTable& t) {
   t.add({.kind = OpKind::mse_loss, .operands = {{"input"}, {"target"}}, .attrs = {},
          .infer = infer_mse, .kernel = run_mse});
-  t.add({.kind = OpKind::cross_entropy, .operands = {{"logits"}, {"target"}}, .attrs = {},
+  const std::vector<AttrSpec> nll_attrs = {{"reduction", AttrKind::str, Attr(std::string("mean"))},
+                                           {"ignore_index", AttrKind::i64, Attr(kNoIgnore)}};
+  t.add({.kind = OpKind::cross_entropy, .operands = {{"logits"}, {"target"}}, .attrs = nll_attrs,
          .infer = infer_cross_entropy, .kernel = run_cross_entropy});
+  t.add({.kind = OpKind::nll_loss, .operands = {{"logp"}, {"target"}}, .attrs = nll_attrs,
+         .infer = infer_cross_entropy, .kernel = run_nll_loss, .grad = grad_nll_loss});
   t.add({.kind = OpKind::cross_entropy_max, .operands = {{"logits"}}, .attrs = {}, .infer = infer_row_stat,
          .kernel = run_ce_max});
   t.add({.kind = OpKind::cross_entropy_sum_exp, .operands = {{"logits"}, {"max"}}, .attrs = {},

@@ -383,14 +383,20 @@ void localize_slice(const LocalizeContext& c, OpKind& op, std::vector<Attr>& att
   attrs[size_t(op_def(op).attr_index("start"))] = int64_t(0);
   attrs[size_t(op_def(op).attr_index("end"))] = local;
 }
-// A split into one piece of explicit size (the only split whose dim may be sharded) keeps the
-// whole local dim.
+// A split whose dim is sharded (one piece keeping the whole dim, or equal pieces of a blocked
+// shard: sharding_shape.cc) cuts this rank's local dim into the pieces' local sizes.
 void localize_split(const LocalizeContext& c, OpKind& op, std::vector<Attr>& attrs) {
   const Node& n = c.node;
-  const size_t i = size_t(op_def(op).attr_index("sizes"));
-  if (n.results.size() != 1 || std::get<std::vector<int64_t>>(attrs[i]).empty()) return;
   const size_t d = size_t(normalize_dim(n.attr_int("dim"), n.operands[0]->type.rank()));
-  attrs[i] = std::vector<int64_t>{c.local_results[0].shape[d]};
+  std::vector<int64_t> local;
+  bool changed = false;
+  for (size_t r = 0; r < n.results.size(); ++r) {
+    local.push_back(c.local_results[r].shape[d]);
+    changed = changed || local.back() != n.results[r]->type.shape[d];
+  }
+  if (!changed) return;
+  attrs[size_t(op_def(op).attr_index("sizes"))] = std::move(local);
+  attrs[size_t(op_def(op).attr_index("split_size"))] = int64_t(0);
 }
 
 }  // namespace

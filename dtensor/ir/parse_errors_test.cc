@@ -233,7 +233,7 @@ TEST(ParseErrors, SyntaxErrorsSayWhatWasExpected) {
   EXPECT_EQ(error_of("  %y = relu(%x) : f33[8, 64]\n  return %y\n"),
             "t.dt:4:19: unknown dtype 'f33' (expected f32, f64, bf16, f16, i64, i32 or bool)");
   EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, -64]\n  return %y\n"), "t.dt:4:26: dim size -64 out of range [0, 1099511627776]");
-  EXPECT_EQ(error_of("  relu(%x)\n"), "t.dt:4:3: expected 'group', 'input', 'param', a node or 'return', found 'relu'");
+  EXPECT_EQ(error_of("  relu(%x)\n"), "t.dt:4:3: expected 'group', 'input', 'param', 'const', a node or 'return', found 'relu'");
   EXPECT_EQ(error_of("  return %x\n  %y = relu(%x) : f32[8, 64]\n"), "t.dt:5:3: expected '}' after return, found %y");
   EXPECT_EQ(error_of("  %y = relu(%x) : f32[8, 64] $\n"), "t.dt:4:30: unexpected character '$'");
   EXPECT_EQ(error_of("  %y = gelu(%x) {approximate = \"tanh} : f32[8, 64]\n  return %y\n"), "t.dt:4:32: unterminated string");
@@ -263,7 +263,7 @@ TEST(ParseErrors, MissingGraphHeaderAndTrailingText) {
     parse("graph t {\n  input %x : f32[2]\n", "h.dt");
     FAIL();
   } catch (const ParseError& e) {
-    EXPECT_STREQ(e.what(), "h.dt:3:1: expected 'group', 'input', 'param', a node or 'return', found end of file");
+    EXPECT_STREQ(e.what(), "h.dt:3:1: expected 'group', 'input', 'param', 'const', a node or 'return', found end of file");
   }
 }
 

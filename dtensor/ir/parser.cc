@@ -3,7 +3,7 @@
 //
 //   file   := 'graph' IDENT '{' stmt* 'return' [value (',' value)*] '}'
 //   stmt   := 'group' IDENT '=' '[' [INT (',' INT)*] ']'
-//           | ('input' | 'param') value ':' type
+//           | ('input' | 'param' | 'const') value ':' type
 //           | value (',' value)* '=' IDENT '(' [value (',' value)*] ')' ['{' attr (',' attr)* '}']
 //             ':' type (',' type)*
 //   attr   := IDENT '=' (INT | FLOAT | STRING | IDENT | '[' [scalar (',' scalar)*] ']')
@@ -66,8 +66,8 @@ class Parser {
         break;
       }
       if (t.kind == Tok::ident && t.text == "group") parse_group(t);
-      else if (t.kind == Tok::ident && (t.text == "input" || t.text == "param")) parse_signature_value(t);
-      else DT_PARSE_FAIL(fail(t)) << "expected 'group', 'input', 'param', a node or 'return', found " << describe(t);
+      else if (t.kind == Tok::ident && (t.text == "input" || t.text == "param" || t.text == "const")) parse_signature_value(t);
+      else DT_PARSE_FAIL(fail(t)) << "expected 'group', 'input', 'param', 'const', a node or 'return', found " << describe(t);
     }
     lx_.expect('}', "'}' after return");
     if (!lx_.at_end()) lx_.fail_expected("end of file after '}'");
@@ -229,7 +229,7 @@ class Parser {
     DT_PARSE_FAIL(fail(t)) << "value %" << t.text << " is already defined at line " << (prev ? prev->loc.line : 0);
   }
 
-  // `kw` is the 'input' or 'param' keyword, read.
+  // `kw` is the 'input', 'param' or 'const' keyword, read (a const is a frozen param).
   void parse_signature_value(const Token& kw) {
     const bool is_input = kw.text == "input";
     Token v = lx_.expect_value("a value name like %x");
@@ -239,7 +239,7 @@ class Parser {
     // The graph refuses duplicate names; checking through it saves a lookup per line.
     try {
       if (is_input) g_->add_input(v.text, std::move(t), {v.line, v.col});
-      else g_->add_param(v.text, std::move(t), {v.line, v.col});
+      else g_->add_param(v.text, std::move(t), {v.line, v.col})->frozen = kw.text == "const";
     } catch (const ValueError&) {
       fail_redefined(v);
     }

@@ -4,6 +4,7 @@
 //     group tp = [0, 2]
 //     input %input : f32[8, 64]
 //     param %fc1.weight : f32[256, 64]
+//     const %rope.cos : f32[128, 32]
 //     %0 = linear(%input, %fc1.weight) : f32[8, 256]
 //     %1, %2 = split(%0) {split_size = 128, dim = 1} : f32[8, 128], f32[8, 128]
 //     return %1
@@ -99,7 +100,7 @@ std::string print(const Graph& g) {
     out += '\n';
   }
   for (const Value* v : g.params()) {
-    out += "  param ";
+    out += v->frozen ? "  const " : "  param ";
     append_value(out, v);
     out += " : ";
     append_type(out, v->type);

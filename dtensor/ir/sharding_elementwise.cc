@@ -69,7 +69,7 @@ std::vector<RuleEntry> elementwise_sharding_rules() {
   return {{OpKind::add, additive_rule}, {OpKind::cast, unary_rule}, {OpKind::div, div_rule},
           {OpKind::gelu, unary_rule},   {OpKind::mul, mul_rule},    {OpKind::neg, neg_rule},
           {OpKind::relu, unary_rule},
-          {OpKind::silu, unary_rule},   {OpKind::sub, additive_rule},
+          {OpKind::silu, unary_rule},   {OpKind::leaky_relu, unary_rule}, {OpKind::softplus, unary_rule},   {OpKind::sub, additive_rule},
           {OpKind::exp, unary_rule},    {OpKind::log, unary_rule},  {OpKind::sqrt, unary_rule},
           {OpKind::rsqrt, unary_rule},  {OpKind::tanh, unary_rule}, {OpKind::sigmoid, unary_rule},
           {OpKind::erf, unary_rule},    {OpKind::sin, unary_rule},  {OpKind::cos, unary_rule},

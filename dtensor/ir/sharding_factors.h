@@ -65,6 +65,10 @@ struct OpShardingRule {
   bool partial_all = false;
   uint32_t partial_one_of = 0;
   int added_once = -1;
+  // A result dim may be sharded on a factor other than its first, which makes it a blocked shard
+  // S(d,blocks=b) (layout/placement.h); propagation allows it only for the gradient of a value laid
+  // out that way (cat of the pieces of a fused projection's output in the backward).
+  bool minor_results = false;
 
   // Adds a factor and returns its id.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);

@@ -103,6 +103,13 @@ OpShardingRule arg_rule(const Node& n) {
   return r;
 }
 
+// topk: the dim it selects along replicated, the rest passing through to both results.
+OpShardingRule topk_rule(const Node& n) {
+  OpShardingRule r = along_dims_rule(n, {n.attr_int("dim")}, false);
+  r.results.push_back(r.results[0]);
+  return r;
+}
+
 OpShardingRule cumsum_rule(const Node& n) { return along_dims_rule(n, {n.attr_int("dim")}, true); }
 OpShardingRule triangle_rule(const Node& n) { return along_dims_rule(n, {-2, -1}, true); }
 
@@ -112,7 +119,7 @@ std::vector<RuleEntry> index_sharding_rules() {
   return {{OpKind::gather, gather_rule},   {OpKind::gather_backward, gather_backward_rule},
           {OpKind::gather_elements, gather_elements_rule},
           {OpKind::gather_elements_backward, gather_elements_backward_rule},
-          {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},
+          {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},  {OpKind::topk, topk_rule},
           {OpKind::cumsum, cumsum_rule},   {OpKind::triu, triangle_rule},
           {OpKind::tril, triangle_rule}};
 }

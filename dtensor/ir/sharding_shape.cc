@@ -1,6 +1,7 @@
 // Sharding rules of the shape ops. view and reshape map merged or split dims onto several factors
 // (sharding_rule.h), and so do unsqueeze, squeeze and flatten; transpose and permute move factors; slice, split and cat need their dim whole
-// (replicated) unless the slice keeps everything. All of them are linear, so partial operands pass
+// (replicated) unless the slice keeps everything, or the pieces are equal and the whole is a
+// blocked shard (a fused qkv projection: pieces_rule). All of them are linear, so partial operands pass
 // through. embedding passes the index dims and the hidden dim through; its vocabulary dim is a
 // reduction factor: a table sharded by rows (vocabulary parallel) gives a P(sum) result, which
 // the partitioner computes with masked_embedding (rows of other shards read as zeros). arange has
@@ -79,12 +80,49 @@ OpShardingRule slice_rule(const Node& n) {
   return along_dim_rule(n, d, whole);
 }
 
-OpShardingRule split_rule(const Node& n) { return along_dim_rule(n, n.attr_int("dim"), n.results.size() == 1); }
+// Returns the common size of `pieces` along dim d, or -1 when they differ or there are fewer than 2.
+int64_t equal_piece(const std::vector<Value*>& pieces, size_t d) {
+  if (pieces.size() < 2) return -1;
+  const int64_t size = pieces[0]->type.shape[d];
+  for (const Value* v : pieces)
+    if (v->type.shape[d] != size) return -1;
+  return size;
+}
+
+// The whole dim of a split into equal pieces (or of a cat of equal operands) as two factors
+// (pieces, piece) and each piece's dim as (piece): sharding the minor factor `piece` is the fused
+// qkv pattern. Its whole dim is then a blocked shard S(d,blocks=pieces) (layout/placement.h: every
+// rank holds its chunk of each piece, as a fused colwise projection leaves it) and each piece a
+// plain S(d), so the split runs locally on each rank's blocks. Sharding the major factor has no
+// sharded form of the pieces (a warning and a gather, as before).
+OpShardingRule pieces_rule(const Node& n, const std::vector<Value*>& pieces, const Value& whole, bool split) {
+  OpShardingRule r = along_dim_rule(n, n.attr_int("dim"), false);
+  const size_t d = size_t(normalize_dim(n.attr_int("dim"), whole.type.rank()));
+  const int64_t piece = equal_piece(pieces, d);
+  if (piece <= 0) return r;
+  const int count = r.add_factor(int64_t(pieces.size()));
+  const int each = r.add_factor(piece);
+  ir::DimFactors w;
+  w.count = 2;
+  w.factor[0] = int8_t(count);
+  w.factor[1] = int8_t(each);
+  auto& wholes = split ? r.operands : r.results;
+  auto& parts = split ? r.results : r.operands;
+  for (TensorFactors& t : wholes) t[d] = w;
+  for (TensorFactors& t : parts) t[d] = dim_of(each);
+  // A cat of sharded pieces makes a blocked whole: the gradient of a fused projection's output.
+  r.minor_results = !split;
+  return r;
+}
+
+OpShardingRule split_rule(const Node& n) {
+  if (n.results.size() == 1) return along_dim_rule(n, n.attr_int("dim"), true);
+  return pieces_rule(n, n.results, *n.operands[0], /*split=*/true);
+}
 
 OpShardingRule cat_rule(const Node& n) {
   // Operands differ in the cat dim only, so they share the factors of the other dims.
-  OpShardingRule r = along_dim_rule(n, n.attr_int("dim"), false);
-  return r;
+  return pieces_rule(n, n.operands, *n.result(), /*split=*/false);
 }
 
 OpShardingRule arange_rule(const Node&) {

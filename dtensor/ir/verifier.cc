@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -70,15 +71,22 @@ class Verifier {
     if (defined_[size_t(v->id)])
       DT_PARSE_FAIL(fail_at(v->loc, index, node)) << "value %" << v->name << " is defined twice";
     defined_[size_t(v->id)] = 1;
+    // The sharding rules give every dim of an op's operands a factor, up to 127 per op.
+    if (v->type.shape.size() > kMaxTensorDims)
+      DT_PARSE_FAIL(fail_at(v->loc, index, node)) << "value %" << v->name << " has " << v->type.shape.size()
+                                                  << " dims, more than the limit of " << kMaxTensorDims;
   }
+  static constexpr size_t kMaxTensorDims = 32;
 
   void check_group(const GroupDecl& grp) {
-    std::vector<int> seen;
-    for (int r : grp.ranks) {
+    // Sorted, so that a 65,536-rank group costs n log n, not n^2 (it is checked after every pass).
+    std::vector<int> sorted = grp.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const int r = sorted[i];
       if (r < 0) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " has negative rank " << r;
-      for (int s : seen)
-        if (s == r) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " lists rank " << r << " twice";
-      seen.push_back(r);
+      if (i > 0 && sorted[i - 1] == r)
+        DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " lists rank " << r << " twice";
     }
     if (grp.ranks.empty()) DT_PARSE_FAIL(fail_at(grp.loc, 0, nullptr)) << "group " << grp.name << " is empty";
   }

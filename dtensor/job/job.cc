@@ -17,21 +17,8 @@ void run_pass_pipeline(const PassSettings& settings, sharding::CompiledModel& c)
   passes::RankPipelineOptions ro;
   ro.check_ranks = settings.check_ranks;
   ro.print_after = settings.print_after;
+  ro.orbits = &c.orbits;
   passes::run_rank_pipelines(pm, c.programs, c.ranks, ro);
-}
-
-// Drops every program but those of `keep` (each must have one).
-void keep_only_ranks(sharding::CompiledModel& c, const std::vector<int>& keep) {
-  std::vector<int> ranks;
-  std::vector<ir::Graph> programs;
-  for (int r : keep) {
-    auto it = std::find(c.ranks.begin(), c.ranks.end(), r);
-    DT_CHECK(it != c.ranks.end()) << "rank " << r << " was not compiled";
-    ranks.push_back(r);
-    programs.push_back(std::move(c.programs[size_t(it - c.ranks.begin())]));
-  }
-  c.ranks = std::move(ranks);
-  c.programs = std::move(programs);
 }
 
 }  // namespace
@@ -67,9 +54,11 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
     if (!options.mesh.contains(r)) DT_THROW(ValueError) << "rank " << r << " is not in mesh " << options.mesh.str();
   Job job;
   job.graph_ = model.clone();
-  const bool with_passes = options.passes.pipeline != "none";
+  // Only the wanted ranks' programs and one per orbit (sharding/rank_orbits.h) are built: the
+  // passes and the cross-rank check need no more, whatever the mesh size.
   sharding::CompileOptions co;
-  if (!with_passes) co.ranks = options.ranks;
+  co.orbits = true;
+  co.ranks = options.ranks;
   const DeviceMesh& mesh = options.mesh;
   co.adjust_plan = [&](sharding::ResolvedPlan& plan) {
     if (adjust_plan) adjust_plan(plan);
@@ -77,7 +66,6 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
   };
   job.compiled_ = sharding::compile(job.graph_, options.plan, mesh, co);
   run_pass_pipeline(options.passes, job.compiled_);
-  if (with_passes && !options.ranks.empty()) keep_only_ranks(job.compiled_, options.ranks);
 
   for (size_t i = 0; i < job.compiled_.ranks.size(); ++i) job.program_of_rank_[job.compiled_.ranks[i]] = i;
   job.options_ = std::move(options);

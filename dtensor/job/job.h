@@ -7,9 +7,10 @@
 //   1. resolves the plan against the model and the mesh (sharding::resolve_plan);
 //   2. checks that the mesh fits the model (a parameter the plan shards over a mesh dim has at
 //      least as many elements along that dim as the mesh dim has ranks; ValueError otherwise);
-//   3. propagates and partitions every rank's program (or only `JobOptions::ranks`');
-//   4. runs the pass pipeline over the programs with the cross-rank consistency check
-//      (passes/rank_pipeline.h) and plans their comm buffers.
+//   3. propagates and partitions every rank's program, or only `JobOptions::ranks`' and one
+//      program per orbit (ranks whose programs are the same up to renaming: sharding/rank_orbits.h);
+//   4. runs the pass pipeline over the programs with the cross-rank consistency check, once per
+//      orbit (passes/rank_pipeline.h), and plans their comm buffers.
 // A Job is immutable once compiled: run() and bindings() may be called any number of times.
 #pragma once
 
@@ -45,9 +46,9 @@ struct JobOptions {
   runtime::Backend backend = runtime::Backend::threads;
   CommOptions comm;
   bool comm_arena = true;  // place planned comm buffers in a symmetric arena
-  // Keep only these ranks' programs (compile --rank). With a pass pipeline other than "none"
-  // every program is still built and transformed first: the pipeline checks the ranks against
-  // each other and plans their shared buffers together. Empty: every rank.
+  // Build only these ranks' programs (compile --rank) and one per orbit, which is what the pass
+  // pipeline and the cross-rank check need: the work does not grow with the mesh. Such a job
+  // reports and prints but cannot run. Empty: every rank.
   std::vector<int> ranks;
 };
 
@@ -98,7 +99,7 @@ class Job {
   const sharding::CompiledModel& compiled() const { return compiled_; }
   const sharding::Sharding& sharding() const { return compiled_.sharding; }
   const std::vector<std::string>& warnings() const { return compiled_.sharding.warnings; }
-  // The ranks with a program, ascending.
+  // The ranks with a program: JobOptions::ranks (or every rank) and the orbits' representatives.
   const std::vector<int>& ranks() const { return compiled_.ranks; }
   // Rank r's program; ValueError when r has none (not in the mesh, or not among JobOptions::ranks).
   const ir::Graph& program(int rank) const;

@@ -1,5 +1,7 @@
 #include "dtensor/job/train.h"
 
+#include <cmath>
+
 #include "dtensor/core/error.h"
 #include "dtensor/layout/dtensor_spec.h"
 #include "dtensor/ir/verifier.h"
@@ -59,8 +61,18 @@ Bindings initial_bindings(const autodiff::TrainStep& step, const std::map<std::s
         DT_THROW(ValueError) << "weight " << v->name << " is " << dtype_name(t.dtype()) << shape_str(t.shape())
                              << ", the model expects " << ir::type_str(v->type);
     }
-  for (const ir::Value* v : step.graph.inputs())
-    if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+  // Batches are taken in step: inputs with different batch counts would pair batches that were
+  // never meant to go together.
+  const ir::Value* batched = nullptr;
+  for (const ir::Value* v : step.graph.inputs()) {
+    auto it = data.find(v->name);
+    if (it == data.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+    if (it->second.dim() != int64_t(v->type.shape.size()) + 1) continue;
+    if (batched && data.at(batched->name).size(0) != it->second.size(0))
+      DT_THROW(ValueError) << "the data has " << data.at(batched->name).size(0) << " batches of " << batched->name << " but "
+                           << it->second.size(0) << " of " << v->name << ": every input needs the same number";
+    batched = v;
+  }
   return bind;
 }
 
@@ -130,6 +142,10 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
     std::vector<Tensor> out = interp.run(bind, {}, &stats);
     const double loss = out[0].item();
     r.losses.push_back(loss);
+    if (!std::isfinite(loss) && options.stop_on_non_finite) {
+      r.non_finite_step = s + 1;  // bind still holds the state after the last good step
+      break;
+    }
     r.step_ms.push_back(stats.seconds * 1e3);
     r.peak_bytes = std::max(r.peak_bytes, stats.peak_bytes);
     if (s == 0 && options.keep_first_grads)
@@ -162,6 +178,7 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
     return job.assemble_output(k, locals);
   };
   TrainResult result;
+  result.warnings = job.warnings();
   result.collectives = sharding::collective_stats(c.programs[0], c.ranks[0]).count;
   int64_t sent = 0;
   for (size_t i = 0; i < c.ranks.size(); ++i)
@@ -184,6 +201,10 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
         RankResult rr = runtime::run_rank(*programs[size_t(r)], mine, world, lo);
         const double loss = rr.outputs[0].item();  // replicated: every rank holds the loss
         result.losses.push_back(loss);
+        if (!std::isfinite(loss) && options.stop_on_non_finite) {  // every rank stops at the same step
+          result.non_finite_step = s + 1;
+          break;
+        }
         result.step_ms.push_back(rr.stats.seconds * 1e3);
         result.bytes_sent_per_step.push_back(sent);
         result.peak_bytes = std::max(result.peak_bytes, rr.stats.peak_bytes);
@@ -207,6 +228,11 @@ TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>
       for (auto& [k, t] : sharding::shard_inputs(step.graph, c.sharding, batch, r)) bind[size_t(r)][k] = t;
     std::vector<RankResult> res = runtime::launch(programs, bind, lo);
     const double loss = assemble(0, res).item();
+    if (!std::isfinite(loss) && options.stop_on_non_finite) {
+      result.losses.push_back(loss);
+      result.non_finite_step = s + 1;  // bind still holds the shards after the last good step
+      break;
+    }
     double ms = 0;
     size_t peak = 0;
     for (const RankResult& rr : res) {

@@ -27,6 +27,9 @@ struct TrainOptions {
   autodiff::Recompute recompute = autodiff::Recompute::none;
   // Called after each step (1-based step, its loss, its wall time in ms).
   std::function<void(int step, double loss, double ms)> on_step;
+  // A step whose loss is NaN or infinite stops training before its update is applied: the
+  // result holds the state after the last good step and names the step (non_finite_step).
+  bool stop_on_non_finite = true;
 };
 
 // Sharded training: the step graph is compiled as a Job (job/job.h) with the options' mesh, plan
@@ -58,6 +61,8 @@ struct TrainResult {
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
   bool root = true;  // false on the processes of an mpi run other than rank 0
+  std::vector<std::string> warnings;  // the sharding's (sharded runs): nodes that fell back to R
+  int non_finite_step = 0;  // the 1-based step whose loss was not finite (training stopped there), or 0
 };
 
 // Returns batch `step` of `data` for input `v` (the whole tensor, or slice step mod K of its

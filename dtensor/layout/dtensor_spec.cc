@@ -27,7 +27,22 @@ Placements normalize_placements(const Placements& placements, int64_t mesh_ndim,
       DT_THROW(ValueError) << "partial ops " << reduce_op_name(a) << " (mesh dim " << first_partial << ") and "
                            << reduce_op_name(b) << " (mesh dim " << m << ") do not commute";
   }
+  // A blocked shard's chunks are cut inside each block: no other mesh dim may cut the same dim.
+  for (size_t m = 0; m < out.size(); ++m) {
+    if (!out[m].is_blocked()) continue;
+    for (size_t k = 0; k < out.size(); ++k)
+      if (k != m && out[k].is_shard(out[m].dim()))
+        DT_THROW(ValueError) << "placements " << placements_str(out) << ": the blocked shard on mesh dim " << m
+                             << " must be the only shard of tensor dim " << out[m].dim();
+  }
   return out;
+}
+
+void check_blocks_divide(const Placements& placements, const Shape& shape) {
+  for (const Placement& p : placements)
+    if (p.is_blocked() && p.dim() >= 0 && size_t(p.dim()) < shape.size() && shape[size_t(p.dim())] % p.blocks() != 0)
+      DT_THROW(ShapeError) << "placement " << p.str() << " needs dim " << p.dim() << " of "
+                           << shape_str(shape) << " to divide into " << p.blocks() << " equal blocks";
 }
 
 std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
@@ -43,6 +58,10 @@ std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placemen
       const Placement& p = placements[size_t(m)];
       if (!p.is_shard(tdim) || p.is_strided() != strided || split_key(p, m) >= limit) continue;
       int64_t n = mesh_shape[size_t(m)], i = coord[size_t(m)];
+      if (p.is_blocked()) {  // the only shard of this dim: the chunk of one block, once per block
+        const int64_t block = length / p.blocks();
+        return {chunk_offset(block, n, i), p.blocks() * chunk_length(block, n, i)};
+      }
       offset += chunk_offset(length, n, i);
       length = chunk_length(length, n, i);
     }
@@ -55,6 +74,7 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape shape, DT
   for (int64_t s : shape_)
     if (s < 0) DT_THROW(ValueError) << "negative size in tensor shape " << shape_str(shape_);
   placements_ = normalize_placements(placements, mesh_.ndim(), rank());
+  check_blocks_divide(placements_, shape_);
 }
 
 std::vector<int64_t> DTensorSpec::checked_coordinate(int global_rank) const {

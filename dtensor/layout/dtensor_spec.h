@@ -24,6 +24,10 @@ namespace dt {
 // commute with each other; max or min only with themselves), DimError for a bad shard dim.
 Placements normalize_placements(const Placements& placements, int64_t mesh_ndim, int64_t tensor_rank);
 
+// Throws ShapeError when a blocked shard's dim does not divide into its blocks (placements
+// normalised).
+void check_blocks_divide(const Placements& placements, const Shape& shape);
+
 // Returns the position of mesh dim m's split in the split order of the tensor dim it shards: plain
 // shards come first in mesh-dim order, strided ones after them (compare two mesh dims sharding the
 // same tensor dim with it; a larger key splits later, i.e. is more inner).
@@ -31,7 +35,8 @@ inline int64_t split_key(const Placement& p, int64_t m) { return p.is_strided() 
 
 // Returns [offset, offset+length) of tensor dim `tdim` (global size `size`) held at mesh coordinate
 // `coord` after the splits that come before mesh dim `upto_mesh_dim`'s in the split order (all of
-// them when upto_mesh_dim is the mesh's ndim) — the extent the next split divides.
+// them when upto_mesh_dim is the mesh's ndim) — the extent the next split divides. For a blocked
+// shard S(d,blocks=b): the offset inside each block and b times the chunk length.
 std::pair<int64_t, int64_t> shard_extent(const Shape& mesh_shape, const Placements& placements,
                                          int64_t size, int64_t tdim, const std::vector<int64_t>& coord,
                                          int64_t upto_mesh_dim);

@@ -26,6 +26,19 @@ TEST(DTensorSpec, ChunkSemanticsOnOneDim) {
   EXPECT_EQ(z.local_shape(1), (Shape{2, 0}));
 }
 
+// S(0,blocks=3) of 15 rows on 2 ranks: each block of 5 is chunked 3 + 2, so rank 0 holds 9 rows
+// (offset 0 in each block) and rank 1 holds 6 (offset 3). The dim must divide into the blocks,
+// and no other mesh dim may shard it.
+TEST(DTensorSpec, BlockedShardChunksEachBlock) {
+  DTensorSpec s = spec("2", "S(0,blocks=3)", {15, 4});
+  EXPECT_EQ(s.local_shape(0), (Shape{9, 4}));
+  EXPECT_EQ(s.local_shape(1), (Shape{6, 4}));
+  EXPECT_EQ(s.global_offset(1), (Shape{3, 0}));
+  EXPECT_THROW(spec("2", "S(0,blocks=4)", {15, 4}), ShapeError);
+  EXPECT_THROW(spec("2x2", "S(0),S(0,blocks=3)", {12, 4}), ValueError);
+  EXPECT_EQ(spec("2x2", "S(1),S(0,blocks=3)", {12, 4}).local_shape(3), (Shape{6, 2}));
+}
+
 TEST(DTensorSpec, NestedShardingSplitsInMeshDimOrder) {
   // The worked example of dtensor_spec.h: L = 10 on 2x2 with S(0),S(0).
   DTensorSpec s = spec("2x2", "S(0),S(0)", {10});

@@ -16,7 +16,7 @@ std::string_view trim(std::string_view s) {
 }
 
 [[noreturn]] void throw_bad_placement(std::string_view text) {
-  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), SS(d), R or P(sum|avg|max|min)";
+  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), S(d,blocks=b), SS(d), R or P(sum|avg|max|min)";
 }
 
 // Returns the text between "(" and ")" when s is name(...), else nullopt-like empty with ok=false.
@@ -40,10 +40,19 @@ Placement Placement::parse(std::string_view text) {
   if (name == "S" || name == "Shard" || name == "SS" || name == "StridedShard") {
     const bool strided = name == "SS" || name == "StridedShard";
     if (arg.substr(0, 4) == "dim=") arg = trim(arg.substr(4));
+    int64_t blocks = 1;
+    if (size_t comma = arg.find(','); comma != std::string_view::npos && !strided) {
+      std::string_view b = trim(arg.substr(comma + 1));
+      arg = trim(arg.substr(0, comma));
+      if (b.substr(0, 7) != "blocks=") throw_bad_placement(text);
+      b = trim(b.substr(7));
+      auto [bp, bec] = std::from_chars(b.data(), b.data() + b.size(), blocks);
+      if (b.empty() || bec != std::errc() || bp != b.data() + b.size() || blocks < 1) throw_bad_placement(text);
+    }
     int64_t d = 0;
     auto [p, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), d);
     if (arg.empty() || ec != std::errc() || p != arg.data() + arg.size()) throw_bad_placement(text);
-    return strided ? strided_shard(d) : shard(d);
+    return strided ? strided_shard(d) : blocked_shard(d, blocks);
   }
   if (name == "P" || name == "Partial") {
     if (arg == "sum" || arg == "avg" || arg == "max" || arg == "min") return partial(parse_reduce_op(arg));
@@ -63,7 +72,8 @@ Placement Placement::normalized(int64_t rank) const {
 std::string Placement::str() const {
   switch (kind_) {
     case Kind::replicate: return "R";
-    case Kind::shard: return "S(" + std::to_string(dim_) + ")";
+    case Kind::shard:
+      return "S(" + std::to_string(dim_) + (blocks_ > 1 ? ",blocks=" + std::to_string(blocks_) : "") + ")";
     case Kind::partial: return "P(" + std::string(reduce_op_name(op_)) + ")";
     case Kind::strided_shard: return "SS(" + std::to_string(dim_) + ")";
   }

@@ -19,6 +19,20 @@ TEST(Placement, ParsesAndPrintsTextForm) {
     EXPECT_EQ(Placement::parse(text).str(), text);
 }
 
+// A blocked shard (a fused projection's layout): its text form, equality and the bad spellings.
+TEST(Placement, BlockedShardText) {
+  Placement p = Placement::parse("S(0,blocks=3)");
+  EXPECT_TRUE(p.is_shard(0));
+  EXPECT_TRUE(p.is_blocked());
+  EXPECT_EQ(p.blocks(), 3);
+  EXPECT_EQ(p.str(), "S(0,blocks=3)");
+  EXPECT_NE(p, Placement::shard(0));
+  EXPECT_EQ(Placement::parse("S(0, blocks=1)"), Placement::shard(0));
+  EXPECT_EQ(p.with_dim(1).str(), "S(1,blocks=3)");
+  for (const char* text : {"S(0,3)", "S(0,blocks=0)", "S(0,blocks=x)", "SS(0,blocks=2)", "S(0,blocks=)"})
+    EXPECT_THROW(Placement::parse(text), ValueError) << text;
+}
+
 TEST(Placement, AcceptsPyTorchSpelling) {
   EXPECT_EQ(placements_str(parse_placements("(Shard(dim=0), Replicate())")), "S(0),R");
   EXPECT_EQ(placements_str(parse_placements("(Shard(dim=1),)")), "S(1)");

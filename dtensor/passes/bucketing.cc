@@ -186,20 +186,24 @@ class BucketPass : public Pass {
     // A member is dependent when one of its operands is produced by a marked node: merging it
     // would issue the bucket both before and after that node (a cycle). Being marked only through
     // the group order is no dependence for a member itself (all members of a group move alike).
-    std::vector<int> mark(n, -1);
-    std::vector<const ir::Node*> next_on_group(n, nullptr);
+    // Marks are computed in one forward sweep per key (readers come after what they read): a
+    // node's mark is known once every node before it is swept, and a new bucket's members all
+    // come after the node it starts at, so the sweep never goes back (linear in the graph per
+    // key, where marking each member's readers again per bucket was quadratic).
+    std::vector<int> mark(n, -1), member(n, -1);
+    std::vector<size_t> prev_on_group(n, SIZE_MAX);
     {
       std::map<std::string, size_t> last;
       for (size_t i = 0; i < n; ++i) {
         const ir::Node* c = graph.nodes()[i];
         if (!ir::op_def(c->op).is_collective()) continue;
         auto [it, fresh] = last.try_emplace(c->attr_str("group"), i);
-        if (!fresh) next_on_group[it->second] = c;
+        if (!fresh) prev_on_group[i] = it->second;
         it->second = i;
       }
     }
     int stamp = 0;
-    std::vector<const ir::Node*> stack;
+    auto after_bucket = [&](size_t p) { return mark[p] == stamp || member[p] == stamp; };
     for (size_t k = 0; k < per_key.size(); ++k) {
       const std::vector<Member>& members = per_key[k];
       size_t limit = SIZE_MAX;
@@ -212,7 +216,7 @@ class BucketPass : public Pass {
         limit = budget_ ? budget_ / 4 : std::max({largest, total / 8, kLatencyBoundBytes});
       }
       std::vector<Member> cur;
-      size_t cur_bytes = 0, index = 0;
+      size_t cur_bytes = 0, index = 0, swept = 0;
       auto close = [&] {
         if (!cur.empty()) per_key_buckets[k].push_back({cur, double(cur.front().pos)});
         if (!cur.empty()) ++index;
@@ -222,6 +226,14 @@ class BucketPass : public Pass {
       };
       ++stamp;
       for (const Member& m : members) {
+        // Marks of every node before the member, for the open bucket.
+        for (; swept < m.pos; ++swept) {
+          const ir::Node* x = graph.nodes()[swept];
+          bool marked = prev_on_group[swept] != SIZE_MAX && after_bucket(prev_on_group[swept]);
+          for (size_t j = 0; !marked && j < x->operands.size(); ++j)
+            marked = x->operands[j]->producer && after_bucket(edit.index(x->operands[j]->producer));
+          if (marked) mark[swept] = stamp;
+        }
         bool depends = false;
         for (const ir::Value* x : m.coll->operands)
           depends = depends || (x->producer && mark[edit.index(x->producer)] == stamp);
@@ -229,26 +241,7 @@ class BucketPass : public Pass {
         if (!cur.empty() && (depends || bytes > cap_bytes(index) || bytes > limit)) close();
         cur.push_back(m);
         cur_bytes += m.bytes;
-        // Mark every transitive reader of the new member.
-        stack.assign(1, m.coll);
-        while (!stack.empty()) {
-          const ir::Node* x = stack.back();
-          stack.pop_back();
-          if (const ir::Node* next = next_on_group[edit.index(x)]) {
-            int& mk = mark[edit.index(next)];
-            if (mk != stamp) {
-              mk = stamp;
-              stack.push_back(next);
-            }
-          }
-          for (const ir::Value* r : x->results)
-            for (const ir::Node* u : uses.users(r)) {
-              int& mk = mark[edit.index(u)];
-              if (mk == stamp) continue;
-              mk = stamp;
-              stack.push_back(u);
-            }
-        }
+        member[m.pos] = stamp;
       }
       close();
     }

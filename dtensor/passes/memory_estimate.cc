@@ -112,4 +112,20 @@ int64_t MaxSegmentTree::max(size_t node, size_t l, size_t r, size_t lo, size_t h
   return std::max(max(2 * node, l, mid, lo, hi), max(2 * node + 1, mid + 1, r, lo, hi)) + pending_[node];
 }
 
+size_t MaxSegmentTree::last_above(size_t lo, size_t hi, int64_t threshold) const {
+  if (lo > hi || !n_) return SIZE_MAX;
+  return last_above(1, 0, n_ - 1, lo, hi, threshold, 0);
+}
+
+// `above`: the sum of the pending adds of the node's ancestors (its values are max_ + above).
+size_t MaxSegmentTree::last_above(size_t node, size_t l, size_t r, size_t lo, size_t hi, int64_t threshold,
+                                  int64_t above) const {
+  if (hi < l || r < lo || max_[node] == kNone || max_[node] + above <= threshold) return SIZE_MAX;
+  if (l == r) return l;
+  const size_t mid = (l + r) / 2;
+  const int64_t below = above + pending_[node];
+  const size_t right = last_above(2 * node + 1, mid + 1, r, lo, hi, threshold, below);
+  return right != SIZE_MAX ? right : last_above(2 * node, l, mid, lo, hi, threshold, below);
+}
+
 }  // namespace dt::passes

@@ -81,8 +81,12 @@ class MaxSegmentTree {
   void add(size_t lo, size_t hi, int64_t delta);
   // Returns the largest value in [lo, hi] (inclusive; a very negative value when lo > hi).
   int64_t max(size_t lo, size_t hi) const;
+  // Returns the last position in [lo, hi] whose value is above `threshold`, or SIZE_MAX when
+  // none is (O(log n): the overlap scheduler's "how far back may this collective move").
+  size_t last_above(size_t lo, size_t hi, int64_t threshold) const;
 
  private:
+  size_t last_above(size_t node, size_t l, size_t r, size_t lo, size_t hi, int64_t threshold, int64_t above) const;
   void add(size_t node, size_t l, size_t r, size_t lo, size_t hi, int64_t delta);
   int64_t max(size_t node, size_t l, size_t r, size_t lo, size_t hi) const;
   size_t n_;

@@ -6,23 +6,24 @@
 // live[p] is the sum over values live at position p. Moving a collective issued at position c to
 // just before position q (q < c) keeps its output — and the output of a copy-in / chunk-cat that
 // only feeds it and moves with it — live over [q, c) as well. Collectives are taken in graph order;
-// each moves to the smallest q after its inputs' producers such that max(live[q..c)) + extra
-// stays within the budget (default: the original peak, so peak memory never grows), and the
-// profile is updated before the next one. A collective never moves above the previous collective
-// of its group (as placed): a group's collectives keep their order (GraphEdit would pull the
-// earlier one up with it, outside this memory model). Nor does an all_gather move above the first
-// use of the group's previous all_gather: as FSDP's prefetch, one gather is in flight while the
-// previous one is used. Without that bound a training step's parameter gathers, which are ready at
-// the start, all climb there while the budget (the peak, reached later in the step) allows: every
-// layer's gathered parameters live at once through the forward (on the example gpt with fsdp on 4
-// ranks, 65 MiB of live results at the first node instead of 37 at the step's real peak). Waits
-// then sink to just before their first reader.
+// each moves to the smallest q after its inputs' producers such that max(live[q..c)) + extra stays
+// within the budget (default: the original peak, so peak memory never grows), and the profile (a
+// segment tree: each move costs O(log n)) is updated before the next one. A collective never moves
+// above the previous collective of its group (as placed): a group's collectives keep their order
+// (GraphEdit would pull the earlier one up with it, outside this memory model). Nor does an
+// all_gather move above the first use of the group's previous all_gather: as FSDP's prefetch, one
+// gather is in flight while the previous one is used. Without that bound a training step's
+// parameter gathers, which are ready at the start, all climb there while the budget (the peak,
+// reached later in the step) allows: every layer's gathered parameters live at once through the
+// forward (on the example gpt with fsdp on 4 ranks, 65 MiB of live results at the first node
+// instead of 37 at the step's real peak). Waits then sink to just before their first reader.
 #include <algorithm>
 #include <map>
 #include <string_view>
 
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
@@ -61,6 +62,7 @@ class OverlapSchedulingPass : public Pass {
       peak = std::max(peak, acc);
     }
     const int64_t budget = budget_ ? int64_t(budget_) : peak;
+    MaxSegmentTree profile(live);
 
     // Per group: the position the group's previous collective was placed at, and the first use of
     // its previous all_gather (the gathered data read through the wait and bucket split-outs).
@@ -107,17 +109,13 @@ class OverlapSchedulingPass : public Pass {
       floor = start;
       if (earliest >= start) continue;
       int64_t extra = int64_t(coll->result()->type.nbytes()) + (prep ? int64_t(prep->result()->type.nbytes()) : 0);
-      size_t q = start;
-      int64_t window_max = 0;
-      while (q > earliest) {
-        int64_t m = std::max(window_max, live[q - 1]);
-        if (m + extra > budget) break;
-        window_max = m;
-        --q;
-      }
+      // q: just after the last position in [earliest, start) whose live bytes plus `extra` would
+      // pass the budget (found in O(log n), so the pass stays linear in the collectives).
+      const size_t over = profile.last_above(earliest, start - 1, budget - extra);
+      const size_t q = over == SIZE_MAX ? earliest : over + 1;
       if (q == start) continue;
       floor = q;
-      for (size_t p = q; p < start; ++p) live[p] += extra;
+      profile.add(q, start - 1, extra);
       const double key = double(q) - 0.5;
       if (prep) edit.set_key(prep, key);
       edit.set_key(coll, key + 0.25);

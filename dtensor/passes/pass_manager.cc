@@ -121,8 +121,10 @@ std::vector<double> parse_bucket_caps(std::string_view text) {
     std::string item(trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start)));
     char* end = nullptr;
     double v = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-    if (item.empty() || !end || *end != '\0' || !(v > 0))
-      DT_THROW(ValueError) << "bucket cap '" << item << "' in '" << text << "' is not a positive number of MiB";
+    // At most 1 TiB: larger (inf, 1e30) would overflow the byte count and act as the smallest cap.
+    if (item.empty() || !end || *end != '\0' || !(v > 0) || !(v <= kMaxBucketCapMb))
+      DT_THROW(ValueError) << "bucket cap '" << item << "' in '" << text << "' is not a number of MiB in (0, "
+                           << fmt::format("{}", kMaxBucketCapMb) << "]";
     caps.push_back(v);
     if (comma == std::string_view::npos) break;
     start = comma + 1;

@@ -66,8 +66,10 @@ class PassManager {
   bool verify_each_ = true;
 };
 
-// Returns "1,4" parsed as {1.0, 4.0}; throws ValueError for empty, non-numeric or non-positive
-// entries.
+// The largest bucket cap in MiB (1 TiB).
+inline constexpr double kMaxBucketCapMb = 1 << 20;
+// Returns "1,4" parsed as {1.0, 4.0}; throws ValueError for empty, non-numeric, non-positive or
+// too large (> kMaxBucketCapMb, inf) entries.
 std::vector<double> parse_bucket_caps(std::string_view text);
 
 }  // namespace dt::passes

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/rank_orbits.h"
 
 namespace dt::passes {
 
@@ -33,5 +34,27 @@ std::string collective_signature(const ir::Node& node, bool with_count = true);
 // `programs` are not checked.
 void check_rank_consistency(std::span<const ir::Graph* const> programs, std::span<const int> ranks,
                             std::string_view stage);
+
+// The same proof for a whole job from one program per orbit (ir/rank_orbits.h): representatives[o]
+// is the program that stands for orbit o (its representative's, or with RankOrbit::same_as the
+// equal one of another orbit; the messages then name orbit o's real group through
+// RankOrbits::group_ranks). Members of one orbit issue the same collectives (their
+// programs are the same up to renaming), so each process group needs one comparison per orbit
+// among its members: a group whose first member is in orbit o is checked from o's representative,
+// against the representative of every other orbit among its members. A divergence is reported as
+// check_rank_consistency reports it, with the group's rank list and the two members' real ranks
+// (the group's first member and the lowest member of the first orbit that differs); when several
+// groups diverge, the one with the smallest rank list. The work is one program per orbit, whatever
+// the number of ranks.
+void check_orbit_consistency(std::span<const ir::Graph* const> representatives, const ir::RankOrbits& orbits,
+                             std::string_view stage);
+
+// Throws InternalError when `program` (global rank `rank`) is not `representative`'s program (of
+// rank `representative_rank`, its orbit's) up to renaming: the same nodes with the same ops,
+// operands, result types and groups, in the same order. This is what lets one program stand for
+// its orbit; rank_pipeline.h checks it for every program it transforms that is not a
+// representative.
+void check_same_orbit(const ir::Graph& program, int rank, const ir::Graph& representative, int representative_rank,
+                      std::string_view stage);
 
 }  // namespace dt::passes

@@ -38,6 +38,7 @@ constexpr int64_t kMaxStates = int64_t(1) << 20;
 int code_of(const Placement& p, int64_t rank) {
   if (p.is_replicate()) return 0;
   if (p.is_partial()) return 1 + int(p.op());
+  if (p.is_blocked()) return -1;  // never cached: only the identity plan exists for it
   int64_t d = p.dim() < 0 ? p.dim() + rank : p.dim();
   if (d < 0 || d >= rank || d >= kMaxPlanTensorRank) return -1;
   return 5 + int(d) + (p.is_strided() ? int(kMaxPlanTensorRank) : 0);
@@ -77,6 +78,13 @@ std::shared_ptr<const RedistributePlan> RedistributePlanner::plan(const Shape& m
                                                                   const Placements& dst, const Shape& shape,
                                                                   DType dtype) {
   const size_t ndim = mesh_shape.size(), rank = shape.size();
+  // A blocked shard (a fused projection's layout) has no transitions: it only stays where it is.
+  bool blocked = false;
+  for (const Placements* ps : {&src, &dst})
+    for (const Placement& p : *ps) blocked = blocked || p.is_blocked();
+  if (blocked && src != dst)
+      DT_THROW(ValueError) << "cannot redistribute " << placements_str(src) << " to " << placements_str(dst)
+                           << ": a blocked shard is never moved";
   bool cacheable = ndim >= 1 && int64_t(ndim) <= kMaxPlanMeshDims && int64_t(rank) <= kMaxPlanTensorRank &&
                    src.size() == ndim && dst.size() == ndim;
   Key key;

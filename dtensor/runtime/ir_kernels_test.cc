@@ -221,5 +221,80 @@ TEST_F(IrKernels, CrossEntropyRefusesOutOfRangeTargets) {
   EXPECT_THROW(run(b_.cross_entropy(vl, vy)), ValueError);
 }
 
+// cross_entropy and nll_loss with PyTorch's reduction and ignore_index, against a double loop:
+// ignored rows give 0 and do not count in the mean; all rows ignored: NaN (torch's 0/0); an
+// ignored row's target may be out of range, another's may not.
+TEST_F(IrKernels, LossReductionsAndIgnoreIndex) {
+  const Tensor logits = randn({4, 3});
+  const Tensor logp = log_softmax(logits, 1);
+  const std::vector<int64_t> t = {2, -100, 0, 2};
+  Value* vl = in("logits", logits);
+  Value* vy = in("target", Tensor::from_vector(t, {4}));
+  auto ce = [&](ir::OpKind k, const std::string& reduction, int64_t ignore) {
+    return b_.record(k, {k == ir::OpKind::nll_loss ? b_.record(ir::OpKind::log_softmax, {vl}, {{"dim", int64_t(1)}})[0] : vl, vy},
+                     {{"reduction", reduction}, {"ignore_index", ignore}})[0];
+  };
+  std::vector<double> rows;
+  double total = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    const double l = t[size_t(i)] == -100 ? 0.0 : -logp.to_doubles()[size_t(i * 3 + t[size_t(i)])];
+    rows.push_back(l);
+    total += l;
+  }
+  for (ir::OpKind k : {ir::OpKind::cross_entropy, ir::OpKind::nll_loss}) {
+    b_.outputs({ce(k, "none", -100), ce(k, "sum", -100), ce(k, "mean", -100)});
+    std::vector<Tensor> out = Interpreter(g_).run(bindings_);
+    expect_same(out[0], Tensor::from_doubles(rows, {4}, DType::f32), 1e-5);
+    EXPECT_NEAR(out[1].item(), total, 1e-5);
+    EXPECT_NEAR(out[2].item(), total / 3, 1e-5);  // 3 rows kept
+  }
+  Value* all = in("ignored", Tensor::from_vector(std::vector<int64_t>{7, 7, 7, 7}, {4}));
+  b_.outputs({b_.record(ir::OpKind::cross_entropy, {vl, all}, {{"ignore_index", int64_t(7)}})[0]});
+  EXPECT_TRUE(std::isnan(Interpreter(g_).run(bindings_)[0].item()));
+  b_.outputs({ce(ir::OpKind::cross_entropy, "mean", 0)});  // -100 is not ignored now
+  EXPECT_THROW(Interpreter(g_).run(bindings_), ValueError);
+  EXPECT_THROW(b_.record(ir::OpKind::nll_loss, {vl, vy}, {{"reduction", std::string("avg")}}), ValueError);
+}
+
+TEST_F(IrKernels, LeakyReluAndSoftplus) {
+  const Tensor x = Tensor::from_doubles({-30, -1, -0.5, 0, 0.25, 2, 30}, {7}, DType::f32);
+  Value* vx = in("x", x);
+  b_.outputs({b_.record(ir::OpKind::leaky_relu, {vx}, {{"negative_slope", 0.2}})[0],
+              b_.record(ir::OpKind::softplus, {vx})[0],
+              b_.record(ir::OpKind::softplus, {vx}, {{"beta", 2.0}, {"threshold", 1.0}})[0]});
+  std::vector<Tensor> out = Interpreter(g_).run(bindings_);
+  const std::vector<double> xs = x.to_doubles();
+  std::vector<double> lr, sp, sp2;
+  for (double v : xs) {
+    lr.push_back(v < 0 ? 0.2 * v : v);
+    sp.push_back(v > 20 ? v : std::log1p(std::exp(v)));
+    sp2.push_back(2 * v > 1 ? v : std::log1p(std::exp(2 * v)) / 2);
+  }
+  expect_same(out[0], Tensor::from_doubles(lr, {7}, DType::f32));
+  expect_same(out[1], Tensor::from_doubles(sp, {7}, DType::f32));
+  expect_same(out[2], Tensor::from_doubles(sp2, {7}, DType::f32));
+}
+
+// topk against a sort of each row: values and indices, largest and smallest, ties the lower index
+// first, NaN the largest; k out of range is an error.
+TEST_F(IrKernels, TopK) {
+  const double nan = std::nan("");
+  const Tensor x = Tensor::from_doubles({3, 1, 3, nan, 0, -2, 5, 5, 1, 0}, {2, 5}, DType::f32);
+  Value* vx = in("x", x);
+  auto top = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(3)}});
+  auto low = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(2)}, {"largest", false}});
+  auto col = b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(1)}, {"dim", int64_t(0)}});
+  b_.outputs({top[0], top[1], low[0], low[1], col[1]});
+  std::vector<Tensor> out = Interpreter(g_).run(bindings_);
+  std::vector<double> v = out[0].to_doubles();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(std::vector<double>(v.begin() + 1, v.end()), (std::vector<double>{3, 3, 5, 5, 1}));
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{3, 0, 2, 1, 2, 3}));
+  EXPECT_EQ(out[2].to_doubles(), (std::vector<double>{0, 1, -2, 0}));
+  EXPECT_EQ(out[3].to_doubles(), (std::vector<double>{4, 1, 0, 4}));
+  EXPECT_EQ(out[4].to_doubles(), (std::vector<double>{0, 1, 1, 0, 0}));  // nan largest; 0 = 0: the lower index
+  EXPECT_THROW(b_.record(ir::OpKind::topk, {vx}, {{"k", int64_t(6)}}), ValueError);
+}
+
 }  // namespace
 }  // namespace dt::runtime

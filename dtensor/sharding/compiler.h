@@ -9,6 +9,7 @@
 
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/rank_orbits.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/partitioner.h"
@@ -19,6 +20,12 @@ namespace dt::sharding {
 struct CompileOptions {
   std::vector<int> ranks;  // programs to build (empty: every rank of the mesh)
   bool verify = true;
+  // Also find which ranks get the same program up to renaming (CompiledModel::orbits,
+  // sharding/rank_orbits.h) and build every orbit representative's program too, after those of
+  // `ranks` (that are not among them): what passes::run_rank_pipelines needs to check and plan
+  // the whole job from a few programs. With `ranks` = {first rank of the mesh} only the
+  // representatives are built, however large the mesh.
+  bool orbits = false;
   // Called on the resolved plan before propagation: lets a caller that built the graph add what a
   // plan file cannot say (a training step places each optimizer state tensor and each updated
   // parameter output like its parameter).
@@ -30,6 +37,7 @@ struct CompiledModel {
   Sharding sharding;
   std::vector<int> ranks;           // the global rank of each program
   std::vector<ir::Graph> programs;  // one per entry of `ranks`
+  ir::RankOrbits orbits;            // when CompileOptions::orbits
   double propagate_ms = 0;          // resolve + propagate
   double partition_ms = 0;          // every program, verification included when enabled
 };

@@ -80,6 +80,9 @@ std::string module_of(const std::string& param_name) {
 ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& source) {
   ParallelPlan plan;
   plan.source = source;
+  // A NUL is no part of JSON text (the parser would stop there and accept what follows).
+  if (size_t nul = text.find('\0'); nul != std::string::npos)
+    DT_THROW(ValueError) << source << ": not valid json: a NUL byte at offset " << nul;
   json j;
   try {
     j = json::parse(text);
@@ -108,8 +111,15 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
             DT_THROW(ValueError) << where << " has dim " << m["dim"].dump() << ": expected a small integer";
           ms.dim = m["dim"].get<int64_t>();
         }
+        if (m.contains("blocks")) {
+          if (!m["blocks"].is_number_integer() || m["blocks"].get<int64_t>() < 1 || m["blocks"].get<int64_t>() > 64)
+            DT_THROW(ValueError) << where << " has blocks " << m["blocks"].dump() << ": expected an integer in [1, 64]";
+          if (ms.style != Style::colwise)
+            DT_THROW(ValueError) << where << " has blocks but is " << style_name(ms.style) << ": only colwise takes blocks";
+          ms.blocks = m["blocks"].get<int64_t>();
+        }
         for (auto& [key, value] : m.items())
-          if (key != "pattern" && key != "style" && key != "mesh_dim" && key != "dim")
+          if (key != "pattern" && key != "style" && key != "mesh_dim" && key != "dim" && key != "blocks")
             DT_THROW(ValueError) << where << " has unknown key '" << key << "'";
         plan.modules.push_back(std::move(ms));
       }
@@ -137,6 +147,7 @@ std::string ParallelPlan::to_json() const {
   for (const ModuleStyle& m : modules) {
     json e = {{"pattern", m.pattern}, {"style", std::string(style_name(m.style))}, {"mesh_dim", m.mesh_dim}};
     if (m.style == Style::sequence) e["dim"] = m.dim;
+    if (m.blocks > 1) e["blocks"] = m.blocks;
     j["modules"].push_back(e);
   }
   for (auto [key, map] : {std::pair{"inputs", &inputs}, {"outputs", &outputs}}) {
@@ -190,6 +201,8 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
     for (const ir::Value* p : graph.params()) {
       const std::string module = module_of(p->name);
       if (!glob_match(ms.pattern, module)) continue;
+      // A const (a buffer or folded constant) stays replicated unless the pattern names it whole.
+      if (p->frozen && ms.pattern != module && ms.pattern != p->name) continue;
       matched = true;
       const std::string leaf = p->name.substr(module.empty() ? 0 : module.size() + 1);
       const ir::Node* u = user[size_t(p->id)];
@@ -208,6 +221,17 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
           if (leaf == "weight") r.pinned[size_t(p->id)] |= 1u << m;
           else if (leaf == "bias") pl = col ? Placement::shard(0) : Placement::replicate();
           else pl = Placement::replicate();
+          if (ms.blocks > 1 && pl.is_shard()) {
+            // A fused projection (qkv): each of the `blocks` equal column blocks is sharded on its
+            // own, so each rank's output holds its chunk of every block (layout/placement.h).
+            if (out_dim != 0)  // not a linear weight [out, in]
+              DT_THROW(ValueError) << what << " (colwise, blocks " << ms.blocks << ") shards an embedding: blocks "
+                                   << "are for a fused linear";
+            if (p->type.rank() < 1 || p->type.shape[0] % ms.blocks != 0)
+              DT_THROW(ValueError) << what << " (colwise, blocks " << ms.blocks << ") needs dim 0 of " << p->name
+                                   << " to divide into " << ms.blocks << " blocks but it is " << ir::type_str(p->type);
+            pl = Placement::blocked_shard(0, ms.blocks);
+          }
           break;
         }
         case Style::fsdp:
@@ -240,9 +264,14 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
     Placements& ps = r.value_placements[size_t(p->id)];
     for (size_t m = 0; m < nd; ++m) {
       if (!((r.stored_only[size_t(p->id)] >> m) & 1u) || !ps[m].is_shard()) continue;
-      for (size_t k = m + 1; k < nd; ++k)
-        if (ps[k].is_shard(ps[m].dim()) && !((r.stored_only[size_t(p->id)] >> k) & 1u))
-          ps[m] = Placement::strided_shard(ps[m].dim());
+      for (size_t k = m + 1; k < nd; ++k) {
+        if (!ps[k].is_shard(ps[m].dim()) || ((r.stored_only[size_t(p->id)] >> k) & 1u)) continue;
+        if (ps[k].is_blocked())
+          DT_THROW(ValueError) << plan.source << ": parameter " << p->name << " is fsdp on mesh dim "
+                               << r.mesh_dim_names[m] << " and a blocked colwise on " << r.mesh_dim_names[k]
+                               << ": fsdp over a fused projection's blocks is not supported";
+        ps[m] = Placement::strided_shard(ps[m].dim());
+      }
     }
   }
 

@@ -13,7 +13,8 @@
 //
 // A module is a parameter name without its last component (`h.0.attn.q_proj.weight` belongs to
 // `h.0.attn.q_proj`); patterns are shell globs (`*` also crosses dots). Styles, per mesh dim:
-//   colwise    weight S(0) (an embedding's S(1)), bias S(0): the output is sharded on its last dim
+//   colwise    weight S(0) (an embedding's S(1)), bias S(0): the output is sharded on its last dim;
+//              with "blocks": b, S(0,blocks=b) (a fused qkv projection: each block sharded)
 //   rowwise    weight S(1) (an embedding's S(0)), bias R: the input is sharded on its last dim and
 //              the output is P(sum)
 //   sequence   parameters R; the nodes that use the module's parameters run with their first
@@ -43,6 +44,9 @@ struct ModuleStyle {
   Style style = Style::replicate;
   std::string mesh_dim;
   int64_t dim = 1;  // sequence: the sharded activation dim
+  // colwise: the weight is `blocks` equal fused projections (GPT-2's c_attn: 3, q k v), each
+  // sharded on its own: weight and bias S(0,blocks=b), so the split into q, k, v stays sharded.
+  int64_t blocks = 1;
 };
 
 struct ParallelPlan {

@@ -58,7 +58,8 @@ class RankPartitioner {
       localize_attrs(n, ns, types, op, attrs);
       Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
-      if (n.op == ir::OpKind::cross_entropy) weight_row_shard(n, ns);
+      // Only the default mean is a weighted mean of row shards (a sum's local sums add up).
+      if (n.op == ir::OpKind::cross_entropy && n.attr_str("reduction") == "mean") weight_row_shard(n, ns);
       // A gradient moves where its forward value says right away (its readers find it in moved_).
       for (const Value* r : n.results)
         if (size_t(r->id) < s_.reads.size() && !s_.reads[size_t(r->id)].empty()) moved(r, s_.reads[size_t(r->id)]);

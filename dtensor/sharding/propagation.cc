@@ -25,10 +25,17 @@ constexpr double kInfinite = std::numeric_limits<double>::infinity();
 constexpr const char* kPinnedReason = "a colwise/rowwise parameter would have to move";
 
 // What a strategy does on one mesh dim.
+// A factor option may be blocked (read from a blocked shard S(d,blocks=b), layout/placement.h: a
+// fused projection): `blocks` is the factor's own block count (a fused linear's output factor),
+// and `minor` lets the factor be sharded where it is not the first of its dim, which makes that
+// dim a blocked shard with the major factors' product as blocks (the split of a fused qkv
+// output into q, k, v: [3H] = (3, H), sharding H).
 struct Option {
   enum Kind : uint8_t { none, factor, partial_all, partial_one } kind = none;
   int8_t f = -1;  // factor, or the partial operand for partial_one
-  bool operator==(const Option& o) const { return kind == o.kind && f == o.f; }
+  int32_t blocks = 1;
+  bool minor = false;
+  bool operator==(const Option& o) const { return kind == o.kind && f == o.f && blocks == o.blocks && minor == o.minor; }
 };
 
 struct Candidate {
@@ -68,8 +75,12 @@ class NodePropagator {
       const Value* v = n_.operands[i];
       const Placement& p = reads_[size_t(v->id)][m];
       if (p.is_shard() && (reads_stored_ || !((plan_.stored_only[size_t(v->id)] >> m) & 1u))) {
-        int f = rule_.operands[i][size_t(p.dim())].first();
-        if (f >= 0) add(Option{Option::factor, int8_t(f)});
+        if (p.is_blocked()) {
+          add_blocked(rule_.operands[i][size_t(p.dim())], p.blocks(), add);
+        } else {
+          int f = rule_.operands[i][size_t(p.dim())].first();
+          if (f >= 0) add(Option{Option::factor, int8_t(f)});
+        }
       }
       if (!p.is_partial()) all_partial = false;
       else if (i == 0) op0 = p.op();
@@ -87,6 +98,22 @@ class NodePropagator {
     return out;
   }
 
+  // Adds the option of a dim read as S(d,blocks=b): the factor after major factors whose product
+  // is b (unblocked, the dim's blocks are those factors), else the first factor itself blocked.
+  template <class Add>
+  void add_blocked(const ir::DimFactors& dim, int64_t b, Add& add) const {
+    int64_t before = 1;
+    for (int k = 0; k < dim.count; ++k) {
+      if (k > 0 && before == b) {
+        add(Option{Option::factor, dim.factor[size_t(k)], 1, true});
+        return;
+      }
+      before *= rule_.factor_sizes[size_t(dim.factor[size_t(k)])];
+    }
+    if (dim.count > 0 && rule_.factor_sizes[size_t(dim.factor[0])] % b == 0)
+      add(Option{Option::factor, dim.factor[0], int32_t(b), true});
+  }
+
   // Fills `c` for the given per-mesh-dim options; leaves c.cost infinite when invalid.
   void evaluate(const std::vector<Option>& choice, Candidate& c) const {
     const size_t no = n_.operands.size(), nr = n_.results.size();
@@ -102,9 +129,17 @@ class NodePropagator {
         case Option::none: break;
         case Option::factor:
           for (size_t i = 0; i < no; ++i)
-            if (!place_factor(rule_.operands[i], o.f, c.operands[i][m])) return;
+            if (!place_factor(rule_.operands[i], o, c.operands[i][m])) return;
           for (size_t r = 0; r < nr; ++r) {
-            if (place_factor(rule_.results[r], o.f, c.results[r][m]) && !c.results[r][m].is_replicate()) continue;
+            Option ro = o;
+            ro.minor = o.minor || rule_.minor_results;
+            if (place_factor(rule_.results[r], ro, c.results[r][m]) && !c.results[r][m].is_replicate()) {
+              if (c.results[r][m].is_blocked() && !o.minor && !blocked_gradient(r, m, c.results[r][m])) {
+                c.invalid = "a blocked shard is only made for the gradient of a fused projection's output";
+                return;
+              }
+              continue;
+            }
             if (rule_.factor_kinds[size_t(o.f)] == FactorKind::expanded) continue;  // result stays R
             if (rule_.factor_kinds[size_t(o.f)] != FactorKind::reduction) {
               c.invalid = "the result cannot be sharded that way";
@@ -170,16 +205,29 @@ class NodePropagator {
  private:
   // Sets `p` to S(d) for the dim of `t` whose first factor is f; false when f is a later factor
   // of some dim (a merged or split dim that cannot be sharded that way).
-  bool place_factor(const TensorFactors& t, int f, Placement& p) const {
+  // A blocked option (Option::minor) may shard a later factor: the dim becomes S(d,blocks=b) with
+  // b the product of the factors before it (times the factor's own blocks).
+  bool place_factor(const TensorFactors& t, const Option& o, Placement& p) const {
     for (size_t d = 0; d < t.size(); ++d) {
+      int64_t before = 1;
       for (int k = 0; k < t[d].count; ++k) {
-        if (t[d].factor[size_t(k)] != f) continue;
-        if (k != 0) return false;
-        p = Placement::shard(int64_t(d));
+        if (t[d].factor[size_t(k)] != o.f) {
+          before *= rule_.factor_sizes[size_t(t[d].factor[size_t(k)])];
+          continue;
+        }
+        if (k != 0 && !o.minor) return false;
+        p = Placement::blocked_shard(int64_t(d), before * o.blocks);
         return true;
       }
     }
     return true;  // the tensor does not have f: replicated on this mesh dim
+  }
+
+  // True when result r is the gradient of a forward value laid out as `p` on mesh dim m.
+  bool blocked_gradient(size_t r, size_t m, const Placement& p) const {
+    const size_t id = size_t(n_.results[r]->id);
+    if (id >= plan_.gradient_of.size() || plan_.gradient_of[id] < 0) return false;
+    return s_.values[size_t(plan_.gradient_of[id])][m] == p;
   }
 
   // Returns false when a dim made of several factors is sharded by mesh dims whose total size does
@@ -188,8 +236,10 @@ class NodePropagator {
     for (size_t d = 0; d < t.size(); ++d) {
       if (t[d].count < 2) continue;
       int64_t ways = 1;
-      for (size_t m = 0; m < nd_; ++m)
+      for (size_t m = 0; m < nd_; ++m) {
+        if (ps[m].is_blocked() && ps[m].is_shard(int64_t(d))) ways = 0;  // cut inside each block
         if (ps[m].is_shard(int64_t(d))) ways *= s_.mesh.size(int64_t(m));
+      }
       if (ways > 1 && rule_.factor_sizes[size_t(t[d].factor[0])] % ways != 0) return false;
     }
     return true;
@@ -324,6 +374,14 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       std::vector<Option> none(nd);
       prop.allow_moving_pinned();
       prop.evaluate(none, best);
+      for (const Value* v : n.operands)
+        for (const Placement& p : reads[size_t(v->id)])
+          if (best.cost == kInfinite && p.is_blocked())
+            DT_THROW(ValueError) << "%" << (n.results.empty() ? std::string("?") : n.results[0]->name) << " ("
+                                 << ir::op_name(n.op) << "): operand %" << v->name << " is "
+                                 << placements_str(reads[size_t(v->id)])
+                                 << " (a fused projection's blocked shard) but this op cannot keep it: a "
+                                    "blocked colwise output must be read by a split into its blocks";
       DT_CHECK(best.cost != kInfinite) << ir::op_name(n.op) << " cannot even run replicated";
     }
     // A shard given up because no strategy could keep it (not a cost decision) gets a warning.

@@ -157,10 +157,12 @@ class StepLowering {
       named(".zero", x);
       pieces.push_back(full(x->type.dtype, s, fill));
     };
+    // The padding after is there even when it has no rows (the group's last member): a rank's
+    // program may depend on its coordinate only through its own chunk lengths and whether it is 0
+    // (sharding/rank_orbits.h), so that one program stands for every member but the first.
     if (before > 0) pad(before);
     pieces.push_back(x);
-    if (total - before - lens[size_t(i_)] > 0) pad(total - before - lens[size_t(i_)]);
-    if (pieces.size() == 1) return x;
+    pad(total - before - lens[size_t(i_)]);
     named(".zero", x);
     return b_.cat(pieces, t);
   }

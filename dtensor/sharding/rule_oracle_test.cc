@@ -47,6 +47,24 @@ std::vector<OpCase> cases() {
   add("relu", [](Builder& b) { b.outputs({b.relu(in(b, 0, {3, 5}))}); });
   add("gelu", [](Builder& b) { b.outputs({b.gelu(in(b, 0, {3, 5}), "tanh")}); });
   add("silu", [](Builder& b) { b.outputs({b.silu(in(b, 0, {3, 5}))}); });
+  add("topk", [](Builder& b) {
+    auto r = b.record(OpKind::topk, {in(b, 0, {3, 5})}, {{"k", int64_t(2)}, {"dim", int64_t(1)}});
+    b.outputs({r[0], r[1]});
+  });
+  add("topk dim 0 smallest", [](Builder& b) {
+    auto r = b.record(OpKind::topk, {in(b, 0, {5, 3})}, {{"k", int64_t(3)}, {"dim", int64_t(0)}, {"largest", false}});
+    b.outputs({r[0], r[1]});
+  });
+  add("leaky_relu", [](Builder& b) {
+    b.outputs({b.record(OpKind::leaky_relu, {in(b, 0, {3, 5})}, {{"negative_slope", 0.1}})[0]});
+  });
+  add("softplus", [](Builder& b) { b.outputs({b.record(OpKind::softplus, {in(b, 0, {3, 5})})[0]}); });
+  // Equal pieces: the pieces rule (a blocked whole only comes from a fused projection's plan).
+  add("split equal pieces", [](Builder& b) {
+    auto parts = b.split(in(b, 0, {3, 6}), 2, 1);
+    b.outputs({parts[0], parts[2]});
+  });
+  add("cat equal pieces", [](Builder& b) { b.outputs({b.cat({in(b, 0, {3, 2}), in(b, 1, {3, 2})}, 1)}); });
   add("cast", [](Builder& b) { b.outputs({b.cast(in(b, 0, {3, 5}), DType::f64)}); });
   add("layer_norm", [](Builder& b) { b.outputs({b.layer_norm(in(b, 0, {3, 5}), {5}, in(b, 1, {5}), in(b, 2, {5}))}); });
   add("rms_norm", [](Builder& b) { b.outputs({b.rms_norm(in(b, 0, {3, 5}), {5}, in(b, 1, {5}))}); });
@@ -173,6 +191,17 @@ std::vector<OpCase> cases() {
       b.outputs({b.cast(b.record(k, {x, y})[0], DType::f32)});
     });
   add("cross_entropy", [](Builder& b) { b.outputs({b.cross_entropy(in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64))}); });
+  // Targets are in [0, 5): ignore_index 3 drops some rows.
+  for (const char* reduction : {"mean", "sum", "none"})
+    for (OpKind k : {OpKind::cross_entropy, OpKind::nll_loss})
+      add(std::string(ir::op_name(k)) + " " + reduction + " ignore", [k, reduction](Builder& b) {
+        b.outputs({b.record(k, {in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64)},
+                            {{"reduction", std::string(reduction)}, {"ignore_index", int64_t(3)}})[0]});
+      });
+  add("cross_entropy sum", [](Builder& b) {
+    b.outputs({b.record(OpKind::cross_entropy, {in(b, 0, {3, 5}), in(b, 1, {3}, DType::i64)},
+                        {{"reduction", std::string("sum")}})[0]});
+  });
   return c;
 }
 

@@ -32,9 +32,39 @@ TensorMap shard_values(const std::vector<ir::Value*>& values, const Sharding& s,
   return out;
 }
 
+// A blocked shard S(d,blocks=b) of [.., L, ..] is the plain S(d+1) of [.., b, L/b, ..]: returns the
+// mesh dim of the first blocked placement (-1: none) and fills the expanded shape and placements.
+int64_t expand_blocked(const Shape& shape, const Placements& placements, Shape& shape2, Placements& placements2) {
+  Placements ps = normalize_placements(placements, int64_t(placements.size()), int64_t(shape.size()));
+  for (size_t m = 0; m < ps.size(); ++m) {
+    if (!ps[m].is_blocked()) continue;
+    check_blocks_divide(ps, shape);
+    const int64_t d = ps[m].dim(), b = ps[m].blocks();
+    shape2 = shape;
+    shape2[size_t(d)] = shape[size_t(d)] / b;
+    shape2.insert(shape2.begin() + d, b);
+    placements2 = ps;
+    for (Placement& p : placements2)
+      if (p.is_shard() && p.dim() > d) p = p.with_dim(p.dim() + 1);
+    placements2[m] = Placement::shard(d + 1);
+    return int64_t(m);
+  }
+  return -1;
+}
+
 }  // namespace
 
 Tensor shard_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& placements, int rank) {
+  Shape shape2;
+  Placements placements2;
+  if (int64_t m = expand_blocked(full.shape(), placements, shape2, placements2); m >= 0) {
+    const int64_t d = placements2[size_t(m)].dim() - 1;
+    Tensor local = shard_tensor(full.contiguous().view(shape2), mesh, placements2, rank).contiguous();
+    Shape back = local.shape();
+    back[size_t(d)] *= back[size_t(d) + 1];
+    back.erase(back.begin() + d + 1);
+    return local.view(back);
+  }
   const std::vector<int64_t> coord = coordinate_of(mesh, rank);
   DTensorSpec spec(mesh, placements, full.shape(), full.dtype());
   const Shape off = spec.global_offset_at(coord), len = spec.local_shape_at(coord);
@@ -51,6 +81,23 @@ Tensor shard_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements
 Tensor assemble_tensor(const std::vector<Tensor>& locals, const DeviceMesh& mesh, const Placements& placements,
                        const Shape& global_shape) {
   DT_CHECK(int64_t(locals.size()) >= mesh.size()) << locals.size() << " locals for mesh " << mesh.str();
+  Shape shape2;
+  Placements placements2;
+  if (int64_t m = expand_blocked(global_shape, placements, shape2, placements2); m >= 0) {
+    const int64_t d = placements2[size_t(m)].dim() - 1, b = shape2[size_t(d)];
+    std::vector<Tensor> split(locals.size());
+    for (int rank : mesh.ranks()) {
+      const Tensor& l = locals[size_t(rank)];
+      Shape s2 = l.shape();
+      if (d >= int64_t(s2.size()) || s2[size_t(d)] % b != 0)
+        DT_THROW(ShapeError) << "rank " << rank << " holds " << shape_str(s2) << " but " << placements_str(placements)
+                             << " of " << shape_str(global_shape) << " needs " << b << " equal blocks";
+      s2[size_t(d)] /= b;
+      s2.insert(s2.begin() + d, b);
+      split[size_t(rank)] = l.contiguous().view(s2);
+    }
+    return assemble_tensor(split, mesh, placements2, shape2).view(global_shape);
+  }
   const DType dtype = locals[size_t(mesh.ranks()[0])].dtype();
   DTensorSpec spec(mesh, placements, global_shape, dtype);
   // Accumulate partial sums in f64-free form: add pieces of partial coordinates, copy the rest once.

@@ -135,5 +135,12 @@ expect_refused "--output writes the programs" compile "$t/m.dt" --mesh 2 --plan 
 [ -e "$t/p.dt" ] || [ -e "$t/p.rank0.dt" ] && FAIL "compile -o --report wrote a program"
 expect_refused "--seed seeds the --verify data: add --verify" plan --mesh 2 --shape 4x4 --from 'S(0)' --to R --seed 3
 expect_refused "--seed seeds the random weights and inputs" example gpt --seed 3
+# An unknown command is named with the known ones (CLI11 alone says "A subcommand is required"),
+# also below `bench` and `checkpoint`; --plan without --mesh would have run as one device.
+expect_refused "unknown command 'bogus': dtensor has" bogus
+expect_refused "unknown command 'bogus': dtensor bench has" bench bogus
+expect_refused "unknown command 'bogus': dtensor checkpoint has consolidate, reshard" checkpoint bogus
+expect_refused "--plan needs --mesh" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" \
+  --plan "$SRC/examples/gpt_tp.json"
 
 finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stress tests of issue 29's items 1-4 (README "Guarantees": a sharded checkpoint is whole or
 # refused), each a fixed number of trials:
-#   kill    - SIGKILL of `shard-weights` at spread-out moments of a save over a checkpoint;
+#   kill    - SIGKILL of `shard-weights` at spread-out moments of a save over a checkpoint, then
+#             SIGTERM/SIGINT, which must leave no temporaries or unfinished generation;
 #   writers - two saves of different weights into the same DIR at once (20 trials);
 #   torn    - `run --weights DIR` while another process rewrites DIR again and again.
 # After every trial DIR is read by `run --weights DIR` (fsdp x tp on 2x2, whose replicated copies
@@ -23,6 +24,11 @@ MESH=2x2
 "$DT" example gpt --hidden 256 --layers 4 --weights "$t/wb.safetensors" --seed 1 >/dev/null 2>&1 || FAIL "example B"
 save() {  # save <weights> <dir> [<stderr file>]: returns shard-weights' exit code
   "$DT" shard-weights "$t/m.dt" --weights "$1" --mesh $MESH --plan "$PLAN" -o "$2" >/dev/null 2>"${3:-/dev/null}"
+}
+# save_bg <weights> <dir> [<stderr file>]: save in the background, $! its pid (not a subshell's);
+# SIGINT back to its default (a script's background jobs start with it ignored).
+save_bg() {
+  env --default-signal=INT "$DT" shard-weights "$t/m.dt" --weights "$1" --mesh $MESH --plan "$PLAN" -o "$2" >/dev/null 2>"${3:-/dev/null}" &
 }
 run_outputs() {  # run_outputs <dir> <out>: run with --weights DIR, saving the outputs
   timeout 120 "$DT" run "$t/m.dt" --weights "$1" --inputs "$t/in.safetensors" --mesh $MESH --plan "$PLAN" \
@@ -52,6 +58,7 @@ classify() {  # classify <dir> <what>: reads DIR and counts the outcome
   fi
   rm -f "$t/o.safetensors"
 }
+committed() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' "$1/checkpoint.json"; }
 generations() { ls -d "$1"/gen-* 2>/dev/null | wc -l; }
 temporaries() { find "$1" -name '*.dtensor-tmp-*' | wc -l; }
 
@@ -66,7 +73,7 @@ kill)
   for k in $(seq 1 12); do
     w="$t/wb.safetensors"
     [ $((k % 2)) -eq 0 ] && w="$t/wa.safetensors"
-    save "$w" "$t/dir" &
+    save_bg "$w" "$t/dir"
     pid=$!
     sleep "$(awk -v d="$dur" -v k="$k" 'BEGIN { printf "%.4f", d * k / 10 / 1e9 }')"
     kill -9 $pid 2>/dev/null
@@ -74,20 +81,41 @@ kill)
     [ "$(generations "$t/dir")" -gt 1 ] || [ "$(temporaries "$t/dir")" -gt 0 ] && interrupted=$((interrupted + 1))
     classify "$t/dir" "kill trial $k"
   done
-  [ "$refused" -eq 0 ] || FAIL "$refused reads refused after a killed save: the previous checkpoint must remain"
   # The next save removes what the killed ones left.
   save "$t/wa.safetensors" "$t/dir" || FAIL "save after the kills"
   [ "$(generations "$t/dir")" -eq 1 ] || FAIL "stale generations left: $(ls -A "$t/dir")"
   [ "$(temporaries "$t/dir")" -eq 0 ] || FAIL "temporaries left: $(ls -A "$t/dir")"
-  echo "kill: 12 trials, $interrupted killed mid-save, read back A $seen_a, B $seen_b, mixed $mixed"
+  # SIGTERM and SIGINT at the same moments: the save removes its temporaries and unfinished
+  # generation before it ends.
+  for k in $(seq 1 8); do
+    sig=TERM
+    [ $((k % 2)) -eq 0 ] && sig=INT
+    before=$(committed "$t/dir")
+    save_bg "$t/wb.safetensors" "$t/dir"
+    pid=$!
+    sleep "$(awk -v d="$dur" -v k="$k" 'BEGIN { printf "%.4f", d * k / 7 / 1e9 }')"
+    kill -$sig $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    [ "$(temporaries "$t/dir")" -eq 0 ] || FAIL "SIG$sig left temporaries: $(find "$t/dir" -name '*.dtensor-tmp-*')"
+    # Left: the committed generation, and the one it replaced if the signal came while that was
+    # being removed (the next save removes it); nothing of an unfinished save.
+    after=$(committed "$t/dir")
+    for g in "$t/dir"/gen-*; do
+      g=$(basename "$g")
+      [ "$g" = "$before" ] || [ "$g" = "$after" ] || FAIL "SIG$sig left an unfinished generation $g"
+    done
+    classify "$t/dir" "SIG$sig trial $k"
+  done
+  [ "$refused" -eq 0 ] || FAIL "$refused reads refused after a killed save: the previous checkpoint must remain"
+  echo "kill: 12 SIGKILL trials ($interrupted mid-save) + 8 SIGTERM/INT, read back A $seen_a, B $seen_b, mixed $mixed"
   ;;
 writers)
   save "$t/wa.safetensors" "$t/dir" || FAIL "first save"
   locked=0
   for k in $(seq 1 20); do
-    save "$t/wa.safetensors" "$t/dir" "$t/err1" &
+    save_bg "$t/wa.safetensors" "$t/dir" "$t/err1"
     p1=$!
-    save "$t/wb.safetensors" "$t/dir" "$t/err2" &
+    save_bg "$t/wb.safetensors" "$t/dir" "$t/err2"
     p2=$!
     wait $p1
     s1=$?

@@ -69,7 +69,7 @@ no_temporaries "$t"
 
 # 4. --timeout-s: finite, positive, bounded.
 for bad in inf nan 1e10 0 -1; do
-  expect 2 "--timeout-s must be a number of seconds in (0, 1e+06]" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --timeout-s "$bad"
+  expect 2 "--timeout-s must be a number of seconds in (0, 1000000]" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --timeout-s "$bad"
 done
 expect 0 "match" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" --timeout-s 1e6
 
@@ -98,5 +98,59 @@ expect 2 "error" --mesh 4
 expect 0 "Usage" --help
 expect 0 "Usage" compile --help
 expect 0 "dtensor" --version
+
+# Issue 29.2: a checkpoint holding a rank file of another save (same mesh and plan), or a file
+# with 64 bytes overwritten, is refused; so is a directory of rank files without a manifest.
+expect 0 "4 ranks" shard-weights "$t/m.dt" --weights "$t/w.safetensors" --mesh 4 --plan "$PLAN" -o "$t/ckA"
+expect 0 "4 ranks" shard-weights "$t/m.dt" --weights "$t/w2.safetensors" --mesh 4 --plan "$PLAN" -o "$t/ckB"
+cp -r "$t/ckA" "$t/mixed"
+cp "$t/ckB"/gen-*/rank1.safetensors "$t/mixed"/gen-*/rank1.safetensors
+expect 2 "does not match the hash in the checkpoint manifest" run "$t/m.dt" --weights "$t/mixed"   --inputs "$t/in.safetensors" --mesh 4 --plan "$PLAN"
+cp -r "$t/ckA" "$t/corrupt"
+f=$(ls "$t/corrupt"/gen-*/rank3.safetensors)
+printf '\xff%.0s' $(seq 64) | dd of="$f" bs=1 seek=4096 conv=notrunc status=none
+expect 2 "does not match the hash" run "$t/m.dt" --weights "$t/corrupt" --inputs "$t/in.safetensors" --mesh 4 --plan "$PLAN"
+expect 2 "does not match the hash" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --expect "$t/corrupt"
+mkdir -p "$t/legacy" && cp "$t/ckA"/gen-*/rank*.safetensors "$t/legacy/"
+expect 2 "an older dtensor's format" run "$t/m.dt" --weights "$t/legacy" --inputs "$t/in.safetensors" --mesh 4 --plan "$PLAN"
+
+# Issue 29.13: an output that is a symbolic link is refused (the link's target, a decoy here, is
+# untouched) unless DTENSOR_FOLLOW_SYMLINKS=1; then the target is replaced and the link kept.
+echo decoy > "$t/decoy"
+ln -s "$t/decoy" "$t/link.dt"
+expect 2 "is a symbolic link" example mlp -o "$t/link.dt"
+[ "$(cat "$t/decoy")" = decoy ] || FAIL "example -o through a symlink replaced its target"
+[ -L "$t/link.dt" ] || FAIL "the symlink was removed"
+DTENSOR_FOLLOW_SYMLINKS=1 timeout 60 "$DT" example mlp -o "$t/link.dt" >/dev/null 2>&1 || FAIL "DTENSOR_FOLLOW_SYMLINKS=1"
+grep -q "graph" "$t/decoy" && [ -L "$t/link.dt" ] || FAIL "DTENSOR_FOLLOW_SYMLINKS=1 did not write the target through the kept link"
+
+# Issue 29.12: option values that used to be accepted or misreported.
+for cap in inf 1e30 nan; do
+  expect 2 "is not a number of MiB in (0, 1048576]" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" \
+    --mesh 2 --plan "$PLAN" --bucket-cap-mb "$cap"
+done
+expect 2 "finite --alpha-us" plan --mesh 4 --shape 8 --from 'S(0)' --to R --alpha-us nan
+expect 2 "finite --alpha-us" plan --mesh 4 --shape 8 --from 'S(0)' --to R --beta-gbs inf
+expect 2 "--repeat must be >= 1, got -5" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat -5
+expect 2 "got 1000001" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --mesh 2 --plan "$PLAN" \
+  --timeout-s 1000001
+cp "$PLAN" "$t/nul_plan.json" && printf '\0junk' >> "$t/nul_plan.json"
+expect 2 "a NUL byte" compile "$t/m.dt" --mesh 2 --plan "$t/nul_plan.json" --rank 0 -o "$t/c.dt"
+
+# Issue 29.9: limits are user errors naming the limit, not internal errors.
+python3 - "$t/rank33.dt" <<'PY'
+import sys
+dims = ", ".join(["1"] * 33)
+open(sys.argv[1], "w").write(f"graph g {{\n  input %x : f32[{dims}]\n  %y = relu(%x) : f32[{dims}]\n  return %y\n}}\n")
+PY
+expect 2 "more than the limit of 32" compile "$t/rank33.dt" --mesh 2 --plan "$PLAN" --rank 0 -o "$t/c.dt"
+expect 2 "more than the limit of 1 GiB" plan --mesh 4 --shape 1099511627776 --from 'S(0)' --to R --verify
+
+# Issue 29.10: threads that cannot be created (address space capped) are a clear error, exit 2.
+out=$( (ulimit -v 2000000; exec timeout 120 "$DT" run "$t/m.dt" --weights "$t/w.safetensors" \
+  --inputs "$t/in.safetensors" --mesh 256 --plan "$PLAN") 2>&1)
+status=$?
+[ $status -eq 2 ] || [ $status -eq 0 ] || FAIL "run --mesh 256 under ulimit -v: exit $status: $(echo "$out" | tail -2)"
+echo "$out" | grep -q "terminate called\|internal error" && FAIL "run --mesh 256 under ulimit -v: $(echo "$out" | tail -2)"
 
 finish

@@ -57,6 +57,29 @@ expect_error "output over input" "same file" \
 [ ! -e "$t/x.dt" ] && [ ! -e "$t/x.safetensors" ] || FAIL "a failed import wrote files"
 cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
 
+# Hugging Face-style exports (default options): the summary line, consts in the .dt, parameters
+# named after their modules although the export was constant-folded.
+out=$("$DT" import "$R/hf_llama.onnx" -o "$t/hf.dt" --weights "$t/hf.safetensors" --input-shape input_ids=2x8 2>&1) ||
+  FAIL "import hf_llama: $out"
+echo "$out" | grep -q "^fused: 2 attention, 5 rms_norm; frozen constants: [0-9]*; parameters: 21$" || FAIL "import summary: $out"
+grep -q "^  param %layers.0.self_attn.q_proj.weight : f32\[32, 32\]" "$t/hf.dt" || FAIL "hf.dt lacks q_proj by its module name"
+out=$("$DT" run "$t/hf.dt" --weights "$t/hf.safetensors" --inputs "$R/hf_llama_io.safetensors" \
+  --expect "$R/hf_llama_io.safetensors" 2>&1) || FAIL "hf_llama one device: $out"
+# Malformed models (the fuzz seeds of tests/fuzz/onnx): one line, exit 2.
+F="$SRC/tests/fuzz/onnx"
+expect_error "no outputs" "node 'n0' (Relu): the node has no outputs" \
+  "$DT" import "$F/NodesWithoutOutputsOrWithWrongInputCountsAreRefused_0.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "3 inputs" "3 inputs, but Relu at opset 17 takes 1" \
+  "$DT" import "$F/NodesWithoutOutputsOrWithWrongInputCountsAreRefused_6.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "dup output" "output 'y' is already defined" \
+  "$DT" import "$F/NamesDefinedTwiceAreRefused_0.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "raw and typed" "both raw_data and 3 typed values" \
+  "$DT" import "$F/TensorPayloadsAndDimsAreChecked_0.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "several unsupported" "3 ops are not supported by the importer" \
+  "$DT" import "$F/EveryUnsupportedOpIsListedAndInferenceErrorsNameTheNode_0.onnx" -o "$t/x.dt" --weights "$t/x.safetensors"
+expect_error "repeated --input-shape" "--input-shape gives input 'input_ids' twice" \
+  "$DT" import "$R/gpt.onnx" -o "$t/x.dt" --weights "$t/x.safetensors" --input-shape input_ids=2x8 --input-shape input_ids=2x4
+
 # onnx-conformance: --filter selects tests, --json is JSON, bad options are errors (exit 2).
 out=$("$DT" onnx-conformance --filter '^test_relu$' 2>&1) || FAIL "conformance relu: $out"
 echo "$out" | grep -q "1 node tests ran: 1 passed, 0 failed" || FAIL "conformance --filter: $out"

@@ -5,6 +5,7 @@
 #   sequence parallel on 4 and vocabulary parallel on 3 give the same losses within 1e-4 relative;
 # - --save then resume: 2 steps + 1 resumed step reproduce the 3rd step of a 3-step run (momentum),
 #   from one file and from a sharded checkpoint (2x2, one file per rank, which `run` loads too);
+# - checkpoint consolidate / reshard: the checkpoint as one file, or on tp 2, resumes to that step;
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
@@ -83,6 +84,28 @@ out=$("$DT" run "$t/gpt.dt" --weights "$t/ckdir" --inputs "$t/d.safetensors" --m
   --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "run from the training shards: $out"
 echo "$out" | grep -q ': match$' || FAIL "run from the training shards does not match: $(echo "$out" | tail -2)"
 
+# checkpoint consolidate: the sharded checkpoint as one file of full tensors, which resumes to the
+# same step; checkpoint reshard: the same checkpoint on tp 2 (momentum laid out like its
+# parameter), which resumes there to the same step too.
+out=$("$DT" checkpoint consolidate "$t/ckdir" -o "$t/consolidated.safetensors" 2>&1) || FAIL "consolidate: $out"
+echo "$out" | grep -q "consolidated .* tensors" || FAIL "consolidate reported nothing: $out"
+grep -aq "momentum_buffer" "$t/consolidated.safetensors" || FAIL "the consolidated file holds no momentum buffers"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/consolidated.safetensors" --data "$t/d.safetensors" --steps 1 \
+  --momentum 0.9 --lr 0.05 --json 2>&1) || FAIL "resume from the consolidated file: $resumed"
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+  FAIL "step resumed from the consolidated file $again differs from step 3 $third"
+out=$("$DT" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 --plan "$SRC/examples/gpt_tp.json" -o "$t/ck_tp2" 2>&1) ||
+  FAIL "reshard: $out"
+resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ck_tp2" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
+  --mesh 2 --plan "$SRC/examples/gpt_tp.json" --json 2>&1) || FAIL "resume from the resharded checkpoint: $resumed"
+again=$(losses "$resumed" | head -1)
+awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+  FAIL "step resumed from the resharded checkpoint $again differs from step 3 $third"
+expect_error "is not a checkpoint directory" checkpoint consolidate "$t/w.safetensors" -o "$t/x.safetensors"
+expect_error "is the checkpoint being resharded" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 \
+  --plan "$SRC/examples/gpt_tp.json" -o "$t/ckdir"
+
 # Gradients of the first step.
 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --grads-out "$t/g.safetensors" \
   >/dev/null 2>&1 || FAIL "--grads-out"
@@ -113,6 +136,8 @@ expect_error "mesh without plan" "--mesh and --plan go together" train "$t/gpt.d
   --inputs "$t/nd.safetensors" >/dev/null 2>&1 || FAIL "example without loss"
 expect_error "no scalar loss" "must be a floating scalar" train "$t/noloss.dt" --weights "$t/nw.safetensors" \
   --data "$t/nd.safetensors"
+expect_error "no scalar loss: the hint" "written with --loss" train "$t/noloss.dt" --weights "$t/nw.safetensors" \
+  --data "$t/nd.safetensors"
 expect_error "save over weights" "is the same file as weights" train "$t/gpt.dt" --weights "$t/w.safetensors" \
   --data "$t/d.safetensors" --save "$t/w.safetensors"
 "$DT" example gpt --hidden 512 --heads 8 --layers 1 --vocab 1000 --batch 3 --seq 32 --loss -o "$t/b3.dt" \
@@ -121,5 +146,49 @@ expect_error "data shape" "data input has shape \[3, 32\]" train "$t/gpt.dt" --w
   --data "$t/d3.safetensors"
 expect_error "recompute all" "blocks" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" \
   --recompute all
+
+# Issue 29.11: a non-finite loss stops training at that step, exit 1, nothing saved (an earlier
+# checkpoint at --save is kept); --allow-non-finite goes on. lr 1e6 makes SGD diverge.
+"$DT" example gpt --hidden 64 --heads 2 --layers 1 --loss -o "$t/small.dt" --weights "$t/sw.safetensors" \
+  --inputs "$t/sd.safetensors" >/dev/null 2>&1 || FAIL "example small"
+echo keep > "$t/last_good"
+for mesh in "" "--mesh 2 --plan $SRC/examples/gpt_tp.json"; do
+  out=$(timeout 600 "$DT" train "$t/small.dt" --weights "$t/sw.safetensors" --data "$t/sd.safetensors" --steps 8 \
+    --lr 1e6 $mesh --save "$t/last_good" 2>&1)
+  status=$?
+  [ $status -eq 1 ] && echo "$out" | grep -q "the loss is .*training stopped, nothing saved" ||
+    FAIL "a diverging run ($mesh) did not stop with exit 1: exit $status: $(echo "$out" | tail -2)"
+  [ "$(cat "$t/last_good")" = keep ] || FAIL "a diverging run ($mesh) overwrote --save"
+done
+out=$(timeout 600 "$DT" train "$t/small.dt" --weights "$t/sw.safetensors" --data "$t/sd.safetensors" --steps 8 \
+  --lr 1e6 --allow-non-finite --json 2>&1) || FAIL "--allow-non-finite did not go on: $out"
+[ "$(losses "$out" | grep -c .)" -eq 8 ] || FAIL "--allow-non-finite ran $(losses "$out" | grep -c .) of 8 steps"
+# Data whose inputs hold different numbers of batches (3 inputs, 2 targets) is refused.
+python3 - "$t/sd.safetensors" "$t/mixed_batches.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header, body = json.loads(data[8:8 + n]), data[8 + n:]
+out, blobs, at = {}, b"", 0
+for name, k in (("input", 3), ("target", 2)):
+    e = header[name]
+    blob = body[e["data_offsets"][0]:e["data_offsets"][1]] * k
+    out[name] = {"dtype": e["dtype"], "shape": [k] + e["shape"], "data_offsets": [at, at + len(blob)]}
+    blobs += blob
+    at += len(blob)
+h = json.dumps(out).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blobs)
+PY
+expect_error "batch counts" "every input needs the same number" train "$t/small.dt" --weights "$t/sw.safetensors" \
+  --data "$t/mixed_batches.safetensors"
+# --timeout-s (sharded training): validated, refused without --mesh.
+expect_error "timeout without mesh" "--timeout-s applies to sharded training only" train "$t/small.dt" \
+  --weights "$t/sw.safetensors" --data "$t/sd.safetensors" --timeout-s 5
+expect_error "timeout 0" "--timeout-s must be a number of seconds in (0, 1000000], got 1000001" train "$t/small.dt" \
+  --weights "$t/sw.safetensors" --data "$t/sd.safetensors" --mesh 2 --plan "$SRC/examples/gpt_tp.json" --timeout-s 1000001
+out=$(timeout 600 "$DT" train "$t/small.dt" --weights "$t/sw.safetensors" --data "$t/sd.safetensors" --steps 1 \
+  --mesh 2 --plan "$SRC/examples/gpt_tp.json" --timeout-s 30 2>&1) || FAIL "train --timeout-s 30: $out"
+expect_error "beta1 1" "beta1 must be in \[0, 1), got 1" train "$t/small.dt" --weights "$t/sw.safetensors" \
+  --data "$t/sd.safetensors" --optimizer adamw --beta1 1
 
 finish

@@ -1,9 +1,11 @@
 #include "dtensor/comm/mpi/mpi_process_group.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 
 #include "dtensor/comm/all_reduce_algos.h"
@@ -67,6 +69,7 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, C
               "MPI_Comm_split_type");
     int node_size = 0;
     MPI_Comm_size(node, &node_size);
+    log_group_placement(node_size == size);
     if (node_size == size) {
       // key 0 everywhere keeps comm_'s order, so member index = group index.
       node_comm_ = node;
@@ -76,6 +79,19 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::vector<int> global_ranks, C
       MPI_Comm_free(&node);
     }
   }
+}
+
+// DTENSOR_MPI_LOG_GROUPS=1: the group's first member says on stderr whether the group is on one
+// host (its all_reduce may use the shared-memory window) or spans hosts (every collective goes
+// through MPI), so a multi-host run (and its test) can see what runs where.
+void MpiProcessGroup::log_group_placement(bool one_host) const {
+  const char* v = std::getenv("DTENSOR_MPI_LOG_GROUPS");
+  if (!v || std::string(v) != "1" || rank_ != 0) return;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::fprintf(stderr, "dtensor mpi: group %s %s\n", ranks_str(global_ranks_).c_str(),
+               one_host ? fmt::format("on one host ({}): shared-memory window", host).c_str()
+                        : "spans hosts: collectives through MPI");
 }
 
 bool MpiProcessGroup::all_reduce_on_arena(size_t nbytes) const {

@@ -51,6 +51,8 @@ class MpiProcessGroup final : public ProcessGroupBase {
   int64_t group_id() const { return progress_->id; }
 
  private:
+  // Prints where the group runs (one host or several) when DTENSOR_MPI_LOG_GROUPS=1.
+  void log_group_placement(bool one_host) const;
   WorkPtr issue(const CollectiveDesc& desc, const void* in, void* out) override;
   // One per op kind; desc is checked (ProcessGroupBase).
   WorkPtr issue_all_reduce(const CollectiveDesc& desc, void* buf);

@@ -6,7 +6,10 @@
 // failure is rethrown after every rank has joined.
 #include "dtensor/comm/threads/run_ranks.h"
 
+#include <fmt/format.h>
+
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 #include "dtensor/comm/threads/threads_process_group.h"
@@ -23,6 +26,12 @@ void run_ranks(int n, const std::function<void(ProcessGroup& world)>& fn, const 
     try {
       threads::ThreadsProcessGroup pg(world, world->endpoint(all, rank));
       fn(pg);
+    } catch (const std::system_error& e) {
+      // A thread (the rank's progress thread, a kernel pool's) could not be created: a user's
+      // limit (ulimit -v, -u) or a mesh too large for the machine, not a bug.
+      world->mark_failed(rank, std::make_exception_ptr(ValueError(fmt::format(
+                                   "rank {} of {}: {} (run fewer ranks or threads, or raise ulimit -u / -v)", rank, n,
+                                   e.what()))));
     } catch (...) {
       world->mark_failed(rank, std::current_exception());
     }
@@ -31,8 +40,24 @@ void run_ranks(int n, const std::function<void(ProcessGroup& world)>& fn, const 
   };
   std::vector<std::thread> threads;
   threads.reserve(size_t(n));
-  for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
+  std::string start_error;
+  for (int r = 0; r < n; ++r) {
+    try {
+      threads.emplace_back(rank_main, r);
+    } catch (const std::system_error& e) {
+      // The ranks not started fail at once, so the started ones stop waiting for them; then
+      // every started thread is joined (a std::thread destroyed unjoined would abort).
+      start_error = fmt::format("cannot start the thread of rank {} of {}: {} (run fewer ranks or threads, or raise "
+                                "ulimit -u / -v)", r, n, e.what());
+      for (int q = r; q < n; ++q) {
+        world->mark_failed(q, std::make_exception_ptr(ValueError(start_error)));
+        world->mark_exited(q);
+      }
+      break;
+    }
+  }
   for (std::thread& t : threads) t.join();
+  if (!start_error.empty()) throw ValueError(start_error);
   if (std::exception_ptr error = world->root_cause()) std::rethrow_exception(error);
 }
 

@@ -1,0 +1,83 @@
+#include "dtensor/job/report.h"
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/buffer_planner.h"
+#include "dtensor/passes/memory_estimate.h"
+
+namespace dt::job {
+
+// Jobs of up to this many ranks are reported rank by rank (each from its orbit's program);
+// larger ones by distinct program, with how many ranks run each.
+constexpr int64_t kListedRanks = 4096;
+
+nlohmann::json program_json(const ir::Graph& p, int rank) {
+  sharding::CollectiveStats s = sharding::collective_stats(p, rank);
+  nlohmann::json colls = nlohmann::json::array();
+  for (const auto& n : p.nodes()) {
+    if (!ir::op_def(n->op).is_collective()) continue;
+    colls.push_back({{"value", n->result()->name},
+                     {"kind", std::string(ir::op_name(n->op))},
+                     {"group", n->attr_str("group")},
+                     {"input", ir::type_str(n->operands[0]->type)}});
+  }
+  return {{"rank", rank},
+          {"nodes", p.nodes().size()},
+          {"collectives", colls},
+          {"collectives_per_kind", s.count},
+          {"bytes_sent_per_kind", s.bytes},
+          {"bytes_sent", s.total_bytes},
+          {"param_bytes", sharding::param_bytes(p)},
+          {"activation_bytes_estimate", passes::estimate_peak_bytes(p)},
+          {"arena_bytes", passes::check_comm_buffer_plan(p)}};
+}
+
+// `ranks`: every rank of the job (each reported from its orbit's program) when it has at most
+// kListedRanks, else the orbits' representatives with `ranks_running`. `orbits`: one entry per
+// distinct program (its representative and how many ranks run it).
+nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& model) {
+  const ir::RankOrbits& orbits = c.orbits;
+  auto program_of = [&](int rank) -> const ir::Graph& {
+    for (size_t i = 0; i < c.ranks.size(); ++i)
+      if (c.ranks[i] == rank) return c.programs[i];
+    DT_THROW(InternalError) << "no program for rank " << rank;
+  };
+  std::vector<nlohmann::json> per_orbit;
+  nlohmann::json orbit_list = nlohmann::json::array();
+  for (size_t k = 0; k < orbits.orbits.size(); ++k) {
+    const ir::RankOrbit& o = orbits.orbits[k];
+    // An orbit whose program equals another's (RankOrbit::same_as) is reported from that one.
+    per_orbit.push_back(program_json(program_of(orbits.orbits[orbits.program_orbit(k)].representative), o.representative));
+    orbit_list.push_back({{"rank", o.representative}, {"ranks_running", o.ranks}});
+  }
+  nlohmann::json ranks = nlohmann::json::array();
+  const int64_t total = c.sharding.mesh.size();
+  if (total <= kListedRanks) {
+    for (int r : c.sharding.mesh.ranks()) {
+      nlohmann::json e = per_orbit[size_t(orbits.orbit_of(r))];
+      e["rank"] = r;
+      ranks.push_back(std::move(e));
+    }
+  } else {
+    for (size_t o = 0; o < per_orbit.size(); ++o) {
+      nlohmann::json e = per_orbit[o];
+      e["ranks_running"] = orbits.orbits[o].ranks;
+      ranks.push_back(std::move(e));
+    }
+  }
+  return {{"model", model.name()},
+          {"nodes", model.nodes().size()},
+          {"param_bytes_unsharded", sharding::param_bytes(model)},
+          {"activation_bytes_estimate_unsharded", passes::estimate_peak_bytes(model)},
+          {"mesh", c.sharding.mesh.str()},
+          {"mesh_ranks", total},
+          {"mesh_dims", c.sharding.mesh_dim_names},
+          {"warnings", c.sharding.warnings},
+          {"estimated_comm_us", c.sharding.total_cost_us},
+          {"propagate_ms", c.propagate_ms},
+          {"partition_ms", c.partition_ms},
+          {"orbits", orbit_list},
+          {"ranks", ranks}};
+}
+
+}  // namespace dt::job

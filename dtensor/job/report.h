@@ -1,0 +1,23 @@
+// The compile report of a job: every rank program's inserted collectives, bytes sent, parameter
+// memory and activation estimate, and the model's unsharded numbers. `dtensor compile --report
+// --json` prints it and the Python module's CompiledModel.report() returns it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "dtensor/ir/graph.h"
+#include "dtensor/job/job.h"
+#include "dtensor/sharding/compiler.h"
+
+namespace dt::job {
+
+// Returns the report of the programs in `compiled`, partitioned from `model`: `ranks`, every rank
+// of the job (each reported from its orbit's program) when it has at most 4096 ranks, else the
+// orbits' representatives with `ranks_running`; `orbits`, one entry per distinct program.
+nlohmann::json report_json(const sharding::CompiledModel& compiled, const ir::Graph& model);
+// Returns one rank's entry of the report: its collectives, bytes sent, parameter memory and
+// activation estimate, from its program `p`.
+nlohmann::json program_json(const ir::Graph& p, int rank);
+inline nlohmann::json report_json(const Job& job) { return report_json(job.compiled(), job.graph()); }
+
+}  // namespace dt::job
