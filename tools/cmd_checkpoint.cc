@@ -63,7 +63,7 @@ void reshard(const CheckpointOptions& opt) {
   if (std::filesystem::equivalent(opt.output, opt.dir, ec))
     DT_THROW(ValueError) << "-o " << opt.output << " is the checkpoint being resharded: write another directory";
   const ir::Graph model = ir::parse_file(opt.model);
-  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"});
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"}, model);
   const DeviceMesh mesh = jo.mesh;
   jo.ranks = {mesh.ranks().front()};  // the placements are all that is needed
   const job::Job job = job::Job::compile(model, std::move(jo));

@@ -121,7 +121,7 @@ void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
   // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
   // --rank or a report only those (and the rank's own) are built, whatever the mesh size.
-  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
   if (opt.rank >= 0) jo.ranks = {opt.rank};
   else if (opt.report || opt.json) jo.ranks = {jo.mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));

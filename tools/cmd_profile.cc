@@ -270,7 +270,7 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   if (opt.no_fuse) DT_THROW(ValueError) << "--no-fuse applies to one device only: profile without --mesh/--plan";
   if (opt.train) DT_THROW(ValueError) << "--train profiles one device only: profile without --mesh/--plan";
   const LoadedProgram p = load_program(opt.files);
-  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{});
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{}, p.graph);
   jo.backend = runtime::Backend::threads;  // every rank in this process, timed node by node
   const job::Job job = job::Job::compile(p.graph, std::move(jo));
   const DeviceMesh& mesh = job.mesh();

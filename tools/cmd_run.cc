@@ -126,7 +126,7 @@ bool run_sharded(const RunOptions& opt) {
     DT_THROW(ValueError) << "--trace and --save-outputs name the same file " << opt.trace;
   const ir::Graph model = ir::parse_file(opt.files.model);
   require_model_files(model, opt.files);
-  job::JobOptions jo = job_options(opt.mesh, opt.passes);
+  job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
   jo.comm = opt.comm;
   jo.comm_arena = opt.comm_arena;
   const job::Job job = job::Job::compile(model, std::move(jo));

@@ -33,7 +33,7 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
   // The placements are the job's (the propagation `compile` partitions with); one program is
   // enough to have them.
-  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"});
+  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"}, model);
   const DeviceMesh mesh = jo.mesh;
   jo.ranks = {mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));

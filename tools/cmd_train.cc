@@ -121,7 +121,7 @@ void train_command(TrainCliOptions opt) {
     r = job::train_single_device(std::move(model), weights, data, to);
   } else {
     job::ShardedTrainOptions so;
-    so.job = job_options(opt.mesh, opt.passes);
+    so.job = job_options(opt.mesh, opt.passes, model, &opt.optimizer);
     so.job.comm.timeout = timeout;
     so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
     r = job::train_sharded(std::move(model), weights, data, to, so);

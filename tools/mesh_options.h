@@ -1,10 +1,11 @@
-// The --mesh / --plan / --backend option block of the commands that shard a model (run, train,
+// The --mesh / --plan / --backend / --max-memory-per-rank / --save-plan option block of the commands that shard a model (run, train,
 // profile, compile, shard-weights), declared once, and the one rule choosing the backend.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "dtensor/autodiff/train_step.h"
 #include "dtensor/job/job.h"
 #include "dtensor/runtime/launcher.h"
 #include "tools/passes_cli.h"
@@ -14,6 +15,9 @@ namespace dt::tools {
 struct MeshCliOptions {
   std::string mesh = {}, plan = {};  // both empty: a single-device run
   std::string backend = {};          // threads | mpi; empty: mpi when started by mpirun, else threads
+  // --plan auto only (dtensor/autoplan/search.h): the per-rank memory limit ("2GiB", "512MiB",
+  // "1e9"; empty: none) and where to write the chosen plan.
+  std::string max_memory = {}, save_plan = {};
   bool sharded() const { return !mesh.empty() || !plan.empty(); }
 };
 
@@ -26,7 +30,8 @@ struct MeshOptionSpec {
   bool with_backend = true;
 };
 
-// Adds --mesh, --plan and (unless spec.with_backend is false) --backend to `cmd`.
+// Adds --mesh, --plan, --max-memory-per-rank, --save-plan and (unless spec.with_backend is false)
+// --backend to `cmd`.
 void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& spec);
 // Returns --backend, or mpi when this process was started by mpirun (threads otherwise).
 runtime::Backend chosen_backend(const MeshCliOptions& opt);
@@ -34,6 +39,16 @@ runtime::Backend chosen_backend(const MeshCliOptions& opt);
 bool under_mpirun();
 // Returns the job the flags describe: --mesh (default 1), the plan --plan names, the backend and
 // the pass pipeline; the caller adds what else it has (comm options, the ranks to keep).
+// `--plan auto` needs the model: use the overload below (this one refuses it).
 job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes);
+// Same, for `model`; `--plan auto` searches the cheapest plan for it (for its training step with
+// `train_optimizer` when given) under --max-memory-per-rank, and writes it to --save-plan.
+job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes, const ir::Graph& model,
+                            const autodiff::OptimizerConfig* train_optimizer = nullptr);
+// Parses a size: a number with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
+// GiB, TiB (powers of 1024); ValueError naming `flag` otherwise.
+int64_t parse_size(const std::string& text, const std::string& flag);
+// The plan a --plan value names: "auto" (the search's keyword) or a plan file.
+inline bool is_auto_plan(const std::string& plan) { return plan == "auto"; }
 
 }  // namespace dt::tools

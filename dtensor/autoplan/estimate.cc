@@ -1,0 +1,91 @@
+#include "dtensor/autoplan/estimate.h"
+
+#include <algorithm>
+
+#include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/memory_estimate.h"
+
+namespace dt::autoplan {
+namespace {
+
+// Ranks sharing a node's work: the product of the mesh dims where its result is sharded or partial.
+int64_t work_split(const DeviceMesh& mesh, const Placements& p) {
+  int64_t n = 1;
+  for (size_t m = 0; m < p.size(); ++m)
+    if (p[m].is_shard() || p[m].is_partial()) n *= mesh.size(int64_t(m));
+  return n;
+}
+
+// Bytes of one rank's block of a value (the largest block when uneven).
+double local_bytes(const DeviceMesh& mesh, const ir::Value& v, const Placements& p) {
+  Shape s = v.type.shape;
+  for (size_t m = 0; m < p.size(); ++m) {
+    if (!p[m].is_shard()) continue;
+    const int64_t d = p[m].dim() < 0 ? p[m].dim() + int64_t(s.size()) : p[m].dim();
+    if (d >= 0 && d < int64_t(s.size())) s[size_t(d)] = (s[size_t(d)] + mesh.size(int64_t(m)) - 1) / mesh.size(int64_t(m));
+  }
+  return double(numel(s)) * double(itemsize(v.type.dtype));
+}
+
+void add_moves(const sharding::Sharding& sh, const ir::Value& v, const Placements& src, const Placements& dst,
+               RedistributePlanner& planner, Estimate& e) {
+  if (src.empty() || dst.empty() || src == dst) return;
+  auto plan = planner.plan(sh.mesh.shape(), src, dst, v.type.shape, v.type.dtype);
+  for (const RedistributeStep& step : plan->steps) {
+    if (!is_collective(step.kind)) continue;
+    e.comm_us[std::string(step_kind_name(step.kind))] += step.time_us;
+    e.comm_total_us += step.time_us;
+  }
+}
+
+}  // namespace
+
+Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, const MachineModel& machine,
+                       RedistributePlanner& planner) {
+  Estimate e;
+  auto produced = [&](const ir::Value* v) -> const Placements& {
+    const size_t id = size_t(v->id);
+    return id < sh.reads.size() && !sh.reads[id].empty() ? sh.reads[id] : sh.values[size_t(v->id)];
+  };
+  const std::vector<ir::Node*>& nodes = graph.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& node = *nodes[i];
+    const ir::OpDef& def = ir::op_def(node.op);
+    if (!node.results.empty()) {
+      const Placements& out = sh.values[size_t(node.results[0]->id)];
+      if (def.flops) {
+        e.compute_us += def.flops(node) / double(work_split(sh.mesh, out)) / (machine.gemm_gflops * 1e3);
+      } else {
+        double bytes = 0;
+        for (const ir::Value* r : node.results) bytes += local_bytes(sh.mesh, *r, sh.values[size_t(r->id)]);
+        e.compute_us += bytes / (machine.mem_gbs * 1e3);
+      }
+      for (const ir::Value* r : node.results)
+        if (size_t(r->id) < sh.reads.size()) add_moves(sh, *r, sh.values[size_t(r->id)], sh.reads[size_t(r->id)], planner, e);
+    }
+    if (i >= sh.nodes.size()) continue;
+    const sharding::NodeSharding& ns = sh.nodes[i];
+    for (size_t j = 0; j < node.operands.size() && j < ns.operands.size(); ++j)
+      add_moves(sh, *node.operands[j], produced(node.operands[j]), ns.operands[j], planner, e);
+  }
+  for (size_t k = 0; k < graph.outputs().size() && k < sh.outputs.size(); ++k)
+    add_moves(sh, *graph.outputs()[k], produced(graph.outputs()[k]), sh.outputs[k], planner, e);
+  e.step_us = e.compute_us + e.comm_total_us;
+  return e;
+}
+
+void add_memory(const ir::Graph& program, Estimate& e) {
+  const int64_t params = sharding::param_bytes(program);
+  const int64_t act = passes::estimate_peak_bytes(program);
+  e.param_bytes = std::max(e.param_bytes, params);
+  e.activation_bytes = std::max(e.activation_bytes, act);
+  e.peak_bytes = std::max(e.peak_bytes, params + act);
+}
+
+Estimate estimate(const ir::Graph& graph, const sharding::CompiledModel& compiled, const MachineModel& machine) {
+  Estimate e = estimate_time(graph, compiled.sharding, machine);
+  for (const ir::Graph& p : compiled.programs) add_memory(p, e);
+  return e;
+}
+
+}  // namespace dt::autoplan

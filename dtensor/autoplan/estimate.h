@@ -1,0 +1,53 @@
+// The step-time and memory estimate of a sharded program: the one model the plan search
+// (search.h) minimises and `compile --report` prints, so a hand plan and an auto plan compare.
+//
+// Step time = compute + communication, summed over the nodes in order (no overlap assumed):
+//   compute  a node with OpDef::flops: flops / (ranks sharing the work) / MachineModel::gemm_gflops;
+//            any other node: its local result bytes / MachineModel::mem_gbs. The work of a node is
+//            shared over each mesh dim where its result is sharded or partial.
+//   comm     every redistribution propagation asks for (an operand whose producer's placements
+//            differ from what the node needs, a gradient laid out after production, a graph output
+//            brought to its required placements), priced step by step by the redistribution
+//            planner's α–β model (the same plans `dtensor plan` prints), split by collective kind.
+// Memory per rank = the rank program's parameters (its shards; a training step's optimizer state
+// is parameters too) + passes::estimate_peak_bytes of the program (activations, and a training
+// step's gradients).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "dtensor/ir/graph.h"
+#include "dtensor/redistribute/planner.h"
+#include "dtensor/sharding/compiler.h"
+
+namespace dt::autoplan {
+
+// Machine constants (defaults: documented in docs/plans.md, roughly this 2-core machine's f32
+// GEMM and copy rates and the threads backend's collectives).
+struct MachineModel {
+  double gemm_gflops = 20.0;  // f32 GEMM rate of one rank
+  double mem_gbs = 5.0;       // bytes per second of a non-GEMM op's result, GB/s
+  CostModel comm;             // α–β of a collective (redistribute/cost_model.h)
+};
+
+struct Estimate {
+  double compute_us = 0;
+  std::map<std::string, double> comm_us;  // by collective kind (all_gather, all_reduce, ...)
+  double comm_total_us = 0;
+  double step_us = 0;  // compute_us + comm_total_us
+  // Per rank (the largest over the ranks whose programs were looked at); -1: not estimated.
+  int64_t param_bytes = -1, activation_bytes = -1, peak_bytes = -1;
+};
+
+// The time part from a propagated sharding of `graph` (memory left at -1).
+Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sharding, const MachineModel& machine = {},
+                       RedistributePlanner& planner = default_planner());
+// Per-rank memory of one rank's program: parameters + the activation estimate.
+void add_memory(const ir::Graph& program, Estimate& estimate);
+// Both, for a compiled model (`graph` is what it was compiled from; memory from every program it
+// holds, the largest). What a job's report shows: autoplan::estimate(job.graph(), job.compiled()).
+Estimate estimate(const ir::Graph& graph, const sharding::CompiledModel& compiled, const MachineModel& machine = {});
+
+}  // namespace dt::autoplan

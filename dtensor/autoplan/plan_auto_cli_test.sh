@@ -1,0 +1,25 @@
+#!/bin/bash
+# `dtensor run gpt.dt --mesh 4 --plan auto` matches the single-device run; --save-plan writes a
+# plan that runs the same; an impossible --max-memory-per-rank and --save-plan without auto are
+# errors (exit 2).
+set -euo pipefail
+DT="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+"$DT" example gpt --layers 2 -o g.dt --weights w.safetensors --inputs i.safetensors >/dev/null
+"$DT" run g.dt --weights w.safetensors --inputs i.safetensors --save-outputs one.safetensors >/dev/null
+"$DT" run g.dt --weights w.safetensors --inputs i.safetensors --mesh 4 --plan auto --save-plan auto.json \
+  --expect one.safetensors | grep "compared with one.safetensors.*: match" >/dev/null
+"$DT" run g.dt --weights w.safetensors --inputs i.safetensors --mesh 4 --plan auto.json --expect one.safetensors \
+  | grep ": match" >/dev/null
+set +e
+"$DT" plan-search g.dt --mesh 2 --max-memory-per-rank 1KB 2>err.txt; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "smallest per-rank memory found is" err.txt
+set +e
+"$DT" run g.dt --weights w.safetensors --inputs i.safetensors --mesh 4 --plan auto.json --save-plan x.json 2>err.txt; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--save-plan applies to --plan auto only" err.txt
+"$DT" plan-search g.dt --mesh 2x2 --json | grep "\"estimated_step_us\"" >/dev/null
+echo ok

@@ -1,0 +1,75 @@
+// `--plan auto`: the cheapest parallel plan for a model on a mesh under a per-rank memory limit.
+//
+// Search space. Each mesh dim takes a role: `dp` (the data inputs sharded on their batch dim;
+// each module replicated or fsdp) or `tp` (each module replicate, colwise, rowwise, sequence or
+// fsdp); a 2-d mesh tries every assignment of roles to its dims. Modules of repeated blocks
+// (h.0.attn.q_proj, h.1.attn.q_proj, ... with identical parameter shapes) form one class decided
+// once (the plan names it with one glob, h.*.attn.q_proj). Nothing op-specific: a style is legal
+// when sharding::resolve_plan accepts it, and every strategy comes from the registered sharding
+// rules through sharding::propagate.
+//
+// Cost (estimate.h): compute from OpDef::flops over the ranks sharing the work + the planner's α–β
+// price of every redistribution propagation inserts; memory from rank 0's partitioned program
+// (parameters, optimizer state, the activation estimate). A candidate that makes propagation fall
+// back (an op with no strategy) is rejected.
+//
+// Method. For each role assignment, coordinate descent over (module class, mesh dim): every style
+// of the role is tried in a fixed order and kept when it lowers (memory excess over the limit,
+// then step time); sweeps repeat until none improves (at most kMaxSweeps). The best role
+// assignment wins; ties keep the earlier candidate, so the same input gives the same plan.
+// This is a local search, not exact: SearchResult::lower_bound_us is a certified lower bound of
+// any plan's step time (all FLOPs split over every rank, no communication) to judge it by.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/autodiff/train_step.h"
+#include "dtensor/autoplan/estimate.h"
+#include "dtensor/ir/graph.h"
+#include "dtensor/layout/device_mesh.h"
+#include "dtensor/sharding/parallel_plan.h"
+
+namespace dt::autoplan {
+
+struct SearchOptions {
+  bool train = false;                   // search for the training step of the model
+  autodiff::OptimizerConfig optimizer;  // its optimizer (the state it adds counts as memory)
+  int64_t max_memory_per_rank = 0;      // bytes; 0: no limit
+  MachineModel machine;
+};
+
+// One (module class, mesh dim) decision and what the alternatives would have cost.
+struct Alternative {
+  std::string style;
+  double step_us = 0;
+  int64_t peak_bytes = -1;  // -1: not estimated (no memory limit)
+  std::string rejected;      // why it cannot be used ("" when usable)
+};
+struct ModuleDecision {
+  std::string pattern, mesh_dim, chosen;
+  std::vector<Alternative> alternatives;  // in the order tried, from the final plan's neighbourhood
+};
+
+struct SearchResult {
+  sharding::ParallelPlan plan;
+  Estimate estimate;
+  std::vector<std::string> roles;  // per mesh dim: dp | tp
+  std::vector<ModuleDecision> decisions;
+  // Other role assignments tried, with their best step time ("" rejected when feasible).
+  std::vector<std::pair<std::string, Alternative>> role_alternatives;
+  double lower_bound_us = 0;
+  int evaluated = 0;  // candidate plans costed
+};
+
+// Searches. Throws ValueError when no plan fits max_memory_per_rank, naming the smallest per-rank
+// memory found.
+SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh, const SearchOptions& options = {});
+
+// A human-readable account: the plan's estimate, each decision with its alternatives.
+std::string explain(const SearchResult& result);
+// The same as JSON text (plan, estimate, decisions).
+std::string to_json(const SearchResult& result);
+
+}  // namespace dt::autoplan
