@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "dtensor/autoplan/search.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/onnx_import.h"
@@ -208,6 +209,19 @@ void bind_model(py::module_& m) {
       })
       .def_property_readonly("num_nodes", [](const Model& md) { return md.graph().nodes().size(); })
       .def("ir", [](const Model& md) { return ir::print(md.graph()); })
+      // plan="auto": the plan the search (dtensor/autoplan) finds for this mesh, as plan JSON.
+      .def(
+          "auto_plan",
+          [](const Model& md, const std::vector<int64_t>& mesh, bool train, const std::string& optimizer,
+             int64_t max_memory_per_rank) {
+            autoplan::SearchOptions so;
+            so.train = train;
+            so.optimizer.kind = optimizer;
+            so.max_memory_per_rank = max_memory_per_rank;
+            py::gil_scoped_release release;
+            return autoplan::search(md.graph(), DeviceMesh(Shape(mesh.begin(), mesh.end())), so).plan.to_json();
+          },
+          py::arg("mesh"), py::arg("train"), py::arg("optimizer"), py::arg("max_memory_per_rank"))
       .def("weights", [](const Model& md) { return to_numpy_dict(md.weights().full_tensors()); })
       .def(
           "run",

@@ -71,6 +71,10 @@ void print_report(const nlohmann::json& j) {
               "%s, activations %s\n",
               j["estimated_comm_us"].get<double>() / 1e3, bytes_text(j["param_bytes_unsharded"].get<double>()).c_str(),
               bytes_text(j["activation_bytes_estimate_unsharded"].get<double>()).c_str());
+  std::printf("estimated step %.3f ms (compute %.3f ms + communication, the model --plan auto ranks plans by), peak "
+              "%s per rank\n",
+              j["estimated_step_us"].get<double>() / 1e3, j["estimated_compute_us"].get<double>() / 1e3,
+              bytes_text(j["estimated_peak_bytes"].get<double>()).c_str());
   for (const auto& w : j["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
   // Group ranks whose entries are equal but for the rank number, in rank order.
   // A job too large to list rank by rank has one entry per distinct program, with its rank count.

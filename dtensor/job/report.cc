@@ -1,5 +1,6 @@
 #include "dtensor/job/report.h"
 
+#include "dtensor/autoplan/estimate.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/buffer_planner.h"
@@ -65,6 +66,9 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
       ranks.push_back(std::move(e));
     }
   }
+  // The step estimate the plan search ranks plans by (autoplan/estimate.h), so that any two plans,
+  // written by hand or found, compare on one scale.
+  const autoplan::Estimate est = autoplan::estimate(model, c);
   return {{"model", model.name()},
           {"nodes", model.nodes().size()},
           {"param_bytes_unsharded", sharding::param_bytes(model)},
@@ -74,6 +78,10 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
           {"mesh_dims", c.sharding.mesh_dim_names},
           {"warnings", c.sharding.warnings},
           {"estimated_comm_us", c.sharding.total_cost_us},
+          {"estimated_step_us", est.step_us},
+          {"estimated_compute_us", est.compute_us},
+          {"estimated_comm_us_per_kind", est.comm_us},
+          {"estimated_peak_bytes", est.peak_bytes},
           {"propagate_ms", c.propagate_ms},
           {"partition_ms", c.partition_ms},
           {"orbits", orbit_list},

@@ -481,18 +481,28 @@ class Model:
 
         Without mesh and plan: one device. With them: every rank of the mesh (threads of this
         process; the mpi backend under mpirun), the outputs assembled from the ranks' shards.
-        plan: a dict or the path of a plan JSON file (docs/plans.md). The job is compiled on the
-        first run for a (mesh, plan) and kept.
+        plan: a dict, the path of a plan JSON file (docs/plans.md), or "auto" (the plan the
+        search finds, as `--plan auto`). The job is compiled on the first run for a (mesh, plan)
+        and kept.
         """
         if mesh is None and plan is None:  # the common call: nothing to convert
             return self._impl.run(inputs, None, "", "", passes, backend or "")
-        pj, ps = _plan_args(plan)
+        pj, ps = self._plan_args(plan, mesh)
         return self._impl.run(inputs, _mesh_arg(mesh), pj, ps, passes, backend or "")
+
+    def _plan_args(self, plan, mesh, train: bool = False, optimizer: str = "sgd",
+                   max_memory_per_rank: int = 0) -> tuple[str, str]:
+        """_plan_args, and plan="auto": the plan the search finds for this model on `mesh`."""
+        if isinstance(plan, str) and plan == "auto":
+            if mesh is None:
+                raise ValueError('plan="auto" needs a mesh to search a plan for')
+            return self._impl.auto_plan(_mesh_arg(mesh), train, optimizer, max_memory_per_rank), "auto"
+        return _plan_args(plan)
 
     def compile(self, mesh: DeviceMesh | None = None, plan=None, *, passes: str = "default",
                 backend: str | None = None) -> CompiledModel:
         """Compiles the model for `mesh` under `plan` (as `dtensor compile`)."""
-        pj, ps = _plan_args(plan)
+        pj, ps = self._plan_args(plan, mesh)
         return CompiledModel(self._impl.compile(_mesh_arg(mesh), pj, ps, passes, backend or ""), mesh)
 
     def train(self, data: dict, steps: int = 1, lr: float | None = None, optimizer: str = "sgd", *,
@@ -505,7 +515,7 @@ class Model:
         sgd and 1e-3 for adamw. With mesh and plan: sharded training on every rank. Ctrl-C
         stops it at the end of the current step (KeyboardInterrupt).
         """
-        pj, ps = _plan_args(plan)
+        pj, ps = self._plan_args(plan, mesh, train=True, optimizer=optimizer)
         r = TrainResult(self._impl.train(data, steps, optimizer, lr, momentum, weight_decay, _mesh_arg(mesh), pj, ps,
                                          passes, backend or "", keep_first_grads))
         params = self.params

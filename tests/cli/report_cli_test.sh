@@ -41,6 +41,10 @@ j = json.loads('''$json''')
 assert len(j["ranks"]) == 4
 assert all(r["activation_bytes_estimate"] > 0 for r in j["ranks"])
 assert j["ranks"][0]["bytes_sent_per_kind"]["all_gather_into_tensor"] == 250 * 32 * 2 * 4 * 3
+# Every plan has the estimate --plan auto ranks plans by: compute plus each collective kind.
+assert j["estimated_step_us"] > j["estimated_compute_us"] > 0
+assert abs(j["estimated_step_us"] - j["estimated_compute_us"] - sum(j["estimated_comm_us_per_kind"].values())) < 1e-6 * j["estimated_step_us"]
+assert j["estimated_peak_bytes"] > 0
 PY
 
 # One rank: "1 rank", and sizes never in raw bytes or "ranks".

@@ -68,6 +68,20 @@ def test_weights_as_a_dict_of_arrays(ref, examples):
     assert set(b.weights) == set(b.params)
 
 
+def test_plan_auto_matches_one_device(ref, examples):
+    """plan="auto" searches a plan for the mesh (as --plan auto) and runs it."""
+    m = dt.load(examples / "gpt.dt", weights=ref / "gpt" / "weights.safetensors")
+    x = data_inputs(m, ref / "gpt" / "inputs.safetensors")
+    one = m.run(x)
+    four = m.run(x, mesh=dt.DeviceMesh((4,)), plan="auto")
+    for name, want in one.items():
+        np.testing.assert_allclose(four[name], want, rtol=1e-4, atol=1e-4)
+    report = m.compile(mesh=dt.DeviceMesh((4,)), plan="auto").report()
+    assert sum(r["bytes_sent"] for r in report["ranks"]) > 0, "the auto plan shards nothing on 4 ranks"
+    with pytest.raises(ValueError, match="needs a mesh"):
+        m.run(x, plan="auto")
+
+
 def test_plan_as_a_dict_and_repeated_runs(ref, examples):
     m = dt.load(examples / "mlp.dt", weights=ref / "mlp" / "weights.safetensors")
     x = data_inputs(m, ref / "mlp" / "inputs.safetensors")
