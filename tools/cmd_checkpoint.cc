@@ -63,10 +63,9 @@ void reshard(const CheckpointOptions& opt) {
   if (std::filesystem::equivalent(opt.output, opt.dir, ec))
     DT_THROW(ValueError) << "-o " << opt.output << " is the checkpoint being resharded: write another directory";
   const ir::Graph model = ir::parse_file(opt.model);
-  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"}, model);
-  const DeviceMesh mesh = jo.mesh;
-  jo.ranks = {mesh.ranks().front()};  // the placements are all that is needed
-  const job::Job job = job::Job::compile(model, std::move(jo));
+  // The placements are the job's (the propagation `compile` partitions with).
+  const job::Job job = placement_job(opt.mesh, model);
+  const DeviceMesh& mesh = job.mesh();
   io::ShardedCheckpoint out{mesh, opt.mesh.plan, std::vector<io::TensorMap>(size_t(mesh.size())), {}, {}};
   for (const auto& [name, t] : full) {
     const ir::Value* p = owning_param(model, name);

@@ -31,12 +31,9 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
   refuse_output_over_input((std::filesystem::path(opt.output) / "checkpoint.json").string(),
                            {{"model", opt.files.model}, {"weights", opt.files.weights}, {"plan", opt.mesh.plan}});
   const ir::Graph model = ir::parse_file(opt.files.model);
-  // The placements are the job's (the propagation `compile` partitions with); one program is
-  // enough to have them.
-  job::JobOptions jo = job_options(opt.mesh, PassCliOptions{.passes = "none"}, model);
-  const DeviceMesh mesh = jo.mesh;
-  jo.ranks = {mesh.ranks().front()};
-  const job::Job job = job::Job::compile(model, std::move(jo));
+  // The placements are the job's (the propagation `compile` partitions with).
+  const job::Job job = placement_job(opt.mesh, model);
+  const DeviceMesh& mesh = job.mesh();
   // --weights may itself be a checkpoint directory of another mesh or plan: it is resharded.
   const job::Weights weights = job::Weights::load(opt.files.weights);
   io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}};

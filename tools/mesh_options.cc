@@ -102,4 +102,10 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
   return o;
 }
 
+job::Job placement_job(const MeshCliOptions& mesh, const ir::Graph& model) {
+  job::JobOptions jo = job_options(mesh, PassCliOptions{.passes = "none"}, model);
+  jo.ranks = {jo.mesh.ranks().front()};
+  return job::Job::compile(model, std::move(jo));
+}
+
 }  // namespace dt::tools

@@ -45,6 +45,9 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
 // `train_optimizer` when given) under --max-memory-per-rank, and writes it to --save-plan.
 job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes, const ir::Graph& model,
                             const autodiff::OptimizerConfig* train_optimizer = nullptr);
+// Returns a job that only places `model` on the mesh (rank 0's program and one per orbit, no
+// passes): what a command needs that writes shards for every rank but runs nothing.
+job::Job placement_job(const MeshCliOptions& mesh, const ir::Graph& model);
 // Parses a size: a number with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
 // GiB, TiB (powers of 1024); ValueError naming `flag` otherwise.
 int64_t parse_size(const std::string& text, const std::string& flag);

@@ -57,6 +57,9 @@ first=$(losses "$single" | head -1)
 last=$(losses "$single" | tail -1)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || FAIL "SGD did not lower the loss: $first -> $last"
 
+# near <a> <b> <rtol>: |a - b| <= rtol * |a| (a resumed step against the uninterrupted run's).
+near() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; }
+
 # Save and resume with momentum.
 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --momentum 0.9 --lr 0.05 \
   --json > "$t/three.json" 2>&1 || FAIL "3 momentum steps: $(cat "$t/three.json")"
@@ -67,7 +70,7 @@ resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckpt.safetensors" --data "$t/d.s
   --lr 0.05 --json 2>&1) || FAIL "resume: $resumed"
 third=$(losses "$(cat "$t/three.json")" | sed -n 3p)
 again=$(losses "$resumed" | head -1)
-awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (a < 0 ? -a : a)) }' ||
+near "$third" "$again" 1e-6 ||
   FAIL "resumed step $again differs from step 3 $third"
 grep -aq "momentum_buffer" "$t/ckpt.safetensors" || FAIL "the checkpoint holds no momentum buffers"
 # The same with a sharded checkpoint (one file per rank) on 2x2 fsdp x tp, which `run` loads too.
@@ -78,7 +81,7 @@ ls "$t/ckdir"/gen-*/rank3.safetensors >/dev/null 2>&1 && [ -f "$t/ckdir/checkpoi
 resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckdir" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
   --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --json 2>&1) || FAIL "resume from shards: $resumed"
 again=$(losses "$resumed" | head -1)
-awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+near "$third" "$again" 1e-4 ||
   FAIL "step resumed from shards $again differs from step 3 $third"
 out=$("$DT" run "$t/gpt.dt" --weights "$t/ckdir" --inputs "$t/d.safetensors" --mesh 2x2 \
   --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "run from the training shards: $out"
@@ -93,14 +96,14 @@ grep -aq "momentum_buffer" "$t/consolidated.safetensors" || FAIL "the consolidat
 resumed=$("$DT" train "$t/gpt.dt" --weights "$t/consolidated.safetensors" --data "$t/d.safetensors" --steps 1 \
   --momentum 0.9 --lr 0.05 --json 2>&1) || FAIL "resume from the consolidated file: $resumed"
 again=$(losses "$resumed" | head -1)
-awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+near "$third" "$again" 1e-4 ||
   FAIL "step resumed from the consolidated file $again differs from step 3 $third"
 out=$("$DT" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 --plan "$SRC/examples/gpt_tp.json" -o "$t/ck_tp2" 2>&1) ||
   FAIL "reshard: $out"
 resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ck_tp2" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
   --mesh 2 --plan "$SRC/examples/gpt_tp.json" --json 2>&1) || FAIL "resume from the resharded checkpoint: $resumed"
 again=$(losses "$resumed" | head -1)
-awk -v a="$third" -v b="$again" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a)) }' ||
+near "$third" "$again" 1e-4 ||
   FAIL "step resumed from the resharded checkpoint $again differs from step 3 $third"
 expect_error "is not a checkpoint directory" checkpoint consolidate "$t/w.safetensors" -o "$t/x.safetensors"
 expect_error "is the checkpoint being resharded" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 \
