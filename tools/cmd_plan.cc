@@ -5,14 +5,21 @@
 //   dtensor plan ... --json        {"steps": [...], "total_bytes": ..., "collectives": {...}}
 //   dtensor plan ... --verify      also run it on 8 threads with random data ("verified": true)
 //   dtensor plan ... --backward    plan the gradient's redistribution instead
+//   dtensor plan --from-mesh 2x2 --to-mesh 4 --shape 10x6 --from 'S(0),R' --to 'S(1)' [--verify]
+//                                  a cross-mesh transfer: the source mesh holds ranks 0..a-1, the
+//                                  destination the next b ranks (pipeline stages); point-to-point
+//                                  pieces instead of collectives
 #include <charconv>
 #include <cmath>
+#include <mutex>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/error.h"
 #include "dtensor/eager/plan_check.h"
+#include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/redistribute/backward.h"
+#include "dtensor/redistribute/cross_mesh.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
 #include "tools/command.h"
@@ -21,7 +28,7 @@ namespace dt::tools {
 namespace {
 
 struct PlanOptions {
-  std::string mesh, shape, dtype = "f32", from, to;
+  std::string mesh, from_mesh, to_mesh, shape, dtype = "f32", from, to;
   bool json = false, verify = false, backward = false;
   double alpha_us = CostModel{}.alpha_us, beta_gbs = CostModel{}.beta_gbs;
   uint64_t seed = 0;
@@ -64,6 +71,83 @@ nlohmann::json plan_json(const RedistributePlan& plan) {
           {"total_bytes", plan.total_bytes},
           {"total_time_us", plan.total_time_us},
           {"collectives", plan.collective_counts()}};
+}
+
+// Returns rank r's block of `full` under `spec`.
+Tensor block_of(const Tensor& full, const DTensorSpec& spec, int r) {
+  Shape offset = spec.global_offset(r), shape = spec.local_shape(r);
+  Tensor v = full;
+  for (size_t d = 0; d < shape.size(); ++d) v = v.narrow(int64_t(d), offset[d], shape[d]);
+  return v.contiguous();
+}
+
+// Runs `plan` on the threads backend from seeded random data; returns "" when every destination
+// rank holds its block and the bytes moved are the planned bytes, else what differs.
+std::string verify_cross_mesh(const CrossMeshPlan& plan, int world_size, uint64_t seed) {
+  Tensor full = exact_random(plan.from.shape(), plan.from.dtype(), seed);
+  std::mutex mu;
+  std::string error;
+  int64_t sent = 0;
+  run_ranks(world_size, [&](ProcessGroup& world) {
+    const int me = world.rank();
+    Tensor mine = plan.from.mesh().contains(me) ? block_of(full, plan.from, me) : Tensor();
+    CrossMeshResult r = execute_cross_mesh(plan, mine, world);
+    std::lock_guard<std::mutex> lock(mu);
+    sent += r.bytes_sent;
+    if (plan.to.mesh().contains(me) && error.empty() &&
+        r.local.to_doubles() != block_of(full, plan.to, me).to_doubles())
+      error = fmt::format("rank {} does not hold its block of {}", me, plan.to.str());
+  });
+  if (error.empty() && sent != plan.bytes())
+    error = fmt::format("{} bytes moved but {} planned", sent, plan.bytes());
+  return error;
+}
+
+void run_cross_mesh_plan(const PlanOptions& opt) {
+  DeviceMesh a = DeviceMesh::parse(opt.from_mesh), b = DeviceMesh::parse(opt.to_mesh);
+  std::vector<int> dst_ranks;
+  for (int r = 0; r < int(b.size()); ++r) dst_ranks.push_back(int(a.size()) + r);
+  DeviceMesh to_mesh(b.shape(), dst_ranks);
+  Shape shape = parse_shape(opt.shape);
+  DType dtype = parse_dtype(opt.dtype);
+  DTensorSpec from(a, parse_placements(opt.from), shape, dtype), to(to_mesh, parse_placements(opt.to), shape, dtype);
+  CrossMeshPlan plan = plan_cross_mesh(from, to);
+  constexpr double kMaxVerifyBytes = double(1 << 30);
+  if (opt.verify && double(itemsize(dtype)) * double(numel(shape)) > kMaxVerifyBytes)
+    DT_THROW(ValueError) << "--verify runs the transfer on random data in memory: " << shape_str(shape)
+                         << " is more than the limit of 1 GiB";
+  std::string verify_error;
+  if (opt.verify) {
+    verify_error = verify_cross_mesh(plan, int(a.size() + b.size()), opt.seed);
+    if (!verify_error.empty()) command_exit_code() = 1;
+  }
+  if (opt.json) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const CrossMeshPiece& p : plan.pieces)
+      pieces.push_back({{"src", p.src}, {"dst", p.dst}, {"begin", p.begin}, {"end", p.end},
+                        {"bytes", p.numel() * int64_t(itemsize(dtype))}});
+    nlohmann::json j = {{"from", from.str()}, {"to", to.str()}, {"pieces", pieces}, {"total_bytes", plan.bytes()}};
+    if (opt.verify) {
+      j["verified"] = verify_error.empty();
+      if (!verify_error.empty()) j["verify_error"] = verify_error;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{} -> {}\n", from.str(), to.str());
+  fmt::print("{:>5} {:>5}  {:<24} {:>12}\n", "src", "dst", "box", "bytes");
+  for (const CrossMeshPiece& p : plan.pieces) {
+    std::string box = "[";
+    for (size_t d = 0; d < p.begin.size(); ++d) box += fmt::format("{}{}:{}", d ? ", " : "", p.begin[d], p.end[d]);
+    fmt::print("{:>5} {:>5}  {:<24} {:>12}\n", p.src, p.dst, box + "]", p.numel() * int64_t(itemsize(dtype)));
+  }
+  fmt::print("total: {} pieces, {} bytes\n", plan.pieces.size(), plan.bytes());
+  if (opt.verify) {
+    if (verify_error.empty())
+      fmt::print("verified: true ({} ranks on the threads backend hold their blocks)\n", a.size() + b.size());
+    else
+      fmt::print("verified: false: {}\n", verify_error);
+  }
 }
 
 void run_plan(const PlanOptions& opt) {
@@ -123,7 +207,9 @@ void run_plan(const PlanOptions& opt) {
 CommandRegistrar reg("plan", [](CLI::App& app) {
   auto opt = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Plan the cheapest redistribution between two placement lists");
-  cmd->add_option("--mesh", opt->mesh, "Mesh shape, e.g. 2x4")->required();
+  cmd->add_option("--mesh", opt->mesh, "Mesh shape, e.g. 2x4");
+  cmd->add_option("--from-mesh", opt->from_mesh, "Cross-mesh transfer: the source mesh (ranks 0..), e.g. 2x2");
+  cmd->add_option("--to-mesh", opt->to_mesh, "Cross-mesh transfer: the destination mesh (the next ranks), e.g. 4");
   cmd->add_option("--shape", opt->shape, "Global tensor shape, e.g. 1023x517")->required();
   cmd->add_option("--dtype", opt->dtype, "Element type")->capture_default_str();
   cmd->add_option("--from", opt->from, "Source placements, e.g. 'S(0),S(1)'")->required();
@@ -136,6 +222,16 @@ CommandRegistrar reg("plan", [](CLI::App& app) {
   cmd->add_option("--seed", opt->seed, "Seed of the --verify data")->capture_default_str();
   cmd->callback([opt, cmd] {
     refuse_unless(cmd, opt->verify, {"--seed"}, "seeds the --verify data: add --verify");
+    const bool cross = !opt->from_mesh.empty() || !opt->to_mesh.empty();
+    if (cross) {
+      if (opt->from_mesh.empty() || opt->to_mesh.empty())
+        DT_THROW(ValueError) << "a cross-mesh transfer needs both --from-mesh and --to-mesh";
+      refuse_unless(cmd, false, {"--mesh"}, "is for a redistribution on one mesh, not with --from-mesh/--to-mesh");
+      refuse_unless(cmd, false, {"--backward", "--alpha-us", "--beta-gbs"}, "applies to a redistribution on one mesh");
+      run_cross_mesh_plan(*opt);
+      return;
+    }
+    if (opt->mesh.empty()) DT_THROW(ValueError) << "--mesh is required (or --from-mesh and --to-mesh)";
     run_plan(*opt);
   });
 });

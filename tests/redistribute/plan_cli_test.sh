@@ -32,13 +32,28 @@ expect_in "bytes per rank" --mesh 2x4 --shape 1023x517 --from 'S(0),S(1)' --to '
 expect_in '"to": "R"' --mesh 4 --shape 8x8 --from 'P(sum)' --to 'S(0)' --backward --json
 expect_in '"total_time_us": 0.192' --mesh 4 --shape 8x8 --from 'S(0)' --to R --alpha-us 0 --beta-gbs 1 --json
 
+# Cross-mesh transfers (pipeline stages): verified on the threads backend, bytes = planned bytes.
+verify --from-mesh 2x2 --to-mesh 4 --shape 10x6 --from 'S(0),R' --to 'S(1)'
+verify --from-mesh 4 --to-mesh 2x3 --shape 7x5 --dtype bf16 --from 'S(1)' --to 'S(0),S(1)'
+verify --from-mesh 2 --to-mesh 3 --shape 2x3 --from 'R' --to 'S(0)'
+# 10 rows S(0) over 2 ranks to S(0) over 3: rows [4,5) cross from rank 0 to rank 3 (16 bytes each row of 4 f32).
+for field in '"total_bytes": 160' '"src": 0' '"dst": 3' '"begin": [' ; do
+  expect_in "$field" --from-mesh 2 --to-mesh 3 --shape 10x4 --from 'S(0)' --to 'S(0)' --json
+done
+expect_in "total: 4 pieces, 160 bytes" --from-mesh 2 --to-mesh 3 --shape 10x4 --from 'S(0)' --to 'S(0)'
+
 # Bad input: exit 2 with a clear message.
 for args in "--mesh 2x4 --shape 8x8 --from P(sum),R --to P(max),R" \
             "--mesh 2x4 --shape 8x8 --from S(0) --to R,R" \
             "--mesh 2x --shape 8x8 --from S(0) --to R" \
             "--mesh 4 --shape 8x8 --from S(2) --to R" \
             "--mesh 4 --shape 8xa --from S(0) --to R" \
-            "--mesh 4 --shape 8x8 --dtype f99 --from S(0) --to R"; do
+            "--mesh 4 --shape 8x8 --dtype f99 --from S(0) --to R" \
+            "--from-mesh 2 --shape 8x8 --from S(0) --to R" \
+            "--from-mesh 2 --to-mesh 2 --mesh 4 --shape 8x8 --from S(0) --to R" \
+            "--from-mesh 2 --to-mesh 2 --shape 8x8 --from P(sum) --to R" \
+            "--from-mesh 2 --to-mesh 2 --shape 8x8 --from S(0) --to R --backward" \
+            "--shape 8x8 --from S(0) --to R"; do
   # shellcheck disable=SC2086
   "$DT" plan $args >/dev/null 2>/tmp/plan_cli_test.$$
   rc=$?
