@@ -247,6 +247,41 @@ TEST(MpiCollectives, SendRecvRing) {
   }
 }
 
+// The IR's send/recv pair the k-th send from a to b with the k-th recv on b from a: several
+// messages of one pair in flight at once (uneven sizes, one empty) arrive in order, interleaved
+// with the opposite direction as a pipeline's 1F1B issues them (recv the gradient before sending
+// the next activation).
+TEST(MpiCollectives, PairMessagesArriveInIssueOrder) {
+  for (const ProcessGroupPtr& g : test_groups()) {
+    const int n = g->size(), me = g->rank();
+    if (n < 2) continue;
+    const int peer = me ^ 1;
+    if (peer >= n) continue;
+    const std::vector<size_t> counts = {5, 0, 1000, 3};
+    std::vector<Buffer> out, in;
+    std::vector<WorkPtr> works;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      out.emplace_back(DType::f32, counts[k]);
+      in.emplace_back(DType::f32, counts[k]);
+      for (size_t i = 0; i < counts[k]; ++i) out.back().set(i, value(my_global_rank(*g) + int(k), i));
+    }
+    for (size_t k = 0; k < counts.size(); ++k) {
+      // Even ranks send message k then receive k; odd ranks receive k then send k.
+      if (me % 2 == 0) {
+        works.push_back(g->send(out[k].data(), counts[k], DType::f32, peer));
+        works.push_back(g->recv(in[k].data(), counts[k], DType::f32, peer));
+      } else {
+        works.push_back(g->recv(in[k].data(), counts[k], DType::f32, peer));
+        works.push_back(g->send(out[k].data(), counts[k], DType::f32, peer));
+      }
+    }
+    for (WorkPtr& w : works) w->wait();
+    const int from = g->global_ranks()[size_t(peer)];
+    for (size_t k = 0; k < counts.size(); ++k)
+      for (size_t i = 0; i < counts[k]; ++i) ASSERT_EQ(in[k].get(i), value(from + int(k), i)) << "message " << k;
+  }
+}
+
 TEST(MpiCollectives, BoolReductions) {
   size_t count = 5;
   std::vector<uint8_t> sum(count), mn(count);
