@@ -16,6 +16,8 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print) {
   cmd->add_option("--memory-budget", opt.memory_budget,
                   "peak live bytes per rank that bucketing and overlap scheduling may reach (0: input peak + 2 x largest gather)")
       ->capture_default_str();
+  cmd->add_flag("--bucket-mixed-dtypes", opt.bucket_mixed_dtypes,
+                "bucket all_gathers of different dtypes together (one byte buffer, pieces read back at their dtype)");
   cmd->add_flag("!--no-check-ranks", opt.check_ranks,
                 "skip the proof that every process group's members issue the same collectives");
   if (with_print) cmd->add_flag("--print-after-all", opt.print_after_all, "print each rank's IR after every pass (stderr)");
@@ -23,7 +25,7 @@ void add_pass_options(CLI::App* cmd, PassCliOptions& opt, bool with_print) {
 
 const std::vector<std::string>& pass_flag_names() {
   static const std::vector<std::string> names = {"--passes", "--bucket-cap-mb", "--one-shot-threshold",
-                                                 "--memory-budget", "--no-check-ranks"};
+                                                 "--memory-budget", "--bucket-mixed-dtypes", "--no-check-ranks"};
   return names;
 }
 
@@ -33,6 +35,7 @@ job::PassSettings pass_settings(const PassCliOptions& opt) {
   s.options.bucket_cap_mb = passes::parse_bucket_caps(opt.bucket_cap_mb);
   s.options.one_shot_threshold_bytes = opt.one_shot_threshold;
   s.options.memory_budget_bytes = opt.memory_budget;
+  s.options.bucket_mixed_dtypes = opt.bucket_mixed_dtypes;
   s.check_ranks = opt.check_ranks;
   if (opt.print_after_all) s.print_after = &std::cerr;
   return s;

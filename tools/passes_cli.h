@@ -16,6 +16,7 @@ struct PassCliOptions {
   std::string bucket_cap_mb = "4";
   size_t one_shot_threshold = 256 * 1024;
   size_t memory_budget = 0;  // bytes; 0: the passes' default (see PassOptions)
+  bool bucket_mixed_dtypes = false;
   bool print_after_all = false;
   bool check_ranks = true;  // cross-rank consistency after partitioning and every pass
 };

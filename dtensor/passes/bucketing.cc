@@ -4,7 +4,9 @@
 // left out, and all_reduce is bucketed too).
 //
 // Step 1 (assign): collectives whose only reader is their wait_tensor are grouped by key,
-// (group, dtype) for all_gather and (group, reduce op, dtype) for the others, in graph order.
+// (group, dtype) for all_gather — (group) with PassOptions::bucket_mixed_dtypes, PyTorch's
+// multi-dtype bucketing: see rewrite() — and (group, reduce op, dtype) for the others (a reduction
+// needs one dtype), in graph order.
 // Per key, a bucket fills until adding the next collective would pass the cap of the bucket's
 // index (caps[min(index, caps.size() - 1)] MiB; all_gather counts output bytes, the others input
 // bytes), would pass the bucket byte limit (all_gather only, see assign()), or until the next
@@ -79,7 +81,10 @@ struct Bucket {
 class BucketPass : public Pass {
  public:
   BucketPass(Kind kind, const PassOptions& options)
-      : kind_(kind), caps_(options.bucket_cap_mb), budget_(options.memory_budget_bytes) {
+      : kind_(kind),
+        caps_(options.bucket_cap_mb),
+        budget_(options.memory_budget_bytes),
+        mixed_dtypes_(kind == Kind::all_gather && options.bucket_mixed_dtypes) {
     if (caps_.empty()) caps_ = {4.0};
   }
   std::string_view name() const override {
@@ -131,7 +136,7 @@ class BucketPass : public Pass {
       key += '|';
       if (kind_ != Kind::all_gather) key += c->attr_str("op");
       key += '|';
-      key += dtype_name(c->result()->type.dtype);
+      if (!mixed_dtypes_) key += dtype_name(c->result()->type.dtype);
       auto it = key_index.find(key);  // find first: emplace would allocate a node per candidate
       if (it == key_index.end()) {
         it = key_index.emplace(key, per_key.size()).first;
@@ -331,14 +336,23 @@ class BucketPass : public Pass {
     const ir::Node* first = bucket.front().coll;
     const std::string& group = first->attr_str("group");
     const int n = g.group_size(group);
-    const DType dtype = first->result()->type.dtype;
+    // A bucket of several dtypes (all_gather with bucket_mixed_dtypes) is a buffer of the
+    // smallest one (every member's bytes are whole elements of it, itemsizes being powers of
+    // two) holding each input's bytes unconverted; casts feeding it stay separate nodes.
+    bool mixed = false;
+    DType dtype = first->result()->type.dtype;
+    for (const Member& m : bucket) {
+      const DType d = m.coll->result()->type.dtype;
+      mixed = mixed || d != first->result()->type.dtype;
+      if (itemsize(d) < itemsize(dtype)) dtype = d;
+    }
     const double coll_key = b.issue_key;
     double wait_key = edit.key(bucket.front().wait);
     for (const Member& m : bucket) wait_key = std::min(wait_key, edit.key(m.wait));
     std::vector<ir::Value*> inputs;
     for (const Member& m : bucket) {
       ir::Value* x = m.coll->operands[0];
-      if (kind_ == Kind::all_gather) {
+      if (kind_ == Kind::all_gather && !mixed) {
         if (const ir::Node* cast = foldable_cast(m.coll, uses)) {
           edit.drop(cast);
           x = cast->operands[0];
@@ -355,7 +369,8 @@ class BucketPass : public Pass {
       coll = edit.add(ir::OpKind::reduce_scatter_tensor, {flat}, {{"group", group}, {"op", first->attr_str("op")}},
                       coll_key, base);
     } else {
-      flat = edit.add(ir::OpKind::bucket_copy_in, inputs, {{"dtype", dtype}}, coll_key, base + "_in");
+      flat = mixed ? edit.add(ir::OpKind::bucket_copy_in, inputs, {{"dtype", dtype}, {"bitcast", true}}, coll_key, base + "_in")
+                   : edit.add(ir::OpKind::bucket_copy_in, inputs, {{"dtype", dtype}}, coll_key, base + "_in");
       if (kind_ == Kind::all_gather)
         coll = edit.add(ir::OpKind::all_gather_into_tensor, {flat}, {{"group", group}}, coll_key, base);
       else
@@ -376,14 +391,18 @@ class BucketPass : public Pass {
             : ir::complete_attrs(piece_op, {{"offset", int64_t(0)}, {"shape", std::vector<int64_t>{}}});
     const size_t offset_at = size_t(ir::op_def(piece_op).attr_index("offset"));
     const size_t shape_at = size_t(ir::op_def(piece_op).attr_index("shape"));
+    const int view_at = ir::op_def(piece_op).attr_index("view");
     int64_t offset = 0;
     for (const Member& m : bucket) {
       const ir::TensorType& in = m.coll->operands[0]->type;
       std::vector<ir::Attr> attrs = piece;
       attrs[offset_at] = offset;
       attrs[shape_at] = std::vector<int64_t>(m.wait->result()->type.shape);
+      if (mixed && in.dtype != dtype) attrs[size_t(view_at)] = std::string(dtype_name(in.dtype));
       edit.morph_complete(m.wait, piece_op, {waited}, std::move(attrs));
-      if (kind_ == Kind::reduce_scatter) {
+      if (mixed) {
+        offset += int64_t(in.nbytes() / itemsize(dtype));  // whole elements: see above
+      } else if (kind_ == Kind::reduce_scatter) {
         int64_t d0 = in.shape[0], inner = d0 ? in.numel() / d0 : 0;
         offset += chunk_size(d0, n) * inner;
       } else {
@@ -396,6 +415,7 @@ class BucketPass : public Pass {
   Kind kind_;
   std::vector<double> caps_;
   size_t budget_;
+  bool mixed_dtypes_;  // all_gather keys leave the dtype out (PassOptions::bucket_mixed_dtypes)
 };
 
 }  // namespace

@@ -35,7 +35,8 @@ bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, Grap
     edit.drop(copy_in);
     edit.drop(ag);
     ir::Value* buf = edit.add(ir::OpKind::all_gather_copy_in, copy_in->operands,
-                              {{"group", group}, {"dtype", copy_in->attr_dtype("dtype")}}, edit.key(copy_in));
+                              {{"group", group}, {"dtype", copy_in->attr_dtype("dtype")}, {"bitcast", copy_in->attr_bool("bitcast")}},
+                              edit.key(copy_in));
     edit.replace(flat, buf);
     ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}}, edit.key(ag));
     edit.set_order(r, double(i));

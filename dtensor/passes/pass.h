@@ -25,6 +25,10 @@ struct PassOptions {
   // peak plus twice its largest all_gather (the bucket in use and the one in flight), and the
   // overlap scheduler the peak of the schedule it is given (so it never raises peak memory).
   size_t memory_budget_bytes = 0;
+  // all_gathers of different dtypes on one group share buckets (PyTorch's multi-dtype bucketing):
+  // the flat buffer holds each input's bytes and each piece is read back at its own dtype, so
+  // the results are bitwise those of the separate gathers (bucketing.cc). Off: one key per dtype.
+  bool bucket_mixed_dtypes = false;
 };
 
 class Pass {

@@ -97,6 +97,53 @@ TEST(PassesNumerics, GoldenOutputsComputeTheSameBits) {
   EXPECT_GE(n, 15u);
 }
 
+// Multi-dtype bucketing (PassOptions::bucket_mixed_dtypes): the f32, bf16 and i64 gathers of the
+// golden case become one all_gather (one per dtype without the option), lowered to an in-place
+// gather whose copy-in keeps the inputs' bytes, and every rank's outputs equal the unbucketed
+// run's bit for bit.
+TEST(PassesNumerics, MixedDtypeBucketIsOneGatherWithTheSameBits) {
+  const std::string file = std::string(DTENSOR_PASSES_GOLDEN_DIR) + "/bucket-all-gather/mixed_dtypes.dt";
+  const ir::Graph before = ir::parse_file(file);
+  auto gathers = [](const ir::Graph& g) {
+    size_t n = 0;
+    for (const ir::Node* node : g.nodes())
+      n += node->op == ir::OpKind::all_gather_into_tensor || node->op == ir::OpKind::all_gather_into_tensor_;
+    return n;
+  };
+  ASSERT_EQ(gathers(before), 4u);
+  for (bool mixed : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "bucket_mixed_dtypes " << mixed);
+    PassOptions o;
+    o.bucket_mixed_dtypes = mixed;
+    ir::Graph after = ir::parse_file(file);
+    PassManager pm;
+    pm.add(parse_pipeline("default", o));
+    pm.run(after);
+    EXPECT_EQ(gathers(after), mixed ? 1u : 3u);  // f32, bf16 (with the cast) and i64 without
+    bool bitcast = false;
+    for (const ir::Node* node : after.nodes())
+      if (node->op == ir::OpKind::all_gather_copy_in) bitcast = bitcast || node->attr_bool("bitcast");
+    EXPECT_EQ(bitcast, mixed);
+    expect_bitwise(run_on_ranks(before, 2), run_on_ranks(after, 2));
+  }
+}
+
+// A bitcast copy-in or a viewed piece whose bytes are not whole elements of the buffer is refused.
+TEST(PassesNumerics, MixedDtypeBucketGeometryErrors) {
+  EXPECT_THROW(ir::parse(R"(graph bad {
+  input %x : bf16[3]
+  %f = bucket_copy_in(%x) {dtype = f32, bitcast = true} : f32[2]
+  return %f
+})"),
+               Error);
+  EXPECT_THROW(ir::parse(R"(graph bad {
+  input %w : f32[4]
+  %p = bucket_split_out(%w) {chunks = 2, offset = 0, shape = [2], view = "bf16"} : bf16[2]
+  return %p
+})"),
+               Error);
+}
+
 // The `algo` that comm lowering puts on all_reduce_ (and one_shot_all_reduce's one-shot) is the
 // algorithm the threads backend runs, whatever its size threshold would pick, and both
 // algorithms give the same bits.

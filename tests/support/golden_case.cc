@@ -29,6 +29,7 @@ PassOptions parse_options(const std::string& text) {
     if (flag == "--bucket-cap-mb") o.bucket_cap_mb = parse_bucket_caps(value);
     else if (flag == "--one-shot-threshold") o.one_shot_threshold_bytes = std::stoull(value);
     else if (flag == "--memory-budget") o.memory_budget_bytes = std::stoull(value);
+    else if (flag == "--bucket-mixed-dtypes") o.bucket_mixed_dtypes = value == "true";
     else DT_THROW(ValueError) << "unknown golden option " << flag;
   }
   return o;

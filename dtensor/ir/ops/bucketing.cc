@@ -11,12 +11,23 @@
 // bucket_split_out views w as [chunks, 11], takes columns [offset, offset + numel/chunks) and copies
 // them out row after row: exactly all_gather_into_tensor(a) and all_gather_into_tensor(b).
 //
+// Gathers of different dtypes share a bucket as PyTorch's multi-dtype bucketing does: the buffer
+// takes the members' smallest dtype and holds each input's bytes unconverted, `bitcast = true` on
+// the copy-in, and each piece is read back at its own dtype (`view` on the split-out; offsets and
+// widths count buffer elements). With n = 2, a f32[2] and b bf16[3] (bf16 is the smaller):
+//   %flat = bucket_copy_in(%a, %b) {dtype = bf16, bitcast = true} : bf16[7]   a's 8 bytes, b's 6
+//   %a_g  = bucket_split_out(%w) {chunks = 2, offset = 0, shape = [4], view = "f32"} : f32[4]
+//   %b_g  = bucket_split_out(%w) {chunks = 2, offset = 4, shape = [6]}               : bf16[6]
+// Nothing is converted, so the result is bitwise that of the separate gathers.
+//
 // Reduce-scatter buckets lay their inputs out chunk-major ("chunk-cat"): with n = 2, x f32[3, 2]
 // and y f32[4], chunk c_x = ceil(3/2) = 2 rows (4 elements, the second chunk padded with zeros),
 // c_y = 2 elements, so a row is 6 elements and
 //   chunk_cat(%x, %y) {chunks = 2} : f32[12] = [x0 x1 | y0 y1 || x2 0 0 | y2 y3]
 // reduce_scatter gives each rank its row of 6, and flat_view(%w) {offset = 0, shape = [2, 2]} /
 // {offset = 4, shape = [2]} are views (no copies) of the pieces.
+#include <cstring>
+
 #include "dtensor/comm/collectives.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -42,16 +53,46 @@ int64_t positive_attr(const Node& node, std::string_view name) {
   return v;
 }
 
-// bucket_copy_in(x...) {dtype}: the flattened inputs one after another, cast to dtype.
+// Returns the elements of `dtype` the flattened operands of a copy-in fill: their numel, or with
+// `bitcast` their bytes counted in dtype's elements (each a whole number of them).
+int64_t flat_elements(const Node& node, DType dtype) {
+  const bool bitcast = node.attr_bool("bitcast");
+  int64_t total = 0;
+  for (const Value* v : node.operands) {
+    if (!bitcast) {
+      total += v->type.numel();
+      continue;
+    }
+    const size_t bytes = v->type.nbytes();
+    if (bytes % itemsize(dtype) != 0)
+      DT_THROW(ShapeError) << op_name(node.op) << " cannot hold the " << bytes << " bytes of " << type_str(v->type)
+                           << " in whole " << dtype_name(dtype) << " elements";
+    total += int64_t(bytes / itemsize(dtype));
+  }
+  return total;
+}
+
+// bucket_copy_in(x...) {dtype, bitcast}: the flattened inputs one after another, cast to dtype
+// (or with bitcast, their bytes as they are).
 void infer_copy_in(const Node& node, const Graph&, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
-  int64_t total = 0;
-  for (const Value* v : node.operands) total += v->type.numel();
-  out.push_back({node.attr_dtype("dtype"), {total}});
+  const DType dtype = node.attr_dtype("dtype");
+  out.push_back({dtype, {flat_elements(node, dtype)}});
 }
-// Copies the flattened inputs one after another into the flat `dst` (casting to its dtype).
-void copy_flat(std::span<const Tensor> inputs, Tensor dst) {
+// Copies the flattened inputs one after another into the flat `dst`: cast to its dtype, or with
+// `bitcast` byte for byte.
+void copy_flat(std::span<const Tensor> inputs, Tensor dst, bool bitcast) {
   int64_t off = 0;
+  if (bitcast) {
+    DT_CHECK(dst.is_contiguous()) << "bucket copy-in into a strided buffer";
+    auto* bytes = static_cast<std::byte*>(dst.raw_data());
+    for (const Tensor& x : inputs) {
+      const Tensor c = x.contiguous();
+      if (c.nbytes() > 0) std::memcpy(bytes + off, c.raw_data(), c.nbytes());
+      off += int64_t(c.nbytes());
+    }
+    return;
+  }
   for (const Tensor& x : inputs) {
     if (x.numel() > 0) dst.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
     off += x.numel();
@@ -59,11 +100,17 @@ void copy_flat(std::span<const Tensor> inputs, Tensor dst) {
 }
 void run_copy_in(const KernelArgs& a) {
   Tensor out = output_buffer(a);
-  copy_flat(a.in, out);
+  copy_flat(a.in, out, a.node.attr_bool("bitcast"));
   a.out[0] = out;
 }
 
-// Returns the element count per chunk of an output of bucket_split_out and checks the geometry.
+// Returns the dtype a split-out piece is read as: its `view`, or the buffer's.
+DType piece_dtype(const Node& node) {
+  const std::string& view = node.attr_str("view");
+  return view.empty() ? node.operands[0]->type.dtype : parse_dtype(view);
+}
+
+// Returns the buffer elements per chunk of an output of bucket_split_out and checks the geometry.
 int64_t split_out_width(const Node& node, int64_t chunks, const Shape& shape) {
   const TensorType& w = node.operands[0]->type;
   if (w.rank() != 1) DT_THROW(ShapeError) << op_name(node.op) << " expects a flat buffer, got " << type_str(w);
@@ -73,24 +120,41 @@ int64_t split_out_width(const Node& node, int64_t chunks, const Shape& shape) {
   if (n % chunks != 0)
     DT_THROW(ShapeError) << op_name(node.op) << " shape " << shape_str(shape) << " does not split into " << chunks
                          << " chunks";
-  int64_t width = n / chunks, row = w.shape[0] / chunks, offset = node.attr_int("offset");
+  const size_t piece_bytes = size_t(n / chunks) * itemsize(piece_dtype(node));
+  if (piece_bytes % itemsize(w.dtype) != 0)
+    DT_THROW(ShapeError) << op_name(node.op) << " chunk of " << piece_bytes << " bytes is not whole "
+                         << dtype_name(w.dtype) << " elements";
+  int64_t width = int64_t(piece_bytes / itemsize(w.dtype)), row = w.shape[0] / chunks, offset = node.attr_int("offset");
   if (offset < 0 || offset + width > row)
     DT_THROW(ShapeError) << op_name(node.op) << " offset " << offset << " + " << width << " exceeds the chunk of "
                          << row << " elements of " << type_str(w);
   return width;
 }
 
-// bucket_split_out(w) {chunks, offset, shape}: columns [offset, offset + numel/chunks) of w viewed
-// as [chunks, -1], copied out and viewed as `shape`.
+// bucket_split_out(w) {chunks, offset, shape, view}: columns [offset, offset + width) of w viewed
+// as [chunks, -1], copied out and viewed as `shape` (of dtype `view` when set: the columns' bytes
+// as they are).
 void infer_split_out(const Node& node, const Graph&, std::vector<TensorType>& out) {
   const auto& shape = node.attr_ints("shape");
   split_out_width(node, positive_attr(node, "chunks"), shape);
-  out.push_back({node.operands[0]->type.dtype, shape});
+  out.push_back({piece_dtype(node), shape});
 }
 void run_split_out(const KernelArgs& a) {
   const Shape& shape = a.node.result()->type.shape;
   int64_t chunks = a.node.attr_int("chunks");
   int64_t width = numel(shape) / chunks;
+  const DType dtype = a.node.result()->type.dtype;
+  if (dtype != a.in[0].dtype()) {  // a piece of another dtype: copy its bytes row by row
+    const Tensor w = a.in[0].contiguous();
+    const size_t item = itemsize(w.dtype()), row = size_t(w.numel() / chunks) * item;
+    const size_t piece = size_t(width) * itemsize(dtype), offset = size_t(a.node.attr_int("offset")) * item;
+    Tensor out = Tensor::uninitialized(shape, dtype);
+    const auto* src = static_cast<const std::byte*>(w.raw_data());
+    auto* dst = static_cast<std::byte*>(out.raw_data());
+    for (int64_t r = 0; r < chunks && piece > 0; ++r) std::memcpy(dst + size_t(r) * piece, src + size_t(r) * row + offset, piece);
+    a.out[0] = out;
+    return;
+  }
   Tensor src = a.in[0].view({chunks, a.in[0].numel() / chunks}).narrow(1, a.node.attr_int("offset"), width);
   Tensor out = Tensor::uninitialized({chunks, width}, a.in[0].dtype());
   if (out.numel() > 0) out.copy_(src);
@@ -196,15 +260,14 @@ void run_one_shot(const KernelArgs& a) {
 void infer_all_gather_copy_in(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   infer_util::check_arena_offset(node);
   const int n = infer_util::group_size(node, graph);
-  int64_t total = 0;
-  for (const Value* v : node.operands) total += v->type.numel();
-  out.push_back({node.attr_dtype("dtype"), {total * n}});
+  const DType dtype = node.attr_dtype("dtype");
+  out.push_back({dtype, {flat_elements(node, dtype) * n}});
 }
 void run_all_gather_copy_in(const KernelArgs& a) {
   ProcessGroup& pg = kernel_group(a);
   Tensor out = output_buffer(a);
   const int64_t total = out.numel() / pg.size();
-  copy_flat(a.in, out.narrow(0, pg.rank() * total, total));
+  copy_flat(a.in, out.narrow(0, pg.rank() * total, total), a.node.attr_bool("bitcast"));
   a.out[0] = out;
 }
 
@@ -230,15 +293,18 @@ void run_all_gather_inplace(const KernelArgs& a) {
   a.out[0] = t;
 }
 
+// Copy-ins of a multi-dtype bucket: inputs keep their bytes (see the file comment).
+AttrSpec bitcast_attr() { return {"bitcast", AttrKind::boolean, Attr(false)}; }
+
 }  // namespace
 
 void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::bucket_copy_in, .operands = {{"x", false, true}},
-         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()}, .infer = infer_copy_in,
+         .attrs = {{"dtype", AttrKind::dtype, std::nullopt}, bitcast_attr(), arena_offset_attr()}, .infer = infer_copy_in,
          .kernel = run_copy_in, .writes_preallocated_out = true});
   t.add({.kind = OpKind::bucket_split_out, .operands = {{"w"}},
          .attrs = {{"chunks", AttrKind::i64, std::nullopt}, {"offset", AttrKind::i64, std::nullopt},
-                   {"shape", AttrKind::ints, std::nullopt}},
+                   {"shape", AttrKind::ints, std::nullopt}, {"view", AttrKind::str, Attr(std::string())}},
          .infer = infer_split_out, .kernel = run_split_out});
   t.add({.kind = OpKind::chunk_cat, .operands = {{"x", false, true}},
          .attrs = {{"chunks", AttrKind::i64, std::nullopt}, arena_offset_attr()}, .infer = infer_chunk_cat,
@@ -254,7 +320,7 @@ void register_bucketing_ops(OpTable& t) {
          .bytes_sent = comm_bytes::reduce,
          .result_aliases_operand = true});
   t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
-         .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, arena_offset_attr()},
+         .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, bitcast_attr(), arena_offset_attr()},
          .infer = infer_all_gather_copy_in, .kernel = run_all_gather_copy_in, .writes_preallocated_out = true});
   t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
          .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .needs_wait = true,
