@@ -2,10 +2,12 @@
 // are pure (collectives included: a collective whose waited result nobody reads moves data for
 // nothing); since every rank runs the same pipeline on the same program structure, every rank
 // drops the same collectives, so the ranks stay matched.
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
 namespace {
 
 class DcePass : public Pass {

@@ -17,7 +17,7 @@
 #include "dtensor/ir/graph.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 
 namespace dt::passes {
 
@@ -41,7 +41,7 @@ inline bool result_reuses_buffer(const ir::Node& node, size_t k) {
 // result, the result an in-place op writes into v), n - 1 for graph outputs, or `def` when
 // nothing reads it. `pos(node)` gives a node's position.
 template <typename PositionFn>
-size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos, size_t n, size_t def) {
+size_t last_use(const ir::Value* v, const ir::UseLists& uses, const PositionFn& pos, size_t n, size_t def) {
   if (uses.is_output(v)) return n - 1;
   size_t last = def;
   for (const ir::Node* u : uses.users(v)) {
@@ -56,7 +56,7 @@ size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos,
 // Returns live bytes at each position of the graph's current order (see the model above).
 std::vector<int64_t> live_bytes_profile(const ir::Graph& graph);
 // Same, for a pass that already has the graph's use lists and node positions.
-std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit);
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const ir::UseLists& uses, const ir::GraphEdit& edit);
 // Returns the largest entry of live_bytes_profile(graph) (0 for an empty graph).
 int64_t estimate_peak_bytes(const ir::Graph& graph);
 
