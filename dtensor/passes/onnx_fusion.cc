@@ -10,7 +10,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/builder.h"
 
 namespace dt::passes {
