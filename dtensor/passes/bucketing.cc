@@ -47,6 +47,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 
 enum class Kind { all_gather, reduce_scatter, all_reduce };

@@ -11,6 +11,7 @@
 namespace dt::passes {
 
 using ir::UseLists;
+
 namespace {
 
 constexpr size_t kAlign = 64;

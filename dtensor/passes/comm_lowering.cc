@@ -19,6 +19,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 
 // A value whose producer gives it a buffer of its own (OpDef::fresh_result).

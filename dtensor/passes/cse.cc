@@ -15,6 +15,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 
 class CsePass : public Pass {

@@ -8,6 +8,7 @@
 namespace dt::passes {
 
 using ir::GraphEdit;
+
 namespace {
 
 class DcePass : public Pass {

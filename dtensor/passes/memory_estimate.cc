@@ -7,6 +7,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 // Padding leaves and empty ranges; far from INT64_MIN so that adding to it cannot overflow.
 constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;

@@ -30,6 +30,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 
 class OverlapSchedulingPass : public Pass {

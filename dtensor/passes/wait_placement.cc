@@ -11,6 +11,7 @@ namespace dt::passes {
 
 using ir::GraphEdit;
 using ir::UseLists;
+
 namespace {
 
 
