@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/io/onnx_fusion.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/passes/onnx_fusion.h"
 
 namespace dt::io {
 
@@ -46,7 +46,7 @@ struct OnnxImportOptions {
   // conformance suite feeds axes, starts and shapes as inputs.
   std::map<std::string, Tensor> constant_inputs;
   // Recognise the decomposed RMSNorm and attention patterns as rms_norm and
-  // scaled_dot_product_attention (onnx_fusion.h); off, the graph keeps the exporter's ops.
+  // scaled_dot_product_attention (the pass in passes/onnx_fusion.h); off, the graph keeps the exporter's ops.
   bool fuse = true;
   // Initializers to import as consts although they look trainable (`--frozen NAME`).
   std::set<std::string> frozen;
@@ -56,7 +56,7 @@ struct OnnxImportOptions {
 };
 
 struct OnnxImportSummary {
-  FusionCounts fused;
+  passes::FusionCounts fused;
   int frozen = 0;      // consts: buffers and folded constants stored with the weights
   int parameters = 0;  // trainable parameters
 };

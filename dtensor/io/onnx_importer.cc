@@ -17,7 +17,6 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
 #include "dtensor/kernels/ops.h"
-#include "dtensor/io/onnx_fusion.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"
 
@@ -415,7 +414,7 @@ OnnxImportResult Importer::run() {
   }
   builder_ = nullptr;
   main_.set_outputs(outs);
-  if (opt_.fuse) result_.summary.fused = fuse_onnx_patterns(main_, result_.weights);
+  if (opt_.fuse) passes::make_onnx_fusion_pass(result_.weights, &result_.summary.fused)->run(main_);
   warn_constant_folded_export();
   ir::verify(main_);
   return std::move(result_);

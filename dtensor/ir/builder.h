@@ -20,8 +20,6 @@
 
 namespace dt::ir {
 
-using NamedAttrs = std::vector<std::pair<std::string_view, Attr>>;
-
 class Builder {
  public:
   explicit Builder(Graph& graph) : g_(graph) {}

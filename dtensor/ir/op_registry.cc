@@ -86,6 +86,7 @@ void OpTable::set_sharding_rules(const std::vector<RuleEntry>& rules) {
     DT_CHECK(def.kind == e.op) << "sharding rule for " << op_name(e.op) << " before the op is registered";
     DT_CHECK(def.sharding_rule == nullptr) << op_name(e.op) << " has two sharding rules";
     def.sharding_rule = e.rule;
+    def.expand = e.expand;
   }
 }
 

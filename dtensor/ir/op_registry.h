@@ -15,9 +15,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dtensor/comm/process_group_fwd.h"
+#include "dtensor/comm/reduce_op.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/attr.h"
@@ -74,6 +77,32 @@ struct LocalizeContext {
 // local form differs (a vocabulary-parallel embedding becomes masked_embedding). `op` and
 // `attrs` start as the node's.
 using LocalizeFn = void (*)(const LocalizeContext& ctx, OpKind& op, std::vector<Attr>& attrs);
+// Attributes by name, as builders and expansions give them (complete_attrs fills in defaults).
+using NamedAttrs = std::vector<std::pair<std::string_view, Attr>>;
+
+// What a per-rank partitioner offers an op whose local form is several nodes (OpDef::expand): the
+// global node, its operands on this rank, where this rank's block of an operand dim starts
+// (nullopt when the dim is not sharded), and ways to add nodes to the rank's program. dtensor/
+// sharding fills it from the placements; ir sees no placements.
+struct ExpandContext {
+  const Node& node;
+  std::span<Value* const> operands;  // the node's operands on this rank
+  TensorType local_result;           // the type of the node's (one) result on this rank
+  std::function<std::optional<int64_t>(int operand, int dim)> shard_start;
+  // Appends `op` (attributes completed) with one result of `type`, named after the node's result:
+  // that name itself for suffix "", else a fresh name built from it and `suffix`.
+  std::function<Value*(OpKind op, std::vector<Value*> operands, const NamedAttrs& attrs, const TensorType& type,
+                       const std::string& suffix)>
+      append;
+  // `local` is a statistic per row of operand `operand` (shape [its local dim 0]) computed from
+  // this rank's block of that operand's dim `dim`: returns it reduced with `op` over the mesh dims
+  // sharding that dim (the rows stay sharded as the operand's dim 0 is).
+  std::function<Value*(Value* local, ReduceOp op, int operand, int dim)> reduce_over;
+  // Values an expansion leaves for a later one, by a local value (the loss's row statistics for
+  // the backward of the same local logits); one map for the whole rank's program.
+  std::unordered_map<const Value*, std::vector<Value*>>& kept;
+};
+
 // Records the ops computing the node's operand gradients (grad_rule.h).
 class GradContext;
 using GradFn = void (*)(GradContext& ctx);
@@ -125,6 +154,9 @@ struct OpDef {
   // Results may share operand 0's storage (views, waits, in-place collectives): the buffer
   // planner follows these to find how long a comm buffer is read.
   bool result_aliases_operand = false;
+  // Result 0 is operand 0's buffer itself, whole (wait_tensor hands on its collective's output,
+  // not a copy or a view of part of it): the memory estimate counts the two as one buffer.
+  bool result_is_operand = false;
   // Reads parameters as they are stored: an optimizer update works on each rank's fsdp shard of
   // parameter, gradient and state, so propagation offers a stored-only (fsdp) shard to it, where
   // every other reader gets the gathered parameter.
@@ -152,6 +184,11 @@ struct OpDef {
   RuleFn sharding_rule = nullptr;
   // Null for ops whose attributes hold no sizes of shardable dims (copied as they are).
   LocalizeFn localize_attrs = nullptr;
+  // Ops whose local form on some shardings is not the op itself (cross_entropy on class-sharded
+  // logits is loss parallel: row statistics, all-reduced, then combined; sharding_loss.cc, where
+  // its rule declares the class dim `expanded`): writes that form and returns the local result,
+  // or returns null where the op runs as it is. Set with the sharding rule (RuleEntry).
+  ExpandFn expand = nullptr;
   // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
   // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a
   // gradient must flow through one.
@@ -164,6 +201,9 @@ struct OpDef {
     if (in_place_operands.empty()) return result == 0 ? 0 : -1;
     return result < in_place_operands.size() ? in_place_operands[result] : -1;
   }
+  // The operand whose buffer result k is (result_is_operand, or written into by an in-place op),
+  // or -1: a buffer of its own.
+  int buffer_operand(size_t result) const { return result_is_operand && result == 0 ? 0 : written_operand(result); }
   // Communicates with the other members of its `group` (bytes_sent is defined).
   bool is_collective() const { return bytes_sent != nullptr; }
   int min_operands() const;

@@ -83,10 +83,15 @@ DimFactors dim_of(int factor);
 // Computes the rule of one node (its operands, attributes and types are set).
 using RuleFn = OpShardingRule (*)(const Node& node);
 
+// Writes a node's local form when it is not the op itself (OpDef::expand, op_registry.h).
+struct ExpandContext;
+using ExpandFn = Value* (*)(ExpandContext& ctx);
+
 // A family's rule table entry: ops_<family>.cc hands its table to OpTable::set_sharding_rules.
 struct RuleEntry {
   OpKind op;
   RuleFn rule;
+  ExpandFn expand = nullptr;  // the few ops that have one (loss parallel)
 };
 
 // The family tables, one per ops_<family>.cc (sharding_<family>.cc beside it).
@@ -94,6 +99,9 @@ std::vector<RuleEntry> attention_sharding_rules();
 // scaled_dot_product_attention_backward's rule, beside the forward's (sharding_attention.cc);
 // grad_sharding_rules lists it.
 OpShardingRule attention_backward_rule(const Node& node);
+// cross_entropy_backward's loss-parallel expansion, beside the forward's (sharding_loss.cc);
+// grad_sharding_rules lists it.
+Value* expand_cross_entropy_backward(ExpandContext& ctx);
 std::vector<RuleEntry> elementwise_sharding_rules();
 std::vector<RuleEntry> grad_sharding_rules();   // ops_grad.cc
 std::vector<RuleEntry> index_sharding_rules();

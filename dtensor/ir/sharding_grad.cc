@@ -118,7 +118,7 @@ std::vector<RuleEntry> grad_sharding_rules() {
           {OpKind::scaled_dot_product_attention_backward, attention_backward_rule},
           {OpKind::embedding_backward, embedding_backward},
           {OpKind::mse_loss_backward, mse_backward},
-          {OpKind::cross_entropy_backward, cross_entropy_backward},
+          {OpKind::cross_entropy_backward, cross_entropy_backward, expand_cross_entropy_backward},
           {OpKind::slice_backward, slice_backward}};
 }
 

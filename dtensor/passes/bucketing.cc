@@ -41,11 +41,15 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 
 enum class Kind { all_gather, reduce_scatter, all_reduce };

@@ -4,11 +4,14 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/use_lists.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::UseLists;
+
 namespace {
 
 constexpr size_t kAlign = 64;

@@ -12,10 +12,14 @@
 //    the flat input buffer and one copy of it.
 // Other collectives (single all_gathers, reduce_scatter, all_to_all) keep their functional form.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 
 // A value whose producer gives it a buffer of its own (OpDef::fresh_result).

@@ -8,10 +8,14 @@
 #include <unordered_map>
 
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 
 class CsePass : public Pass {

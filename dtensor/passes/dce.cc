@@ -3,11 +3,14 @@
 // nothing); since every rank runs the same pipeline on the same program structure, every rank
 // drops the same collectives, so the ranks stay matched. Point-to-point transfers are the
 // exception: their effect is the peer's, so a send or recv and its wait are always live.
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+
 namespace {
 
 // Returns true for a send or recv, and for the wait_tensor completing one.

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 // Padding leaves and empty ranges; far from INT64_MIN so that adding to it cannot overflow.
 constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
@@ -35,11 +38,7 @@ std::vector<int64_t> profile(const ir::Graph& graph, const UseLists& uses, const
 }  // namespace
 
 std::vector<int64_t> live_bytes_profile(const ir::Graph& graph) {
-  const auto& nodes = graph.nodes();
-  std::unordered_map<const ir::Node*, size_t> index;
-  index.reserve(nodes.size() * 2);
-  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
-  return profile(graph, UseLists(graph), [&](const ir::Node* u) { return index.at(u); });
+  return profile(graph, UseLists(graph), ir::NodePositions(graph));
 }
 
 std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit) {
@@ -53,11 +52,8 @@ int64_t estimate_peak_bytes(const ir::Graph& graph) {
 
 std::vector<LiveValue> live_values_at(const ir::Graph& graph, size_t position) {
   const auto& nodes = graph.nodes();
-  std::unordered_map<const ir::Node*, size_t> index;
-  index.reserve(nodes.size() * 2);
-  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
   const UseLists uses(graph);
-  auto pos = [&](const ir::Node* u) { return index.at(u); };
+  const ir::NodePositions pos(graph);
   std::vector<LiveValue> live;
   for (size_t i = 0; i <= position && i < nodes.size(); ++i) {
     for (size_t k = 0; k < nodes[i]->results.size(); ++k) {

@@ -1,12 +1,12 @@
 // Static estimate of the live memory of a per-rank program, in the interpreter's model: a node's
 // result is allocated at its node and freed after its last reader (graph outputs live to the end);
 // graph inputs and parameters belong to the caller and are not counted. A wait_tensor result is the
-// collective's own buffer, and an in-place op's result the operand buffer it is written into
-// (OpDef::written_operand), so neither is counted twice: the buffer stays live until the last
-// reader of what aliases it. An optimizer update's results are its parameter and state operands,
-// counted nowhere (the training loop hands the interpreter its parameters to update in place; a
-// caller that does not pays a copy the estimate does not see). Other views (view, slice,
-// flat_view) are counted as copies, which only makes the estimate conservative.
+// collective's own buffer (OpDef::result_is_operand), and an in-place op's result the operand
+// buffer it is written into (OpDef::written_operand), so neither is counted twice: the buffer stays
+// live until the last reader of what aliases it. An optimizer update's results are its parameter
+// and state operands, counted nowhere (the training loop hands the interpreter its parameters to
+// update in place; a caller that does not pays a copy the estimate does not see). Other views
+// (view, slice, flat_view) are counted as copies, which only makes the estimate conservative.
 #pragma once
 
 #include <cstddef>
@@ -17,31 +17,28 @@
 #include "dtensor/ir/graph.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 
 namespace dt::passes {
 
 // Returns the result of `u` that is the buffer of its operand `v` (a wait's, or an in-place op's
 // result written into v), or null.
 inline const ir::Value* result_in_buffer_of(const ir::Node& u, const ir::Value* v) {
-  if (u.op == ir::OpKind::wait_tensor) return u.operands[0] == v ? u.results[0] : nullptr;
   const ir::OpDef& def = ir::op_def(u.op);
-  for (size_t k = 0; def.in_place && k < u.results.size(); ++k) {
-    const int j = def.written_operand(k);
+  for (size_t k = 0; k < u.results.size(); ++k) {
+    const int j = def.buffer_operand(k);
     if (j >= 0 && u.operands[size_t(j)] == v) return u.results[k];
   }
   return nullptr;
 }
 // Returns true when result k of `node` is an operand's buffer (not counted of its own).
-inline bool result_reuses_buffer(const ir::Node& node, size_t k) {
-  return (node.op == ir::OpKind::wait_tensor && k == 0) || ir::op_def(node.op).written_operand(k) >= 0;
-}
+inline bool result_reuses_buffer(const ir::Node& node, size_t k) { return ir::op_def(node.op).buffer_operand(k) >= 0; }
 
 // Returns the last position that reads `v` or what it stands for (the wait of a collective
 // result, the result an in-place op writes into v), n - 1 for graph outputs, or `def` when
 // nothing reads it. `pos(node)` gives a node's position.
 template <typename PositionFn>
-size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos, size_t n, size_t def) {
+size_t last_use(const ir::Value* v, const ir::UseLists& uses, const PositionFn& pos, size_t n, size_t def) {
   if (uses.is_output(v)) return n - 1;
   size_t last = def;
   for (const ir::Node* u : uses.users(v)) {
@@ -56,7 +53,7 @@ size_t last_use(const ir::Value* v, const UseLists& uses, const PositionFn& pos,
 // Returns live bytes at each position of the graph's current order (see the model above).
 std::vector<int64_t> live_bytes_profile(const ir::Graph& graph);
 // Same, for a pass that already has the graph's use lists and node positions.
-std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const UseLists& uses, const GraphEdit& edit);
+std::vector<int64_t> live_bytes_profile(const ir::Graph& graph, const ir::UseLists& uses, const ir::GraphEdit& edit);
 // Returns the largest entry of live_bytes_profile(graph) (0 for an empty graph).
 int64_t estimate_peak_bytes(const ir::Graph& graph);
 

@@ -22,11 +22,15 @@
 #include <string_view>
 
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 
 class OverlapSchedulingPass : public Pass {

@@ -4,10 +4,14 @@
 // since they see the buffer the collective writes. Waits only ever move down: a wait already
 // right before its first reader stays, and no wait moves above a reader.
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
+
+using ir::GraphEdit;
+using ir::UseLists;
+
 namespace {
 
 

@@ -7,6 +7,7 @@
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/printer.h"
+#include "dtensor/ir/use_lists.h"
 #include "dtensor/passes/buffer_planner.h"
 
 namespace dt::runtime {
@@ -108,10 +109,6 @@ class MemoryMeter {
 
 Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   const auto& nodes = g_.nodes();
-  constexpr int kNever = -1;
-  std::vector<int> last_use(g_.num_values(), kNever);
-  std::vector<bool> is_output(g_.num_values(), false);
-  for (const ir::Value* v : g_.outputs()) is_output[size_t(v->id)] = true;
   for (size_t i = 0; i < nodes.size(); ++i) {
     // Collectives, blocking ones included, and ops that read their group's size (the in-place
     // gather's copy-in) need the communication context.
@@ -119,10 +116,6 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     if (def.is_collective()) has_collectives_ = true;
     for (const ir::AttrSpec& a : def.attrs)
       if (a.kind == ir::AttrKind::group) has_collectives_ = true;
-    for (const ir::Value* v : nodes[i]->operands) last_use[size_t(v->id)] = int(i);
-    // A result nobody reads is released right after its node.
-    for (const ir::Value* r : nodes[i]->results)
-      if (last_use[size_t(r->id)] == kNever) last_use[size_t(r->id)] = int(i);
   }
   arena_bytes_ = passes::check_comm_buffer_plan(g_);
   arena_offset_.assign(nodes.size(), -1);
@@ -135,12 +128,16 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     fusion_of_tail_[size_t(fusions_[f].tail)] = int(f);
   }
   release_after_.assign(nodes.size(), {});
-  for (size_t id = 0; id < last_use.size(); ++id) {
-    const ir::Value& v = *g_.values()[id];
-    // Inputs and parameters belong to the caller; outputs are returned.
-    if (last_use[id] == kNever || is_output[id] || v.kind != ir::ValueKind::result) continue;
-    release_after_[size_t(last_use[id])].push_back(int(id));
-  }
+  // A result is released after its last reader (a result nobody reads, right after its node).
+  const ir::UseLists uses(g_);
+  const ir::NodePositions position(g_);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const ir::Value* r : nodes[i]->results) {
+      if (uses.is_output(r)) continue;  // returned
+      const auto readers = uses.users(r);
+      release_after_[readers.empty() ? i : position(readers.back())].push_back(r->id);
+    }
+  for (auto& ids : release_after_) std::sort(ids.begin(), ids.end());  // by value id, as they were created
 }
 
 void Interpreter::set_comm_arena(std::shared_ptr<SymmetricArena> arena, int arena_rank) {

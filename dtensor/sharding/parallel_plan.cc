@@ -10,6 +10,7 @@
 #include "dtensor/core/input_file.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/ir/use_lists.h"
 
 namespace dt::sharding {
 namespace {
@@ -182,17 +183,9 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
   for (const ir::Value* v : graph.inputs()) r.value_placements[size_t(v->id)] = Placements(nd);
   for (const ir::Value* v : graph.params()) r.value_placements[size_t(v->id)] = Placements(nd);
 
-  // Parameter users: the first node reading each parameter, and which operand it is.
-  std::vector<const ir::Node*> user(nv, nullptr);
-  std::vector<size_t> user_index(nv, 0);
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const ir::Node& n = *graph.nodes()[i];
-    for (const ir::Value* v : n.operands)
-      if (v->kind == ir::ValueKind::param && !user[size_t(v->id)]) {
-        user[size_t(v->id)] = &n;
-        user_index[size_t(v->id)] = i;
-      }
-  }
+  // A parameter's first reader decides its orientation (and a sequence style's forced operand).
+  const ir::UseLists uses(graph);
+  const ir::NodePositions position(graph);
 
   for (const ModuleStyle& ms : plan.modules) {
     const std::string what = plan.source + ": plan pattern '" + ms.pattern + "'";
@@ -205,7 +198,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
       if (p->frozen && ms.pattern != module && ms.pattern != p->name) continue;
       matched = true;
       const std::string leaf = p->name.substr(module.empty() ? 0 : module.size() + 1);
-      const ir::Node* u = user[size_t(p->id)];
+      const ir::Node* u = uses.users(p).empty() ? nullptr : uses.users(p).front();
       const int64_t out_dim = u ? ir::op_def(u->op).weight_output_dim : 0;  // of a 2-d weight
       Placement& pl = r.value_placements[size_t(p->id)][size_t(m)];
       r.stored_only[size_t(p->id)] &= ~(1u << m);
@@ -246,7 +239,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
           if (ms.dim < 0 || ms.dim >= x->type.rank())
             DT_THROW(ValueError) << what << " (sequence) shards dim " << ms.dim << " but " << ir::op_name(u->op)
                                  << " reads " << ir::type_str(x->type);
-          auto& forced = r.forced_operand0_dim[user_index[size_t(p->id)]];
+          auto& forced = r.forced_operand0_dim[position(u)];
           forced.assign(nd, -1);
           forced[size_t(m)] = ms.dim;
           break;

@@ -42,11 +42,10 @@ class RankPartitioner {
         if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) continue;
         operands.push_back(x);
       }
-      if (n.op == ir::OpKind::cross_entropy && expand_loss_parallel(n, ns, operands)) {
-        weight_row_shard(n, ns);
+      if (expand(n, ns, operands)) {
+        if (n.op == ir::OpKind::cross_entropy) weight_row_shard(n, ns);
         continue;
       }
-      if (n.op == ir::OpKind::cross_entropy_backward && expand_loss_parallel_backward(n, ns, operands)) continue;
       types.clear();
       names.clear();
       for (const Value* r : n.results) {
@@ -101,70 +100,50 @@ class RankPartitioner {
     return y;
   }
 
-  struct RowStats {
-    Value* max = nullptr;
-    Value* sum_exp = nullptr;
-    Value* target_logit = nullptr;  // only the forward's
-  };
-
-  static bool classes_sharded(const Placements& lp) {
-    for (const Placement& p : lp)
-      if (p.is_shard(1)) return true;
-    return false;
-  }
-
-  // The all-reduced [N] row statistics of local logits `x` of `logits_type` (global [N, C])
-  // sharded on their classes as `lp`: the row max, the sum of exp(x - max) and, when `target` is
-  // given, the target logit (ir/ops/loss.cc); the new values are named after n's result.
-  // Rows sharded on a mesh dim (data parallel) stay sharded: the statistics are per row.
-  RowStats row_stats(const Node& n, const ir::TensorType& logits_type, const Placements& lp, Value* x, Value* target) {
-    const size_t nd = lp.size();
-    Placements partial_max(nd), partial_sum(nd), rows(nd);
-    for (size_t m = 0; m < nd; ++m) {
-      if (lp[m].is_shard(0)) rows[m] = partial_max[m] = partial_sum[m] = lp[m];
-      if (!lp[m].is_shard(1)) continue;
-      partial_max[m] = Placement::partial(ReduceOp::max);
-      partial_sum[m] = Placement::partial(ReduceOp::sum);
-    }
-    const ir::TensorType stat{logits_type.dtype, {logits_type.shape[0]}};
-    const ir::TensorType local_stat{logits_type.dtype, {x->type.shape[0]}};
-    const std::string& name = n.result()->name;
-    auto piece = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs, const std::string& suffix) {
-      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {local_stat}, {ctx_.fresh(name + suffix)},
-                         n.loc)
-          ->results[0];
+  // Writes the node's own local form when its op has one for this sharding (OpDef::expand: loss
+  // parallel); returns false where the node is copied as it is.
+  bool expand(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
+    const ir::ExpandFn fn = ir::op_def(n.op).expand;
+    if (!fn) return false;
+    auto append = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs, const ir::TensorType& type,
+                      const std::string& suffix) {
+      const std::string name = suffix.empty() ? n.result()->name : ctx_.fresh(n.result()->name + suffix);
+      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {type}, {name}, n.loc)->results[0];
     };
-    auto reduce = [&](Value* local, const Placements& src) {
-      auto plan = planner_.plan(s_.mesh.shape(), src, rows, stat.shape, stat.dtype);
+    auto reduce_over = [&](Value* local, ReduceOp op, int k, int d) {
+      // From a partial on the mesh dims sharding dim d to the rows' own placements.
+      const Placements& lp = ns.operands[size_t(k)];
+      Placements partial(lp.size()), rows(lp.size());
+      for (size_t m = 0; m < lp.size(); ++m) {
+        if (lp[m].is_shard(0)) rows[m] = partial[m] = lp[m];
+        if (lp[m].is_shard(d)) partial[m] = Placement::partial(op);
+      }
+      const Shape stat{n.operands[size_t(k)]->type.shape[0]};
+      auto plan = planner_.plan(s_.mesh.shape(), partial, rows, stat, local->type.dtype);
       return lower_redistribution(ctx_, local, *plan);
     };
-    RowStats st;
-    st.max = reduce(piece(ir::OpKind::cross_entropy_max, {x}, {}, ".max"), partial_max);
-    st.sum_exp = reduce(piece(ir::OpKind::cross_entropy_sum_exp, {x, st.max}, {}, ".sumexp"), partial_sum);
-    if (target)
-      st.target_logit = reduce(piece(ir::OpKind::cross_entropy_target_logit, {x, target},
-                                     {{"class_start", class_start(lp, logits_type)}}, ".target"),
-                               partial_sum);
-    return st;
-  }
-
-  int64_t class_start(const Placements& lp, const ir::TensorType& logits_type) const {
-    return shard_extent(s_.mesh.shape(), lp, logits_type.shape[1], 1, ctx_.coord, s_.mesh.ndim()).first;
-  }
-
-  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops/loss.cc):
-  // three all_reduces of [N] row statistics over the mesh dims sharding the classes. Returns false
-  // when the classes are not sharded (the op runs as it is). Keeps the row max and sum for the
-  // backward of the same logits.
-  bool expand_loss_parallel(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
-    const Placements& lp = ns.operands[0];
-    if (!classes_sharded(lp)) return false;
-    RowStats st = row_stats(n, n.operands[0]->type, lp, operands[0], operands[1]);
-    row_stats_[operands[0]] = st;
-    Node* loss = out_.append(ir::OpKind::cross_entropy_combine, {st.max, st.sum_exp, st.target_logit}, {},
-                             {local_type(n.result())}, {n.result()->name}, n.loc);
-    local_[size_t(n.result()->id)] = loss->results[0];
+    ir::ExpandContext ctx{.node = n,
+                          .operands = operands,
+                          .local_result = local_type(n.result()),
+                          .shard_start = [&](int k, int d) { return shard_start(n, ns, k, d); },
+                          .append = append,
+                          .reduce_over = reduce_over,
+                          .kept = kept_};
+    Value* result = fn(ctx);
+    if (!result) return false;
+    local_[size_t(n.result()->id)] = result;
     return true;
+  }
+
+  // Where this rank's block of operand k's dim d starts, or nullopt when no mesh dim shards it.
+  std::optional<int64_t> shard_start(const Node& n, const NodeSharding& ns, int k, int d) const {
+    const Placements& ps = ns.operands[size_t(k)];
+    bool sharded = false;
+    for (const Placement& p : ps) sharded = sharded || p.is_shard(d);
+    if (!sharded) return std::nullopt;
+    return shard_extent(s_.mesh.shape(), ps, n.operands[size_t(k)]->type.shape[size_t(d)], d, ctx_.coord,
+                        s_.mesh.ndim())
+        .first;
   }
 
   // cross_entropy on logits sharded on their rows (data parallel; rules_loss.cc): the local op
@@ -198,40 +177,14 @@ class RankPartitioner {
                ->results[0];
   }
 
-  // cross_entropy_backward(grad, logits, target) on class-sharded logits: this rank's columns of
-  // the gradient, cross_entropy_backward with the row statistics (ir/ops/grad.cc). Those are the forward's when
-  // it expanded the same local logits (no collective at all), else two all_reduces of [N] here.
-  bool expand_loss_parallel_backward(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
-    const Placements& lp = ns.operands[1];
-    if (!classes_sharded(lp)) return false;
-    const ir::TensorType& logits = n.operands[1]->type;
-    auto it = row_stats_.find(operands[1]);
-    const RowStats st = it != row_stats_.end() ? it->second : row_stats(n, logits, lp, operands[1], nullptr);
-    const ir::OpKind op = ir::OpKind::cross_entropy_backward;
-    Node* grad = out_.append(op, {operands[0], operands[1], operands[2], st.max, st.sum_exp},
-                             ir::complete_attrs(op, {{"count", n.attr_int("count")},
-                                                     {"class_start", class_start(lp, logits)}}),
-                             {local_type(n.result())}, {n.result()->name}, n.loc);
-    local_[size_t(n.result()->id)] = grad->results[0];
-    return true;
-  }
-
   // The op's own localize_attrs (ir/op_registry.h), told where this rank's block of each sharded
   // operand dim starts.
   void localize_attrs(const Node& n, const NodeSharding& ns, const std::vector<ir::TensorType>& types, ir::OpKind& op,
                       std::vector<ir::Attr>& attrs) const {
     const ir::LocalizeFn fn = ir::op_def(n.op).localize_attrs;
     if (!fn) return;
-    auto shard_start = [&](int k, int d) -> std::optional<int64_t> {
-      const Placements& ps = ns.operands[size_t(k)];
-      bool sharded = false;
-      for (const Placement& p : ps) sharded = sharded || p.is_shard(d);
-      if (!sharded) return std::nullopt;
-      return shard_extent(s_.mesh.shape(), ps, n.operands[size_t(k)]->type.shape[size_t(d)], d, ctx_.coord,
-                          s_.mesh.ndim())
-          .first;
-    };
-    fn({.node = n, .local_results = types, .shard_start = shard_start}, op, attrs);
+    fn({.node = n, .local_results = types, .shard_start = [&](int k, int d) { return shard_start(n, ns, k, d); }}, op,
+       attrs);
   }
 
   const ir::Graph& g_;
@@ -241,7 +194,7 @@ class RankPartitioner {
   LoweringContext ctx_;
   std::vector<Value*> local_;
   std::vector<std::vector<std::pair<Placements, Value*>>> moved_;
-  std::unordered_map<const Value*, RowStats> row_stats_;  // of each loss-parallel forward's local logits
+  std::unordered_map<const Value*, std::vector<Value*>> kept_;  // what expansions leave for later ones (ExpandContext)
 };
 
 }  // namespace

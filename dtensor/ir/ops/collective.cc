@@ -166,7 +166,7 @@ void register_collective_ops(OpTable& t) {
   t.add({.kind = OpKind::broadcast, .operands = {{"x"}}, .attrs = {group_attr(), {"src", AttrKind::i64, Attr(int64_t(0))}, arena_offset_attr()},
          .infer = infer_broadcast, .kernel = run_broadcast, .needs_wait = true, .bytes_sent = comm_bytes::broadcast, .writes_preallocated_out = true});
   t.add({.kind = OpKind::wait_tensor, .operands = {{"x"}}, .attrs = {}, .infer = infer_wait, .kernel = run_wait,
-         .result_aliases_operand = true});
+         .result_aliases_operand = true, .result_is_operand = true});
 }
 
 }  // namespace dt::ir

@@ -13,20 +13,28 @@
 //     op reads the Hkv heads.
 // A candidate whose mask would widen the scores or whose intermediate values have other users is
 // left as it is (still correct, only not fused). Nodes the fusion leaves unused are removed.
+//
+// A pass over an imported graph (io/ runs it after converting, unless told not to): the rewrite is
+// a pass's job, and io/ only decodes and converts.
 #pragma once
 
-#include "dtensor/io/safetensors.h"
-#include "dtensor/ir/graph.h"
+#include <map>
+#include <string>
 
-namespace dt::io {
+#include "dtensor/core/tensor.h"
+#include "dtensor/ir/graph.h"
+#include "dtensor/passes/pass.h"
+
+namespace dt::passes {
 
 struct FusionCounts {
   int rms_norm = 0;
   int attention = 0;
 };
 
-// Rewrites `g` in place; `weights` holds the parameters' values (a mask may be one). Parameters
-// the rewrite leaves unread stay declared (their weights still bind).
-FusionCounts fuse_onnx_patterns(ir::Graph& g, const TensorMap& weights);
+// The pass rewrites the graph in place and adds what it fused to `*counts` (when given).
+// `weights` holds the parameters' values (a mask may be one) and must outlive the pass.
+// Parameters the rewrite leaves unread stay declared (their weights still bind).
+PassPtr make_onnx_fusion_pass(const std::map<std::string, Tensor>& weights, FusionCounts* counts = nullptr);
 
-}  // namespace dt::io
+}  // namespace dt::passes

@@ -1,13 +1,13 @@
 // GraphEdit: keys order nodes, data dependencies win, a low key pulls producers up, but never
 // across an in-place collective.
-#include "dtensor/passes/graph_edit.h"
+#include "dtensor/ir/graph_edit.h"
 
 #include <gtest/gtest.h>
 
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 
-namespace dt::passes {
+namespace dt::ir {
 namespace {
 
 std::vector<std::string> order(const ir::Graph& g) {
@@ -114,4 +114,4 @@ TEST(GraphEdit, NewCollectiveTakesTheOrderItIsGiven) {
 }
 
 }  // namespace
-}  // namespace dt::passes
+}  // namespace dt::ir

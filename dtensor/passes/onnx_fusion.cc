@@ -1,18 +1,19 @@
 // Pattern fusion of imported graphs (onnx_fusion.h). One sweep over the nodes in order: a node that
 // ends a pattern gets a replacement recorded at the end of the graph and placed where it stood; the
 // replaced value's users read the replacement; then the nodes nothing reads any more are dropped.
-#include "dtensor/io/onnx_fusion.h"
+#include "dtensor/passes/onnx_fusion.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "dtensor/kernels/ops.h"
 #include "dtensor/ir/builder.h"
 
-namespace dt::io {
+namespace dt::passes {
 namespace {
 
 using ir::Node;
@@ -21,7 +22,7 @@ using ir::Value;
 
 class Fuser {
  public:
-  Fuser(ir::Graph& g, const TensorMap& weights) : g_(g), weights_(weights), b_(g) {
+  Fuser(ir::Graph& g, const std::map<std::string, Tensor>& weights) : g_(g), weights_(weights), b_(g) {
     for (const Node* n : g.nodes())
       for (const Value* v : n->operands) ++uses_[v];
     for (const Value* v : g.outputs()) ++uses_[v];
@@ -55,7 +56,7 @@ class Fuser {
   void replace(Node* at, size_t mark, Value* old, Value* now);
 
   ir::Graph& g_;
-  const TensorMap& weights_;
+  const std::map<std::string, Tensor>& weights_;
   ir::Builder b_;
   std::unordered_map<const Value*, int> uses_;
   std::map<Node*, std::vector<Node*>> before_;  // new nodes to place before an original node
@@ -371,8 +372,31 @@ FusionCounts Fuser::run() {
   return counts_;
 }
 
+class OnnxFusionPass final : public Pass {
+ public:
+  OnnxFusionPass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) : weights_(weights), counts_(counts) {}
+  std::string_view name() const override { return "onnx-fusion"; }
+  std::string_view summary() const override {
+    return "fuse an exporter's decomposed RMSNorm and attention into rms_norm and scaled_dot_product_attention";
+  }
+  bool run(ir::Graph& graph) override {
+    const FusionCounts found = Fuser(graph, weights_).run();
+    if (counts_) {
+      counts_->rms_norm += found.rms_norm;
+      counts_->attention += found.attention;
+    }
+    return found.rms_norm + found.attention > 0;
+  }
+
+ private:
+  const std::map<std::string, Tensor>& weights_;
+  FusionCounts* counts_;
+};
+
 }  // namespace
 
-FusionCounts fuse_onnx_patterns(ir::Graph& g, const TensorMap& weights) { return Fuser(g, weights).run(); }
+PassPtr make_onnx_fusion_pass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) {
+  return std::make_unique<OnnxFusionPass>(weights, counts);
+}
 
-}  // namespace dt::io
+}  // namespace dt::passes
