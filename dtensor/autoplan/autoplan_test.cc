@@ -118,32 +118,47 @@ TEST(PlanSearch, AutoPlanRunsLikeOneDeviceAndBeatsEveryHandPlan) {
   }
 }
 
-TEST(PlanSearch, MemoryLimitBelowTensorParallelismForcesAnotherPlan) {
-  // A vocabulary large enough that tp's replicated embedding dominates its per-rank parameters.
-  const Model m = gpt(/*vocab=*/512);
-  const DeviceMesh mesh = DeviceMesh::parse("4");
-  job::JobOptions tp;
-  tp.mesh = mesh;
-  tp.plan = sharding::ParallelPlan::load(kExamples + "/gpt_tp.json");
-  tp.passes.pipeline = "none";
-  const job::Job tp_job = job::Job::compile(m.graph, tp);
-  const Estimate tp_est = estimate(tp_job.graph(), tp_job.compiled());
-  SearchOptions so;
-  so.max_memory_per_rank = tp_est.peak_bytes * 9 / 10;  // tp itself does not fit
-  const SearchResult free = search(m.graph, mesh);
-  const SearchResult r = search(m.graph, mesh, so);
-  EXPECT_LE(r.estimate.peak_bytes, so.max_memory_per_rank);
-  EXPECT_LT(r.estimate.param_bytes, tp_est.param_bytes) << "more of the parameters sharded than tp shards";
-  EXPECT_GE(r.estimate.step_us, free.estimate.step_us) << "the limit can only cost time";
-  // Every rank's compiled program stays under the limit, and the plan runs like one device.
+// The compiled job's estimate (its report's estimated_peak_bytes) with the passes `r` asks for.
+Estimate compiled_estimate(const ir::Graph& g, const DeviceMesh& mesh, const sharding::ParallelPlan& plan,
+                           const passes::PassOptions& pass_options = {}, const std::string& pipeline = "default") {
   job::JobOptions o;
   o.mesh = mesh;
-  o.plan = r.plan;
-  o.passes.pipeline = "none";
-  const job::Job j = job::Job::compile(m.graph, o);
-  EXPECT_LE(estimate(j.graph(), j.compiled()).peak_bytes, so.max_memory_per_rank);
+  o.plan = plan;
+  o.passes.pipeline = pipeline;
+  o.passes.options = pass_options;
+  const job::Job j = job::Job::compile(g, o);
+  return estimate(j.graph(), j.compiled());
+}
+
+TEST(PlanSearch, MemoryLimitBelowTensorParallelismsParametersForcesAnotherPlan) {
+  // tp (examples/gpt_tp.json) replicates the embeddings, which a vocabulary of 512 makes a large
+  // part of its per-rank parameters; four blocks make the parameters outweigh the activations.
+  ir::GptConfig cfg{.vocab = 512, .hidden = 128, .heads = 4, .layers = 4, .max_seq = 16, .batch = 2, .seq = 8};
+  Model m{"gpt", ir::build_gpt(cfg), {}, {}};
+  m.weights = ir::random_weights(m.graph, 3);
+  Generator gen(5);
+  m.inputs["input"] = randint({cfg.batch, cfg.seq}, 0, cfg.vocab, gen);
+  const DeviceMesh mesh = DeviceMesh::parse("4");
+  const Estimate tp = compiled_estimate(m.graph, mesh, sharding::ParallelPlan::load(kExamples + "/gpt_tp.json"));
+  SearchOptions so;
+  so.max_memory_per_rank = tp.param_bytes * 9 / 10;  // tp's parameters alone do not fit
+  SearchOptions unlimited;
+  unlimited.max_memory_per_rank = int64_t(1) << 40;  // memory estimated, nothing refused
+  const SearchResult free = search(m.graph, mesh, unlimited);
+  const SearchResult r = search(m.graph, mesh, so);
+  EXPECT_LE(r.estimate.peak_bytes, so.max_memory_per_rank) << explain(r);
+  EXPECT_LT(r.estimate.param_bytes, tp.param_bytes) << "more of the parameters sharded than tp shards";
+  EXPECT_GT(free.estimate.peak_bytes, so.max_memory_per_rank) << "the limit changed the plan";
+  // The memory is the compiled programs' after the default pass pipeline, under the budget the
+  // search asks for (the limit less the parameters): every rank's program stays under the limit.
+  EXPECT_GT(r.pass_options.memory_budget_bytes, 0u);
+  EXPECT_LE(r.pass_options.memory_budget_bytes, size_t(so.max_memory_per_rank - r.estimate.param_bytes));
+  const Estimate got = compiled_estimate(m.graph, mesh, r.plan, r.pass_options);
+  EXPECT_EQ(got.peak_bytes, r.estimate.peak_bytes);
+  EXPECT_LE(got.peak_bytes, so.max_memory_per_rank);
+  // And the plan runs like one device.
   const std::vector<Tensor> want = run(m, "1", {});
-  EXPECT_LE(max_abs_diff(j.run(job::Weights::full(m.weights), m.inputs).outputs[0], want[0]), 1e-4);
+  EXPECT_LE(max_abs_diff(run(m, "4", r.plan)[0], want[0]), 1e-4);
 }
 
 TEST(PlanSearch, ImpossibleLimitNamesTheSmallestFeasible) {
