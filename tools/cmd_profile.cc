@@ -36,7 +36,7 @@
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/layout/device_mesh.h"
@@ -46,7 +46,7 @@
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
-#include "tools/gemm_reference.h"
+#include "dtensor/runtime/gemm_reference.h"
 #include "tools/load_program.h"
 #include "dtensor/job/job.h"
 #include "tools/mesh_options.h"
@@ -112,7 +112,7 @@ std::vector<std::string> kind_labels(const ir::Graph& g, const std::vector<runti
 
 // The tables of one rank's run: op kinds, top nodes, matmuls, overall and communication.
 nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions, RankRun run,
-                           const GemmTimes& gemm_seconds) {
+                           const runtime::GemmTimes& gemm_seconds) {
   const auto& nodes = g.nodes();
   for (const runtime::EpilogueFusion& f : fusions) {
     run.node_seconds[size_t(f.head)] += run.node_seconds[size_t(f.tail)];
@@ -242,7 +242,7 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
     p.graph = std::move(step.graph);
   }
   FastestRun fastest(p.graph.nodes().size());
-  GemmTimes gemm_seconds;
+  runtime::GemmTimes gemm_seconds;
   std::vector<runtime::EpilogueFusion> fusions;
   run_ranks(1, [&](ProcessGroup& world) {
     const runtime::GroupMap groups = runtime::make_groups(p.graph, world);
@@ -255,7 +255,7 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
       interp.run(p.bindings, groups, &s);
       fastest.best().peak_bytes = s.peak_bytes;
     }
-    time_gemms(p.graph, gemm_seconds);  // on this same thread (and so the same pool)
+    runtime::time_gemms(p.graph, gemm_seconds);  // on this same thread (and so the same pool)
   });
   nlohmann::json j = header(opt, threads);
   j["ranks"] = 1;
@@ -284,8 +284,8 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
   lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
   const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
-  GemmTimes gemm_seconds;
-  for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
+  runtime::GemmTimes gemm_seconds;
+  for (const ir::Graph* g : programs) runtime::time_gemms(*g, gemm_seconds);
 
   nlohmann::json j = header(opt, threads);
   j["mesh"] = mesh.str();
