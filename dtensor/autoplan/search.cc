@@ -395,10 +395,7 @@ SearchResult Searcher::run() {
       best.decisions.push_back(std::move(d));
     }
   }
-  // Lower bound: every FLOP split over every rank, no communication, nothing else.
-  for (const ir::Node* n : graph_->nodes())
-    if (const auto f = ir::op_def(n->op).flops) best.lower_bound_us += f(*n);
-  best.lower_bound_us /= double(mesh_.size()) * opt_.machine.gemm_gflops * 1e3;
+  best.lower_bound_us = lower_bound_us(*graph_, mesh_.size(), opt_.machine);
   best.evaluated = evaluated_;
   return best;
 }
