@@ -428,6 +428,7 @@ const ConverterTable& converters() {
     add_shape_converters(t);
     add_index_converters(t);
     add_loss_converters(t);
+    add_einsum_converters(t);
     return t;
   }();
   return table;
