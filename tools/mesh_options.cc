@@ -97,7 +97,13 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
     so.optimizer = *train_optimizer;
   }
   if (!mesh.max_memory.empty()) so.max_memory_per_rank = parse_size(mesh.max_memory, "--max-memory-per-rank");
-  o.plan = autoplan::search(model, o.mesh, so).plan;
+  // The search estimates memory after this job's passes, and says what memory budget they need
+  // for the compiled programs to be the ones it estimated.
+  so.pipeline = o.passes.pipeline;
+  so.pass_options = o.passes.options;
+  autoplan::SearchResult r = autoplan::search(model, o.mesh, so);
+  o.plan = std::move(r.plan);
+  o.passes.options = r.pass_options;
   if (!mesh.save_plan.empty()) write_file_atomically(mesh.save_plan, o.plan.to_json());
   return o;
 }

@@ -74,6 +74,19 @@ Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, con
   return e;
 }
 
+double lower_bound_us(const ir::Graph& graph, int64_t ranks, const MachineModel& machine) {
+  double flops = 0, bytes = 0;
+  for (const ir::Node* n : graph.nodes()) {
+    if (n->results.empty()) continue;
+    if (const auto f = ir::op_def(n->op).flops) {
+      flops += f(*n);
+      continue;
+    }
+    for (const ir::Value* r : n->results) bytes += double(numel(r->type.shape)) * double(itemsize(r->type.dtype));
+  }
+  return (flops / (machine.gemm_gflops * 1e3) + bytes / (machine.mem_gbs * 1e3)) / double(ranks);
+}
+
 void add_memory(const ir::Graph& program, Estimate& e) {
   const int64_t params = sharding::param_bytes(program);
   const int64_t act = passes::estimate_peak_bytes(program);

@@ -46,6 +46,11 @@ Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& shardin
                        RedistributePlanner& planner = default_planner());
 // Per-rank memory of one rank's program: parameters + the activation estimate.
 void add_memory(const ir::Graph& program, Estimate& estimate);
+// A certified lower bound of estimate_time's step_us for any plan of `graph` on `ranks` ranks: each
+// node's compute at its least (its FLOPs, or its result bytes, split over every rank: a block is
+// never smaller than numel / ranks) and no communication. The search reports it next to its
+// (local) optimum: the gap bounds how far any plan could beat it.
+double lower_bound_us(const ir::Graph& graph, int64_t ranks, const MachineModel& machine = {});
 // Both, for a compiled model (`graph` is what it was compiled from; memory from every program it
 // holds, the largest). What a job's report shows: autoplan::estimate(job.graph(), job.compiled()).
 Estimate estimate(const ir::Graph& graph, const sharding::CompiledModel& compiled, const MachineModel& machine = {});

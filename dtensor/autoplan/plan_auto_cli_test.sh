@@ -21,5 +21,10 @@ set +e
 "$DT" run g.dt --weights w.safetensors --inputs i.safetensors --mesh 4 --plan auto.json --save-plan x.json 2>err.txt; rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q -- "--save-plan applies to --plan auto only" err.txt
+# Under a limit, the compiled program's estimate (after the passes, which get the budget the
+# search asked for) stays under it.
+"$DT" compile g.dt --mesh 4 --plan auto --max-memory-per-rank 1000000 --report --json >report.json
+peak=$(grep -m1 '"estimated_peak_bytes"' report.json | tr -dc 0-9)
+[ -n "$peak" ] && [ "$peak" -le 1000000 ]
 "$DT" plan-search g.dt --mesh 2x2 --json | grep "\"estimated_step_us\"" >/dev/null
 echo ok

@@ -11,6 +11,8 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/passes/pass_manager.h"
+#include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/train_step_placement.h"
 
 namespace dt::autoplan {
@@ -104,6 +106,7 @@ struct Eval {
   std::string why;  // rejected: the reason
   Estimate est;
   int64_t excess = 0;  // bytes over the memory limit
+  size_t budget = 0;   // the passes' memory budget the memory was estimated under
 };
 
 bool better(const Eval& a, const Eval& b) {
@@ -191,12 +194,7 @@ class Searcher {
           e.est = estimate_time(*graph_, sh, opt_.machine, planner_);
           e.ok = true;
           if (opt_.max_memory_per_rank > 0) {
-            sharding::CompileOptions co;
-            co.ranks = {0};
-            co.verify = false;
-            co.adjust_plan = [this](sharding::ResolvedPlan& rp) { adjust(rp); };
-            sharding::CompiledModel cm = sharding::compile(*graph_, plan, mesh_, co, planner_);
-            add_memory(cm.programs[0], e.est);
+            e.budget = add_memory_after_passes(plan, e.est);
             e.excess = std::max<int64_t>(0, e.est.peak_bytes - opt_.max_memory_per_rank);
             smallest_ = std::min(smallest_, e.est.peak_bytes);
           }
@@ -206,6 +204,33 @@ class Searcher {
       e.why = err.what();
     }
     return cache_.emplace(key, std::move(e)).first->second;
+  }
+
+  // The memory of the programs the job will run for `plan`: rank 0's and one per orbit (the job's
+  // report takes the largest of the same programs), after the pass pipeline. Returns the passes'
+  // memory budget used: the caller's, or the limit less the largest per-rank parameters (at least
+  // 1 byte: a plan whose parameters alone pass the limit gets no prefetch at all).
+  size_t add_memory_after_passes(const sharding::ParallelPlan& plan, Estimate& est) {
+    sharding::CompileOptions co;
+    co.ranks = {0};
+    co.orbits = true;
+    co.verify = false;
+    co.adjust_plan = [this](sharding::ResolvedPlan& rp) { adjust(rp); };
+    sharding::CompiledModel cm = sharding::compile(*graph_, plan, mesh_, co, planner_);
+    passes::PassOptions po = opt_.pass_options;
+    if (po.memory_budget_bytes == 0) {
+      int64_t params = 0;
+      for (const ir::Graph& p : cm.programs) params = std::max(params, sharding::param_bytes(p));
+      po.memory_budget_bytes = size_t(std::max<int64_t>(1, opt_.max_memory_per_rank - params));
+    }
+    passes::PassManager pm;
+    pm.add(passes::parse_pipeline(opt_.pipeline, po));
+    passes::RankPipelineOptions ro;
+    ro.check_ranks = false;  // the job checks its programs; the search only measures them
+    ro.orbits = &cm.orbits;
+    passes::run_rank_pipelines(pm, cm.programs, cm.ranks, ro);
+    for (const ir::Graph& p : cm.programs) add_memory(p, est);
+    return po.memory_budget_bytes;
   }
 
   // Forward programs: any warning the unsharded program does not have rejects the plan (an op
@@ -352,6 +377,8 @@ SearchResult Searcher::run() {
   best.roles = best_roles;
   best.plan = plan_of(best_state);
   best.estimate = eval(best_state).est;
+  best.pass_options = opt_.pass_options;
+  if (opt_.max_memory_per_rank > 0) best.pass_options.memory_budget_bytes = eval(best_state).budget;
   for (size_t m = 0; m < roles_.size(); ++m) {
     if (mesh_.size(int64_t(m)) == 1) continue;
     for (size_t c = 0; c < classes_.size(); ++c) {
@@ -368,10 +395,7 @@ SearchResult Searcher::run() {
       best.decisions.push_back(std::move(d));
     }
   }
-  // Lower bound: every FLOP split over every rank, no communication, nothing else.
-  for (const ir::Node* n : graph_->nodes())
-    if (const auto f = ir::op_def(n->op).flops) best.lower_bound_us += f(*n);
-  best.lower_bound_us /= double(mesh_.size()) * opt_.machine.gemm_gflops * 1e3;
+  best.lower_bound_us = lower_bound_us(*graph_, mesh_.size(), opt_.machine);
   best.evaluated = evaluated_;
   return best;
 }
@@ -391,8 +415,9 @@ std::string explain(const SearchResult& r) {
   for (const auto& [k, us] : e.comm_us) out += fmt::format(", {} {:.1f} us", k, us);
   out += fmt::format("); lower bound {:.1f} us\n", r.lower_bound_us);
   if (e.peak_bytes >= 0)
-    out += fmt::format("per-rank memory: {} (parameters {}, activations {})\n", bytes_str(e.peak_bytes),
-                       bytes_str(e.param_bytes), bytes_str(e.activation_bytes));
+    out += fmt::format("per-rank memory: {} (parameters {}, activations {}; after the passes, memory budget {})\n",
+                       bytes_str(e.peak_bytes), bytes_str(e.param_bytes), bytes_str(e.activation_bytes),
+                       bytes_str(int64_t(r.pass_options.memory_budget_bytes)));
   out += fmt::format("candidates costed: {}\n", r.evaluated);
   out += "mesh roles tried:\n";
   for (const auto& [label, a] : r.role_alternatives)
@@ -428,6 +453,7 @@ std::string to_json(const SearchResult& r) {
     est["estimated_peak_bytes"] = e.peak_bytes;
     est["param_bytes"] = e.param_bytes;
     est["activation_bytes"] = e.activation_bytes;
+    est["pass_memory_budget_bytes"] = r.pass_options.memory_budget_bytes;
   }
   est["lower_bound_us"] = r.lower_bound_us;
   j["estimate"] = est;

@@ -9,9 +9,14 @@
 // rules through sharding::propagate.
 //
 // Cost (estimate.h): compute from OpDef::flops over the ranks sharing the work + the planner's α–β
-// price of every redistribution propagation inserts; memory from rank 0's partitioned program
-// (parameters, optimizer state, the activation estimate). A candidate that makes propagation fall
-// back (an op with no strategy) is rejected.
+// price of every redistribution propagation inserts; memory from the programs the job will run:
+// rank 0's and one per orbit, after the job's pass pipeline (bucketing and overlap scheduling
+// move all_gathers earlier, reshard-after-forward frees gathered parameters: the memory of a plan
+// is what its compiled programs hold, parameters, optimizer state and the activation estimate).
+// Under a limit the passes get the limit less the parameters as their memory budget (unless the
+// caller set one), so they never prefetch past it; SearchResult::pass_options is what the job
+// must run them with for its programs to be the ones estimated. A candidate that makes
+// propagation fall back (an op with no strategy) is rejected.
 //
 // Method. For each role assignment, coordinate descent over (module class, mesh dim): every style
 // of the role is tried in a fixed order and kept when it lowers (memory excess over the limit,
@@ -29,6 +34,7 @@
 #include "dtensor/autoplan/estimate.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/layout/device_mesh.h"
+#include "dtensor/passes/pass.h"
 #include "dtensor/sharding/parallel_plan.h"
 
 namespace dt::autoplan {
@@ -38,6 +44,10 @@ struct SearchOptions {
   autodiff::OptimizerConfig optimizer;  // its optimizer (the state it adds counts as memory)
   int64_t max_memory_per_rank = 0;      // bytes; 0: no limit
   MachineModel machine;
+  // The pass pipeline the job runs (job::PassSettings' pipeline and options): under a memory limit
+  // each candidate's programs go through it before their memory is estimated.
+  std::string pipeline = "default";
+  passes::PassOptions pass_options;
 };
 
 // One (module class, mesh dim) decision and what the alternatives would have cost.
@@ -61,6 +71,11 @@ struct SearchResult {
   std::vector<std::pair<std::string, Alternative>> role_alternatives;
   double lower_bound_us = 0;
   int evaluated = 0;  // candidate plans costed
+  // The pass options the plan's memory was estimated under: SearchOptions::pass_options with, under
+  // a limit and no budget of the caller's, memory_budget_bytes = the limit less the plan's
+  // per-rank parameters. A job compiled with them has the estimated peak (its report's
+  // estimated_peak_bytes), which is then within the limit.
+  passes::PassOptions pass_options;
 };
 
 // Searches. Throws ValueError when no plan fits max_memory_per_rank, naming the smallest per-rank

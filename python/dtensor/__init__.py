@@ -300,12 +300,18 @@ def _split_placements(text: str) -> list[str]:
     return out
 
 
-def init_process_group(backend: str = "threads") -> None:
+def init_process_group(backend: str = "threads", timeout=None) -> None:
     """As torch.distributed.init_process_group: "mpi" under `mpirun -np N python3 SCRIPT` makes
     this process one rank of an N-rank world (kept until the process exits); then
     distribute_tensor keeps only this rank's shard, full_tensor gathers, and Model.run / train
-    use the mpi backend. "threads" (the default without a call) keeps every rank in this process."""
-    _dtensor._init_process_group(backend)
+    use the mpi backend. "threads" (the default without a call) keeps every rank in this process.
+
+    timeout: seconds (a number or a datetime.timedelta, as PyTorch takes it; default 60 s) after
+    which a collective that not every rank of its group joins raises CommError (a RuntimeError)
+    on the ranks waiting in it, with the group's ranks and the collective's sequence number."""
+    if timeout is not None and hasattr(timeout, "total_seconds"):
+        timeout = timeout.total_seconds()
+    _dtensor._init_process_group(backend, None if timeout is None else float(timeout))
 
 
 def get_rank() -> int:

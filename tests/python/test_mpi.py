@@ -38,3 +38,26 @@ def test_mpirun_four_processes(cli, source_dir, tmp_path):
     t = dt.load(tmp_path / "mlp_loss.dt", weights=tmp_path / "w.safetensors")
     r = t.train(data, steps=2, mesh=dt.DeviceMesh((4,)), plan=tmp_path / "mlp_tp.json", backend="threads")
     np.testing.assert_allclose(got["losses"], r.losses, rtol=1e-6)
+
+
+def test_mpirun_collective_timeout_raises(tmp_path):
+    """A rank that skips a collective: under `mpirun -np 2` the rank waiting in it raises
+    dt.CommError (a dt.Error and a RuntimeError) naming the group and the collective's sequence
+    number once init_process_group's timeout passes, and the job ends (no hang)."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun is not installed (Open MPI)")
+    out = tmp_path / "out.json"
+    p = subprocess.run(["timeout", "120", mpirun, "--oversubscribe", "--allow-run-as-root", "-np", "2",
+                        sys.executable, os.path.join(os.path.dirname(__file__), "mpi_timeout_script.py"), str(out)],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert p.returncode != 124, "mpirun hung\n" + p.stdout + p.stderr
+    assert out.exists(), p.stdout + p.stderr
+    got = json.loads(out.read_text())
+    assert got["raised"] == "CommError", got
+    assert got["is_dt_error"] and got["is_runtime_error"] and got["is_comm_error"], got
+    assert got["ranks"] == [0, 1], got
+    assert isinstance(got["sequence"], int) and got["sequence"] >= 1, got
+    assert f"collective #{got['sequence']} on group [0, 1] timed out after 2000 ms on rank 0" in got["message"], got
+    # It waited the timeout, not the default 60 s (loose: the machine may be busy).
+    assert got["timeout_s"] <= got["elapsed_s"] < 30, got

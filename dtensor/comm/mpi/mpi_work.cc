@@ -122,7 +122,11 @@ bool MpiWork::poll_locked() {
 }
 
 void MpiWork::fail_locked(const std::string& message) {
-  error_ = std::make_exception_ptr(CommError(record_failure(context_, message)));
+  // The fields go with the message (a Python caller reads e.sequence and e.ranks); sequence 0 is
+  // a point-to-point transfer, not one collective of the group.
+  error_ = std::make_exception_ptr(CommError(record_failure(context_, message),
+                                             context_.seq > 0 ? int64_t(context_.seq) : -1,
+                                             context_.group->global_ranks));
   std::rethrow_exception(error_);
 }
 
