@@ -82,9 +82,7 @@ std::shared_ptr<const RedistributePlan> RedistributePlanner::plan(const Shape& m
   bool blocked = false;
   for (const Placements* ps : {&src, &dst})
     for (const Placement& p : *ps) blocked = blocked || p.is_blocked();
-  if (blocked && src != dst)
-      DT_THROW(ValueError) << "cannot redistribute " << placements_str(src) << " to " << placements_str(dst)
-                           << ": a blocked shard is never moved";
+  if (blocked && src != dst) return std::make_shared<const RedistributePlan>(plan_around_blocks(mesh_shape, src, dst, shape, dtype));
   bool cacheable = ndim >= 1 && int64_t(ndim) <= kMaxPlanMeshDims && int64_t(rank) <= kMaxPlanTensorRank &&
                    src.size() == ndim && dst.size() == ndim;
   Key key;
@@ -127,9 +125,45 @@ std::shared_ptr<const RedistributePlan> RedistributePlanner::plan(const DTensorS
   return plan(src.mesh().shape(), src.placements(), dst.placements(), src.shape(), src.dtype());
 }
 
+RedistributePlan RedistributePlanner::plan_around_blocks(const Shape& mesh_shape, const Placements& src,
+                                                         const Placements& dst, const Shape& shape, DType dtype) const {
+  auto refuse = [&](const char* why) {
+    DT_THROW(ValueError) << "cannot redistribute " << placements_str(src) << " to " << placements_str(dst) << ": "
+                         << why;
+  };
+  if (src.size() != mesh_shape.size() || dst.size() != mesh_shape.size())
+    return plan_uncached(mesh_shape, src, dst, shape, dtype);  // reports the bad placement count
+  // The blocked mesh dims become mesh dims of size 1 (R) and their tensor dims the local extent,
+  // the same on every rank; the other mesh dims then move this rank's blocked piece as a whole.
+  Shape sub_mesh = mesh_shape, sub_shape = shape;
+  Placements sub_src = src, sub_dst = dst;
+  uint32_t fixed = 0;
+  for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    if (!src[m].is_blocked() && !dst[m].is_blocked()) continue;
+    if (src[m] != dst[m]) refuse("a blocked shard is never moved");
+    const Placement p = src[m].normalized(int64_t(shape.size()));
+    const int64_t d = p.dim(), n = mesh_shape[m];
+    if (shape[size_t(d)] % (p.blocks() * n) != 0) refuse("the blocks do not divide evenly over the mesh dim");
+    sub_shape[size_t(d)] = shape[size_t(d)] / n;
+    sub_mesh[m] = 1;
+    sub_src[m] = sub_dst[m] = Placement::replicate();
+    fixed |= 1u << d;
+  }
+  for (const Placements* ps : {&sub_src, &sub_dst})
+    for (const Placement& p : *ps)
+      if (p.is_shard() && (fixed >> p.normalized(int64_t(shape.size())).dim() & 1u))
+        refuse("a blocked shard must be the only shard of its tensor dim");
+  RedistributePlan plan = plan_uncached(sub_mesh, sub_src, sub_dst, sub_shape, dtype, fixed);
+  RedistributePlan real = RedistributePlan::empty_for(mesh_shape, src, dst, shape, dtype);
+  real.steps = std::move(plan.steps);
+  real.total_bytes = plan.total_bytes;
+  real.total_time_us = plan.total_time_us;
+  return real;
+}
+
 RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, const Placements& src_in,
                                                     const Placements& dst_in, const Shape& shape,
-                                                    DType dtype) const {
+                                                    DType dtype, uint32_t fixed_dims) const {
   check_limits(mesh_shape, shape);
   const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
   RedistributePlan plan = RedistributePlan::empty_for(mesh_shape, src_in, dst_in, shape, dtype);
@@ -157,7 +191,8 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
 
   // Candidate placements of a searched mesh dim.
   std::vector<Placement> cand{Placement::replicate()};
-  for (int64_t t = 0; t < rank; ++t) cand.push_back(Placement::shard(t));
+  for (int64_t t = 0; t < rank; ++t)
+    if (!(fixed_dims >> t & 1u)) cand.push_back(Placement::shard(t));
   // Strided shards only where the source or target has them (they exist for FSDP over TP).
   for (const Placements* ps : {&plan.src, &plan.dst})
     for (const Placement& p : *ps)

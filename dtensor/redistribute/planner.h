@@ -52,9 +52,9 @@ class RedistributePlanner {
                                                const Placements& dst, const Shape& shape, DType dtype);
   // Same, from two specs; refuses different meshes, shapes or dtypes.
   std::shared_ptr<const RedistributePlan> plan(const DTensorSpec& src, const DTensorSpec& dst);
-  // Plans without touching the cache.
+  // Plans without touching the cache. `fixed_dims`: tensor dims (bit t) no step may shard.
   RedistributePlan plan_uncached(const Shape& mesh_shape, const Placements& src, const Placements& dst,
-                                 const Shape& shape, DType dtype) const;
+                                 const Shape& shape, DType dtype, uint32_t fixed_dims = 0) const;
 
   const CostModel& cost_model() const { return model_; }
   size_t cache_size() const;
@@ -73,6 +73,12 @@ class RedistributePlanner {
   };
 
  private:
+  // A plan between placement lists holding blocked shards (a fused projection's layout, never
+  // moved): the same blocked shard on both sides and the other mesh dims' steps around it, e.g.
+  // FSDP's all_gather over dp of S(1),S(0,blocks=3) -> R,S(0,blocks=3). ValueError otherwise.
+  RedistributePlan plan_around_blocks(const Shape& mesh_shape, const Placements& src, const Placements& dst,
+                                      const Shape& shape, DType dtype) const;
+
   CostModel model_;
   mutable std::mutex mu_;
   std::unordered_map<Key, std::shared_ptr<const RedistributePlan>, KeyHash> cache_;
