@@ -15,13 +15,21 @@ default options (constant folding on, as a user would export), batch and sequenc
             causal mask with finfo.min.
   hf_bert   BERT: word, position (through a `position_ids` buffer) and token-type embeddings,
             padding mask `(1 - mask) * finfo.min`, erf GELU, post-LayerNorm.
+  hf_vit    ViT (as transformers' ViTForImageClassification): a Conv2d patch embedding (kernel = stride
+            = 4 on 3x16x16 images: 16 patches), a CLS token and learned position embeddings
+            (parameters, not modules), pre-LayerNorm blocks, erf GELU MLP, a final LayerNorm and a
+            classifier on the CLS position; only the batch dim is dynamic.
+  hf_vit_train  hf_vit with a loss output (the one-hot form of hf_llama_train, 10 classes).
   hf_llama_train  hf_llama with a loss output: mean over tokens of -sum(onehot * log_softmax(logits)),
             the targets given as a one-hot f32 input (F.cross_entropy exports
             SoftmaxCrossEntropyLoss).
 Beside each MODEL.onnx, MODEL_io.safetensors holds the inputs (batch 2, sequence 8) and PyTorch's
 output `output`; hf_llama_train_io.safetensors also holds `losses` [5]: the loss before each of 5
 SGD steps (lr 0.1) taken by PyTorch on the parameters (the buffers are not parameters: frozen) and
-`inv_freq`, the buffer, to check it is unchanged.
+`inv_freq`, the buffer, to check it is unchanged. hf_vit_train_io.safetensors holds `losses` [5] the
+same way and `grad.NAME` for every parameter NAME: PyTorch's gradient of the first loss.
+
+    --only hf_vit  exports only the named models (comma-separated), leaving the other files as they are.
 """
 import argparse
 import math
@@ -295,6 +303,87 @@ class Bert(nn.Module):
         return x
 
 
+# ---- ViT ----
+
+IMAGE, PATCH, CHANNELS, CLASSES = 16, 4, 3, 10
+PATCHES = (IMAGE // PATCH) ** 2
+
+
+class ViTPatchEmbeddings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.projection = nn.Conv2d(CHANNELS, HIDDEN, kernel_size=PATCH, stride=PATCH)
+
+    def forward(self, pixel_values):
+        return self.projection(pixel_values).flatten(2).transpose(1, 2)
+
+
+class ViTEmbeddings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cls_token = nn.Parameter(torch.randn(1, 1, HIDDEN) * 0.5)
+        self.patch_embeddings = ViTPatchEmbeddings()
+        self.position_embeddings = nn.Parameter(torch.randn(1, PATCHES + 1, HIDDEN) * 0.5)
+
+    def forward(self, pixel_values):
+        b = pixel_values.shape[0]
+        x = self.patch_embeddings(pixel_values)
+        x = torch.cat((self.cls_token.expand(b, -1, -1), x), dim=1)
+        return x + self.position_embeddings
+
+
+class ViTSelfAttention(nn.Module):
+    def __init__(self, heads=4):
+        super().__init__()
+        self.heads, self.d = heads, HIDDEN // heads
+        self.query = nn.Linear(HIDDEN, HIDDEN)
+        self.key = nn.Linear(HIDDEN, HIDDEN)
+        self.value = nn.Linear(HIDDEN, HIDDEN)
+
+    def t(self, x):
+        return x.view(x.size()[:-1] + (self.heads, self.d)).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.t(self.query(x)), self.t(self.key(x)), self.t(self.value(x))
+        p = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d), dim=-1)
+        out = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
+        return out.view(out.size()[:-2] + (HIDDEN,))
+
+
+class ViTLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layernorm_before = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.attention = ViTSelfAttention()
+        self.attention_output = nn.Linear(HIDDEN, HIDDEN)
+        self.layernorm_after = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.intermediate = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.output = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        x = x + self.attention_output(self.attention(self.layernorm_before(x)))
+        return x + self.output(F.gelu(self.intermediate(self.layernorm_after(x))))
+
+
+class ViT(nn.Module):
+    def __init__(self, with_loss=False):
+        super().__init__()
+        self.with_loss = with_loss
+        self.embeddings = ViTEmbeddings()
+        self.layers = nn.ModuleList([ViTLayer() for _ in range(LAYERS)])
+        self.layernorm = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.classifier = nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, pixel_values, targets=None):
+        x = self.embeddings(pixel_values)
+        for layer in self.layers:
+            x = layer(x)
+        logits = self.classifier(self.layernorm(x)[:, 0, :])
+        if not self.with_loss:
+            return logits
+        return -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean()
+
+
 def distinct_norms(model):
     # The exporter merges initializers with equal values: give every norm its own weights.
     with torch.no_grad():
@@ -304,15 +393,16 @@ def distinct_norms(model):
                 m.bias.normal_(0, 0.1)
 
 
-def export(model, name, inputs, out_dir, dynamic):
-    """inputs: ordered dict name -> tensor. Writes NAME.onnx and NAME_io.safetensors."""
+def export(model, name, inputs, out_dir, dynamic, dynamic_dims=("batch", "seq")):
+    """inputs: ordered dict name -> tensor; `dynamic` names the inputs whose dims `dynamic_dims` (from
+    dim 0) are dynamic. Writes NAME.onnx and returns the tensors for NAME_io.safetensors."""
     model.eval()
     distinct_norms(model)
     path = os.path.join(out_dir, name + ".onnx")
     with torch.no_grad():
         out = model(*inputs.values())
         torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=["output"],
-                          dynamic_axes={k: {0: "batch", 1: "seq"} for k in dynamic}, opset_version=17)
+                          dynamic_axes={k: dict(enumerate(dynamic_dims)) for k in dynamic}, opset_version=17)
     tensors = dict(inputs)
     tensors["output"] = out.contiguous()
     print("wrote", path, os.path.getsize(path), "bytes")
@@ -322,47 +412,81 @@ def export(model, name, inputs, out_dir, dynamic):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "reference", "onnx"))
+    ap.add_argument("--only", default="", help="comma-separated models to export (default: all)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    only = set(filter(None, args.only.split(",")))
+    wanted = lambda name: not only or name in only
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
     pad = torch.ones((BATCH, SEQ), dtype=torch.long)
     pad[1, SEQ - 3:] = 0  # the second sequence is padded
 
-    torch.manual_seed(0)
-    t = export(GPT2(), "hf_gpt2", {"input_ids": ids, "attention_mask": pad}, args.out, ["input_ids", "attention_mask"])
-    save_file(t, os.path.join(args.out, "hf_gpt2_io.safetensors"))
+    if wanted("hf_gpt2"):
+        torch.manual_seed(0)
+        t = export(GPT2(), "hf_gpt2", {"input_ids": ids, "attention_mask": pad}, args.out, ["input_ids", "attention_mask"])
+        save_file(t, os.path.join(args.out, "hf_gpt2_io.safetensors"))
 
-    torch.manual_seed(0)
-    t = export(Llama(), "hf_llama", {"input_ids": ids}, args.out, ["input_ids"])
-    save_file(t, os.path.join(args.out, "hf_llama_io.safetensors"))
+    if wanted("hf_llama"):
+        torch.manual_seed(0)
+        t = export(Llama(), "hf_llama", {"input_ids": ids}, args.out, ["input_ids"])
+        save_file(t, os.path.join(args.out, "hf_llama_io.safetensors"))
 
-    torch.manual_seed(0)
-    types = torch.zeros((BATCH, SEQ), dtype=torch.long)
-    types[:, SEQ // 2:] = 1
-    t = export(Bert(), "hf_bert", {"input_ids": ids, "token_type_ids": types, "attention_mask": pad}, args.out,
-               ["input_ids", "token_type_ids", "attention_mask"])
-    save_file(t, os.path.join(args.out, "hf_bert_io.safetensors"))
+    if wanted("hf_bert"):
+        torch.manual_seed(0)
+        types = torch.zeros((BATCH, SEQ), dtype=torch.long)
+        types[:, SEQ // 2:] = 1
+        t = export(Bert(), "hf_bert", {"input_ids": ids, "token_type_ids": types, "attention_mask": pad}, args.out,
+                   ["input_ids", "token_type_ids", "attention_mask"])
+        save_file(t, os.path.join(args.out, "hf_bert_io.safetensors"))
 
     # Training: the same Llama (seed 0) with a loss; 5 SGD steps in f32 on its parameters only.
-    torch.manual_seed(0)
-    model = Llama(with_loss=True)
     targets = F.one_hot(torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), VOCAB).float()
-    t = export(model, "hf_llama_train", {"input_ids": ids, "targets": targets}, args.out, [])
-    inv_freq = model.layers[0].self_attn.rotary_emb.inv_freq.clone()
+    if wanted("hf_llama_train"):
+        torch.manual_seed(0)
+        model = Llama(with_loss=True)
+        t = export(model, "hf_llama_train", {"input_ids": ids, "targets": targets}, args.out, [])
+        inv_freq = model.layers[0].self_attn.rotary_emb.inv_freq.clone()
+        losses, _ = sgd_losses(model, (ids, targets))
+        assert torch.equal(inv_freq, model.layers[0].self_attn.rotary_emb.inv_freq)
+        t["losses"] = torch.tensor(losses, dtype=torch.float64)
+        save_file(t, os.path.join(args.out, "hf_llama_train_io.safetensors"))
+        print("losses", losses)
+
+    # ViT: its own images and labels; the batch dim dynamic (the CLS token is expanded to it).
+    gv = torch.Generator().manual_seed(11)
+    pixels = torch.randn((BATCH, CHANNELS, IMAGE, IMAGE), generator=gv)
+    labels = F.one_hot(torch.randint(0, CLASSES, (BATCH,), generator=gv), CLASSES).float()
+    if wanted("hf_vit"):
+        torch.manual_seed(0)
+        t = export(ViT(), "hf_vit", {"pixel_values": pixels}, args.out, ["pixel_values"], ("batch",))
+        save_file(t, os.path.join(args.out, "hf_vit_io.safetensors"))
+    if wanted("hf_vit_train"):
+        torch.manual_seed(0)
+        model = ViT(with_loss=True)
+        t = export(model, "hf_vit_train", {"pixel_values": pixels, "targets": labels}, args.out,
+                   ["pixel_values", "targets"], ("batch",))
+        losses, grads = sgd_losses(model, (pixels, labels))
+        t["losses"] = torch.tensor(losses, dtype=torch.float64)
+        t.update({"grad." + name: g0 for name, g0 in grads.items()})
+        save_file(t, os.path.join(args.out, "hf_vit_train_io.safetensors"))
+        print("losses", losses)
+
+
+def sgd_losses(model, inputs):
+    """Takes STEPS SGD steps (lr LR) on the model's parameters; returns the loss before each and the
+    gradients of the first, by parameter name."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for _ in range(STEPS):
+    losses, grads = [], {}
+    for step in range(STEPS):
         opt.zero_grad()
-        loss = model(ids, targets)
+        loss = model(*inputs)
         loss.backward()
+        if step == 0:
+            grads = {name: p.grad.detach().clone().contiguous() for name, p in model.named_parameters()}
         opt.step()
         losses.append(loss.item())
-    assert torch.equal(inv_freq, model.layers[0].self_attn.rotary_emb.inv_freq)
-    t["losses"] = torch.tensor(losses, dtype=torch.float64)
-    save_file(t, os.path.join(args.out, "hf_llama_train_io.safetensors"))
-    print("losses", losses)
-
+    return losses, grads
 
 if __name__ == "__main__":
     main()

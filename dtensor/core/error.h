@@ -36,7 +36,9 @@ class Error : public std::runtime_error {
 
   // Says where the problem is: in a text (line > 0: what() becomes "file:line:col: message"), or,
   // for a graph built in code (line 0), by `context` ("graph g, node 3 (relu): "), which then
-  // prefixes what(). The first location given sticks: the innermost code knows best.
+  // prefixes what(). A context given with a line follows the location ("file:line:col: context
+  // message": the interpreter names the node that failed). The first location given sticks: the
+  // innermost code knows best.
   void locate(std::string file, int line, int column, const std::string& context = {}) {
     if (located_) return;
     located_ = true;
@@ -44,7 +46,7 @@ class Error : public std::runtime_error {
       file_ = std::move(file);
       line_ = line;
       column_ = column;
-      what_ = file_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message_;
+      what_ = file_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + context + message_;
     } else {
       what_ = context + message_;
     }

@@ -1,5 +1,5 @@
-// Converters of the ONNX ops indexed by position along an axis (ir/ops_index.cc) and the logical
-// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, And, Or, Xor.
+// Converters of the ONNX ops indexed by position along an axis (ir/ops/index.cc) and the logical
+// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, And, Or, Xor.
 #include <algorithm>
 
 #include "dtensor/core/error.h"
@@ -70,6 +70,17 @@ void conv_trilu(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, rec(im, im.attr_int("upper", 1) ? OpKind::triu : OpKind::tril, {im.in(0)}, {{"diagonal", k}}));
 }
 
+// TopK(X, K) {axis = -1, largest = 1, sorted = 1} -> values, indices: the IR's topk, which always
+// sorts (an order ONNX allows for sorted = 0 too). K must be known at import.
+void conv_topk(Importer& im, const onnx::NodeProto&) {
+  const std::vector<int64_t> k = im.const_ints(1);
+  if (k.size() != 1) DT_THROW(ValueError) << im.where() << ": K must hold one value, it has " << k.size();
+  const std::vector<Value*> r = im.b().record(OpKind::topk, {im.in(0)},
+                                              {{"k", k[0]}, {"dim", im.attr_int("axis", -1)}, {"largest", im.attr_int("largest", 1) != 0}});
+  im.set_out(0, r[0]);
+  im.set_out(1, r[1]);
+}
+
 }  // namespace
 
 void add_index_converters(ConverterTable& t) {
@@ -81,6 +92,7 @@ void add_index_converters(ConverterTable& t) {
   t["ArgMin"] = [](Importer& im, const onnx::NodeProto&) { conv_arg(im, OpKind::argmin); };
   t["CumSum"] = conv_cumsum;
   t["Trilu"] = conv_trilu;
+  t["TopK"] = conv_topk;
   t["And"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_and); };
   t["Or"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_or); };
   t["Xor"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_xor); };

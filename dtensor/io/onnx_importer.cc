@@ -16,7 +16,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_fusion.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"
@@ -428,6 +428,7 @@ const ConverterTable& converters() {
     add_shape_converters(t);
     add_index_converters(t);
     add_loss_converters(t);
+    add_einsum_converters(t);
     return t;
   }();
   return table;

@@ -185,5 +185,6 @@ void add_math_converters(ConverterTable& table);   // onnx_convert_math.cc
 void add_shape_converters(ConverterTable& table);  // onnx_convert_shape.cc
 void add_index_converters(ConverterTable& table);  // onnx_convert_index.cc
 void add_loss_converters(ConverterTable& table);   // onnx_convert_loss.cc
+void add_einsum_converters(ConverterTable& table);  // onnx_convert_einsum.cc
 
 }  // namespace dt::io::onnx_internal

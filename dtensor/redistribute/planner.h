@@ -15,12 +15,16 @@
 //
 // Step order: first a `keep` on every mesh dim of size 1 whose placement changes to a
 // non-partial one (its data is the same in every placement), then the searched steps, then a
-// `keep` on every mesh dim of size 1 that becomes partial (last, so that no intermediate state
-// mixes partial ops that do not commute).
+// `keep` on every mesh dim of size 1 that becomes partial (last; a mesh dim of size 1 reduces
+// nothing, so its partial op never constrains the order of mixed partials).
 //
 // Invariants: every intermediate state is valid (a DTensorSpec would accept it); the last state
 // equals the target (DT_CHECKed); the plan depends only on (mesh shape, source, target, global
 // shape, dtype, cost model), never on the rank, so every rank issues the same collectives.
+//
+// Mixed partial ops (S(0),P(sum),P(min)) are reduced in their fixed order, the last mesh dim first
+// (dtensor_spec.h, transition_rules.h); flattened steps reduce several mesh dims of one op at once
+// (all_reduce, reduce_scatter) or gather them (redistribute_plan.h).
 //
 // Refused with ValueError: P(a) -> P(b) with a != b on a mesh dim (not a redistribution),
 // specs on different meshes (cross-mesh moves are not supported), different global shapes or

@@ -6,10 +6,32 @@
 #include "dtensor/core/error.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/ir/printer.h"
 #include "dtensor/passes/buffer_planner.h"
 
 namespace dt::runtime {
 namespace {
+
+// Runs one node's kernel `f`. A user error it throws (`gather: index 256 is out of range for a dim
+// of size 256`) gains the node: its place in the text when the graph was parsed, and its statement
+// (`node %12 = gather(%wpe.weight, %11) {dim = 0} : f32[1, 300, 32]: `), so that a run of an
+// imported model says which of its gathers failed. The error keeps its type.
+template <class F>
+void run_kernel_of(const ir::Graph& g, const ir::Node& n, size_t index, F&& f) {
+  try {
+    f();
+  } catch (Error& e) {
+    // A node with a large inline constant prints long: its statement is cut (the location or the
+    // result name already identify it).
+    constexpr size_t kMaxStatement = 160;
+    std::string statement = ir::print_node(n);
+    if (statement.size() > kMaxStatement) statement = statement.substr(0, kMaxStatement) + " ...";
+    const std::string context = n.loc.line > 0 ? "node " + statement + ": "
+                                               : "graph " + g.name() + ", node " + std::to_string(index) + " " + statement + ": ";
+    e.locate(g.source().empty() ? "<input>" : g.source(), n.loc.line, n.loc.col, context);
+    throw;
+  }
+}
 
 // Pending collectives of one run, by the value they produce.
 class RunCommContext : public ir::CommContext {
@@ -182,7 +204,7 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
     }
     if (head_of >= 0) {
       const EpilogueFusion& f = fusions_[size_t(head_of)];
-      out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act);
+      run_kernel_of(g_, n, i, [&] { out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act); });
       const ir::Value* tail = nodes[size_t(f.tail)]->result();
       DT_CHECK(out[0].shape() == tail->type.shape && out[0].dtype() == tail->type.dtype)
           << "fused linear produced " << out[0].str() << " for %" << tail->name << " of type " << ir::type_str(tail->type);
@@ -202,7 +224,7 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
         env[size_t(w->id)] = in[size_t(j)];
         if (w->kind == ir::ValueKind::result) meter.acquire(in[size_t(j)]);  // released as w
       }
-      def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+      run_kernel_of(g_, n, i, [&] { def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr}); });
     }
     DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))
         << ir::op_name(n.op) << " kernel did not write into its arena buffer";

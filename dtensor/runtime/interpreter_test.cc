@@ -7,7 +7,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"
@@ -155,6 +155,47 @@ TEST(Interpreter, RefusesMissingOrMistypedBindings) {
 }
 
 // Every collective on a 4-rank threads world; rank r's input is filled with r + 1.
+// Issue 27.6: a kernel's user error names its node, keeping its type: by the node's statement in a
+// graph built in code, and by file:line:col and the statement in a parsed one.
+TEST(Interpreter, KernelErrorsNameTheirNode) {
+  Graph g("lookup");
+  Builder b(g);
+  Value* table = b.input("table", DType::f32, {4, 3});
+  Value* idx = b.input("idx", DType::i64, {2});
+  Value* r = b.relu(table);
+  Value* y = b.record(ir::OpKind::gather, {r, idx}, {{"dim", int64_t(0)}})[0];
+  b.outputs({y});
+  const Bindings bad = {{"table", Tensor::full({4, 3}, 1.0)}, {"idx", Tensor::from_vector<int64_t>({1, 4}, {2})}};
+  try {
+    Interpreter(g).run(bad, {});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.starts_with("graph lookup, node 1 %" + y->name + " = gather(%" + r->name + ", %idx)")) << what;
+    EXPECT_NE(what.find("index 4 is out of range"), std::string::npos) << what;
+    EXPECT_EQ(e.line(), 0);
+  }
+  const Graph parsed = ir::parse(R"(graph lookup {
+  input %table : f32[4, 3]
+  input %idx : i64[2]
+  %r = relu(%table) : f32[4, 3]
+  %y = gather(%r, %idx) {dim = 0} : f32[2, 3]
+  return %y
+}
+)", "lookup.dt");
+  try {
+    Interpreter(parsed).run(bad, {});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.starts_with("lookup.dt:5:8: node %y = gather(%r, %idx) : f32[2, 3]: ")) << what;
+    EXPECT_NE(what.find("index 4 is out of range"), std::string::npos) << what;
+    EXPECT_EQ(e.line(), 5);
+  }
+  // In range: no error.
+  EXPECT_NO_THROW(Interpreter(parsed).run({{"table", Tensor::full({4, 3}, 1.0)}, {"idx", Tensor::from_vector<int64_t>({1, 3}, {2})}}, {}));
+}
+
 TEST(Interpreter, CollectivesOnFourRanks) {
   const char* text = R"(graph coll {
   group world = [0, 1, 2, 3]

@@ -79,6 +79,29 @@ want = struct.unpack("<5d", b[8 + n + h["data_offsets"][0]:8 + n + h["data_offse
 assert j["frozen"] == 3, j
 assert all(abs(a - w) <= 1e-6 for a, w in zip(j["losses"], want)), (j["losses"], want)
 PY
+# Issue 27.6: a run's kernel error names its node (file:line:col and the statement): a token id
+# past the vocabulary of an imported GPT-2, on one device and under tp 2.
+out=$("$DT" import "$R/hf_gpt2.onnx" -o "$t/g2.dt" --weights "$t/g2.safetensors" \
+  --input-shape input_ids=2x8 attention_mask=2x8 2>&1) || FAIL "import hf_gpt2: $out"
+python3 - "$t/bad_ids.safetensors" <<'PY'
+import json, struct, sys
+ids = [0] * 16
+ids[11] = 61  # the vocabulary has 61 tokens
+mask = [1] * 16
+h = {"input_ids": {"dtype": "I64", "shape": [2, 8], "data_offsets": [0, 128]},
+     "attention_mask": {"dtype": "I64", "shape": [2, 8], "data_offsets": [128, 256]}}
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + struct.pack("<16q", *ids) + struct.pack("<16q", *mask))
+PY
+echo '{"mesh_dims": ["tp"], "modules": [{"pattern": "h.*.c_fc", "style": "colwise", "mesh_dim": "tp"}]}' >"$t/c_fc_tp.json"
+line=$(grep -n "= embedding(%input_ids, %wte.weight)" "$t/g2.dt" | cut -d: -f1)
+expect_error "kernel error names its node" "g2.dt:$line:8: node %7 = embedding(%input_ids, %wte.weight) : f32.2, 8, 32.: embedding index 61 out of range" \
+  "$DT" run "$t/g2.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors"
+expect_error "kernel error names its node under tp" "= embedding(%input_ids, %wte.weight)" \
+  "$DT" run "$t/g2.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors" --mesh 2 \
+  --plan "$t/c_fc_tp.json"
+
 # Malformed models (the fuzz seeds of tests/fuzz/onnx): one line, exit 2.
 F="$SRC/tests/fuzz/onnx"
 expect_error "no outputs" "node 'n0' (Relu): the node has no outputs" \
