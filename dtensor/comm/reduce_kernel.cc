@@ -26,6 +26,12 @@ void reduce_typed(const void* const* inputs, int n, void* out_raw, size_t count)
         } else {
           for (size_t i = 0; i < len; ++i) acc[i] += C(in[i]);
         }
+      } else if constexpr (Op == ReduceOp::prod) {
+        if constexpr (std::is_same_v<T, bool>) {
+          for (size_t i = 0; i < len; ++i) acc[i] = acc[i] && in[i];
+        } else {
+          for (size_t i = 0; i < len; ++i) acc[i] *= C(in[i]);
+        }
       } else if constexpr (Op == ReduceOp::max) {
         // NaN propagates: a NaN input wins and stays (x > NaN is false).
         for (size_t i = 0; i < len; ++i) {
@@ -60,6 +66,7 @@ void reduce_op_dispatch(const void* const* inputs, int n, void* out, size_t coun
       }
     case ReduceOp::max: return reduce_typed<T, ReduceOp::max>(inputs, n, out, count);
     case ReduceOp::min: return reduce_typed<T, ReduceOp::min>(inputs, n, out, count);
+    case ReduceOp::prod: return reduce_typed<T, ReduceOp::prod>(inputs, n, out, count);
   }
 }
 

@@ -20,12 +20,13 @@ namespace dt {
 void reduce_buffers(const void* const* inputs, int n, void* out, size_t count, DType dtype, ReduceOp op);
 
 // The identity of `op` over element type T: what a member that contributes nothing to a
-// reduction holds (the padding of an S(d) -> P(op) move). 0 for sum and avg, the lowest value for
-// max and the highest for min: -inf/+inf for floating types, the integer limits otherwise (false
+// reduction holds (the padding of an S(d) -> P(op) move). 0 for sum and avg, 1 for prod, the lowest
+// value for max and the highest for min: -inf/+inf for floating types, the integer limits otherwise (false
 // and true for bool).
 template <typename T>
 T identity_of(ReduceOp op) {
   if (op == ReduceOp::sum || op == ReduceOp::avg) return T(0.0f);
+  if (op == ReduceOp::prod) return T(1.0f);
   const bool lowest = op == ReduceOp::max;
   if constexpr (std::is_floating_point_v<T> || !std::numeric_limits<T>::is_specialized) {
     // float, double and the 16-bit floating types (built from a float).

@@ -11,6 +11,7 @@ std::string_view reduce_op_name(ReduceOp op) {
     case ReduceOp::avg: return "avg";
     case ReduceOp::max: return "max";
     case ReduceOp::min: return "min";
+    case ReduceOp::prod: return "prod";
   }
   return "?";
 }
@@ -20,7 +21,8 @@ ReduceOp parse_reduce_op(std::string_view s) {
   if (s == "avg") return ReduceOp::avg;
   if (s == "max") return ReduceOp::max;
   if (s == "min") return ReduceOp::min;
-  DT_THROW(ValueError) << "unknown reduce op '" << s << "' (expected sum, avg, max or min)";
+  if (s == "prod") return ReduceOp::prod;
+  DT_THROW(ValueError) << "unknown reduce op '" << s << "' (expected sum, avg, max, min or prod)";
 }
 
 }  // namespace dt

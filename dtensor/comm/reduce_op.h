@@ -7,8 +7,10 @@
 
 namespace dt {
 
-enum class ReduceOp : uint8_t { sum, avg, max, min };
+// prod (PyTorch's Partial("prod") / ReduceOp.PRODUCT) multiplies; bool's prod is logical and.
+enum class ReduceOp : uint8_t { sum, avg, max, min, prod };
+inline constexpr int kNumReduceOps = 5;
 std::string_view reduce_op_name(ReduceOp op);
-ReduceOp parse_reduce_op(std::string_view text);  // "sum" | "avg" | "max" | "min"
+ReduceOp parse_reduce_op(std::string_view text);  // "sum" | "avg" | "max" | "min" | "prod"
 
 }  // namespace dt

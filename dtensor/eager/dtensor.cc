@@ -74,12 +74,18 @@ DTensor distribute_tensor(const Tensor& full, std::shared_ptr<const MeshGroups> 
   Shape offset = spec->global_offset_at(coord), shape = spec->local_shape_at(coord);
   Tensor local = full;
   for (int64_t t = 0; t < full.dim(); ++t) local = local.narrow(t, offset[size_t(t)], shape[size_t(t)]);
-  bool zero = false;
+  // Partial sum: index 0 of its mesh dim keeps the value, the others hold 0; partial prod the
+  // same with 1; avg, max and min keep it everywhere. With mixed partials a 0 wins over a 1: the
+  // reductions of any order (dtensor_spec.h) still give the value back.
+  bool zero = false, one = false;
   for (size_t m = 0; m < spec->placements().size(); ++m) {
     const Placement& p = spec->placements()[m];
     if (p.is_partial() && p.op() == ReduceOp::sum && coord[m] != 0) zero = true;
+    if (p.is_partial() && p.op() == ReduceOp::prod && coord[m] != 0) one = true;
   }
-  local = zero ? Tensor::zeros(shape, full.dtype()) : local.clone();
+  local = zero ? Tensor::zeros(shape, full.dtype())
+          : one ? Tensor::zeros(shape, full.dtype()).fill_(1)
+                : local.clone();
   return DTensor(std::move(local), std::move(spec), std::move(groups));
 }
 

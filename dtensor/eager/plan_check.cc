@@ -38,20 +38,61 @@ void for_each_element(const Shape& local, const Shape& offset, const Shape& glob
 
 }  // namespace
 
+std::vector<double> reduce_locals(const DTensorSpec& spec, const std::vector<Tensor>& locals) {
+  const DeviceMesh& mesh = spec.mesh();
+  const int64_t total = numel(spec.shape()), ndim = mesh.ndim();
+  // Each rank's local placed at its global offset (covered marks where it holds data).
+  std::vector<std::vector<double>> buf(size_t(mesh.size()));
+  std::vector<std::vector<char>> covered(size_t(mesh.size()));
+  for (int r : mesh.ranks()) {
+    const std::vector<int64_t> coord = *mesh.coordinate(r);
+    buf[size_t(r)].assign(size_t(total), 0.0);
+    covered[size_t(r)].assign(size_t(total), 0);
+    const std::vector<double> vals = locals.at(size_t(r)).to_doubles();
+    for_each_element(spec.local_shape_at(coord), spec.global_offset_at(coord), spec.shape(),
+                     [&](int64_t k, int64_t g) {
+                       buf[size_t(r)][size_t(g)] = vals[size_t(k)];
+                       covered[size_t(r)][size_t(g)] = 1;
+                     });
+  }
+  // Combine mesh dim m into the member at index 0, for m from the last to the first.
+  for (int64_t m = ndim - 1; m >= 0; --m) {
+    const Placement& p = spec.placements()[size_t(m)];
+    const int64_t n = mesh.shape()[size_t(m)];
+    for (int r : mesh.ranks()) {
+      std::vector<int64_t> coord = *mesh.coordinate(r);
+      bool head = coord[size_t(m)] == 0;
+      for (int64_t k = m + 1; k < ndim; ++k) head = head && coord[size_t(k)] == 0;
+      if (!head || p.is_replicate()) continue;
+      std::vector<double>& acc = buf[size_t(r)];
+      std::vector<char>& cov = covered[size_t(r)];
+      for (int64_t j = 1; j < n; ++j) {
+        coord[size_t(m)] = j;
+        const int other = mesh.rank_at(coord);
+        const std::vector<double>& v = buf[size_t(other)];
+        for (int64_t g = 0; g < total; ++g) {
+          if (!covered[size_t(other)][size_t(g)]) continue;
+          double& a = acc[size_t(g)];
+          const double b = v[size_t(g)];
+          if (p.is_shard()) a = b;
+          else if (p.op() == ReduceOp::sum || p.op() == ReduceOp::avg) a += b;
+          else if (p.op() == ReduceOp::prod) a *= b;
+          else if (p.op() == ReduceOp::max) a = std::max(a, b);
+          else a = std::min(a, b);
+          cov[size_t(g)] = 1;
+        }
+      }
+      if (p.is_partial() && p.op() == ReduceOp::avg)
+        for (double& a : acc) a /= double(n);
+    }
+  }
+  return buf[size_t(mesh.rank_at(std::vector<int64_t>(size_t(ndim), 0)))];
+}
+
 std::string check_locals(const DTensorSpec& spec, const std::vector<Tensor>& locals, const Tensor& full, double rtol) {
   const DeviceMesh& mesh = spec.mesh();
   const std::vector<double> ref = full.to_doubles();
-  bool partial = false;
-  ReduceOp cls = ReduceOp::sum;
-  for (const Placement& p : spec.placements())
-    if (p.is_partial()) {
-      partial = true;
-      cls = p.op() == ReduceOp::avg ? ReduceOp::sum : p.op();
-    }
-  const double init = cls == ReduceOp::max   ? -std::numeric_limits<double>::infinity()
-                      : cls == ReduceOp::min ? std::numeric_limits<double>::infinity()
-                                             : 0.0;
-  std::vector<double> acc(ref.size(), init);
+  const bool partial = spec.has_partial();
   for (int r : mesh.ranks()) {
     std::vector<int64_t> coord = *mesh.coordinate(r);
     const Tensor& local = locals.at(size_t(r));
@@ -61,33 +102,24 @@ std::string check_locals(const DTensorSpec& spec, const std::vector<Tensor>& loc
                          shape_str(expected));
     if (local.dtype() != spec.dtype()) return fmt::format("rank {} holds dtype {}", r, dtype_name(local.dtype()));
     std::vector<int64_t> base = coord;
-    double weight = 1;
-    for (size_t m = 0; m < coord.size(); ++m) {
+    for (size_t m = 0; m < coord.size(); ++m)
       if (spec.placements()[m].is_replicate()) base[m] = 0;
-      if (spec.placements()[m].is_partial() && spec.placements()[m].op() == ReduceOp::avg) weight /= double(mesh.shape()[m]);
-    }
     std::vector<double> vals = local.to_doubles();
     if (base != coord) {
       std::vector<double> twin = locals.at(size_t(mesh.rank_at(base))).to_doubles();
       if (twin != vals) return fmt::format("replicas differ: rank {} vs rank {}", r, mesh.rank_at(base));
       continue;
     }
+    if (partial) continue;
     std::string error;
     for_each_element(expected, spec.global_offset_at(coord), spec.shape(), [&](int64_t k, int64_t g) {
       double v = vals[size_t(k)];
-      if (!partial) {
-        if (error.empty() && !close(v, ref[size_t(g)], rtol))
-          error = fmt::format("rank {} element {} (global {}) is {}, expected {}", r, k, g, v, ref[size_t(g)]);
-      } else if (cls == ReduceOp::sum) {
-        acc[size_t(g)] += weight * v;
-      } else if (cls == ReduceOp::max) {
-        acc[size_t(g)] = std::max(acc[size_t(g)], v);
-      } else {
-        acc[size_t(g)] = std::min(acc[size_t(g)], v);
-      }
+      if (error.empty() && !close(v, ref[size_t(g)], rtol))
+        error = fmt::format("rank {} element {} (global {}) is {}, expected {}", r, k, g, v, ref[size_t(g)]);
     });
     if (!error.empty()) return error;
   }
+  const std::vector<double> acc = partial ? reduce_locals(spec, locals) : std::vector<double>{};
   if (partial)
     for (size_t g = 0; g < ref.size(); ++g)
       if (!close(acc[g], ref[g], rtol))

@@ -11,10 +11,16 @@
 
 namespace dt {
 
+// Returns the global value (as doubles, row-major) that locals indexed by global rank laid out as
+// `spec` stand for: the mesh dims are combined from the last to the first, a shard dim joining
+// its members' pieces, a replicate dim taking index 0, a partial dim reducing its members with its
+// op (the fixed order of mixed partials, dtensor_spec.h). The locals must have their shapes.
+std::vector<double> reduce_locals(const DTensorSpec& spec, const std::vector<Tensor>& locals);
+
 // Returns "" when the locals (indexed by global rank) laid out as `spec` form `full`: every
 // shard equals its chunk of `full`; ranks that differ only in Replicate coordinates hold equal
-// tensors; for Partial placements, the reduction of the locals over the partial mesh dims equals
-// `full` (within rtol). Otherwise returns a message naming the first mismatch.
+// tensors; for Partial placements, reduce_locals equals `full` (within rtol). Otherwise returns a
+// message naming the first mismatch.
 std::string check_locals(const DTensorSpec& spec, const std::vector<Tensor>& locals, const Tensor& full,
                          double rtol = 1e-6);
 

@@ -200,8 +200,8 @@ TEST(ParseErrors, BadGroupDeclaration) {
 }
 
 TEST(ParseErrors, UnknownReduceOp) {
-  EXPECT_EQ(error_of("  group tp = [0]\n  %y = all_reduce(%x) {group = tp, op = prod} : f32[8, 64]\n  return %y\n"),
-            "t.dt:5:41: unknown reduce op 'prod' (expected sum, avg, max or min)");
+  EXPECT_EQ(error_of("  group tp = [0]\n  %y = all_reduce(%x) {group = tp, op = xor} : f32[8, 64]\n  return %y\n"),
+            "t.dt:5:41: unknown reduce op 'xor' (expected sum, avg, max, min or prod)");
 }
 
 TEST(ParseErrors, PointToPointPeersTagsAndShapes) {

@@ -308,8 +308,8 @@ class Parser {
         return std::string(t.text);
       case AttrKind::reduce_op:
         if (t.kind != Tok::ident) bad();
-        if (t.text != "sum" && t.text != "avg" && t.text != "max" && t.text != "min")
-          DT_PARSE_FAIL(fail(t)) << "unknown reduce op '" << t.text << "' (expected sum, avg, max or min)";
+        if (t.text != "sum" && t.text != "avg" && t.text != "max" && t.text != "min" && t.text != "prod")
+          DT_PARSE_FAIL(fail(t)) << "unknown reduce op '" << t.text << "' (expected sum, avg, max, min or prod)";
         return std::string(t.text);
       case AttrKind::ints:
       case AttrKind::floats: {

@@ -13,20 +13,9 @@ Placements normalize_placements(const Placements& placements, int64_t mesh_ndim,
                          << ") for a mesh of " << mesh_ndim << " dims";
   Placements out;
   out.reserve(placements.size());
-  int64_t first_partial = -1;
-  for (size_t m = 0; m < placements.size(); ++m) {
-    out.push_back(placements[m].normalized(tensor_rank));
-    if (!placements[m].is_partial()) continue;
-    if (first_partial < 0) {
-      first_partial = int64_t(m);
-      continue;
-    }
-    ReduceOp a = placements[size_t(first_partial)].op(), b = placements[m].op();
-    auto linear = [](ReduceOp op) { return op == ReduceOp::sum || op == ReduceOp::avg; };
-    if (a != b && !(linear(a) && linear(b)))
-      DT_THROW(ValueError) << "partial ops " << reduce_op_name(a) << " (mesh dim " << first_partial << ") and "
-                           << reduce_op_name(b) << " (mesh dim " << m << ") do not commute";
-  }
+  // Partial ops may differ between mesh dims (S(0),P(sum),P(min)): the value is reduced from the
+  // last mesh dim to the first (dtensor_spec.h), so no mix is refused here.
+  for (size_t m = 0; m < placements.size(); ++m) out.push_back(placements[m].normalized(tensor_rank));
   // A blocked shard's chunks are cut inside each block: no other mesh dim may cut the same dim.
   for (size_t m = 0; m < out.size(); ++m) {
     if (!out[m].is_blocked()) continue;

@@ -20,8 +20,15 @@
 namespace dt {
 
 // Returns the placements with shard dims normalised against tensor_rank. Throws ValueError when
-// the count differs from mesh_ndim or partial ops that do not commute are mixed (sum and avg
-// commute with each other; max or min only with themselves), DimError for a bad shard dim.
+// the count differs from mesh_ndim, DimError for a bad shard dim.
+//
+// Mixed partials (issue 27.9, PyTorch's test_ordered_redistribute_with_partial): partial ops may
+// differ between mesh dims, e.g. S(0),P(sum),P(min) on a 2x2x2 mesh. The global value is the
+// reduction of the locals over the partial mesh dims in one fixed order, the last mesh dim first
+// (the order in which PyTorch's redistribute of a sharded source replicates: inner to outer):
+// here sum over mesh dim 1 of (min over mesh dim 2 of the locals). Ops that commute (equal ops,
+// or sum and avg) may be reduced in any order; the planner reduces a non-commuting P(op) only when
+// no mesh dim after it holds a partial op it does not commute with (transition_rules.h).
 Placements normalize_placements(const Placements& placements, int64_t mesh_ndim, int64_t tensor_rank);
 
 // Throws ShapeError when a blocked shard's dim does not divide into its blocks (placements

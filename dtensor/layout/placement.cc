@@ -16,7 +16,7 @@ std::string_view trim(std::string_view s) {
 }
 
 [[noreturn]] void throw_bad_placement(std::string_view text) {
-  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), S(d,blocks=b), SS(d), R or P(sum|avg|max|min)";
+  DT_THROW(ValueError) << "bad placement '" << text << "': expected S(d), S(d,blocks=b), SS(d), R or P(sum|avg|max|min|prod)";
 }
 
 // Returns the text between "(" and ")" when s is name(...), else nullopt-like empty with ok=false.
@@ -55,7 +55,7 @@ Placement Placement::parse(std::string_view text) {
     return strided ? strided_shard(d) : blocked_shard(d, blocks);
   }
   if (name == "P" || name == "Partial") {
-    if (arg == "sum" || arg == "avg" || arg == "max" || arg == "min") return partial(parse_reduce_op(arg));
+    if (arg == "sum" || arg == "avg" || arg == "max" || arg == "min" || arg == "prod") return partial(parse_reduce_op(arg));
     throw_bad_placement(text);
   }
   throw_bad_placement(text);

@@ -16,7 +16,8 @@
 // v). The dim must divide by b and no other mesh dim may shard it; redistribution never moves a
 // blocked shard (its producers and readers keep it: a fused linear and the split after it).
 //
-// Text form: "S(0)", "S(-1)", "S(0,blocks=3)", "SS(0)", "R", "P(sum)" (also "P" for P(sum)); a list is
+// Text form: "S(0)", "S(-1)", "S(0,blocks=3)", "SS(0)", "R", "P(sum)" (also "P" for P(sum); P(avg), P(max),
+// P(min), P(prod)); a list is
 // comma-separated, one placement per mesh dim: "S(0),R". A negative shard dim stays negative until
 // normalised against a tensor rank (DTensorSpec does this).
 #pragma once

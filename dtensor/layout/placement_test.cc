@@ -41,7 +41,7 @@ TEST(Placement, AcceptsPyTorchSpelling) {
 }
 
 TEST(Placement, RejectsBadText) {
-  for (const char* text : {"", "X", "S()", "S(a)", "S(1", "P(prod)", "R(0)", "S(0),,R"}) {
+  for (const char* text : {"", "X", "S()", "S(a)", "S(1", "P(xor)", "R(0)", "S(0),,R"}) {
     try {
       parse_placements(text);
       ADD_FAILURE() << "accepted '" << text << "'";

@@ -47,7 +47,7 @@ Shape with_dim(Shape s, int64_t d, int64_t v) {
 // Fills t with the identity of op (comm/reduce_kernel.h); fresh tensors already hold sum's and
 // avg's zeros. Typed, so that integer limits stay exact.
 void fill_identity(Tensor& t, ReduceOp op) {
-  if (op == ReduceOp::sum || op == ReduceOp::avg || t.numel() == 0) return;
+  if (op == ReduceOp::sum || op == ReduceOp::avg || t.numel() == 0) return;  // zeros already
   DT_DISPATCH(t.dtype(), {
     T* p = t.data<T>();
     std::fill(p, p + t.numel(), identity_of<T>(op));
@@ -100,8 +100,8 @@ struct Run {
     return from_front(out.narrow(0, 0, parent), t);
   }
 
-  Tensor reduce_scatter(const Tensor& x, int64_t m, int64_t t, ReduceOp op) {
-    const int64_t n = group_size(m), i = index(m), parent = x.size(t);
+  Tensor reduce_scatter(const Tensor& x, const Member& g, int64_t t, ReduceOp op) {
+    const int64_t n = g.n, i = g.i, parent = x.size(t);
     const int64_t c = chunk_size(parent, n), len = chunk_length(parent, n, i);
     Shape in_shape = front_shape(x.shape(), t, n * c);
     if (numel(in_shape) == 0) return Tensor::empty(with_dim(x.shape(), t, len), x.dtype());
@@ -114,7 +114,7 @@ struct Run {
       if (n * c > parent) send.narrow(0, parent, n * c - parent).fill_(0);  // deterministic padding
     }
     Tensor out = Tensor::uninitialized(front_shape(x.shape(), t, c), x.dtype());
-    reduce_scatter_tensor(groups.group(m), out, send, op)->wait();
+    reduce_scatter_tensor(g.group, out, send, op)->wait();
     return from_front(out.narrow(0, 0, len), t);
   }
 
@@ -166,11 +166,16 @@ struct Run {
     return result;
   }
 
-  // R -> P(sum): group index 0 keeps the value. S(t) -> P(op): the own chunk inside the
-  // unsharded extent, the rest the op's identity.
+  // R -> P(sum|prod): group index 0 keeps the value, the others hold the op's identity. S(t) ->
+  // P(op): the own chunk inside the unsharded extent, the rest the op's identity.
   Tensor zero(const Tensor& x, int64_t m, const Placement& from, ReduceOp op) {
     const int64_t n = group_size(m), i = index(m);
-    if (from.is_replicate()) return i == 0 ? x : Tensor::zeros(x.shape(), x.dtype());
+    if (from.is_replicate()) {
+      if (i == 0) return x;
+      Tensor y = Tensor::zeros(x.shape(), x.dtype());
+      fill_identity(y, op);
+      return y;
+    }
     const int64_t t = from.dim(), parent = parent_extent(t, m);
     Tensor y = Tensor::zeros(with_dim(x.shape(), t, parent), x.dtype());
     fill_identity(y, op);
@@ -182,7 +187,7 @@ struct Run {
     const int64_t m = s.mesh_dim;
     switch (s.kind) {
       case StepKind::all_gather: return all_gather(x, member(s), m, s.src.dim());
-      case StepKind::reduce_scatter: return reduce_scatter(x, m, s.dst.dim(), s.src.op());
+      case StepKind::reduce_scatter: return reduce_scatter(x, member(s), s.dst.dim(), s.src.op());
       case StepKind::all_reduce: return all_reduce(x, member(s), s.src.op());
       case StepKind::all_to_all: return all_to_all(x, m, s.src.dim(), s.dst.dim());
       case StepKind::chunk: {
@@ -215,7 +220,8 @@ Tensor execute_plan(const RedistributePlan& plan, const Tensor& local, const Mes
   Tensor x = local;
   for (const RedistributeStep& s : plan.steps) {
     DT_CHECK(run.state[size_t(s.mesh_dim)] == s.src) << "step expects " << s.src.str();
-    DT_CHECK(!s.flattened() || s.kind == StepKind::all_gather || s.kind == StepKind::all_reduce)
+    DT_CHECK(!s.flattened() || s.kind == StepKind::all_gather || s.kind == StepKind::all_reduce ||
+             s.kind == StepKind::reduce_scatter)
         << "flattened " << step_kind_name(s.kind);
     x = run.run(s, x);
     for (int64_t m : s.mesh_dims()) run.state[size_t(m)] = s.dst;

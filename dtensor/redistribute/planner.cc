@@ -33,7 +33,7 @@ struct Edge {
 
 constexpr int64_t kMaxStates = int64_t(1) << 20;
 
-// Returns the placement code used by the cache key: R=0, P(op)=1+op, S(d)=5+d, SS(d)=5+16+d
+// Returns the placement code used by the cache key: R=0, P(op)=1+op, S(d)=6+d, SS(d)=6+16+d
 // (16 = kMaxPlanTensorRank); -1 when d is out of range (the slow path then reports the error).
 int code_of(const Placement& p, int64_t rank) {
   if (p.is_replicate()) return 0;
@@ -41,7 +41,7 @@ int code_of(const Placement& p, int64_t rank) {
   if (p.is_blocked()) return -1;  // never cached: only the identity plan exists for it
   int64_t d = p.dim() < 0 ? p.dim() + rank : p.dim();
   if (d < 0 || d >= rank || d >= kMaxPlanTensorRank) return -1;
-  return 5 + int(d) + (p.is_strided() ? int(kMaxPlanTensorRank) : 0);
+  return 1 + kNumReduceOps + int(d) + (p.is_strided() ? int(kMaxPlanTensorRank) : 0);
 }
 
 void check_limits(const Shape& mesh_shape, const Shape& shape) {
@@ -82,9 +82,7 @@ std::shared_ptr<const RedistributePlan> RedistributePlanner::plan(const Shape& m
   bool blocked = false;
   for (const Placements* ps : {&src, &dst})
     for (const Placement& p : *ps) blocked = blocked || p.is_blocked();
-  if (blocked && src != dst)
-      DT_THROW(ValueError) << "cannot redistribute " << placements_str(src) << " to " << placements_str(dst)
-                           << ": a blocked shard is never moved";
+  if (blocked && src != dst) return std::make_shared<const RedistributePlan>(plan_around_blocks(mesh_shape, src, dst, shape, dtype));
   bool cacheable = ndim >= 1 && int64_t(ndim) <= kMaxPlanMeshDims && int64_t(rank) <= kMaxPlanTensorRank &&
                    src.size() == ndim && dst.size() == ndim;
   Key key;
@@ -127,9 +125,45 @@ std::shared_ptr<const RedistributePlan> RedistributePlanner::plan(const DTensorS
   return plan(src.mesh().shape(), src.placements(), dst.placements(), src.shape(), src.dtype());
 }
 
+RedistributePlan RedistributePlanner::plan_around_blocks(const Shape& mesh_shape, const Placements& src,
+                                                         const Placements& dst, const Shape& shape, DType dtype) const {
+  auto refuse = [&](const char* why) {
+    DT_THROW(ValueError) << "cannot redistribute " << placements_str(src) << " to " << placements_str(dst) << ": "
+                         << why;
+  };
+  if (src.size() != mesh_shape.size() || dst.size() != mesh_shape.size())
+    return plan_uncached(mesh_shape, src, dst, shape, dtype);  // reports the bad placement count
+  // The blocked mesh dims become mesh dims of size 1 (R) and their tensor dims the local extent,
+  // the same on every rank; the other mesh dims then move this rank's blocked piece as a whole.
+  Shape sub_mesh = mesh_shape, sub_shape = shape;
+  Placements sub_src = src, sub_dst = dst;
+  uint32_t fixed = 0;
+  for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    if (!src[m].is_blocked() && !dst[m].is_blocked()) continue;
+    if (src[m] != dst[m]) refuse("a blocked shard is never moved");
+    const Placement p = src[m].normalized(int64_t(shape.size()));
+    const int64_t d = p.dim(), n = mesh_shape[m];
+    if (shape[size_t(d)] % (p.blocks() * n) != 0) refuse("the blocks do not divide evenly over the mesh dim");
+    sub_shape[size_t(d)] = shape[size_t(d)] / n;
+    sub_mesh[m] = 1;
+    sub_src[m] = sub_dst[m] = Placement::replicate();
+    fixed |= 1u << d;
+  }
+  for (const Placements* ps : {&sub_src, &sub_dst})
+    for (const Placement& p : *ps)
+      if (p.is_shard() && (fixed >> p.normalized(int64_t(shape.size())).dim() & 1u))
+        refuse("a blocked shard must be the only shard of its tensor dim");
+  RedistributePlan plan = plan_uncached(sub_mesh, sub_src, sub_dst, sub_shape, dtype, fixed);
+  RedistributePlan real = RedistributePlan::empty_for(mesh_shape, src, dst, shape, dtype);
+  real.steps = std::move(plan.steps);
+  real.total_bytes = plan.total_bytes;
+  real.total_time_us = plan.total_time_us;
+  return real;
+}
+
 RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, const Placements& src_in,
                                                     const Placements& dst_in, const Shape& shape,
-                                                    DType dtype) const {
+                                                    DType dtype, uint32_t fixed_dims) const {
   check_limits(mesh_shape, shape);
   const int64_t ndim = int64_t(mesh_shape.size()), rank = int64_t(shape.size());
   RedistributePlan plan = RedistributePlan::empty_for(mesh_shape, src_in, dst_in, shape, dtype);
@@ -157,16 +191,17 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
 
   // Candidate placements of a searched mesh dim.
   std::vector<Placement> cand{Placement::replicate()};
-  for (int64_t t = 0; t < rank; ++t) cand.push_back(Placement::shard(t));
+  for (int64_t t = 0; t < rank; ++t)
+    if (!(fixed_dims >> t & 1u)) cand.push_back(Placement::shard(t));
   // Strided shards only where the source or target has them (they exist for FSDP over TP).
   for (const Placements* ps : {&plan.src, &plan.dst})
     for (const Placement& p : *ps)
       if (p.is_strided() && std::find(cand.begin(), cand.end(), p) == cand.end()) cand.push_back(p);
-  bool has_op[4] = {true, false, false, false};
+  bool has_op[kNumReduceOps] = {true};
   for (const Placements* ps : {&plan.src, &plan.dst})
     for (const Placement& p : *ps)
       if (p.is_partial()) has_op[int(p.op())] = true;
-  for (int o = 0; o < 4; ++o)
+  for (int o = 0; o < kNumReduceOps; ++o)
     if (has_op[o]) cand.push_back(Placement::partial(ReduceOp(o)));
   const int64_t K = int64_t(cand.size());
   auto code = [&](const Placement& p) -> int64_t {
@@ -248,20 +283,25 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
         queue.push({next, nid});
       }
     }
-    for (uint32_t mask : flat_masks) {
-      auto tr = rules.flat_step(mask);
-      if (!tr) continue;
-      int64_t nid = id;  // every dim of the mask to R (candidate code 0)
-      stride = 1;
-      for (size_t k = 0; k < dims.size(); ++k, stride *= K)
-        if (mask >> dims[k] & 1u) nid -= ((id / stride) % K) * stride;
+    // Flattened steps: every dim of the mask to R (code 0), or from one P(op) to S(t) each.
+    auto flat_edge = [&](uint32_t mask, const std::optional<Transition>& tr, int64_t to_code) {
+      if (!tr) return;
+      int64_t nid = id;
+      int64_t s = 1;
+      for (size_t k = 0; k < dims.size(); ++k, s *= K)
+        if (mask >> dims[k] & 1u) nid += (to_code - (id / s) % K) * s;
       double t = model_.collective_us(tr->bytes);
       Label next{label.time_us + t, label.bytes + tr->bytes, label.steps + 1};
-      if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) continue;
+      if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) return;
       seen[size_t(nid)] = 1;
       best[size_t(nid)] = next;
-      how[size_t(nid)] = Edge{id, int32_t(mesh_dims_of(mask)[0]), 0, tr->kind, tr->bytes, t, mask};
+      how[size_t(nid)] = Edge{id, int32_t(mesh_dims_of(mask)[0]), int32_t(to_code), tr->kind, tr->bytes, t, mask};
       queue.push({next, nid});
+    };
+    for (uint32_t mask : flat_masks) {
+      flat_edge(mask, rules.flat_step(mask), 0);
+      for (int64_t t = 0; t < rank; ++t)
+        if (!(fixed_dims >> t & 1u)) flat_edge(mask, rules.flat_reduce_scatter(mask, t), code(Placement::shard(t)));
     }
   }
   DT_CHECK(done[size_t(goal)]) << "no path from " << placements_str(plan.src) << " to " << placements_str(dst);

@@ -15,12 +15,16 @@
 //
 // Step order: first a `keep` on every mesh dim of size 1 whose placement changes to a
 // non-partial one (its data is the same in every placement), then the searched steps, then a
-// `keep` on every mesh dim of size 1 that becomes partial (last, so that no intermediate state
-// mixes partial ops that do not commute).
+// `keep` on every mesh dim of size 1 that becomes partial (last; a mesh dim of size 1 reduces
+// nothing, so its partial op never constrains the order of mixed partials).
 //
 // Invariants: every intermediate state is valid (a DTensorSpec would accept it); the last state
 // equals the target (DT_CHECKed); the plan depends only on (mesh shape, source, target, global
 // shape, dtype, cost model), never on the rank, so every rank issues the same collectives.
+//
+// Mixed partial ops (S(0),P(sum),P(min)) are reduced in their fixed order, the last mesh dim first
+// (dtensor_spec.h, transition_rules.h); flattened steps reduce several mesh dims of one op at once
+// (all_reduce, reduce_scatter) or gather them (redistribute_plan.h).
 //
 // Refused with ValueError: P(a) -> P(b) with a != b on a mesh dim (not a redistribution),
 // specs on different meshes (cross-mesh moves are not supported), different global shapes or
@@ -52,9 +56,9 @@ class RedistributePlanner {
                                                const Placements& dst, const Shape& shape, DType dtype);
   // Same, from two specs; refuses different meshes, shapes or dtypes.
   std::shared_ptr<const RedistributePlan> plan(const DTensorSpec& src, const DTensorSpec& dst);
-  // Plans without touching the cache.
+  // Plans without touching the cache. `fixed_dims`: tensor dims (bit t) no step may shard.
   RedistributePlan plan_uncached(const Shape& mesh_shape, const Placements& src, const Placements& dst,
-                                 const Shape& shape, DType dtype) const;
+                                 const Shape& shape, DType dtype, uint32_t fixed_dims = 0) const;
 
   const CostModel& cost_model() const { return model_; }
   size_t cache_size() const;
@@ -73,6 +77,12 @@ class RedistributePlanner {
   };
 
  private:
+  // A plan between placement lists holding blocked shards (a fused projection's layout, never
+  // moved): the same blocked shard on both sides and the other mesh dims' steps around it, e.g.
+  // FSDP's all_gather over dp of S(1),S(0,blocks=3) -> R,S(0,blocks=3). ValueError otherwise.
+  RedistributePlan plan_around_blocks(const Shape& mesh_shape, const Placements& src, const Placements& dst,
+                                      const Shape& shape, DType dtype) const;
+
   CostModel model_;
   mutable std::mutex mu_;
   std::unordered_map<Key, std::shared_ptr<const RedistributePlan>, KeyHash> cache_;

@@ -20,9 +20,9 @@ namespace dt {
 //   reduce_scatter  P(op) -> S(d) pad to n·c, reduce-scatter, unpad         (n-1)·c
 //   all_to_all      S(d) -> S(e)  exact split sizes, no padding             ≈ (n-1)/n·s
 //   chunk           R -> S(d)     local slice                                0
-//   zero            R -> P(sum): group index 0 keeps the value, the others hold 0;
+//   zero            R -> P(sum|prod): group index 0 keeps the value, the others hold 0 (1);
 //                   S(d) -> P(sum|max|min): the own chunk in a buffer of the unsharded extent
-//                   filled with the op's identity (0, lowest, highest)        0
+//                   filled with the op's identity (0, lowest, highest, 1)     0
 //   keep            a relabel with identical data: R -> P(avg|max|min), or any change on a mesh
 //                   dim of size 1                                             0
 //
@@ -35,6 +35,8 @@ namespace dt {
 //   all_gather  S(t) on every dim -> R on every dim, when those dims are the innermost splits of t,
 //               t is split by plain shards only and the extent they split divides by N:
 //               the pieces arrive in the nested split order                 (N-1)·c
+//   reduce_scatter  P(op) on every dim -> S(t) on every dim, when they become the innermost plain
+//               splits of t and the extent divides by N: half a flattened all_reduce (N-1)·c
 enum class StepKind : uint8_t { all_gather, all_reduce, reduce_scatter, all_to_all, chunk, zero, keep };
 inline constexpr int kNumStepKinds = 7;
 

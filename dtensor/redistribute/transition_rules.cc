@@ -21,7 +21,6 @@ TransitionRules::TransitionRules(const Shape& mesh_shape, const Placement* state
   }
   for (int64_t m = 0; m < ndim_; ++m) {
     const Placement& p = state_[m];
-    if (p.is_partial()) ++partial_count_[size_t(p.op())];
     if (!p.is_shard() || mesh_[size_t(m)] == 1) continue;
     int64_t t = p.dim();
     // Nested ceilings commute (ceil(ceil(L/a)/b) = ceil(L/(ab))), so the split order does not
@@ -49,10 +48,8 @@ int64_t TransitionRules::rest(int64_t a, int64_t b) const {
 }
 
 bool TransitionRules::partial_allowed(int64_t m, ReduceOp op) const {
-  for (int o = 0; o < 4; ++o) {
-    int count = partial_count_[size_t(o)] - (state_[m].is_partial() && int(state_[m].op()) == o ? 1 : 0);
-    if (count > 0 && !partial_ops_commute(ReduceOp(o), op)) return false;
-  }
+  for (int64_t k = m + 1; k < ndim_; ++k)
+    if (mesh_[size_t(k)] > 1 && state_[k].is_partial() && !partial_ops_commute(state_[k].op(), op)) return false;
   return true;
 }
 
@@ -64,6 +61,7 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
   if (from.is_partial() && to.is_partial()) return std::nullopt;
   if (n == 1) return Transition{StepKind::keep, 0};
   if (to.is_partial() && !partial_allowed(m, to.op())) return std::nullopt;
+  if (from.is_partial() && !partial_allowed(m, from.op())) return std::nullopt;
   // A new shard on t must be the innermost split of t (split_key: strided shards split last).
   auto can_start_shard = [&](int64_t t) {
     const int64_t in = innermost_[size_t(t)];
@@ -75,7 +73,8 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
       if (!can_start_shard(to.dim())) return std::nullopt;
       return Transition{StepKind::chunk, 0};
     }
-    return Transition{to.op() == ReduceOp::sum ? StepKind::zero : StepKind::keep, 0};
+    const bool fill = to.op() == ReduceOp::sum || to.op() == ReduceOp::prod;
+    return Transition{fill ? StepKind::zero : StepKind::keep, 0};
   }
   if (from.is_partial()) {
     if (to.is_replicate()) {
@@ -125,7 +124,14 @@ std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
     group *= mesh_[size_t(m)];
   }
   const int64_t item = int64_t(itemsize_);
-  if (p.is_partial()) return Transition{StepKind::all_reduce, 2 * (group - 1) * rest(-1, -1) * item / group};
+  if (p.is_partial()) {
+    if (!partial_allowed(dims[0], p.op())) return std::nullopt;
+    for (int64_t k = dims[0] + 1; k < ndim_; ++k)  // a later partial outside the group must commute
+      if (!(dims_mask >> k & 1u) && mesh_[size_t(k)] > 1 && state_[k].is_partial() &&
+          !partial_ops_commute(state_[k].op(), p.op()))
+        return std::nullopt;
+    return Transition{StepKind::all_reduce, 2 * (group - 1) * rest(-1, -1) * item / group};
+  }
   if (!p.is_shard() || p.is_strided()) return std::nullopt;
   // Gathering over the flattened group puts the pieces in its member order (lowest mesh dim
   // slowest), which is the nested split order when the dims are the innermost plain splits of t.
@@ -141,6 +147,35 @@ std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
   if (shape_[size_t(t)] % all_splits != 0) return std::nullopt;
   const int64_t piece = shape_[size_t(t)] / all_splits;
   return Transition{StepKind::all_gather, (group - 1) * piece * rest(t, -1) * item};
+}
+
+std::optional<Transition> TransitionRules::flat_reduce_scatter(uint32_t dims_mask, int64_t t) const {
+  const std::vector<int64_t> dims = mesh_dims_of(dims_mask);
+  DT_CHECK(dims.size() >= 2 && dims.back() < ndim_) << dims_mask;
+  const Placement& p = state_[dims[0]];
+  if (!p.is_partial()) return std::nullopt;
+  int64_t group = 1;
+  for (int64_t m : dims) {
+    if (state_[m] != p) return std::nullopt;
+    group *= mesh_[size_t(m)];
+  }
+  // Every dim of the group is reduced at once: each must be reducible first (no later mesh dim
+  // outside the group with a partial op that does not commute), as in flat_step.
+  for (int64_t k = dims[0] + 1; k < ndim_; ++k)
+    if (!(dims_mask >> k & 1u) && mesh_[size_t(k)] > 1 && state_[k].is_partial() &&
+        !partial_ops_commute(state_[k].op(), p.op()))
+      return std::nullopt;
+  // The group's members take the chunks of t in member order (lowest mesh dim slowest), the nested
+  // split order when t's existing splits are all plain and on mesh dims before the group.
+  int64_t extent = shape_[size_t(t)];
+  for (int64_t k = 0; k < ndim_; ++k) {
+    if (!state_[k].is_shard(t) || mesh_[size_t(k)] == 1) continue;
+    if (state_[k].is_strided() || k > dims[0]) return std::nullopt;
+    if (extent % mesh_[size_t(k)] != 0) return std::nullopt;
+    extent /= mesh_[size_t(k)];
+  }
+  if (extent % group != 0) return std::nullopt;
+  return Transition{StepKind::reduce_scatter, (group - 1) * (extent / group) * rest(t, -1) * int64_t(itemsize_)};
 }
 
 }  // namespace dt

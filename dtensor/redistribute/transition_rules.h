@@ -11,15 +11,20 @@
 //
 // Legal transitions on mesh dim m (group size n > 1):
 //   R    -> S(t)   chunk           if m is above every mesh dim sharding t
-//   R    -> P(op)  zero (sum) or keep (avg, max, min)
+//   R    -> P(op)  zero (sum, prod: index 0 keeps the value, the others the identity) or keep
+//                  (avg, max, min)
 //   S(t) -> R      all_gather      if m is the innermost mesh dim sharding t
 //   S(t) -> S(u)   all_to_all      if m is innermost for t and above every mesh dim sharding u
 //   S(t) <-> SS(t) keep            if no other mesh dim shards t (the same rows)
-//   S(t) -> P(op)  zero            if m is innermost for t, op in sum|max|min (avg has no exact fill)
+//   S(t) -> P(op)  zero            if m is innermost for t, op in sum|max|min|prod (avg has no exact fill)
 //   P(op)-> R      all_reduce
 //   P(op)-> S(t)   reduce_scatter  if m is above every mesh dim sharding t
-// A move to P(op) is legal only if op commutes with every other partial op of the state (sum and
-// avg commute with each other; max and min only with themselves). P(a) -> P(b) is never legal.
+// Mixed partial ops (dtensor_spec.h): the value reduces the partial mesh dims from the last to the
+// first. A move to or from P(op) on mesh dim m (creating it, all_reduce, reduce_scatter) is legal
+// only if op commutes with the partial op of every later mesh dim (size > 1): then P(op) may be
+// taken as the first reduction. Equal ops commute, and sum with avg; max, min and prod only with
+// themselves. So S(0),P(sum),P(min) reduces mesh dim 2 first, and R -> P(sum),P(min) creates mesh
+// dim 1's sum before mesh dim 2's min. P(a) -> P(b) is never legal.
 // On a mesh dim of size 1 every change is a `keep` (the data is the same).
 //
 // Costs are taken at mesh coordinate 0, whose shards are the largest (torch.chunk puts the short
@@ -63,6 +68,11 @@ class TransitionRules {
   // the same P(op) (all_reduce), or the same S(t) as the innermost splits of t where only plain
   // shards split t and their sizes divide t's extent (all_gather in the nested split order).
   std::optional<Transition> flat_step(uint32_t dims_mask) const;
+  // Returns the flattened reduce_scatter that makes every mesh dim of `dims_mask` (at least two,
+  // each of size > 1, all holding the same P(op)) S(t): one reduce_scatter over the group spanning
+  // them, half the bytes of a flattened all_reduce (PyTorch's reduce_scatter on a flattened mesh
+  // dim), when those dims become the innermost plain splits of t and the extent divides evenly.
+  std::optional<Transition> flat_reduce_scatter(uint32_t dims_mask, int64_t t) const;
 
   // Returns the size of tensor dim t at coordinate 0 before mesh dim m splits it.
   int64_t parent_extent(int64_t t, int64_t m) const;
@@ -72,6 +82,7 @@ class TransitionRules {
  private:
   // Returns the product of the local extents of every tensor dim but a and b (-1 for none).
   int64_t rest(int64_t a, int64_t b) const;
+  // True when op commutes with the partial op of every mesh dim after m (of size > 1).
   bool partial_allowed(int64_t m, ReduceOp op) const;
 
   std::array<int64_t, kMaxPlanMeshDims> mesh_{};
@@ -82,7 +93,6 @@ class TransitionRules {
   int64_t rank_;
   std::array<int64_t, kMaxPlanTensorRank> loc_{};        // local extent at coordinate 0
   std::array<int64_t, kMaxPlanTensorRank> innermost_{};  // highest mesh dim (size > 1) sharding t, -1
-  std::array<int, 4> partial_count_{};                   // mesh dims holding P(op), per op
 };
 
 }  // namespace dt

@@ -259,10 +259,18 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
       if (!((r.stored_only[size_t(p->id)] >> m) & 1u) || !ps[m].is_shard()) continue;
       for (size_t k = m + 1; k < nd; ++k) {
         if (!ps[k].is_shard(ps[m].dim()) || ((r.stored_only[size_t(p->id)] >> k) & 1u)) continue;
-        if (ps[k].is_blocked())
-          DT_THROW(ValueError) << plan.source << ": parameter " << p->name << " is fsdp on mesh dim "
-                               << r.mesh_dim_names[m] << " and a blocked colwise on " << r.mesh_dim_names[k]
-                               << ": fsdp over a fused projection's blocks is not supported";
+        if (ps[k].is_blocked()) {
+          // A fused projection's blocked rows stay whole on every dp member: fsdp shards the
+          // weight's other dim (columns) instead, whose all_gather over m rebuilds this rank's tp
+          // blocks untouched; a 1-d blocked bias is small and stays replicated on m.
+          if (p->type.rank() == 2 && ps[m].dim() == 0) {
+            ps[m] = Placement::shard(1);
+          } else {
+            ps[m] = Placement::replicate();
+            r.stored_only[size_t(p->id)] &= ~(1u << m);
+          }
+          break;
+        }
         ps[m] = Placement::strided_shard(ps[m].dim());
       }
     }

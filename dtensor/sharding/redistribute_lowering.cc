@@ -25,7 +25,8 @@ class StepLowering {
         m_(size_t(step.mesh_dim)),
         n_(ctx.mesh.size(step.mesh_dim)), i_(ctx.coord[m_]), group_(ctx.group_names[m_]) {
     if (step.flattened()) {
-      DT_CHECK(step.kind == StepKind::all_reduce || step.kind == StepKind::all_gather)
+      DT_CHECK(step.kind == StepKind::all_reduce || step.kind == StepKind::all_gather ||
+               step.kind == StepKind::reduce_scatter)
           << "flattened " << step_kind_name(step.kind);
       group_ = ctx.flat_group(step.flat_dims);
       n_ = int64_t(ctx.graph.find_group(group_)->ranks.size());
@@ -134,10 +135,10 @@ class StepLowering {
   // planner takes these before a flattened all_reduce of a tiny tensor (one latency, not two).
   Value* zero(Value* x) {
     const ReduceOp op = step_.dst.op();
-    if (step_.src.is_replicate()) {
+    if (step_.src.is_replicate()) {  // sum or prod: the others hold 0 or 1
       if (i_ == 0) return x;
       named(".zero", x);
-      return full(x->type.dtype, x->type.shape, 0.0);
+      return full(x->type.dtype, x->type.shape, identity_of(op, x->type.dtype));
     }
     // `full` takes a double: an integer limit for max/min would not survive it.
     if ((op == ReduceOp::max || op == ReduceOp::min) && !is_floating(x->type.dtype))
@@ -217,7 +218,9 @@ class StepLowering {
     const int64_t d = step_.dst.dim();
     Placements after = state_;
     after[m_] = step_.dst;
-    std::vector<int64_t> lens = member_extents(after, d);
+    // A flattened reduce_scatter's chunks are even (the planner takes one only then).
+    std::vector<int64_t> lens = step_.flattened() ? std::vector<int64_t>(size_t(n_), x->type.shape[size_t(d)] / n_)
+                                                  : member_extents(after, d);
     const int64_t extent = x->type.shape[size_t(d)], c = *std::max_element(lens.begin(), lens.end());
     if (d != 0 && all_equal(lens)) {
       Value* stacked = dim_to_stacked(x, d);

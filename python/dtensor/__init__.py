@@ -99,10 +99,10 @@ class Replicate(Placement):
 
 class Partial(Placement):
     """Each rank holds a partial value; the tensor is their reduction with `reduce_op`
-    ("sum", "avg", "max" or "min")."""
+    ("sum", "avg", "max", "min" or "prod")."""
 
     __slots__ = ("reduce_op",)
-    _OPS = ("sum", "avg", "max", "min")
+    _OPS = ("sum", "avg", "max", "min", "prod")
 
     def __init__(self, reduce_op: str = "sum"):
         if reduce_op not in self._OPS:

@@ -7,7 +7,10 @@
 //    and match PyTorch on one device;
 //  - fsdp "*" on the Llama at sequence 128 leaves its consts replicated and equals one device;
 //  - the Llama with a loss trains 5 SGD steps to PyTorch's losses within 1e-6, its consts (RoPE
-//    tables, causal mask) unchanged and given no optimizer state.
+//    tables, causal mask) unchanged and given no optimizer state, on one device and on tp 2;
+//  - at sequence 128 (MODEL_s128, scripts/make_hf_onnx_seq128_reference.py) each model matches
+//    PyTorch on tp 2, tp 4 and fsdp x tp 2x2 with the plans beside the exports
+//    (tests/reference/onnx/hf_*_tp.json, hf_*_fsdp_tp.json), with attention sharded by heads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/sharding/parallel_plan.h"
+#include "dtensor/sharding/train_step_placement.h"
 #include "dtensor/runtime/launcher.h"
 #include "tests/sharding/sharded_run.h"
 
@@ -139,6 +143,119 @@ TEST(HfSharding, FsdpStarOnALlamaAtSequence128LeavesConstsReplicated) {
     auto run = sharding::testing::run_sharded(im.graph, plan, DeviceMesh(Shape{2}), im.weights, inputs, "default");
     const DiffReport d = compare(run.outputs[0], single[0], 1e-5, 1e-5);
     EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "fsdp 2 vs one device max_abs_diff " << d.max_abs_diff;
+  }
+}
+
+// Issue 27.3 on the imported models: tp 2, tp 4 and fsdp x tp 2x2 at sequence 128 match PyTorch,
+// and attention is sharded by heads under tp: no warning (nothing falls back to R), every
+// attention's q, k and v are S(1) (heads) on tp, and no rank gathers anything over tp (the only
+// tp collectives are the rowwise all_reduces; fsdp's parameter gathers run over dp). GPT-2's fused
+// c_attn is colwise in 3 blocks. Not yet sharded: the Llama on tp 4, more ranks than its 2
+// key/value heads. Import fuses repeat_kv into a grouped-query attention (q 4 heads, k and v 2),
+// and no placement gives rank r the key/value head r / 2 (vLLM's replicated kv heads); its plan
+// (hf_llama_tp4.json) replicates k_proj / v_proj and gathers q (one all_gather per layer), and the
+// attention runs replicated. Checked below as what it is, so that the day it shards, this fails.
+struct HfShardCase {
+  std::string model;
+  std::vector<std::string> inputs;
+};
+
+class HfSharding : public ::testing::TestWithParam<HfShardCase> {};
+
+TEST_P(HfSharding, TpAndFsdpTpAtSequence128MatchPyTorchWithAttentionShardedByHeads) {
+  const HfShardCase& c = GetParam();
+  const std::string stem = kReference + "/" + c.model;
+  const TensorMap io = read_safetensors(stem + "_s128_io.safetensors");
+  OnnxImportOptions opt;
+  TensorMap inputs;
+  for (const std::string& name : c.inputs) {
+    opt.input_shapes[name] = io.at(name).shape();
+    inputs[name] = io.at(name);
+  }
+  ASSERT_EQ(io.at("input_ids").shape(), (Shape{2, 128}));
+  OnnxImportResult im = import_onnx(stem + "_s128.onnx", opt);
+  EXPECT_EQ(count_ops(im.graph, ir::OpKind::scaled_dot_product_attention), 2);
+  struct Layout {
+    Shape mesh;
+    std::string plan;
+  };
+  const std::string tp4 = c.model == "hf_llama" ? "_tp4.json" : "_tp.json";
+  for (const Layout& l : {Layout{{2}, "_tp.json"}, Layout{{4}, tp4}, Layout{{2, 2}, "_fsdp_tp.json"}}) {
+    const DeviceMesh mesh(l.mesh);
+    const sharding::ParallelPlan plan = sharding::ParallelPlan::load(stem + l.plan);
+    const std::string what = c.model + " on mesh " + mesh.str() + " with " + c.model + l.plan;
+    auto run = sharding::testing::run_sharded(im.graph, plan, mesh, im.weights, inputs);
+    const sharding::Sharding& s = run.compiled.sharding;
+    const size_t tp = l.mesh.size() - 1;
+    const bool gqa_replicated = c.model == "hf_llama" && mesh.size() == 4 && l.mesh.size() == 1;
+    if (!gqa_replicated) EXPECT_TRUE(s.warnings.empty()) << what << ": " << s.warnings.front();
+    if (gqa_replicated) {
+      ASSERT_EQ(s.warnings.size(), 2u);  // one per layer: q is gathered for the attention
+      EXPECT_NE(s.warnings[0].find("(scaled_dot_product_attention)"), std::string::npos) << s.warnings[0];
+      for (const ir::Graph& p : run.compiled.programs)
+        EXPECT_EQ(count_ops(p, ir::OpKind::all_gather_into_tensor), 2) << what << ": q gathered once per layer";
+      const DiffReport d = compare(run.outputs[0], io.at("output"), 1e-4, 1e-4);
+      EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << what << ": max_abs_diff " << d.max_abs_diff;
+      continue;
+    }
+    for (const auto& n : im.graph.nodes()) {
+      if (n->op != ir::OpKind::scaled_dot_product_attention) continue;
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_TRUE(s.values[size_t(n->operands[k]->id)][tp].is_shard(1))
+            << what << ": attention operand " << k << " is " << sharding::placements_of(s, n->operands[k]);
+    }
+    for (const ir::Graph& p : run.compiled.programs)
+      for (const auto& n : p.nodes()) {
+        const bool gathers = n->op == ir::OpKind::all_gather_into_tensor || n->op == ir::OpKind::all_to_all_single;
+        if (gathers) EXPECT_EQ(n->attr_str("group"), l.mesh.size() == 1 ? "none" : "dp") << what << ": a gather over tp";
+      }
+    const DiffReport d = compare(run.outputs[0], io.at("output"), 1e-4, 1e-4);
+    std::printf("%s: max_abs_diff %.3g vs PyTorch\n", what.c_str(), d.max_abs_diff);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << what << ": max_abs_diff " << d.max_abs_diff;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfSharding,
+                         ::testing::Values(HfShardCase{"hf_gpt2", {"input_ids", "attention_mask"}},
+                                           HfShardCase{"hf_llama", {"input_ids"}},
+                                           HfShardCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}}),
+                         [](const auto& info) { return info.param.model; });
+
+// The imported Llama with a loss trains on tp 2 (hf_llama_tp.json) to PyTorch's 5 SGD losses
+// within 1e-6, as on one device.
+TEST(HfTraining, LlamaOnTp2TrainsToPyTorchsLosses) {
+  const TensorMap io = read_safetensors(kReference + "/hf_llama_train_io.safetensors");
+  OnnxImportResult im = import_onnx(kReference + "/hf_llama_train.onnx");
+  autodiff::OptimizerConfig sgd;
+  sgd.lr = 0.1;
+  autodiff::TrainStep step = autodiff::make_train_step(std::move(im.graph), sgd);
+  const ir::Graph& g = step.graph;
+  const DeviceMesh mesh(Shape{2});
+  const sharding::CompiledModel c = sharding::compile_train_step(
+      step, sharding::ParallelPlan::load(kReference + "/hf_llama_tp.json"), mesh);
+  EXPECT_TRUE(c.sharding.warnings.empty()) << c.sharding.warnings.front();
+  TensorMap full = im.weights;
+  const TensorMap data = {{"input_ids", io.at("input_ids")}, {"targets", io.at("targets")}};
+  const std::vector<double> want = io.at("losses").to_doubles();
+  std::vector<const ir::Graph*> programs;
+  for (const ir::Graph& p : c.programs) programs.push_back(&p);
+  for (size_t s = 0; s < want.size(); ++s) {
+    std::vector<runtime::Bindings> bindings;
+    for (int r : c.ranks) {
+      runtime::Bindings b = sharding::shard_weights(g, c.sharding, full, r);
+      for (auto& [k, v] : sharding::shard_inputs(g, c.sharding, data, r)) b[k] = v;
+      bindings.push_back(std::move(b));
+    }
+    std::vector<runtime::RankResult> results = runtime::launch(programs, bindings);
+    auto output = [&](size_t k) {
+      std::vector<Tensor> locals;
+      for (auto& r : results) locals.push_back(r.outputs[k]);
+      return sharding::assemble_tensor(locals, mesh, c.sharding.outputs[k], g.outputs()[k]->type.shape);
+    };
+    const double loss = output(0).to_doubles()[0];
+    std::printf("tp 2 step %zu: loss %.9f PyTorch %.9f\n", s, loss, want[s]);
+    EXPECT_NEAR(loss, want[s], 1e-6) << "step " << s;
+    for (size_t k = 0; k < step.updates.size(); ++k) full[step.updates[k]] = output(k + 1);
   }
 }
 

@@ -107,6 +107,26 @@ TEST(FusedQkv, PlainColwiseGathersTheSplit) {
   EXPECT_GT(count_ops(c.programs[0], ir::OpKind::all_gather_into_tensor), 0);
 }
 
+// FSDP over the fused projection (issue 27.3, GPT-2 on dp x tp): fsdp shards c_attn's columns on
+// dp, since its rows are tp's blocks, and gathering them over dp rebuilds this rank's blocks; the
+// blocked bias stays replicated on dp. Equals the single-device run.
+TEST(FusedQkv, FsdpOverTheBlocksShardsColumns) {
+  ir::Graph g = gpt2_block(false);
+  TensorMap w = ir::random_weights(g, 5), in = random_inputs(g, 9);
+  std::vector<Tensor> single = testing::run_single(g, w, in);
+  ParallelPlan plan = ParallelPlan::parse(R"({"mesh_dims": ["dp", "tp"], "modules": [
+      {"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
+      {"pattern": "h.*.attn.c_attn", "style": "colwise", "mesh_dim": "tp", "blocks": 3},
+      {"pattern": "h.*.attn.c_proj", "style": "rowwise", "mesh_dim": "tp"}]})");
+  testing::ShardedRun run = testing::run_sharded(g, plan, DeviceMesh({2, 2}), w, in);
+  EXPECT_TRUE(run.compiled.sharding.warnings.empty()) << run.compiled.sharding.warnings.front();
+  EXPECT_EQ(placements_of(run.compiled.sharding, g.find("h.0.attn.c_attn.weight")), "S(1),S(0,blocks=3)");
+  EXPECT_EQ(placements_of(run.compiled.sharding, g.find("h.0.attn.c_attn.bias")), "R,S(0,blocks=3)");
+  for (const ir::Graph& p : run.compiled.programs)
+    EXPECT_EQ(p.find("h.0.attn.c_attn.weight")->type.shape, (Shape{3 * kH / 2, kH / 2}));
+  expect_close(run.outputs[0], single[0], "fsdp x tp 2x2");
+}
+
 // The weight's shards hold each rank's rows of q, k and v; assembling them gives the weight back.
 TEST(FusedQkv, BlockedShardOfTheWeightRoundTrips) {
   Tensor full = Tensor::arange(12, DType::f32).view({6, 2});  // blocks [0,2) [2,4) [4,6) of rows
