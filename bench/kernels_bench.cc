@@ -23,9 +23,9 @@
 #include <cstring>
 #include <limits>
 
-#include "dtensor/core/ops.h"
-#include "dtensor/core/ops_attention_reference.h"
-#include "dtensor/core/ops_grad.h"
+#include "dtensor/kernels/ops.h"
+#include "tests/support/ops_attention_reference.h"
+#include "dtensor/kernels/ops_grad.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/core/threading.h"
 

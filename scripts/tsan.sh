@@ -19,7 +19,7 @@ declare -A dir=(
   [comm_threads_test]=comm [comm_fault_test]=comm [comm_collectives_test]=comm
   [comm_symmetric_arena_test]=comm [launcher_test]=runtime [runtime_trace_test]=runtime
   [eager_async_test]=eager
-  [parallel_test]=core
+  [parallel_test]=kernels
 )
 run comm_threads_test --gtest_filter='-Threads/CollectiveMatrix.*'
 GTEST_TOTAL_SHARDS=16 GTEST_SHARD_INDEX=5 run comm_threads_test --gtest_filter='Threads/CollectiveMatrix.*'

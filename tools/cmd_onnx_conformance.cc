@@ -18,7 +18,7 @@
 #include <set>
 
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/runtime/launcher.h"
 #include "tools/command.h"

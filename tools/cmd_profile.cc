@@ -36,7 +36,7 @@
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/layout/device_mesh.h"

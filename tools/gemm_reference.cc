@@ -4,7 +4,7 @@
 #include <chrono>
 #include <limits>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/op_registry.h"
 

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "dtensor/ir/printer.h"

@@ -5,7 +5,7 @@
 //   SGD with momentum: <param>.momentum_buffer
 //   AdamW:             <param>.exp_avg, <param>.exp_avg_sq, <param>.step (a scalar f32)
 // They start at zero (fresh_state()), which gives torch's first step exactly. The updates write
-// in place (ir/ops_optim.cc); each is placed just after its gradient and the last other reader of
+// in place (ir/ops/optim.cc); each is placed just after its gradient and the last other reader of
 // its parameter and state, so gradients are freed as soon as they are used. The step graph's
 // outputs are the loss, then the updated parameters and state tensors (`updates` says which
 // binding each replaces), then, when asked, the gradients.

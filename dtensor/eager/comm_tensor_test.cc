@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "dtensor/comm/threads/run_ranks.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/ir/verifier.h"
 

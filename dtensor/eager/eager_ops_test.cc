@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dtensor/comm/threads/run_ranks.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/eager/eager.h"  // the one include of the eager API (eager ops come through it)
 

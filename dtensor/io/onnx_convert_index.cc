@@ -1,4 +1,4 @@
-// Converters of the ONNX ops indexed by position along an axis (ir/ops_index.cc) and the logical
+// Converters of the ONNX ops indexed by position along an axis (ir/ops/index.cc) and the logical
 // ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, And, Or, Xor.
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_importer.h"
 
 namespace dt::io::onnx_internal {

@@ -9,7 +9,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/builder.h"
 
 namespace dt::io {

@@ -16,7 +16,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/core/input_file.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_fusion.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"

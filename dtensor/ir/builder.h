@@ -62,7 +62,7 @@ class Builder {
   std::vector<Value*> split_sizes(Value* x, const std::vector<int64_t>& sizes, int64_t dim = 0);
   Value* cat(const std::vector<Value*>& xs, int64_t dim = 0);
   Value* arange(int64_t end, int64_t start = 0, int64_t step = 1, DType dtype = DType::i64);
-  // mask: null for none; scale 0: 1/sqrt(D) (ir/ops_attention.cc).
+  // mask: null for none; scale 0: 1/sqrt(D) (ir/ops/attention.cc).
   Value* scaled_dot_product_attention(Value* q, Value* k, Value* v, bool causal = false, Value* mask = nullptr,
                                       double scale = 0);
   Value* sum(Value* x, const std::vector<int64_t>& dims = {}, bool keepdim = false);

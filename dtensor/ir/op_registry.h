@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "dtensor/comm/process_group_fwd.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/attr.h"
 #include "dtensor/ir/graph.h"
@@ -127,7 +127,7 @@ struct OpDef {
   // An optimizer step of one parameter (sgd_update, adamw_update): the training step places it as
   // soon as its gradient is complete, and profiles count it as the optimizer phase.
   bool optimizer_update = false;
-  // Activations a linear's fused epilogue can apply (core/ops.h): the activation this node
+  // Activations a linear's fused epilogue can apply (kernels/ops.h): the activation this node
   // computes, or Activation::none when its attributes ask for one the epilogue lacks. Null: not
   // an activation the epilogue knows.
   Activation (*fusable_activation)(const Node& node) = nullptr;

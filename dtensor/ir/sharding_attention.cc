@@ -17,7 +17,7 @@
 //
 // A mask follows the scores [..., Hq, S, Sk] it broadcasts to: each of its dims takes the factors
 // of the scores dim it aligns with (none where it broadcasts a size-1 dim, and none for Sk).
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/sharding_factors.h"
 

@@ -42,7 +42,7 @@ namespace dt::ir {
 // pass_through: sharded in the operands, sharded in the result. reduction: sharding it leaves a
 // P(sum) result. expanded: the op can run with it sharded although the result does not have it
 // (stays replicated): the partitioner expands the node into a sharded form with its own
-// collectives (cross_entropy on class-sharded logits: loss parallel, see ir/ops_loss.cc).
+// collectives (cross_entropy on class-sharded logits: loss parallel, see ir/ops/loss.cc).
 enum class FactorKind : uint8_t { pass_through, reduction, expanded };
 
 inline constexpr int kMaxDimFactors = 8;

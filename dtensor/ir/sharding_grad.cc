@@ -1,4 +1,4 @@
-// Sharding rules of the backward ops (ir/ops_grad.cc) and the optimizer updates (ir/ops_optim.cc).
+// Sharding rules of the backward ops (ir/ops/grad.cc) and the optimizer updates (ir/ops/optim.cc).
 //
 // The pointwise backwards (relu/gelu/silu) and softmax_backward are elementwise in (grad, x) like
 // their forward, and linear in grad; the norm backwards keep the normalised dims replicated, as
@@ -73,7 +73,7 @@ OpShardingRule mse_backward(const Node& n) {
 
 // (grad [], logits [N, C], target [N]) -> [N, C]: rows and classes pass through. Class-sharded
 // logits (loss parallel) give a class-sharded gradient: the partitioner writes it as
-// cross_entropy_backward with the forward's row statistics (ir/ops_loss.cc), never
+// cross_entropy_backward with the forward's row statistics (ir/ops/loss.cc), never
 // gathering the logits.
 OpShardingRule cross_entropy_backward(const Node& n) {
   OpShardingRule r;

@@ -2,7 +2,7 @@
 // (cross_entropy) of a non-linear function. mse_loss needs everything replicated; cross_entropy's
 // rows may be sharded (a partial sum of weighted local means, below). cross_entropy's class dim is an `expanded` factor:
 // logits sharded on it stay sharded and the partitioner computes the loss with three small
-// all_reduces (loss parallel, ir/ops_loss.cc) instead of gathering them.
+// all_reduces (loss parallel, ir/ops/loss.cc) instead of gathering them.
 #include <limits>
 
 #include "dtensor/ir/op_registry.h"

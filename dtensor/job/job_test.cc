@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/job/train.h"

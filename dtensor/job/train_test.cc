@@ -6,7 +6,7 @@
 // SGD steps (lr 0.1) reproduce config.json's sgd_losses within 1e-4 relative. The optimizers are
 // checked against this file's own loops over PyTorch's documented update formulas
 // (torch.optim.SGD and torch.optim.AdamW, "Algorithm" sections of their docs), written
-// independently of the kernels in core/ops_grad.cc.
+// independently of the kernels in kernels/ops_grad.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/autodiff/autodiff.h"
-#include "dtensor/core/ops.h"
-#include "dtensor/core/ops_grad.h"
+#include "dtensor/kernels/ops.h"
+#include "dtensor/kernels/ops_grad.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/passes/pass_manager.h"
@@ -279,7 +279,7 @@ TEST(Optimizers, SgdMomentumWeightDecayMatchesTorchFormulas) {
   expect_optimizer_matches({.kind = "sgd", .lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3}, 4);
 }
 
-// The updates run in place as one fused loop per parameter (core/ops_grad.cc); they must give
+// The updates run in place as one fused loop per parameter (kernels/ops_grad.cc); they must give
 // bitwise what the composed tensor ops gave when the updates were functional (every intermediate
 // rounded to the storage dtype), for f32, f64 and bf16, and through a non-contiguous parameter
 // (updated in a contiguous copy, then copied back). 3x257 elements from a fixed seed.

@@ -19,7 +19,7 @@
 
 #include <vector>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/ir/graph.h"
 
 namespace dt::runtime {

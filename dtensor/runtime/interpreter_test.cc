@@ -7,7 +7,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"

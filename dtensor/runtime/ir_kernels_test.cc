@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/runtime/interpreter.h"

@@ -15,7 +15,7 @@
 
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/comm/threads/run_ranks.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/builder.h"

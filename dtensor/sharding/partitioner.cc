@@ -115,7 +115,7 @@ class RankPartitioner {
 
   // The all-reduced [N] row statistics of local logits `x` of `logits_type` (global [N, C])
   // sharded on their classes as `lp`: the row max, the sum of exp(x - max) and, when `target` is
-  // given, the target logit (ir/ops_loss.cc); the new values are named after n's result.
+  // given, the target logit (ir/ops/loss.cc); the new values are named after n's result.
   // Rows sharded on a mesh dim (data parallel) stay sharded: the statistics are per row.
   RowStats row_stats(const Node& n, const ir::TensorType& logits_type, const Placements& lp, Value* x, Value* target) {
     const size_t nd = lp.size();
@@ -152,7 +152,7 @@ class RankPartitioner {
     return shard_extent(s_.mesh.shape(), lp, logits_type.shape[1], 1, ctx_.coord, s_.mesh.ndim()).first;
   }
 
-  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops_loss.cc):
+  // Appends cross_entropy on class-sharded logits as its loss-parallel pieces (ir/ops/loss.cc):
   // three all_reduces of [N] row statistics over the mesh dims sharding the classes. Returns false
   // when the classes are not sharded (the op runs as it is). Keeps the row max and sum for the
   // backward of the same logits.
@@ -199,7 +199,7 @@ class RankPartitioner {
   }
 
   // cross_entropy_backward(grad, logits, target) on class-sharded logits: this rank's columns of
-  // the gradient, cross_entropy_backward with the row statistics (ir/ops_grad.cc). Those are the forward's when
+  // the gradient, cross_entropy_backward with the row statistics (ir/ops/grad.cc). Those are the forward's when
   // it expanded the same local logits (no collective at all), else two all_reduces of [N] here.
   bool expand_loss_parallel_backward(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
     const Placements& lp = ns.operands[1];

@@ -9,7 +9,7 @@
 // Two ops take another local form: an embedding whose table rows are sharded (vocabulary
 // parallel) becomes masked_embedding at this rank's first row, and cross_entropy on class-sharded
 // logits becomes its loss-parallel pieces with three all_reduces of one value per row
-// (ir/ops_loss.cc); its backward, cross_entropy_backward on the same class shards, reuses the
+// (ir/ops/loss.cc); its backward, cross_entropy_backward on the same class shards, reuses the
 // forward's row max and sum (no collective; two all_reduces when the forward's are not there).
 // Graph outputs end in the placements the sharding requires (R by default). The program declares
 // one process group per mesh dim of size > 1, named after the mesh dim and holding this rank's

@@ -3,7 +3,7 @@
 // sharded run equal to the single-device run.
 #include <gtest/gtest.h>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "dtensor/comm/threads/run_ranks.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/eager/dtensor.h"
 #include "dtensor/ir/verifier.h"

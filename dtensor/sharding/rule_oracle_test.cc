@@ -10,7 +10,7 @@
 #include <functional>
 #include <random>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"

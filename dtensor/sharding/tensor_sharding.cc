@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/core/error.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/layout/dtensor_spec.h"
 
 namespace dt::sharding {

@@ -13,7 +13,7 @@
 #include <cmath>
 
 #include "dtensor/autodiff/train_step.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/layout/device_mesh.h"

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <set>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"

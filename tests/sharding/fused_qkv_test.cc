@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "dtensor/autodiff/train_step.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"

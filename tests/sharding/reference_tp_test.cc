@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/example_models.h"
 #include "tests/sharding/sharded_run.h"

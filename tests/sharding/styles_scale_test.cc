@@ -17,7 +17,7 @@
 #include <random>
 #include <sstream>
 
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/op_registry.h"

@@ -1,0 +1,210 @@
+// The tiled scaled_dot_product_attention against the unfused kernel it replaced (kept here as the
+// naive reference: q·kᵀ, scale, mask with where, softmax, ·v), on sequence lengths around the
+// block sizes (1, 7, 64, 257 > kKeyBlock = 256), causal and not, uneven head dims, strided views;
+// grouped-query k/v, an explicit scale and bool/float masks against the same reference with k/v
+// repeated (repeat_interleave) and the mask applied with where/add.
+#include <limits>
+
+#include "tests/support/ops_attention_reference.h"
+#include "tests/support/ops_test_util.h"
+
+namespace dt {
+namespace {
+
+using test::expect_error;
+using test::rel_diff;
+using test::uniform;
+
+// Returns softmax(q·kᵀ/√D + mask)·v with a full [S, Sk] score matrix per head.
+Tensor naive_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const int64_t head_dim = q.size(-1);
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(double(head_dim)));
+  if (causal) {
+    const int64_t s = q.size(-2), sk = k.size(-2);
+    Tensor rows = Tensor::arange(s).view({s, 1});
+    Tensor cols = Tensor::arange(sk).view({1, sk});
+    Tensor visible = le(cols, rows);
+    Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
+    scores = where(visible, scores, neg_inf);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+// Returns k [B, Hkv, S, D] with each head repeated `group` times in place (torch's
+// repeat_interleave(group, dim=1)).
+Tensor repeat_heads(const Tensor& k, int64_t group) {
+  Shape grouped = k.shape(), repeated = k.shape();
+  grouped.insert(grouped.begin() + 2, group);
+  repeated[1] *= group;
+  return k.unsqueeze(2).expand(grouped).reshape(repeated);
+}
+
+// The reference for the options: k/v repeated to q's heads, the mask applied as torch 2.x's
+// reference does (bool: where, float: added after the scale), then the causal mask.
+Tensor naive_sdpa(const Tensor& q, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
+  const int64_t group = q.size(1) / k0.size(1);
+  const Tensor k = repeat_heads(k0, group), v = repeat_heads(v0, group);
+  const double scale = o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(q.size(-1)));
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);
+  const Tensor neg_inf = Tensor::full({}, -std::numeric_limits<double>::infinity(), scores.dtype());
+  if (o.mask.defined())
+    scores = o.mask.dtype() == DType::boolean ? where(o.mask, scores, neg_inf) : add(scores, o.mask.to(scores.dtype()));
+  if (o.causal) {
+    const int64_t s = q.size(-2), sk = k.size(-2);
+    scores = where(le(Tensor::arange(sk).view({1, sk}), Tensor::arange(s).view({s, 1})), scores, neg_inf);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  EXPECT_LE(rel_diff(got, want), rel) << what;
+}
+
+using Dims = test::AttentionDims;
+
+TEST(OpsAttention, MatchesTheUnfusedKernel) {
+  std::vector<Dims> dims = test::attention_test_dims();
+  dims.push_back({300, 600, 32, 32});  // several key blocks per query block: rescaling
+  uint64_t seed = 1;
+  for (const Dims& d : dims) {
+    for (bool causal : {false, true}) {
+      // Scores of std ~1 and ~9 (amp 3): the second makes later key blocks raise the running max
+      // often. There a score's f32 rounding, amplified |score| times by exp, leaves both kernels
+      // ~1.5e-6 from the f64 result (differently): the new one must be no further from it.
+      for (double amp : {1.0, 3.0}) {
+        Tensor q = uniform({2, 3, d.S, d.D}, DType::f32, seed++, -amp, amp);
+        Tensor k = uniform({2, 3, d.Sk, d.D}, DType::f32, seed++, -amp, amp);
+        Tensor v = uniform({2, 3, d.Sk, d.Dv}, DType::f32, seed++);
+        const std::string what = "S " + std::to_string(d.S) + " Sk " + std::to_string(d.Sk) + " D " +
+                                 std::to_string(d.D) + " Dv " + std::to_string(d.Dv) + (causal ? " causal" : "") +
+                                 " amp " + std::to_string(amp);
+        const Tensor got = scaled_dot_product_attention(q, k, v, causal), old = naive_sdpa(q, k, v, causal);
+        if (amp == 1.0) {
+          expect_close(got, old, 1e-6, what);
+        } else {
+          const Tensor exact = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
+          EXPECT_LE(rel_diff(got.to(DType::f64), exact), 1.5 * rel_diff(old.to(DType::f64), exact) + 1e-7) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, ReadsStridedViewsInPlace) {
+  // The gpt layout: [B, S, H, hd] projections viewed as [B, H, S, hd], and a sliced key view.
+  Tensor q = uniform({2, 33, 4, 8}, DType::f32, 7).transpose(1, 2);
+  Tensor k = uniform({2, 33, 4, 16}, DType::f32, 8).transpose(1, 2).slice(3, 0, 16, 2);
+  Tensor v = uniform({2, 33, 4, 5}, DType::f32, 9).transpose(1, 2);
+  for (bool causal : {false, true})
+    expect_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
+                 causal ? "causal" : "full");
+}
+
+TEST(OpsAttention, OtherFloatDtypes) {
+  for (DType dtype : {DType::f64, DType::bf16, DType::f16}) {
+    Tensor q = uniform({3, 70, 12}, dtype, 21), k = uniform({3, 70, 12}, dtype, 22), v = uniform({3, 70, 9}, dtype, 23);
+    // bf16/f16 now round once at the end instead of after every step: compare in f64.
+    const double rel = dtype == DType::f64 ? 1e-12 : dtype == DType::bf16 ? 1e-2 : 2e-3;
+    for (bool causal : {false, true}) {
+      Tensor want = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
+      expect_close(scaled_dot_product_attention(q, k, v, causal).to(DType::f64), want, rel,
+                   std::string(dtype_name(dtype)) + (causal ? " causal" : ""));
+    }
+  }
+}
+
+TEST(OpsAttention, EmptySizes) {
+  EXPECT_EQ(scaled_dot_product_attention(Tensor::zeros({2, 0, 4}), Tensor::zeros({2, 5, 4}), Tensor::zeros({2, 5, 3}))
+                .shape(),
+            (Shape{2, 0, 3}));
+  // No keys: softmax over nothing times v is 0, as the unfused kernel gives.
+  Tensor out = scaled_dot_product_attention(uniform({2, 3, 4}, DType::f32, 1), Tensor::zeros({2, 0, 4}),
+                                            Tensor::zeros({2, 0, 3}), /*causal=*/true);
+  EXPECT_EQ(out.to_doubles(), std::vector<double>(18, 0.0));
+}
+
+TEST(OpsAttention, IsDeterministic) {
+  Tensor q = uniform({2, 300, 16}, DType::f32, 31), k = uniform({2, 300, 16}, DType::f32, 32),
+         v = uniform({2, 300, 16}, DType::f32, 33);
+  Tensor a = scaled_dot_product_attention(q, k, v, true), b = scaled_dot_product_attention(q, k, v, true);
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
+}
+
+TEST(OpsAttention, RejectsBadShapesAndDtypes) {
+  Tensor q = Tensor::zeros({2, 3, 4});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, Tensor::zeros({2, 3, 5}), Tensor::zeros({2, 3, 4})); },
+                           {"scaled_dot_product_attention", "[2, 3, 5]"});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, Tensor::zeros({3, 3, 4}), Tensor::zeros({3, 3, 4})); },
+                           {"scaled_dot_product_attention"});
+  Tensor i = Tensor::zeros({2, 3, 4}, DType::i64);
+  expect_error<DTypeError>([&] { scaled_dot_product_attention(i, i, i); }, {"scaled_dot_product_attention", "i64"});
+}
+
+TEST(OpsAttention, GroupedQueryScaleAndMasks) {
+  uint64_t seed = 100;
+  // Hq / Hkv = 4 and 1; S around the block sizes; masks of full and broadcast shapes.
+  for (int64_t hkv : {2, 8}) {
+    for (int64_t s : {1, 7, 257}) {
+      const Tensor q = uniform({2, 8, s, 16}, DType::f32, seed++), k = uniform({2, hkv, s, 16}, DType::f32, seed++),
+                   v = uniform({2, hkv, s, 8}, DType::f32, seed++);
+      const Tensor keep = gt(uniform({2, 1, s, s}, DType::f32, seed++, 0, 1), Tensor::full({}, 0.3));
+      std::vector<std::pair<std::string, Tensor>> masks = {
+          {"none", Tensor()},
+          {"bool [2,1,S,S]", keep},
+          {"float [S,S]", uniform({s, s}, DType::f32, seed++, -2, 2)},
+          {"float [8,1,S]", uniform({8, 1, s}, DType::f32, seed++, -2, 2)},
+      };
+      for (const auto& [name, mask] : masks)
+        for (bool causal : {false, true})
+          for (double scale : {0.0, 0.3}) {
+            AttentionOptions o;
+            o.causal = causal;
+            o.scale = scale;
+            o.mask = mask;
+            const std::string what = "Hkv " + std::to_string(hkv) + " S " + std::to_string(s) + " mask " + name +
+                                     (causal ? " causal" : "") + " scale " + std::to_string(scale);
+            // A bool mask can hide a whole row: NaN in both (torch gives NaN too).
+            const Tensor got = scaled_dot_product_attention(q, k, v, o), want = naive_sdpa(q, k, v, o);
+            std::vector<double> g = got.to_doubles(), w = want.to_doubles();
+            ASSERT_EQ(g.size(), w.size()) << what;
+            size_t nans = 0;
+            for (size_t i = 0; i < g.size(); ++i) {
+              EXPECT_EQ(std::isnan(g[i]), std::isnan(w[i])) << what << " at " << i;
+              if (std::isnan(w[i])) {
+                ++nans;
+                g[i] = w[i] = 0;
+              }
+            }
+            if (nans == 0) expect_close(got, want, 2e-6, what);
+          }
+    }
+  }
+}
+
+TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
+  const Tensor q = uniform({1, 1, 3, 4}, DType::f32, 1), k = uniform({1, 1, 3, 4}, DType::f32, 2),
+               v = uniform({1, 1, 3, 2}, DType::f32, 3);
+  AttentionOptions o;
+  o.mask = Tensor::from_doubles({1, 0, 1}, {3, 1}).to(DType::boolean);  // query row 1 sees nothing
+  const std::vector<double> out = scaled_dot_product_attention(q, k, v, o).to_doubles();
+  EXPECT_FALSE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[3]));
+  EXPECT_FALSE(std::isnan(out[4]));
+}
+
+TEST(OpsAttention, RejectsBadGroupsAndMasks) {
+  const Tensor q = Tensor::zeros({1, 8, 5, 4}), k = Tensor::zeros({1, 3, 5, 4});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, k, k); },
+                           {"k/v heads 3 do not divide q heads 8", "[1, 3, 5, 4]"});
+  AttentionOptions o;
+  o.mask = Tensor::zeros({2, 5, 5});
+  expect_error<ShapeError>([&] { scaled_dot_product_attention(q, q, q, o); },
+                           {"mask [2, 5, 5] does not broadcast to the scores [1, 8, 5, 5]"});
+  o.mask = Tensor::zeros({5, 5}, DType::i64);
+  expect_error<DTypeError>([&] { scaled_dot_product_attention(q, q, q, o); }, {"mask must be bool or q's dtype f32", "i64"});
+}
+
+}  // namespace
+}  // namespace dt

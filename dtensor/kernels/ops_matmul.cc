@@ -1,0 +1,299 @@
+// The matmul family (mm, bmm, matmul, addmm, linear) on top of one strided GEMM through OpenBLAS.
+//
+// gemm() takes 2-d operands in any layout: a row-major view (unit column stride) is passed as is,
+// a plain transpose (unit row stride) with the transposed flag, anything else (expanded, sliced
+// with steps) is first copied contiguous. f32/f64 call cblas_sgemm/cblas_dgemm; bf16/f16 operands
+// are converted to f32, multiplied, and the result rounded once on store. With one BLAS thread
+// (threading.h) OpenBLAS's result depends only on the operands and shapes, so results are
+// bitwise reproducible and ranks calling concurrently do not interfere.
+#include <cblas.h>
+
+#include <limits>
+#include <optional>
+
+#include "dtensor/kernels/elementwise.h"
+#include "dtensor/kernels/ops.h"
+#include "dtensor/core/parallel.h"
+#include "dtensor/core/threading.h"
+
+namespace dt {
+
+namespace {
+
+// A GEMM is split over the rank's threads only into panels of at least this much work: smaller
+// panels lose more to packing the shared operand than threads win.
+// Panel edges fall on multiples of kGemmPanelQuantum rows. OpenBLAS computes the rows
+// of C in tiles of its kernel's unroll and the ragged last tile with a different edge kernel, whose
+// sums round differently; so a panel edge off a tile edge changes results. Measured with Debian's
+// OpenBLAS 0.3.21 on this project's AMD EPYC host: edges at multiples of 16, 32 or 64 rows changed
+// up to 4% of the elements, multiples of 48 none (the kernel's tile is 24 rows); 48 is also a
+// multiple of the 16-row tiles of OpenBLAS's other x86 sgemm kernels. parallel_test checks it.
+constexpr int64_t kGemmPanelFlops = int64_t(1) << 22;
+constexpr int64_t kGemmPanelQuantum = 48;
+
+// How a 2-d strided operand is handed to BLAS (row-major convention).
+struct BlasOperand {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+// Returns the BLAS form of a [rows, cols] view with strides (rs, cs) if it has one.
+std::optional<BlasOperand> blas_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  // A size-1 dim's stride is irrelevant; pick the value that makes the layout valid.
+  if (cols == 1) cs = 1;
+  if (rows == 1) rs = std::max<int64_t>(cols, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) return BlasOperand{CblasNoTrans, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) return BlasOperand{CblasTrans, cs};
+  return std::nullopt;
+}
+
+// Returns a 2-d operand BLAS accepts: the view itself or a contiguous copy.
+std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
+  if (auto op = blas_operand(t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1])) return {t, *op};
+  Tensor c = t.contiguous();
+  return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
+}
+
+// Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
+// all of the same floating dtype T in {float, double}; `init` ([m, n], any layout and dtype) is
+// read only when beta != 0. Each row panel is seeded from init, multiplied and activated in turn
+// (the epilogue), so the output is visited once while in cache rather than once per step. act is
+// none unless T is float.
+template <typename T>
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
+          Activation act) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  if (m == 0 || n == 0) return;
+  DT_CHECK((act == Activation::none || std::is_same_v<T, float>)) << "gemm epilogue on a non-f32 output";
+  T* cp = static_cast<T*>(c.raw_data());
+  const bool seed = init.defined() && beta != 0;
+  // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
+  auto seed_rows = [&](int64_t r0, int64_t r1) {
+    if (seed) c.narrow(0, r0, r1 - r0).copy_(init.narrow(0, r0, r1 - r0));
+  };
+  auto epilogue = [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, float>) apply_activation(act, cp + r0 * n, (r1 - r0) * n);
+  };
+  if (k == 0) {  // empty sum: c = beta * c (beta == 0 ignores c, as BLAS does)
+    seed_rows(0, m);
+    for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0 ? T(0) : T(beta) * cp[i];
+    epilogue(0, m);
+    return;
+  }
+  init_compute_threads();
+  // Named references, not structured bindings: the panel lambda captures them, which clang 14
+  // (make fuzz) does not allow for bindings.
+  const auto a_blas = as_blas(a), b_blas = as_blas(b);
+  const Tensor& av = std::get<0>(a_blas);
+  const Tensor& bv = std::get<0>(b_blas);
+  const auto& ao = std::get<1>(a_blas);
+  const auto& bo = std::get<1>(b_blas);
+  for (int64_t v : {m, n, k, ao.ld, bo.ld})
+    if (v > std::numeric_limits<blasint>::max())
+      DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
+  const T* ap = static_cast<const T*>(av.raw_data());
+  const T* bp = static_cast<const T*>(bv.raw_data());
+  // Rows [r0, r1) of C from the same rows of A (row-major; a transposed A stores element (i, j)
+  // at i + j * ld).
+  auto panel = [&](int64_t r0, int64_t r1) {
+    seed_rows(r0, r1);
+    const T* a0 = ap + (ao.trans == CblasNoTrans ? r0 * ao.ld : r0);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), a0,
+                  blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp + r0 * n, blasint(n));
+    } else {
+      cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, a0,
+                  blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * n, blasint(n));
+    }
+    epilogue(r0, r1);
+  };
+  // On the rank's threads (parallel.h) C is split into row panels of whole kGemmPanelQuantum
+  // multiples. K is never split, and each panel tiles its rows as the whole call would, so each
+  // element of C is the same dot product whichever panel holds it (parallel_test checks it). C is
+  // never split by columns: with Debian's OpenBLAS, splitting the columns of a 128-row product
+  // changed results at every split point tried (multiples of 8 to 480), so a GEMM with fewer than
+  // two panels of rows (decode) runs on one thread.
+  const int64_t q = kGemmPanelQuantum, units = (m + q - 1) / q;
+  const int64_t grain = std::max<int64_t>(1, kGemmPanelFlops / std::max<int64_t>(2 * n * k * q, 1));
+  parallel_for(units, grain, [&](int64_t u0, int64_t u1) { panel(u0 * q, std::min(u1 * q, m)); });
+}
+
+// The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).
+DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+// Computes act(alpha * a @ b + beta * init) for 2-d a, b (dtype checked by the caller) and returns
+// it in a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the
+// output. act must be none unless a is f32.
+Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta,
+               Activation act = Activation::none) {
+  const DType dt = a.dtype(), gt = gemm_dtype(dt);
+  const int64_t m = a.shape()[0], n = b.shape()[1];
+  Tensor c = Tensor::uninitialized({m, n}, gt);
+  const Tensor ag = a.dtype() == gt ? a : a.to(gt);
+  const Tensor bg = b.dtype() == gt ? b : b.to(gt);
+  if (gt == DType::f32)
+    gemm<float>(ag, bg, c, init, alpha, beta, act);
+  else
+    gemm<double>(ag, bg, c, init, alpha, beta, act);
+  return dt == gt ? c : c.to(dt);
+}
+
+void check_floating(const char* op, const Tensor& a, const Tensor& b) {
+  kernel::check_same_dtype(op, a, b);
+  if (!is_floating(a.dtype())) DT_THROW(DTypeError) << op << " does not support dtype " << dtype_name(a.dtype());
+}
+
+[[noreturn]] void throw_inner_mismatch(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  DT_THROW(ShapeError) << op << ": shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape())
+                       << " cannot be multiplied (" << ka << " != " << kb << ")";
+}
+
+void check_rank(const char* op, const char* which, const Tensor& t, int64_t rank) {
+  if (t.dim() != rank)
+    DT_THROW(ShapeError) << op << ": " << which << " must be " << rank << "-d, got shape " << shape_str(t.shape());
+}
+
+// Returns the matrix product of every batch of a [B..., m, k] and b [B..., k, n] whose batch dims
+// already agree, as a contiguous [B..., m, n] tensor in a's dtype. Broadcast batch dims may be
+// expanded views (stride 0): each batch reads its 2-d views in place.
+Tensor batched(const Tensor& a, const Tensor& b) {
+  const DType dt = a.dtype(), gt = gemm_dtype(dt);
+  const int64_t r = a.dim();
+  const Shape batch(a.shape().begin(), a.shape().end() - 2);
+  const int64_t m = a.shape()[size_t(r - 2)], n = b.shape()[size_t(r - 1)];
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = Tensor::uninitialized(out_shape, gt);
+  const int64_t B = numel(batch);
+  if (B > 0 && m > 0 && n > 0) {
+    // Walk the batch index in row-major order; each step multiplies two 2-d views straight into
+    // the (contiguous) output slice.
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t i = 0; i < B; ++i) {
+      Tensor ai = a, bi = b, oi = out;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        ai = ai.select(0, idx[d]);
+        bi = bi.select(0, idx[d]);
+        oi = oi.select(0, idx[d]);
+      }
+      if (gt == DType::f32)
+        gemm<float>(ai.to(gt), bi.to(gt), oi, Tensor(), 1, 0, Activation::none);
+      else
+        gemm<double>(ai, bi, oi, Tensor(), 1, 0, Activation::none);
+      for (size_t d = batch.size(); d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  return dt == gt ? out : out.to(dt);
+}
+
+// Returns t viewed (or copied) as a 2-d [rows, last dim] matrix.
+Tensor fold_to_2d(const Tensor& t) {
+  const int64_t cols = t.shape().back();
+  const int64_t rows = numel(Shape(t.shape().begin(), t.shape().end() - 1));
+  return t.reshape({rows, cols});
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_rank("mm", "first operand", a, 2);
+  check_rank("mm", "second operand", b, 2);
+  check_floating("mm", a, b);
+  if (a.shape()[1] != b.shape()[0]) throw_inner_mismatch("mm", a, b, a.shape()[1], b.shape()[0]);
+  return gemm_2d(a, b, Tensor(), 1, 0);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_rank("bmm", "first operand", a, 3);
+  check_rank("bmm", "second operand", b, 3);
+  check_floating("bmm", a, b);
+  if (a.shape()[0] != b.shape()[0])
+    DT_THROW(ShapeError) << "bmm: batch sizes of " << shape_str(a.shape()) << " and " << shape_str(b.shape())
+                         << " differ (" << a.shape()[0] << " != " << b.shape()[0] << ")";
+  if (a.shape()[2] != b.shape()[1]) throw_inner_mismatch("bmm", a, b, a.shape()[2], b.shape()[1]);
+  return batched(a, b);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    DT_THROW(ShapeError) << "matmul: both operands need at least 1 dim, got shapes " << shape_str(a.shape())
+                         << " and " << shape_str(b.shape());
+  check_floating("matmul", a, b);
+  const int64_t ka = a.shape().back();
+  const int64_t kb = b.dim() == 1 ? b.shape()[0] : b.shape()[size_t(b.dim() - 2)];
+  if (ka != kb) throw_inner_mismatch("matmul", a, b, ka, kb);
+  // 1-d operands become a row (a) or a column (b) matrix; that dim is dropped from the result.
+  if (a.dim() <= 2 && b.dim() <= 2) {
+    Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+    Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Tensor c = gemm_2d(a2, b2, Tensor(), 1, 0);
+    if (b.dim() == 1) c = c.squeeze(1);
+    if (a.dim() == 1) c = c.squeeze(0);
+    return c;
+  }
+  if (b.dim() <= 2) {
+    // [..., m, k] @ [k, n]: fold the batch into m (one GEMM instead of one per batch).
+    Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    if (b.dim() == 2) out_shape.push_back(b.shape()[1]);
+    return gemm_2d(fold_to_2d(a), b2, Tensor(), 1, 0).view(out_shape);
+  }
+  // Batch broadcasting: a [A..., m, k], b [B..., k, n] -> [broadcast(A, B)..., m, n].
+  Tensor a3 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Shape abatch(a3.shape().begin(), a3.shape().end() - 2);
+  const Shape bbatch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = kernel::broadcast_for("matmul", abatch, bbatch);
+  Shape ae = batch, be = batch;
+  ae.insert(ae.end(), a3.shape().end() - 2, a3.shape().end());
+  be.insert(be.end(), b.shape().end() - 2, b.shape().end());
+  Tensor c = batched(a3.expand(ae), b.expand(be));
+  if (a.dim() == 1) c = c.squeeze(-2);
+  return c;
+}
+
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  check_rank("addmm", "first matrix", a, 2);
+  check_rank("addmm", "second matrix", b, 2);
+  check_floating("addmm", a, b);
+  kernel::check_same_dtype("addmm", self, a);
+  if (a.shape()[1] != b.shape()[0]) throw_inner_mismatch("addmm", a, b, a.shape()[1], b.shape()[0]);
+  const Shape out_shape{a.shape()[0], b.shape()[1]};
+  if (kernel::broadcast_for("addmm", self.shape(), out_shape) != out_shape)
+    DT_THROW(ShapeError) << "addmm: self of shape " << shape_str(self.shape()) << " does not broadcast to "
+                         << shape_str(out_shape);
+  return gemm_2d(a, b, self.expand(out_shape), alpha, beta);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_act(x, weight, bias, Activation::none);
+}
+
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  check_rank("linear", "weight", weight, 2);
+  check_floating("linear", x, weight);
+  if (x.dim() == 0) DT_THROW(ShapeError) << "linear: input must have at least 1 dim, got a scalar";
+  const int64_t in = weight.shape()[1], out = weight.shape()[0];
+  if (x.shape().back() != in)
+    DT_THROW(ShapeError) << "linear: input " << shape_str(x.shape()) << " and weight " << shape_str(weight.shape())
+                         << " do not match (in_features " << x.shape().back() << " != " << in << ")";
+  if (bias.defined()) {
+    kernel::check_same_dtype("linear", x, bias);
+    if (bias.shape() != Shape{out})
+      DT_THROW(ShapeError) << "linear: bias of shape " << shape_str(bias.shape()) << " does not match out_features "
+                           << out;
+  }
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(out);
+  Tensor x2 = fold_to_2d(x);
+  // weight.T is a plain transpose: BLAS reads it in place with the transposed flag.
+  Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
+  if (act != Activation::none && x.dtype() != DType::f32)
+    DT_THROW(DTypeError) << "linear with a fused activation supports f32 only, got " << dtype_name(x.dtype());
+  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act).view(out_shape);
+}
+
+}  // namespace dt

@@ -1,0 +1,212 @@
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "tests/support/ops_test_util.h"
+#include "dtensor/core/threading.h"
+
+namespace dt {
+namespace {
+
+using test::expect_error;
+using test::expect_values;
+using test::uniform;
+
+// Returns the naive double product of [B, m, k] and [B, k, n] given as row-major values.
+std::vector<double> ref_bmm(const std::vector<double>& a, const std::vector<double>& b, int64_t B, int64_t m,
+                            int64_t k, int64_t n) {
+  std::vector<double> c(size_t(B * m * n), 0.0);
+  for (int64_t p = 0; p < B; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t q = 0; q < k; ++q) s += a[size_t(p * m * k + i * k + q)] * b[size_t(p * k * n + q * n + j)];
+        c[size_t(p * m * n + i * n + j)] = s;
+      }
+  return c;
+}
+
+// Returns the reference torch.matmul of a and b (rank >= 1 each) in double.
+std::vector<double> ref_matmul(const Tensor& a, const Tensor& b) {
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const Shape abatch(a2.shape().begin(), a2.shape().end() - 2), bbatch(b2.shape().begin(), b2.shape().end() - 2);
+  Shape batch = broadcast_shapes(abatch, bbatch);
+  const int64_t m = a2.shape()[a2.shape().size() - 2], k = a2.shape().back(), n = b2.shape().back();
+  Shape ae = batch, be = batch;
+  ae.insert(ae.end(), {m, k});
+  be.insert(be.end(), {k, n});
+  return ref_bmm(a2.expand(ae).to_doubles(), b2.expand(be).to_doubles(), numel(batch), m, k, n);
+}
+
+double rtol_mm(DType t) { return t == DType::bf16 ? 2e-2 : t == DType::f16 ? 4e-3 : t == DType::f32 ? 1e-5 : 1e-12; }
+
+TEST(OpsMatmul, MmMatchesReferenceAcrossLayoutsDtypesAndEmptyDims) {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{5, 7, 3}, {1, 7, 1}, {0, 4, 3}, {3, 0, 4}, {4, 3, 0}, {33, 17, 9}}) {
+      const Tensor a = uniform({m, k}, dtype, 1), b = uniform({k, n}, dtype, 2);
+      const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> variants = {
+          {"contiguous", {a, b}},
+          {"a transposed", {uniform({k, m}, dtype, 3).transpose(0, 1), b}},
+          {"b transposed", {a, uniform({n, k}, dtype, 4).transpose(0, 1)}},
+          {"a sliced", {uniform({m, 2 * k}, dtype, 5).slice(1, 0, 2 * k, 2), b}},
+          {"b expanded", {a, uniform({1, n}, dtype, 6).expand({k, n})}},
+          {"a row-sliced", {uniform({m + 2, k}, dtype, 7).narrow(0, 1, m), b}},
+      };
+      for (auto& [name, ab] : variants) {
+        const std::string what = std::string(dtype_name(dtype)) + " " + name + " " + std::to_string(m) + "x" +
+                                 std::to_string(k) + "x" + std::to_string(n);
+        Tensor c = mm(ab.first, ab.second);
+        ASSERT_EQ(c.shape(), (Shape{m, n})) << what;
+        EXPECT_EQ(c.dtype(), dtype) << what;
+        expect_values(c, ref_bmm(ab.first.to_doubles(), ab.second.to_doubles(), 1, m, k, n), rtol_mm(dtype), 1e-5,
+                      what);
+      }
+    }
+  }
+}
+
+TEST(OpsMatmul, LargerSeededMatrices) {
+  // Seeded random 96x80x72 (big enough for OpenBLAS's blocked kernels), against the naive loop.
+  Tensor a = uniform({96, 80}, DType::f32, 10), b = uniform({80, 72}, DType::f32, 11);
+  expect_values(mm(a, b), ref_bmm(a.to_doubles(), b.to_doubles(), 1, 96, 80, 72), 1e-5, 1e-4);
+}
+
+TEST(OpsMatmul, BmmWithViews) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor a = uniform({4, 3, 5}, dtype, 1);
+    Tensor b = uniform({4, 2, 5}, dtype, 2).transpose(1, 2);  // [4, 5, 2], transposed matrices
+    Tensor c = bmm(a, b);
+    ASSERT_EQ(c.shape(), (Shape{4, 3, 2}));
+    expect_values(c, ref_bmm(a.to_doubles(), b.to_doubles(), 4, 3, 5, 2), rtol_mm(dtype), 1e-5);
+    Tensor at = uniform({3, 4, 5}, dtype, 3).transpose(0, 1);  // batch dim not outermost in memory
+    expect_values(bmm(at, b), ref_bmm(at.to_doubles(), b.to_doubles(), 4, 3, 5, 2), rtol_mm(dtype), 1e-5);
+  }
+  EXPECT_EQ(bmm(Tensor::zeros({0, 2, 3}), Tensor::zeros({0, 3, 4})).shape(), (Shape{0, 2, 4}));
+}
+
+TEST(OpsMatmul, MatmulFollowsTorchRules) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{5}, {5}},          {{5}, {5, 3}},          {{4, 5}, {5}},        {{4, 5}, {5, 3}},
+      {{2, 4, 5}, {5, 3}}, {{2, 4, 5}, {5}},       {{5}, {2, 5, 3}},     {{2, 1, 4, 5}, {3, 5, 6}},
+      {{3, 4, 5}, {1, 5, 2}}, {{0, 4, 5}, {5, 3}}, {{2, 4, 0}, {2, 0, 3}}};
+  const std::vector<Shape> want_shapes = {{},        {3},       {4},          {4, 3},    {2, 4, 3}, {2, 4},
+                                          {2, 3},    {2, 3, 4, 6}, {3, 4, 2}, {0, 4, 3}, {2, 4, 3}};
+  uint64_t seed = 20;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (DType dtype : {DType::f32, DType::f16}) {
+      Tensor a = uniform(cases[i].first, dtype, ++seed), b = uniform(cases[i].second, dtype, ++seed);
+      Tensor c = matmul(a, b);
+      const std::string what = shape_str(cases[i].first) + " @ " + shape_str(cases[i].second);
+      ASSERT_EQ(c.shape(), want_shapes[i]) << what;
+      expect_values(c, ref_matmul(a, b), rtol_mm(dtype), 1e-5, what);
+    }
+  }
+  // A non-contiguous batched operand (folded path needs a reshape copy).
+  Tensor a = uniform({4, 2, 5}, DType::f32, 40).transpose(0, 1);
+  Tensor b = uniform({5, 3}, DType::f32, 41);
+  expect_values(matmul(a, b), ref_matmul(a, b), 1e-5, 1e-6);
+}
+
+TEST(OpsMatmul, AddmmBroadcastsSelf) {
+  Tensor a = uniform({4, 6}, DType::f32, 1), b = uniform({6, 5}, DType::f32, 2);
+  const std::vector<double> ab = ref_bmm(a.to_doubles(), b.to_doubles(), 1, 4, 6, 5);
+  for (const Shape& s : {Shape{5}, Shape{4, 1}, Shape{4, 5}, Shape{}}) {
+    Tensor self = uniform(s, DType::f32, 3);
+    Tensor c = addmm(self, a, b, /*beta=*/0.5, /*alpha=*/2);
+    std::vector<double> sv = self.expand({4, 5}).to_doubles(), want(20);
+    for (size_t i = 0; i < 20; ++i) want[i] = 0.5 * sv[i] + 2 * ab[i];
+    expect_values(c, want, 1e-5, 1e-6, shape_str(s));
+  }
+  // beta = 0 ignores self entirely, even NaN (as torch does).
+  Tensor nan_self = Tensor::full({4, 5}, NAN);
+  expect_values(addmm(nan_self, a, b, 0, 1), ab, 1e-5, 1e-6);
+  // bf16 path
+  Tensor c16 = addmm(Tensor::ones({5}, DType::bf16), a.to(DType::bf16), b.to(DType::bf16));
+  std::vector<double> want = ref_bmm(a.to(DType::bf16).to_doubles(), b.to(DType::bf16).to_doubles(), 1, 4, 6, 5);
+  for (double& v : want) v += 1;
+  expect_values(c16, want, 2e-2, 1e-2);
+}
+
+TEST(OpsMatmul, LinearMatchesReference) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor x = uniform({2, 3, 4}, dtype, 1), w = uniform({5, 4}, dtype, 2), bias = uniform({5}, dtype, 3);
+    std::vector<double> xw = ref_bmm(x.to_doubles(), w.transpose(0, 1).to_doubles(), 1, 6, 4, 5);
+    Tensor y = linear(x, w);
+    ASSERT_EQ(y.shape(), (Shape{2, 3, 5}));
+    expect_values(y, xw, rtol_mm(dtype), 1e-5);
+    std::vector<double> bv = bias.to_doubles(), want = xw;
+    for (size_t i = 0; i < want.size(); ++i) want[i] += bv[i % 5];
+    expect_values(linear(x, w, bias), want, rtol_mm(dtype), 1e-2);
+    EXPECT_EQ(linear(x.select(0, 0).select(0, 0), w, bias).shape(), (Shape{5}));  // 1-d input
+    EXPECT_EQ(linear(Tensor::zeros({0, 4}, dtype), w, bias).shape(), (Shape{0, 5}));
+  }
+  // in_features 0: the product is empty and the output is the bias.
+  EXPECT_EQ(linear(Tensor::zeros({2, 0}), Tensor::zeros({3, 0}), Tensor::ones({3})).to_doubles(),
+            std::vector<double>(6, 1.0));
+}
+
+// linear_act is bitwise relu/gelu/silu of linear for f32 (one multiply, then the same activation
+// loop on the same values), at an uneven 3-d size, with and without bias, and refuses other dtypes.
+TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
+  const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2), w = uniform({53, 29}, DType::f32, 22, -1, 1);
+  const Tensor bias = uniform({53}, DType::f32, 23);
+  const std::vector<std::pair<Activation, std::function<Tensor(const Tensor&)>>> acts = {
+      {Activation::relu, [](const Tensor& t) { return relu(t); }},
+      {Activation::gelu, [](const Tensor& t) { return gelu(t); }},
+      {Activation::gelu_tanh, [](const Tensor& t) { return gelu(t, "tanh"); }},
+      {Activation::silu, [](const Tensor& t) { return silu(t); }},
+      {Activation::none, [](const Tensor& t) { return t; }}};
+  for (const auto& [act, f] : acts) {
+    for (const Tensor& b : {bias, Tensor()}) {
+      const Tensor want = f(linear(x, w, b)), got = linear_act(x, w, b, act);
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * 4), 0) << int(act);
+    }
+  }
+  EXPECT_THROW(linear_act(x.to(DType::bf16), w.to(DType::bf16), Tensor(), Activation::gelu), DTypeError);
+}
+
+TEST(OpsMatmul, IsDeterministicAndSafeAcrossThreads) {
+  Tensor a = uniform({64, 48}, DType::f32, 1), b = uniform({48, 40}, DType::f32, 2);
+  Tensor want = mm(a, b);
+  EXPECT_EQ(compute_threads(), 1);
+  // Four "ranks" multiplying at the same time get the single-threaded result bit for bit.
+  std::vector<Tensor> got(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      for (int it = 0; it < 5; ++it) got[size_t(r)] = mm(a, b);
+    });
+  for (auto& t : threads) t.join();
+  for (const Tensor& g : got) EXPECT_EQ(std::memcmp(g.raw_data(), want.raw_data(), want.nbytes()), 0);
+}
+
+TEST(OpsMatmul, InnerDimMismatchMessage) {
+  expect_error<ShapeError>([] { mm(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); },
+                           {"mm: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"});
+  expect_error<ShapeError>([] { matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({4})); },
+                           {"matmul: shapes [2, 2, 3] and [4] cannot be multiplied (3 != 4)"});
+  expect_error<ShapeError>([] { bmm(Tensor::zeros({2, 2, 3}), Tensor::zeros({2, 4, 1})); }, {"bmm", "(3 != 4)"});
+  expect_error<ShapeError>([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); },
+                           {"linear", "[2, 3]", "[4, 5]", "3 != 5"});
+  expect_error<ShapeError>([] { addmm(Tensor::zeros({3}), Tensor::zeros({2, 3}), Tensor::zeros({3, 4})); },
+                           {"addmm", "[3]", "[2, 4]"});
+}
+
+TEST(OpsMatmul, OtherErrors) {
+  expect_error<ShapeError>([] { mm(Tensor::zeros({2, 3, 1}), Tensor::zeros({3, 5})); }, {"mm", "2-d", "[2, 3, 1]"});
+  expect_error<ShapeError>([] { bmm(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 1})); }, {"bmm", "2 != 3"});
+  expect_error<ShapeError>([] { matmul(Tensor::zeros({2, 4, 3}), Tensor::zeros({3, 3, 1})); },
+                           {"matmul", "[2]", "[3]"});
+  expect_error<DTypeError>([] { mm(Tensor::zeros({2, 2}, DType::i64), Tensor::zeros({2, 2}, DType::i64)); },
+                           {"mm", "i64"});
+  expect_error<DTypeError>([] { mm(Tensor::zeros({2, 2}), Tensor::zeros({2, 2}, DType::bf16)); },
+                           {"mm", "f32", "bf16"});
+  expect_error<ShapeError>([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 3}), Tensor::zeros({5})); },
+                           {"linear", "bias", "[5]", "4"});
+}
+
+}  // namespace
+}  // namespace dt
