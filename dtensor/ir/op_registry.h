@@ -201,6 +201,7 @@ void register_bucketing_ops(OpTable& table);
 void register_grad_ops(OpTable& table);
 void register_optim_ops(OpTable& table);
 void register_index_ops(OpTable& table);
+void register_conv_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
 

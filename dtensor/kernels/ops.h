@@ -173,6 +173,14 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive = false, bool reverse
 // j - i <= diagonal (tril), zeroes the rest. Rank >= 2.
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
+// ONNX ScatterND with reduction none (PyTorch exports `x[idx] = v` and static-cache writes as
+// it): a copy of data whose slices data[indices[i0, .., :]] are replaced by updates[i0, ..]:
+//   data [d0, .., d(r-1)], indices [i0, .., i(q-2), k] (k <= r), updates [i0, .., i(q-2), dk, ..]
+// Negative indices count from the end; of repeated indices the last write wins (ONNX leaves it
+// undefined). scatter_nd_updates_shape returns the shape updates must have (ShapeError when
+// indices do not fit data).
+Shape scatter_nd_updates_shape(const Shape& data, const Shape& indices);
+Tensor scatter_nd(const Tensor& data, const Tensor& indices, const Tensor& updates);
 
 // ---- convolution (ops_conv.cc) ----
 // Convolution over the 1 or 2 trailing dims (torch.nn.functional.conv1d / conv2d, ONNX Conv):

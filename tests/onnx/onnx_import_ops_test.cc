@@ -8,7 +8,7 @@
 
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/ir/builder.h"
-#include "dtensor/core/ops.h"
+#include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/runtime/launcher.h"
