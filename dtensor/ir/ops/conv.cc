@@ -119,6 +119,7 @@ void register_conv_ops(OpTable& t) {
     t.at(k).fresh_result = true;
     t.at(k).flops = conv_flops;
   }
+  t.at(OpKind::conv).weight_rank = -1;  // colwise shards the output channels, rowwise the input ones
   t.set_sharding_rules(conv_sharding_rules());
 }
 
