@@ -18,12 +18,12 @@
 
 #include "dtensor/comm/all_reduce_algos.h"
 #include "dtensor/comm/threads/run_ranks.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 #ifdef DTENSOR_WITH_MPI
 #include "bench/bench_collectives_mpi.h"
 #endif
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 using BenchClock = std::chrono::steady_clock;
@@ -133,7 +133,7 @@ void run_bench(const BenchOptions& opt) {
   double memcpy_gbs = double(opt.bytes) / memcpy_s / 1e9;
   bool correct = false;
   std::vector<CollectiveResult> results = time_collectives(opt, correct);
-  if (!correct) command_exit_code() = 1;
+  if (!correct) bench_exit_code() = 1;
 
   if (opt.json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -180,4 +180,4 @@ BenchRegistrar reg("collectives", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -22,9 +22,9 @@
 
 #include "dtensor/comm/mpi/mpi_process_group.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct Row {
@@ -120,7 +120,7 @@ void run_collectives_bench_mpi(size_t bytes, int iters, bool json) {
     }
   }
   double memcpy_gbs = double(bytes) / time_memcpy(bytes, iters) / 1e9;
-  if (!all_ok) command_exit_code() = 1;
+  if (!all_ok) bench_exit_code() = 1;
   if (me != 0) return;
 
   const char* nbc_alg = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
@@ -186,4 +186,4 @@ BenchRegistrar reg("collectives-mpi", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -4,11 +4,11 @@
 
 #include <cstddef>
 
-namespace dt::tools {
+namespace dt::bench {
 
 // Initializes MPI, times every collective of the mpi backend on the world, and prints (rank 0) the
 // same table / JSON as `dtensor bench collectives`, with raw Open MPI timings and the ratio
-// ours/raw for all_reduce and all_gather. Sets command_exit_code() = 1 when a result is wrong.
+// ours/raw for all_reduce and all_gather. Sets bench_exit_code() = 1 when a result is wrong.
 void run_collectives_bench_mpi(size_t bytes, int iters, bool json);
 
-}  // namespace dt::tools
+}  // namespace dt::bench

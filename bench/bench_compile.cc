@@ -30,9 +30,9 @@
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/compiler.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct BenchCompileOptions {
@@ -195,4 +195,4 @@ BenchRegistrar reg("compile", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -27,9 +27,9 @@
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/parallel_plan.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -172,4 +172,4 @@ void setup(CLI::App& bench) {
 BenchRegistrar reg("import", setup);
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -28,12 +28,12 @@
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/tensor_sharding.h"
-#include "tools/command.h"
-#include "tools/gemm_reference.h"
-#include "tools/gpt_options.h"
+#include "bench/bench_registry.h"
+#include "dtensor/runtime/gemm_reference.h"
+#include "bench/gpt_options.h"
 #include "dtensor/job/job.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct BenchModelOptions {
@@ -140,10 +140,10 @@ void bench(const BenchModelOptions& o) {
     if (r.contains("torch_tp_ms")) t_tp = std::min(t_tp, r["torch_tp_ms"].get<double>());
     rounds.push_back(r);
   }
-  GemmTimes gemm;
-  time_gemms(g, gemm);  // one thread, as the forward it is set against
+  runtime::GemmTimes gemm;
+  runtime::time_gemms(g, gemm);  // one thread, as the forward it is set against
   double flops = 0;
-  const double gemm_ms = gemm_only_seconds(g, gemm, &flops) * 1e3;
+  const double gemm_ms = runtime::gemm_only_seconds(g, gemm, &flops) * 1e3;
 
   nlohmann::json j;
   j["config"] = {{"vocab", m.vocab}, {"hidden", m.hidden}, {"heads", m.heads}, {"layers", m.layers},
@@ -210,4 +210,4 @@ void setup(CLI::App& bench_app) {
 BenchRegistrar reg("model", setup);
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

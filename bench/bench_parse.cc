@@ -14,9 +14,9 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/ir/verifier.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct ParseBenchOptions {
@@ -104,4 +104,4 @@ void setup(CLI::App& bench) {
 BenchRegistrar reg("parse", setup);
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -11,9 +11,9 @@
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/pass_manager.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct PassesBenchOptions {
@@ -104,4 +104,4 @@ BenchRegistrar reg("passes", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

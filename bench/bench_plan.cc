@@ -17,9 +17,9 @@
 #include "dtensor/eager/dtensor.h"
 #include "dtensor/redistribute/executor.h"
 #include "dtensor/redistribute/pytorch_greedy.h"
-#include "tools/command.h"
+#include "bench/bench_registry.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -148,7 +148,7 @@ nlohmann::json bench_redistribution(const PlanBenchOptions& opt) {
       r["pytorch_order_bytes_per_rank"] = greedy->total_bytes;
     }
     out.push_back(r);
-    if (!ok) command_exit_code() = 1;
+    if (!ok) bench_exit_code() = 1;
   }
   return out;
 }
@@ -234,4 +234,4 @@ BenchRegistrar reg("plan", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -13,10 +13,10 @@
 
 #include "dtensor/autoplan/search.h"
 #include "dtensor/ir/example_models.h"
-#include "tools/command.h"
-#include "tools/gpt_options.h"
+#include "bench/bench_registry.h"
+#include "bench/gpt_options.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct BenchPlanSearchOptions {
@@ -66,4 +66,4 @@ BenchRegistrar reg("plan-search", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -16,12 +16,12 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/compiler.h"
-#include "tools/command.h"
-#include "tools/gpt_options.h"
+#include "bench/bench_registry.h"
+#include "bench/gpt_options.h"
 #include "dtensor/job/job.h"
 #include "dtensor/sharding/tensor_sharding.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct BenchStylesOptions {
@@ -104,4 +104,4 @@ BenchRegistrar reg("styles", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -12,7 +12,7 @@
 // plus one layer's gathered parameters and its activations (on 1/n of the batch). One layer's
 // activations are counted in the step graph: the forward results the backward reads, with the
 // configured layers minus with one layer fewer (views of other results count their own bytes;
-// autodiff/train_memory.h). Each fsdp run is made without and with the blocks' activations
+// tests/support/train_memory.h). Each fsdp run is made without and with the blocks' activations
 // recomputed in the backward (--recompute blocks, autodiff/recompute.h): without it every layer's
 // activations stay saved until the backward, so the run also reports the goal with all layers'
 // activations on 1/n of the batch, which sharding alone can reach. The one-device step is also
@@ -27,16 +27,16 @@
 #include <sstream>
 
 #include "dtensor/core/rng.h"
-#include "dtensor/autodiff/train_memory.h"
+#include "tests/support/train_memory.h"
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/job/train.h"
-#include "tools/command.h"
-#include "tools/gpt_options.h"
+#include "bench/bench_registry.h"
+#include "bench/gpt_options.h"
 
-namespace dt::tools {
+namespace dt::bench {
 namespace {
 
 struct BenchTrainOptions {
@@ -262,4 +262,4 @@ void setup(CLI::App& bench_app) {
 BenchRegistrar reg("train", setup);
 
 }  // namespace
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -18,7 +18,7 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/printer.h"
 #include "tools/command.h"
-#include "tools/gpt_options.h"
+#include "bench/gpt_options.h"
 
 namespace dt::tools {
 namespace {
@@ -119,7 +119,7 @@ void setup(CLI::App& app) {
   static ExampleOptions gpt_opt;
   static ir::GptConfig gpt;
   CLI::App* g = example->add_subcommand("gpt", "decoder-only transformer (GPT-2 style, causal attention)");
-  add_gpt_options(g, gpt, /*with_max_seq=*/true);
+  bench::add_gpt_options(g, gpt, /*with_max_seq=*/true);
   g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
   add_common(g, gpt_opt);
   g->callback([g] {

@@ -9,7 +9,9 @@
 // plain GEMM of the same [m, k] x [k, n] shape timed in the same process on the same threads
 // (fastest of 3), and attention its GFLOP/s. "overall" is all matmul FLOPs over the whole
 // forward's time against the time those GEMMs alone would take: the fraction of the GEMM rate the
-// forward reaches. Peak memory is the interpreter's peak of live intermediates.
+// forward reaches. Peak memory is the interpreter's peak of live intermediates. Per timed run the
+// process's wall and CPU time and its context switches are reported too (runtime/process_usage.h):
+// time lost to waiting, spinning or oversubscribed threads shows as wall above CPU per core.
 //
 // With --mesh/--plan the model is compiled and sharded as `dtensor run` does (default pass
 // pipeline, threads backend, every rank in this process) and each rank's program is profiled: rank
@@ -42,11 +44,12 @@
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/runtime/interpreter.h"
 #include "dtensor/runtime/launcher.h"
+#include "dtensor/runtime/process_usage.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/tensor_sharding.h"
 #include "tools/command.h"
-#include "tools/gemm_reference.h"
+#include "dtensor/runtime/gemm_reference.h"
 #include "tools/load_program.h"
 #include "dtensor/job/job.h"
 #include "tools/mesh_options.h"
@@ -98,6 +101,17 @@ class FastestRun {
 
 double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds / 1e9 : 0; }
 
+// The process's wall and CPU time and context switches over `runs` timed runs, per run.
+nlohmann::json usage_per_run(const runtime::ProcessUsage& u, int runs) {
+  const double n = double(runs);
+  return {{"runs", runs},
+          {"wall_ms", u.wall_s * 1e3 / n},
+          {"cpu_ms", u.cpu_s * 1e3 / n},
+          {"cores_busy", u.wall_s > 0 ? u.cpu_s / u.wall_s : 0.0},
+          {"voluntary_switches", double(u.voluntary_switches) / n},
+          {"involuntary_switches", double(u.involuntary_switches) / n}};
+}
+
 // The op-kind label of every node: "linear+gelu" for a fused head, "" for a fused tail (its few
 // nanoseconds are added to its head), else the op's name.
 std::vector<std::string> kind_labels(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions) {
@@ -112,7 +126,7 @@ std::vector<std::string> kind_labels(const ir::Graph& g, const std::vector<runti
 
 // The tables of one rank's run: op kinds, top nodes, matmuls, overall and communication.
 nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::EpilogueFusion>& fusions, RankRun run,
-                           const GemmTimes& gemm_seconds) {
+                           const runtime::GemmTimes& gemm_seconds) {
   const auto& nodes = g.nodes();
   for (const runtime::EpilogueFusion& f : fusions) {
     run.node_seconds[size_t(f.head)] += run.node_seconds[size_t(f.tail)];
@@ -242,24 +256,29 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
     p.graph = std::move(step.graph);
   }
   FastestRun fastest(p.graph.nodes().size());
-  GemmTimes gemm_seconds;
+  runtime::GemmTimes gemm_seconds;
   std::vector<runtime::EpilogueFusion> fusions;
+  runtime::ProcessUsage usage;
   run_ranks(1, [&](ProcessGroup& world) {
     const runtime::GroupMap groups = runtime::make_groups(p.graph, world);
     runtime::Interpreter interp(p.graph);
     interp.set_fusion(!opt.no_fuse);
     if (interp.fusion()) fusions = interp.fusions();
     interp.set_node_hook(fastest.hook());
+    runtime::ProcessUsage start;
     for (int r = 0; r <= opt.repeat; ++r) {  // run 0 warms up; the fastest is kept
+      if (r == 1) start = runtime::ProcessUsage::now();
       runtime::RunStats s;
       interp.run(p.bindings, groups, &s);
       fastest.best().peak_bytes = s.peak_bytes;
     }
-    time_gemms(p.graph, gemm_seconds);  // on this same thread (and so the same pool)
+    usage = runtime::ProcessUsage::now() - start;
+    runtime::time_gemms(p.graph, gemm_seconds);  // on this same thread (and so the same pool)
   });
   nlohmann::json j = header(opt, threads);
   j["ranks"] = 1;
   j.update(rank_tables(p.graph, fusions, fastest.best(), gemm_seconds));
+  j["usage"] = usage_per_run(usage, opt.repeat);
   if (opt.train) j["phases"] = phase_tables(p.graph, fusions, fastest.best());
   return j;
 }
@@ -281,11 +300,14 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   std::vector<FastestRun> fastest;
   for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
   runtime::LaunchOptions lo;
-  lo.repeat = opt.repeat + 1;  // the first run warms up; the hook keeps the fastest
   lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
+  runtime::launch(programs, bindings, lo);  // warms up; the hook keeps the fastest of all runs
+  lo.repeat = opt.repeat;
+  const runtime::ProcessUsage start = runtime::ProcessUsage::now();
   const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
-  GemmTimes gemm_seconds;
-  for (const ir::Graph* g : programs) time_gemms(*g, gemm_seconds);
+  const runtime::ProcessUsage usage = runtime::ProcessUsage::now() - start;
+  runtime::GemmTimes gemm_seconds;
+  for (const ir::Graph* g : programs) runtime::time_gemms(*g, gemm_seconds);
 
   nlohmann::json j = header(opt, threads);
   j["mesh"] = mesh.str();
@@ -300,6 +322,7 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
                                    gemm_seconds));
   }
   j.update(per_rank[0]);  // rank 0's tables in full
+  j["usage"] = usage_per_run(usage, opt.repeat);  // the whole process: every rank's threads
   j["per_rank"] = nlohmann::json::array();
   for (const nlohmann::json& t : per_rank)
     j["per_rank"].push_back({{"rank", t["rank"]}, {"time_ms", t["time_ms"]}, {"collective_ms", t["collective_ms"]},
@@ -330,6 +353,11 @@ void print_text(const nlohmann::json& j) {
                    : "1 device",
               j["threads"].get<int>(), j["fusion"].get<bool>() ? "" : ", fusion off", j["time_ms"].get<double>(),
               j["repeat"].get<int>(), double(j["peak_bytes"].get<size_t>()) / (1 << 20));
+  const auto& u = j["usage"];
+  std::printf("per run (mean of %d): wall %.3f ms, CPU %.3f ms (%.2f cores busy), context switches %.1f voluntary, "
+              "%.1f involuntary\n",
+              u["runs"].get<int>(), u["wall_ms"].get<double>(), u["cpu_ms"].get<double>(), u["cores_busy"].get<double>(),
+              u["voluntary_switches"].get<double>(), u["involuntary_switches"].get<double>());
   std::printf("\n%-34s %6s %10s %7s\n", "op kind", "nodes", "ms", "%");
   for (const auto& e : j["op_kinds"])
     std::printf("%-34s %6d %10.3f %6.1f%%\n", e["op"].get<std::string>().c_str(), e["nodes"].get<int>(),

@@ -16,13 +16,6 @@ struct CommandRegistrar {
   CommandRegistrar(const std::string& name, CommandSetup setup);
 };
 
-// Benchmarks are subcommands of `dtensor bench` (`dtensor bench collectives ...`); each bench file
-// registers its own with a static BenchRegistrar, whose setup receives the `bench` app.
-struct BenchRegistrar {
-  BenchRegistrar(const std::string& name, CommandSetup setup);
-};
-std::vector<std::pair<std::string, CommandSetup>>& registered_benches();
-
 // Returns every registered setup, in registration order.
 std::vector<std::pair<std::string, CommandSetup>>& registered_commands();
 

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "dtensor/core/error.h"
+#include "bench/bench_registry.h"
 #include "tools/command.h"
 
 namespace dt::tools {
@@ -15,15 +16,6 @@ std::vector<std::pair<std::string, CommandSetup>>& registered_commands() {
 
 CommandRegistrar::CommandRegistrar(const std::string& name, CommandSetup setup) {
   registered_commands().emplace_back(name, std::move(setup));
-}
-
-std::vector<std::pair<std::string, CommandSetup>>& registered_benches() {
-  static std::vector<std::pair<std::string, CommandSetup>> benches;
-  return benches;
-}
-
-BenchRegistrar::BenchRegistrar(const std::string& name, CommandSetup setup) {
-  registered_benches().emplace_back(name, std::move(setup));
 }
 
 void refuse_unless(const CLI::App* cmd, bool applies, const std::vector<std::string>& names, const std::string& why) {
@@ -63,10 +55,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dtensor ") + DTENSOR_VERSION);
   app.require_subcommand(1);
   for (auto& [name, setup] : dt::tools::registered_commands()) setup(app);
-  if (!dt::tools::registered_benches().empty()) {
+  if (!dt::bench::registered_benches().empty()) {
     CLI::App* bench = app.add_subcommand("bench", "Run a benchmark and print its figures (--json for JSON)");
     bench->require_subcommand(1);
-    for (auto& [name, setup] : dt::tools::registered_benches()) setup(*bench);
+    for (auto& [name, setup] : dt::bench::registered_benches()) setup(*bench);
   }
   if (const std::string unknown = unknown_command(app, argc, argv, 1); !unknown.empty()) {
     std::fprintf(stderr, "dtensor: error: %s (see --help)\n", unknown.c_str());
@@ -91,5 +83,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dtensor: internal error: %s\n", e.what());
     return 3;
   }
-  return dt::tools::command_exit_code();
+  return dt::tools::command_exit_code() != 0 ? dt::tools::command_exit_code() : dt::bench::bench_exit_code();
 }

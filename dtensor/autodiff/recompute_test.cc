@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "dtensor/autodiff/train_memory.h"
+#include "tests/support/train_memory.h"
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/rng.h"

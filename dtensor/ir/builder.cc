@@ -147,5 +147,12 @@ Value* Builder::broadcast(Value* x, const std::string& group, int64_t src) {
   return one(OpKind::broadcast, {x}, {{"group", group}, {"src", src}});
 }
 Value* Builder::wait_tensor(Value* x) { return one(OpKind::wait_tensor, {x}); }
+Value* Builder::send(Value* x, const std::string& group, int64_t peer, int64_t tag) {
+  return one(OpKind::send, {x}, {{"group", group}, {"peer", peer}, {"tag", tag}});
+}
+Value* Builder::recv(const std::string& group, int64_t peer, DType dtype, const Shape& shape, int64_t tag) {
+  return one(OpKind::recv, {}, {{"group", group}, {"peer", peer}, {"tag", tag},
+                                {"shape", std::vector<int64_t>(shape.begin(), shape.end())}, {"dtype", dtype}});
+}
 
 }  // namespace dt::ir

@@ -76,6 +76,9 @@ class Builder {
                            const std::vector<int64_t>& in_split_sizes = {});
   Value* broadcast(Value* x, const std::string& group, int64_t src = 0);
   Value* wait_tensor(Value* x);
+  // Point-to-point (ops/p2p.cc): `peer` is the other side's index in `group`.
+  Value* send(Value* x, const std::string& group, int64_t peer, int64_t tag = 0);
+  Value* recv(const std::string& group, int64_t peer, DType dtype, const Shape& shape, int64_t tag = 0);
 
  private:
   Value* one(OpKind op, std::vector<Value*> operands, const NamedAttrs& attrs = {});

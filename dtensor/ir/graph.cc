@@ -98,6 +98,16 @@ void NameTable::erase(std::string_view name, std::span<Value* const> values) {
   if (const Slot* s = lookup(name, values)) const_cast<Slot*>(s)->entry = kErased;
 }
 
+void NameTable::erase_if_names(const Value* v, std::span<Value* const> values) {
+  if (const Slot* s = lookup(v->name, values); s && s->entry == uint32_t(v->id) + kFirstId)
+    const_cast<Slot*>(s)->entry = kErased;
+}
+
+void NameTable::erase_marked(const std::vector<bool>& dead) {
+  for (Slot& s : slots_)
+    if (s.entry >= kFirstId && s.entry - kFirstId < dead.size() && dead[s.entry - kFirstId]) s.entry = kErased;
+}
+
 void NameTable::reserve(size_t n) {
   size_t want = 16;
   while (want * 3 < n * 4) want *= 2;
@@ -244,22 +254,41 @@ void Graph::set_node_order(const std::vector<Node*>& order) {
   std::unordered_map<const Node*, size_t> slot;
   slot.reserve(nodes_.size() * 2);
   for (size_t i = 0; i < nodes_.size(); ++i) slot.emplace(nodes_[i], i);
-  std::vector<Node*> next;
-  next.reserve(order.size());
+  std::vector<size_t> positions;
+  positions.reserve(order.size());
   for (Node* n : order) {
     auto it = slot.find(n);
-    DT_CHECK(it != slot.end() && nodes_[it->second]) << "set_node_order: node not in the graph or listed twice";
-    next.push_back(std::exchange(nodes_[it->second], nullptr));
+    DT_CHECK(it != slot.end()) << "set_node_order: node not in the graph";
+    positions.push_back(it->second);
   }
+  set_node_order(positions);
+}
+
+void Graph::set_node_order(std::span<const size_t> positions) {
+  std::vector<Node*> next;
+  next.reserve(positions.size());
+  for (size_t i : positions) {
+    DT_CHECK(i < nodes_.size() && nodes_[i]) << "set_node_order: node not in the graph or listed twice";
+    next.push_back(std::exchange(nodes_[i], nullptr));
+  }
+  std::vector<Value*> freed;
   for (Node* dropped : nodes_) {
     if (!dropped) continue;
     for (Value* r : dropped->results) {
-      if (by_name_.find(r->name, values_) == r) by_name_.erase(r->name, values_);
+      freed.push_back(r);
       r->producer = nullptr;
     }
     release(dropped);
   }
   nodes_ = std::move(next);
+  // Free the dropped results' names: a probe each when few, one sweep of the table when many.
+  if (freed.size() * 16 < by_name_.slots()) {
+    for (const Value* r : freed) by_name_.erase_if_names(r, values_);
+  } else if (!freed.empty()) {
+    std::vector<bool> dead(values_.size(), false);
+    for (const Value* r : freed) dead[size_t(r->id)] = true;
+    by_name_.erase_marked(dead);
+  }
 }
 
 void Graph::rename(Value* v, const std::string& name) {

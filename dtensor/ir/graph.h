@@ -110,6 +110,13 @@ class NameTable {
   // Returns false (and changes nothing) when the name is already present.
   bool insert(const Value* v, std::span<Value* const> values);
   void erase(std::string_view name, std::span<Value* const> values);
+  // Erases v's name when it names v (one probe, where find + erase took two).
+  void erase_if_names(const Value* v, std::span<Value* const> values);
+  // Erases the names of the values whose ids are marked in `dead`, in one sweep of the table: when
+  // many values go at once (a pass dropping thousands of nodes), sequential reads beat a probe
+  // per name, each a cache miss on a large graph.
+  void erase_marked(const std::vector<bool>& dead);
+  size_t slots() const { return slots_.size(); }
   void reserve(size_t n);
 
  private:
@@ -178,6 +185,9 @@ class Graph {
   // are dropped and their results' names freed (their values stay in values(), unnamed). For
   // passes that reorder in one sweep: insert/erase are O(n) each.
   void set_node_order(const std::vector<Node*>& order);
+  // Same, the new order given by positions in nodes(): what a pass that numbers the nodes already
+  // has (set_node_order(order) must first hash every node to find its position).
+  void set_node_order(std::span<const size_t> positions);
   // Renames value `v` (ValueError when `name` is taken by another value).
   void rename(Value* v, const std::string& name);
 

@@ -50,6 +50,8 @@ namespace dt::ir {
   X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
   X(cumsum) X(triu) X(tril) X(topk)                                                                    \
   X(logical_and) X(logical_or) X(logical_xor) X(scatter_nd)                                          \
+  /* ops/p2p.cc: point-to-point transfers between two ranks of a group (pipelines) */                 \
+  X(send) X(recv)                                                                                     \
   /* ops/conv.cc (its gradients beside it) */                                                         \
   X(conv) X(conv_backward_input) X(conv_backward_weight)
 

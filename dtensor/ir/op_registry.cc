@@ -107,6 +107,7 @@ OpTable& table() {
     register_optim_ops(*tab);
     register_index_ops(*tab);
     register_conv_ops(*tab);
+    register_p2p_ops(*tab);
     for (size_t i = 0; i < kNumOps; ++i)
       DT_CHECK(tab->at(OpKind(i)).kind == OpKind(i)) << "op " << kOpNames[i] << " is not registered";
     return tab;
@@ -228,6 +229,7 @@ int64_t all_to_all(const Node& node, int64_t n, int64_t index) {
   const int64_t row_bytes = shape0 > 0 ? in / shape0 : 0;
   return (rows - splits[size_t(index)]) * row_bytes;
 }
+int64_t point_to_point(const Node& node, int64_t, int64_t) { return all_operand_bytes(node); }
 }  // namespace comm_bytes
 
 }  // namespace dt::ir

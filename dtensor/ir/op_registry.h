@@ -98,6 +98,11 @@ struct OpDef {
   // of `group_size` sends when it runs the node. Reports, the cross-rank check and the tests use
   // it; a node is a collective exactly when its op has this.
   int64_t (*bytes_sent)(const Node& node, int64_t group_size, int64_t index) = nullptr;
+  // A point-to-point transfer (send, recv): it pairs with one peer's counterpart instead of
+  // every member's, so the cross-rank check orders it by the deadlock proof (passes/p2p_order.h)
+  // rather than the per-group collective sequence; its effect is seen by another rank, so passes
+  // never merge (CSE) or drop (DCE) it or its wait_tensor.
+  bool point_to_point = false;
   // Writes its results into operand buffers (in_place_operands): the in-place collectives
   // (all_reduce_, the in-place all_gather) into operand 0, the optimizer updates into the
   // parameter and its state. A reader of such a buffer placed after it reads the result, one
@@ -205,6 +210,7 @@ void register_grad_ops(OpTable& table);
 void register_optim_ops(OpTable& table);
 void register_index_ops(OpTable& table);
 void register_conv_ops(OpTable& table);
+void register_p2p_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.
 
@@ -232,6 +238,7 @@ int64_t reduce(const Node& node, int64_t n, int64_t index);          // 2(n-1)/n
 int64_t reduce_scatter(const Node& node, int64_t n, int64_t index);  // (n-1)/n·s
 int64_t broadcast(const Node& node, int64_t n, int64_t index);       // s on the root, else 0
 int64_t all_to_all(const Node& node, int64_t n, int64_t index);      // all but its own split
+int64_t point_to_point(const Node& node, int64_t n, int64_t index);  // s for a send, 0 for a recv
 }  // namespace comm_bytes
 
 namespace localize_util {

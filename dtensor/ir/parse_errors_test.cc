@@ -204,6 +204,22 @@ TEST(ParseErrors, UnknownReduceOp) {
             "t.dt:5:41: unknown reduce op 'prod' (expected sum, avg, max or min)");
 }
 
+TEST(ParseErrors, PointToPointPeersTagsAndShapes) {
+  const std::string g = "  group pp = [0, 1]\n";
+  EXPECT_EQ(error_of<ValueError>(g + "  %s = send(%x) {group = pp, peer = 2} : f32[8, 64]\n  %w2 = wait_tensor(%s) : f32[8, 64]\n  return %x\n"),
+            "t.dt:5:8: send peer 2 out of range for group size 2");
+  EXPECT_EQ(error_of<ValueError>(g + "  %s = send(%x) {group = pp, peer = 1, tag = -1} : f32[8, 64]\n  %w2 = wait_tensor(%s) : f32[8, 64]\n  return %x\n"),
+            "t.dt:5:8: send tag -1 is negative");
+  EXPECT_EQ(error_of<ValueError>(g + "  %r = recv() {group = pp, peer = -1, shape = [2]} : f32[2]\n  %w2 = wait_tensor(%r) : f32[2]\n  return %w2\n"),
+            "t.dt:5:8: recv peer -1 out of range for group size 2");
+  EXPECT_EQ(error_of<ShapeError>(g + "  %r = recv() {group = pp, peer = 1, shape = [2, -3]} : f32[2]\n  %w2 = wait_tensor(%r) : f32[2]\n  return %w2\n"),
+            "t.dt:5:8: recv shape [2, -3] has a negative size");
+  EXPECT_EQ(error_of(g + "  %r = recv() {group = pp, peer = 1, shape = [2], dtype = f64} : f32[2]\n  %w2 = wait_tensor(%r) : f32[2]\n  return %w2\n"),
+            "t.dt:5:66: type of %r is declared f32[2] but recv infers f64[2]");
+  EXPECT_EQ(error_of(g + "  %s = send(%x) {group = pp, peer = 1} : f32[8, 64]\n  return %x\n"),
+            "t.dt:5:8: result %s of send has no wait_tensor (every collective needs exactly one)");
+}
+
 TEST(ParseErrors, CollectiveWithoutWait) {
   EXPECT_EQ(error_of("  group tp = [0, 1]\n  %y = all_reduce(%x) {group = tp} : f32[8, 64]\n  return %y\n"),
             "t.dt:5:8: result %y of all_reduce has no wait_tensor (every collective needs exactly one)");

@@ -92,15 +92,20 @@ std::vector<const ir::Graph*> Job::programs_by_rank() const {
 }
 
 runtime::Bindings Job::bindings(int rank, const Weights& weights, const TensorMap& inputs) const {
+  return bindings(rank, weights, inputs, weights.matches(graph_, compiled_.sharding, mesh()));
+}
+
+runtime::Bindings Job::bindings(int rank, const Weights& weights, const TensorMap& inputs, bool matching) const {
   runtime::Bindings b;
-  if (!graph_.params().empty()) b = weights.rank_shards(graph_, compiled_.sharding, mesh(), rank);
+  if (!graph_.params().empty()) b = weights.rank_shards(graph_, compiled_.sharding, mesh(), rank, matching);
   for (auto& [k, v] : sharding::shard_inputs(graph_, compiled_.sharding, inputs, rank)) b[k] = v;
   return b;
 }
 
 std::vector<runtime::Bindings> Job::bindings_by_rank(const Weights& weights, const TensorMap& inputs) const {
+  const bool matching = weights.matches(graph_, compiled_.sharding, mesh());  // once for every rank
   std::vector<runtime::Bindings> out;
-  for (int r = 0; r < int(mesh().size()); ++r) out.push_back(bindings(r, weights, inputs));
+  for (int r = 0; r < int(mesh().size()); ++r) out.push_back(bindings(r, weights, inputs, matching));
   return out;
 }
 

@@ -121,6 +121,8 @@ class Job {
 
  private:
   Job() = default;
+  // bindings() with weights.matches(...) known (bindings_by_rank checks it once for all ranks).
+  runtime::Bindings bindings(int rank, const Weights& weights, const TensorMap& inputs, bool matching) const;
   ir::Graph graph_;
   JobOptions options_;
   sharding::CompiledModel compiled_;

@@ -59,8 +59,8 @@ bool Weights::matches(const ir::Graph& graph, const sharding::Sharding& sharding
 }
 
 TensorMap Weights::rank_shards(const ir::Graph& graph, const sharding::Sharding& sharding, const DeviceMesh& mesh,
-                               int rank) const {
-  if (!matches(graph, sharding, mesh)) return sharding::shard_weights(graph, sharding, full_tensors(), rank);
+                               int rank, bool matching) const {
+  if (!matching) return sharding::shard_weights(graph, sharding, full_tensors(), rank);
   // The checkpoint was written for exactly this layout: hand each rank its own shards.
   const std::vector<int>& ranks = mesh.ranks();
   const size_t index = size_t(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());

@@ -38,7 +38,13 @@ class Weights {
   // checkpoint's own shard when it was written for this mesh with these placements, else a view
   // cut from the full tensors. IoError naming a parameter the weights lack.
   TensorMap rank_shards(const ir::Graph& graph, const sharding::Sharding& sharding, const DeviceMesh& mesh,
-                        int rank) const;
+                        int rank) const {
+    return rank_shards(graph, sharding, mesh, rank, matches(graph, sharding, mesh));
+  }
+  // The same with matches(graph, sharding, mesh) given: a caller binding every rank checks the
+  // checkpoint's layout once (it parses every parameter's placements), not once per rank.
+  TensorMap rank_shards(const ir::Graph& graph, const sharding::Sharding& sharding, const DeviceMesh& mesh,
+                        int rank, bool matching) const;
   // True when the checkpoint holds every parameter of `graph` exactly as `sharding` places it on `mesh`.
   bool matches(const ir::Graph& graph, const sharding::Sharding& sharding, const DeviceMesh& mesh) const;
 

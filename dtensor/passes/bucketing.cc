@@ -367,21 +367,26 @@ class BucketPass : public Pass {
     edit.set_order(coll, double(bucket.front().pos));
     ir::Value* waited = edit.add(ir::OpKind::wait_tensor, {coll}, {}, wait_key, base + "_w");
     // Each member's wait becomes its piece in place (same result value, so its name and readers
-    // stay and no node is created or freed per member).
+    // stay and no node is created or freed per member). The pieces' attributes are completed once
+    // per bucket; per member only the offset and the shape differ.
+    const ir::OpKind piece_op = kind_ == Kind::all_gather ? ir::OpKind::bucket_split_out : ir::OpKind::flat_view;
+    const std::vector<ir::Attr> piece =
+        kind_ == Kind::all_gather
+            ? ir::complete_attrs(piece_op, {{"chunks", int64_t(n)}, {"offset", int64_t(0)}, {"shape", std::vector<int64_t>{}}})
+            : ir::complete_attrs(piece_op, {{"offset", int64_t(0)}, {"shape", std::vector<int64_t>{}}});
+    const size_t offset_at = size_t(ir::op_def(piece_op).attr_index("offset"));
+    const size_t shape_at = size_t(ir::op_def(piece_op).attr_index("shape"));
     int64_t offset = 0;
     for (const Member& m : bucket) {
-      const ir::TensorType& out = m.wait->result()->type;
       const ir::TensorType& in = m.coll->operands[0]->type;
-      if (kind_ == Kind::all_gather) {
-        edit.morph(m.wait, ir::OpKind::bucket_split_out, {waited},
-                   {{"chunks", int64_t(n)}, {"offset", offset}, {"shape", out.shape}});
-        offset += in.numel();
-      } else if (kind_ == Kind::reduce_scatter) {
-        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
+      std::vector<ir::Attr> attrs = piece;
+      attrs[offset_at] = offset;
+      attrs[shape_at] = std::vector<int64_t>(m.wait->result()->type.shape);
+      edit.morph_complete(m.wait, piece_op, {waited}, std::move(attrs));
+      if (kind_ == Kind::reduce_scatter) {
         int64_t d0 = in.shape[0], inner = d0 ? in.numel() / d0 : 0;
         offset += chunk_size(d0, n) * inner;
       } else {
-        edit.morph(m.wait, ir::OpKind::flat_view, {waited}, {{"offset", offset}, {"shape", out.shape}});
         offset += in.numel();
       }
       edit.drop(m.coll);

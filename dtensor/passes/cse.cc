@@ -40,6 +40,8 @@ class CsePass : public Pass {
         edit.set_key(kept_wait, std::min(edit.key(kept_wait), edit.key(n)));
         continue;
       }
+      // Two sends (or recvs) alike are two messages, not one value.
+      if (ir::op_def(n->op).point_to_point) continue;
       // A buffer that an in-place collective writes is not a pure value: never merge it.
       bool mutated = false;
       for (const ir::Value* r : n->results)

@@ -1,12 +1,23 @@
 // Dead-code elimination: removes every node none of whose results reaches a graph output. Ops
 // are pure (collectives included: a collective whose waited result nobody reads moves data for
 // nothing); since every rank runs the same pipeline on the same program structure, every rank
-// drops the same collectives, so the ranks stay matched.
+// drops the same collectives, so the ranks stay matched. Point-to-point transfers are the
+// exception: their effect is the peer's, so a send or recv and its wait are always live.
+#include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/graph_edit.h"
 #include "dtensor/passes/pass.h"
 
 namespace dt::passes {
 namespace {
+
+// Returns true for a send or recv, and for the wait_tensor completing one.
+bool is_point_to_point(const ir::Node& n) {
+  if (n.op == ir::OpKind::wait_tensor) {
+    const ir::Node* p = n.operands[0]->producer;
+    return p && ir::op_def(p->op).point_to_point;
+  }
+  return ir::op_def(n.op).point_to_point;
+}
 
 class DcePass : public Pass {
  public:
@@ -20,7 +31,7 @@ class DcePass : public Pass {
     const auto& nodes = graph.nodes();
     for (size_t i = nodes.size(); i-- > 0;) {
       const ir::Node& n = *nodes[i];
-      bool used = false;
+      bool used = is_point_to_point(n);
       for (const ir::Value* r : n.results) used = used || live[size_t(r->id)];
       if (!used) {
         edit.drop(&n);

@@ -13,7 +13,7 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/ir/verifier.h"
-#include "dtensor/passes/golden_case.h"
+#include "tests/support/golden_case.h"
 #include "dtensor/passes/pass_manager.h"
 
 namespace dt::passes {

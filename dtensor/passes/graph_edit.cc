@@ -88,14 +88,21 @@ ir::Value* GraphEdit::add(ir::OpKind op, std::vector<ir::Value*> operands, const
 
 void GraphEdit::morph(const ir::Node* node, ir::OpKind op, std::vector<ir::Value*> operands,
                       const ir::NamedAttrs& attrs) {
+  morph_complete(node, op, std::move(operands), ir::complete_attrs(op, attrs));
+}
+
+void GraphEdit::morph_complete(const ir::Node* node, ir::OpKind op, std::vector<ir::Value*> operands,
+                               std::vector<ir::Attr> attrs) {
   DT_CHECK(node->results.size() == 1 && index(node) < original_nodes_) << "morph of a new or multi-result node";
+  const ir::OpDef& def = ir::op_def(op);
+  DT_CHECK(attrs.size() == def.attrs.size()) << ir::op_name(op) << " given " << attrs.size() << " attributes";
   ir::Node probe;
   probe.op = op;
   probe.operands = std::move(operands);
-  probe.attrs = ir::complete_attrs(op, attrs);
-  std::vector<ir::TensorType> types;
-  ir::op_def(op).infer(probe, g_, types);
-  DT_CHECK(types.size() == 1 && types[0] == node->result()->type)
+  probe.attrs = std::move(attrs);
+  types_.clear();
+  def.infer(probe, g_, types_);
+  DT_CHECK(types_.size() == 1 && types_[0] == node->result()->type)
       << ir::op_name(op) << " would change the type of %" << node->result()->name;
   auto* n = const_cast<ir::Node*>(node);  // the edit owns the graph's nodes until commit()
   n->op = op;
@@ -108,11 +115,13 @@ void GraphEdit::replace(const ir::Value* from, ir::Value* to) {
   if (replaced_by_.size() < g_.num_values()) replaced_by_.resize(g_.num_values(), nullptr);
   DT_CHECK(from != to) << "replacing %" << from->name << " by itself";
   replaced_by_[size_t(from->id)] = to;
+  any_replaced_ = true;
   changed_ = true;
 }
 
 ir::Value* GraphEdit::resolve(const ir::Value* v) const {
   auto* cur = const_cast<ir::Value*>(v);
+  if (!any_replaced_) return cur;  // most edits only add, drop and morph: no lookup per operand
   while (size_t(cur->id) < replaced_by_.size() && replaced_by_[size_t(cur->id)]) cur = replaced_by_[size_t(cur->id)];
   return cur;
 }
@@ -121,11 +130,11 @@ bool GraphEdit::commit() {
   const auto& nodes = g_.nodes();
   const size_t n = nodes.size();
   DT_CHECK(n == keys_.size()) << "nodes were added to the graph outside the edit";
-  replaced_by_.resize(g_.num_values(), nullptr);
+  if (any_replaced_) replaced_by_.resize(g_.num_values(), nullptr);
 
   // Names handed from dropped values to the new values that replace them.
-  std::vector<const std::string*> name_of(g_.num_values(), nullptr);
-  std::vector<bool> name_taken(g_.num_values(), false);
+  std::vector<const std::string*> name_of(any_replaced_ ? g_.num_values() : 0, nullptr);
+  std::vector<bool> name_taken(name_of.size(), false);
   for (size_t id = 0; id < replaced_by_.size(); ++id) {
     ir::Value* to = replaced_by_[id];
     const ir::Value* from = g_.values()[id];
@@ -232,10 +241,14 @@ bool GraphEdit::commit() {
       return def.in_place && def.is_collective();
     };
     std::vector<bool> inplace_buffer(g_.num_values(), false);
+    bool any_inplace = false;
     for (size_t i = 0; i < n; ++i)
-      if (!dropped_[i] && inplace_collective(i))
+      if (!dropped_[i] && inplace_collective(i)) {
+        any_inplace = true;
         for (const ir::Value* v : nodes[i]->operands) inplace_buffer[size_t(resolve(v)->id)] = true;
+      }
     auto pinned = [&](size_t i) {
+      if (!any_inplace) return false;
       if (inplace_collective(i)) return true;
       for (const ir::Value* v : nodes[i]->operands)
         if (inplace_buffer[size_t(resolve(v)->id)]) return true;
@@ -270,17 +283,13 @@ bool GraphEdit::commit() {
   // Apply in place: operands and outputs read the replacements, the node list takes the new
   // order (freeing dropped nodes' names), then new values take the names of the values they
   // replace.
-  std::vector<ir::Node*> ordered;
-  ordered.reserve(order.size());
-  for (size_t i : order) {
-    ir::Node* node = nodes[i];
-    for (ir::Value*& v : node->operands) v = resolve(v);
-    ordered.push_back(node);
-  }
+  if (any_replaced_)
+    for (size_t i : order)
+      for (ir::Value*& v : nodes[i]->operands) v = resolve(v);
   std::vector<ir::Value*> outputs;
   for (const ir::Value* v : g_.outputs()) outputs.push_back(resolve(v));
   g_.set_outputs(std::move(outputs));
-  g_.set_node_order(ordered);
+  g_.set_node_order(order);  // positions are the edit's node indices
   for (size_t id = 0; id < name_of.size(); ++id)
     if (name_of[id]) g_.rename(g_.values()[id], *name_of[id]);
   return true;

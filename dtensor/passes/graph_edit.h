@@ -77,6 +77,9 @@ class GraphEdit {
   // (name, id, readers) and its key: the cheap form of add + replace + drop when the new op
   // computes a value of the same type (checked with the op's inference).
   void morph(const ir::Node* node, ir::OpKind op, std::vector<ir::Value*> operands, const ir::NamedAttrs& attrs);
+  // Same, with `attrs` already complete and in schema order (ir::complete_attrs): a pass that
+  // turns many nodes into one op completes the attributes once and sets the few that differ.
+  void morph_complete(const ir::Node* node, ir::OpKind op, std::vector<ir::Value*> operands, std::vector<ir::Attr> attrs);
   void drop(const ir::Node* node) { dropped_[index(node)] = true; }
   bool dropped(const ir::Node* node) const { return dropped_[index(node)]; }
   // Makes every reader of `from` (and graph outputs) read `to`.
@@ -105,7 +108,9 @@ class GraphEdit {
   std::vector<double> order_;  // group order of new collectives (NaN: their key)
   std::vector<bool> dropped_;
   std::vector<ir::Value*> replaced_by_;  // by value id
+  std::vector<ir::TensorType> types_;    // morph's inferred types (kept: one allocation per edit)
   size_t original_nodes_ = 0;
+  bool any_replaced_ = false;  // replace() was called (else resolve() is the identity)
   bool changed_ = false;
 };
 

@@ -91,8 +91,8 @@ class OverlapSchedulingPass : public Pass {
       }
       // The collective moves together with a prep node that only feeds it.
       const ir::Node* prep = nullptr;
-      const ir::Value* x = coll->operands[0];
-      if (x->producer && ir::op_def(x->producer->op).comm_prep && uses.users(x).size() == 1 && !uses.is_output(x))
+      const ir::Value* x = coll->operands.empty() ? nullptr : coll->operands[0];  // a recv has none
+      if (x && x->producer && ir::op_def(x->producer->op).comm_prep && uses.users(x).size() == 1 && !uses.is_output(x))
         prep = x->producer;
       const ir::Node* head = prep ? prep : coll;
       size_t earliest = 0;

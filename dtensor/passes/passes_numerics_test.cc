@@ -16,7 +16,7 @@
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/passes/buffer_planner.h"
-#include "dtensor/passes/golden_case.h"
+#include "tests/support/golden_case.h"
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/runtime/interpreter.h"
 

@@ -12,7 +12,11 @@
 namespace dt::passes {
 namespace {
 
-bool is_collective_node(const ir::Node& n) { return ir::op_def(n.op).is_collective(); }
+// Point-to-point transfers pair two members, not the whole group: p2p_order.h proves them.
+bool is_collective_node(const ir::Node& n) {
+  const ir::OpDef& def = ir::op_def(n.op);
+  return def.is_collective() && !def.point_to_point;
+}
 
 // The collectives of one rank on one group, in program order.
 struct RankSequence {
@@ -196,7 +200,7 @@ void check_same_orbit(const ir::Graph& program, int rank, const ir::Graph& repre
     for (size_t k = 0; k < x.operands.size(); ++k)
       if (x.operands[k]->id != y.operands[k]->id || x.operands[k]->type.shape != y.operands[k]->type.shape)
         fail(i, fmt::format("operand {} of %{}", k, x.result()->name));
-    if (is_collective_node(x) && (x.attr_str("group") != y.attr_str("group") ||
+    if (ir::op_def(x.op).is_collective() && (x.attr_str("group") != y.attr_str("group") ||
                                   collective_signature(x) != collective_signature(y)))
       fail(i, fmt::format("%{} is {} but %{} is {}", x.result()->name, collective_signature(x), y.result()->name,
                           collective_signature(y)));

@@ -7,6 +7,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/passes/buffer_planner.h"
+#include "dtensor/passes/p2p_order.h"
 #include "dtensor/passes/rank_consistency.h"
 
 namespace dt::passes {
@@ -44,6 +45,7 @@ class RankCheck {
       std::vector<const ir::Graph*> view;
       for (const ir::Graph& g : programs_) view.push_back(&g);
       check_rank_consistency(view, ranks_, stage);
+      if (has_point_to_point(view)) check_p2p_order(view, ranks_, stage);
       return view.size();
     }
     std::vector<const ir::Graph*> reps;

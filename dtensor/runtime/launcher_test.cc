@@ -4,6 +4,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
+#include "dtensor/ir/parser.h"
 #include "dtensor/runtime/launcher.h"
 
 namespace dt::runtime {
@@ -56,6 +57,66 @@ TEST(Launcher, DifferentProgramsPerRank) {
   auto results = launch({&g0, &g1}, bindings);
   EXPECT_EQ(results[0].outputs[0].to_doubles(), (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(results[1].outputs[0].to_doubles(), (std::vector<double>{1, 2, 3}));
+}
+
+// A 3-stage chain over group pp = [0, 2, 1] (the group index, not the global rank, names a peer):
+// stage k receives from stage k-1, adds its input and sends on; the last stage sends the result
+// back to the first (a "gradient"). Shapes are uneven and one message is empty; the text form
+// is parsed, so the ops' printed spelling is what runs.
+TEST(Launcher, SendAndRecvMoveTensorsBetweenStages) {
+  const char* texts[3] = {
+      R"(graph first {
+  group pp = [0, 2, 1]
+  input %x : f32[2, 3]
+  input %e : f32[0]
+  %s = send(%x) {group = pp, peer = 1, tag = 0} : f32[2, 3]
+  %se = send(%e) {group = pp, peer = 1, tag = 1} : f32[0]
+  %g = recv() {group = pp, peer = 2, tag = 2, shape = [3, 2], dtype = f32} : f32[3, 2]
+  %sw = wait_tensor(%s) : f32[2, 3]
+  %sew = wait_tensor(%se) : f32[0]
+  %gw = wait_tensor(%g) : f32[3, 2]
+  return %gw
+})",
+      R"(graph last {
+  group pp = [0, 2, 1]
+  input %x : f32[2, 3]
+  %a = recv() {group = pp, peer = 1, tag = 0, shape = [2, 3], dtype = f32} : f32[2, 3]
+  %aw = wait_tensor(%a) : f32[2, 3]
+  %y = add(%aw, %x) : f32[2, 3]
+  %v = reshape(%y) {shape = [3, 2]} : f32[3, 2]
+  %s = send(%v) {group = pp, peer = 0, tag = 2} : f32[3, 2]
+  %sw = wait_tensor(%s) : f32[3, 2]
+  return %y
+})",
+      R"(graph middle {
+  group pp = [0, 2, 1]
+  input %x : f32[2, 3]
+  %a = recv() {group = pp, peer = 0, tag = 0, shape = [2, 3], dtype = f32} : f32[2, 3]
+  %e = recv() {group = pp, peer = 0, tag = 1, shape = [0], dtype = f32} : f32[0]
+  %aw = wait_tensor(%a) : f32[2, 3]
+  %ew = wait_tensor(%e) : f32[0]
+  %y = add(%aw, %x) : f32[2, 3]
+  %s = send(%y) {group = pp, peer = 2, tag = 0} : f32[2, 3]
+  %sw = wait_tensor(%s) : f32[2, 3]
+  return %ew
+})"};
+  std::vector<ir::Graph> gs;
+  for (const char* t : texts) gs.push_back(ir::parse(t));
+  std::vector<Bindings> bindings(3);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> v(6);
+    for (int i = 0; i < 6; ++i) v[size_t(i)] = float(10 * r + i);
+    bindings[size_t(r)]["x"] = Tensor::from_vector<float>(v, {2, 3});
+  }
+  bindings[0]["e"] = Tensor::full({0}, 0.0);
+  auto results = launch({&gs[0], &gs[1], &gs[2]}, bindings);
+  // rank 0's x + rank 2's x + rank 1's x = 30 + 3i.
+  std::vector<double> want;
+  for (int i = 0; i < 6; ++i) want.push_back(30.0 + 3 * i);
+  EXPECT_EQ(results[0].outputs[0].shape(), (Shape{3, 2}));
+  EXPECT_EQ(results[0].outputs[0].to_doubles(), want);
+  EXPECT_EQ(results[1].outputs[0].to_doubles(), want);
+  EXPECT_EQ(results[2].outputs[0].numel(), 0);  // rank 2 is the middle stage
 }
 
 TEST(Launcher, RefusesMismatchedArguments) {

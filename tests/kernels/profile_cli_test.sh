@@ -20,6 +20,12 @@ for key in ("model", "threads", "repeat", "time_ms", "peak_bytes", "op_kinds", "
             "fusion", "collective_ms", "wait_ms"):
     assert key in j, key
 assert j["threads"] == 2 and j["repeat"] == 2 and j["time_ms"] > 0 and j["peak_bytes"] > 0 and j["fusion"]
+# wall vs CPU time and context switches per timed run (the warm-up is not counted): a run's wall
+# time holds its fastest node-to-node span; two threads can keep at most ~2 cores busy
+u = j["usage"]
+assert u["runs"] == 2 and u["wall_ms"] >= j["time_ms"] * 0.999 and u["cpu_ms"] > 0, u
+assert abs(u["cores_busy"] - u["cpu_ms"] / u["wall_ms"]) < 1e-9 and u["cores_busy"] < 2.5, u
+assert u["voluntary_switches"] >= 0 and u["involuntary_switches"] >= 0, u
 kinds = {k["op"]: k for k in j["op_kinds"]}
 # 2 layers x 6 linears + lm_head, fc_in fused with its gelu; 2 attention nodes; no collectives
 assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds
@@ -61,6 +67,7 @@ python3 - "$t/mesh.json" <<'PY' || FAIL "profile --mesh JSON structure"
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["mesh"] == "2" and j["ranks"] == 2 and j["rank"] == 0, j.get("mesh")
+assert j["usage"]["runs"] == 1 and j["usage"]["wall_ms"] >= j["time_ms"] * 0.999 and j["usage"]["cpu_ms"] > 0, j["usage"]
 kinds = {k["op"]: k for k in j["op_kinds"]}
 # Megatron tp: all_reduces after attention and the mlp (the default passes may make them one-shot), and waits
 assert any("all_reduce" in op for op in kinds), kinds  # the passes may pick one_shot_all_reduce
@@ -76,7 +83,7 @@ assert any(m["op"].startswith("linear") and m["n"] == 256 for m in j["matmuls"])
 PY
 out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 \
   --threads 1 --mesh 2 --plan "$ROOT/examples/gpt_tp.json" 2>&1) || FAIL "profile --mesh (text)"
-for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks"; do
+for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks" "cores busy), context switches"; do
   echo "$out" | grep -qF "$text" || FAIL "'$text' not in the mesh text report"
 done
 

@@ -6,7 +6,7 @@
 // fsdp over 4 ranks with the default passes. A rank's peak (its parameter and state shards plus its
 // estimated peak of live results) must stay within 1/4 of the one-device parameter + gradient +
 // state bytes plus one layer's gathered parameters plus every layer's saved activations on 1/4 of
-// the batch (autodiff/train_memory.h): gathered parameters are freed after the forward and
+// the batch (tests/support/train_memory.h): gathered parameters are freed after the forward and
 // gathered again for the backward (reshard-after-forward), gathers are prefetched one ahead, and
 // the loss never gathers the logits rows. Without those the peak held the whole gathered model
 // and the whole batch's logits (109 MiB of results instead of 49). The issue's own goal counts
@@ -17,7 +17,7 @@
 
 #include <cstdio>
 
-#include "dtensor/autodiff/train_memory.h"
+#include "tests/support/train_memory.h"
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/passes/memory_estimate.h"

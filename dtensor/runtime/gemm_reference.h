@@ -10,7 +10,7 @@
 
 #include "dtensor/ir/graph.h"
 
-namespace dt::tools {
+namespace dt::runtime {
 
 using GemmTimes = std::map<std::tuple<int64_t, int64_t, int64_t>, double>;  // (m, k, n) -> seconds
 
@@ -20,4 +20,4 @@ void time_gemms(const ir::Graph& graph, GemmTimes& times);
 // (every shape must be in `times`), and adds their FLOPs to *flops when given.
 double gemm_only_seconds(const ir::Graph& graph, const GemmTimes& times, double* flops = nullptr);
 
-}  // namespace dt::tools
+}  // namespace dt::runtime

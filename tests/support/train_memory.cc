@@ -1,4 +1,4 @@
-#include "dtensor/autodiff/train_memory.h"
+#include "tests/support/train_memory.h"
 
 #include <set>
 

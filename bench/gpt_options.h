@@ -7,7 +7,7 @@
 
 #include "dtensor/ir/example_models.h"
 
-namespace dt::tools {
+namespace dt::bench {
 
 // Adds the size options to `cmd`, stored in `cfg` (defaults shown in the help). --max-seq only
 // when `with_max_seq`: the benchmarks instead build with max_seq = seq (fitted_max_seq below).
@@ -19,4 +19,4 @@ inline ir::GptConfig fitted_max_seq(ir::GptConfig cfg) {
   return cfg;
 }
 
-}  // namespace dt::tools
+}  // namespace dt::bench

@@ -1,6 +1,6 @@
-#include "tools/gpt_options.h"
+#include "bench/gpt_options.h"
 
-namespace dt::tools {
+namespace dt::bench {
 
 void add_gpt_options(CLI::App* cmd, ir::GptConfig& cfg, bool with_max_seq) {
   cmd->add_option("--vocab", cfg.vocab, "vocabulary size")->capture_default_str();
@@ -12,4 +12,4 @@ void add_gpt_options(CLI::App* cmd, ir::GptConfig& cfg, bool with_max_seq) {
   cmd->add_option("--seq", cfg.seq, "sequence length")->capture_default_str();
 }
 
-}  // namespace dt::tools
+}  // namespace dt::bench

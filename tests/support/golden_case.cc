@@ -1,4 +1,4 @@
-#include "dtensor/passes/golden_case.h"
+#include "tests/support/golden_case.h"
 
 #include <algorithm>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "tools/gemm_reference.h"
+#include "dtensor/runtime/gemm_reference.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/op_registry.h"
 
-namespace dt::tools {
+namespace dt::runtime {
 namespace {
 
 double time_gemm(int64_t m, int64_t k, int64_t n) {
@@ -48,4 +48,4 @@ double gemm_only_seconds(const ir::Graph& graph, const GemmTimes& times, double*
   return s;
 }
 
-}  // namespace dt::tools
+}  // namespace dt::runtime
