@@ -1,5 +1,6 @@
 // Registration of `dtensor` subcommands: each cmd_*.cc file registers itself with a static
-// CommandRegistrar, so adding a command touches only its own file and tools/CMakeLists.txt.
+// CommandRegistrar (core/registry.h), so adding a command touches only its own file and
+// tools/CMakeLists.txt.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,17 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/core/registry.h"
+
 namespace dt::tools {
 
 // A setup function adds one subcommand (options and callback) to the app.
 using CommandSetup = std::function<void(CLI::App&)>;
 
-struct CommandRegistrar {
-  CommandRegistrar(const std::string& name, CommandSetup setup);
-};
-
-// Returns every registered setup, in registration order.
-std::vector<std::pair<std::string, CommandSetup>>& registered_commands();
+using Commands = Registry<struct CommandTag, CommandSetup>;
+using CommandRegistrar = Commands::Registrar;
 
 // Throws ValueError when `applies` is false and any of the flags `names` was given on `cmd`'s
 // command line: an option that cannot apply is an error, never silently ignored. The message is

@@ -9,15 +9,6 @@
 
 namespace dt::tools {
 
-std::vector<std::pair<std::string, CommandSetup>>& registered_commands() {
-  static std::vector<std::pair<std::string, CommandSetup>> commands;
-  return commands;
-}
-
-CommandRegistrar::CommandRegistrar(const std::string& name, CommandSetup setup) {
-  registered_commands().emplace_back(name, std::move(setup));
-}
-
 void refuse_unless(const CLI::App* cmd, bool applies, const std::vector<std::string>& names, const std::string& why) {
   if (applies) return;
   for (const std::string& name : names)
@@ -54,11 +45,11 @@ int main(int argc, char** argv) {
   CLI::App app{"dtensor: turn a single-device tensor program into a distributed one and run it"};
   app.set_version_flag("--version", std::string("dtensor ") + DTENSOR_VERSION);
   app.require_subcommand(1);
-  for (auto& [name, setup] : dt::tools::registered_commands()) setup(app);
-  if (!dt::bench::registered_benches().empty()) {
+  for (auto& [name, setup] : dt::tools::Commands::entries()) setup(app);
+  if (!dt::bench::Benches::entries().empty()) {
     CLI::App* bench = app.add_subcommand("bench", "Run a benchmark and print its figures (--json for JSON)");
     bench->require_subcommand(1);
-    for (auto& [name, setup] : dt::bench::registered_benches()) setup(*bench);
+    for (auto& [name, setup] : dt::bench::Benches::entries()) setup(*bench);
   }
   if (const std::string unknown = unknown_command(app, argc, argv, 1); !unknown.empty()) {
     std::fprintf(stderr, "dtensor: error: %s (see --help)\n", unknown.c_str());
