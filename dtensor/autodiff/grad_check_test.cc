@@ -206,6 +206,20 @@ std::vector<Case> cases() {
          return V{b.record(OpKind::log, {x})[0], b.record(OpKind::sqrt, {x})[0], b.record(OpKind::rsqrt, {x})[0],
                   b.record(OpKind::pow, {x}, {{"exponent", 2.5}})[0], b.record(OpKind::pow, {x}, {{"exponent", 1.0}})[0]};
        }},
+      // conv: x, weight and bias all parameters; 2-d with groups, stride, asymmetric pads and
+      // dilation, and 1-d.
+      {"conv2d", {OpKind::conv},
+       [](Builder& b) {
+         return V{b.record(OpKind::conv, {p(b, "x", {2, 4, 5, 6}), p(b, "w", {4, 2, 3, 2}), p(b, "bias", {4})},
+                           {{"stride", std::vector<int64_t>{2, 1}}, {"padding", std::vector<int64_t>{1, 0, 0, 1}},
+                            {"dilation", std::vector<int64_t>{1, 2}}, {"groups", int64_t(2)}})[0]};
+       }},
+      {"conv1d", {OpKind::conv},
+       [](Builder& b) {
+         return V{b.record(OpKind::conv, {p(b, "x", {2, 3, 7}), p(b, "w", {2, 3, 3})},
+                           {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1, 1}},
+                            {"dilation", std::vector<int64_t>{1}}})[0]};
+       }},
       {"topk", {OpKind::topk},
        [](Builder& b) {
          return V{b.record(OpKind::topk, {p(b, "x", {3, 5})}, {{"k", int64_t(2)}, {"dim", int64_t(1)}})[0]};

@@ -1,5 +1,5 @@
 // Converters of the ONNX ops indexed by position along an axis (ir/ops/index.cc) and the logical
-// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, And, Or, Xor.
+// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, ScatterND, And, Or, Xor.
 #include <algorithm>
 
 #include "dtensor/core/error.h"
@@ -81,6 +81,15 @@ void conv_topk(Importer& im, const onnx::NodeProto&) {
   im.set_out(1, r[1]);
 }
 
+// ScatterND(data, indices, updates) {reduction = "none"}: the IR's scatter_nd; the reductions
+// (add, mul, max, min) are refused by name.
+void conv_scatter_nd(Importer& im, const onnx::NodeProto&) {
+  const std::string reduction = im.attr_str("reduction", "none");
+  if (reduction != "none")
+    DT_THROW(ValueError) << im.where() << ": ScatterND with reduction '" << reduction << "' is not supported (only 'none')";
+  im.set_out(0, rec(im, OpKind::scatter_nd, {im.in(0), im.in(1), im.in(2)}));
+}
+
 }  // namespace
 
 void add_index_converters(ConverterTable& t) {
@@ -93,6 +102,7 @@ void add_index_converters(ConverterTable& t) {
   t["CumSum"] = conv_cumsum;
   t["Trilu"] = conv_trilu;
   t["TopK"] = conv_topk;
+  t["ScatterND"] = conv_scatter_nd;
   t["And"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_and); };
   t["Or"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_or); };
   t["Xor"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_xor); };

@@ -163,6 +163,53 @@ void conv_gemm(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, y);
 }
 
+// Conv(X, W, B?) {auto_pad, dilations, group, kernel_shape, pads, strides} over 1 or 2 spatial
+// dims: the IR's conv, its padding ONNX's pads (begins, then ends). auto_pad SAME_UPPER / SAME_LOWER
+// pad so that out = ceil(in / stride), the odd pad at the end (UPPER) or the beginning (LOWER).
+void conv_conv(Importer& im, const onnx::NodeProto&) {
+  const ir::TensorType x = im.type_of(0), w = im.type_of(1);
+  const int64_t sp = x.rank() - 2;
+  if (sp != 1 && sp != 2)
+    DT_THROW(ValueError) << im.where() << ": Conv over " << sp << " spatial dims (input " << ir::type_str(x)
+                         << ") is not supported: 1-d and 2-d are";
+  if (w.rank() != x.rank())
+    DT_THROW(ShapeError) << im.where() << ": weight " << ir::type_str(w) << " does not have the rank of X " << ir::type_str(x);
+  auto or_ones = [&](const char* name) {
+    std::vector<int64_t> v = im.attr_ints(name);
+    if (v.empty()) v.assign(size_t(sp), 1);
+    if (int64_t(v.size()) != sp)
+      DT_THROW(ValueError) << im.where() << ": " << name << " has " << v.size() << " values for " << sp << " spatial dims";
+    return v;
+  };
+  const std::vector<int64_t> strides = or_ones("strides"), dilations = or_ones("dilations");
+  const std::vector<int64_t> kernel = im.attr_ints("kernel_shape");
+  if (!kernel.empty() && kernel != std::vector<int64_t>(w.shape.begin() + 2, w.shape.end()))
+    DT_THROW(ShapeError) << im.where() << ": kernel_shape does not match weight " << ir::type_str(w);
+  std::vector<int64_t> pads = im.attr_ints("pads");
+  const std::string auto_pad = im.attr_str("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    pads.assign(size_t(2 * sp), 0);
+    for (int64_t i = 0; i < sp; ++i) {
+      const int64_t in = x.shape[size_t(2 + i)], s = strides[size_t(i)];
+      const int64_t span = dilations[size_t(i)] * (w.shape[size_t(2 + i)] - 1) + 1;
+      const int64_t total = std::max<int64_t>(0, ((in + s - 1) / s - 1) * s + span - in);
+      const int64_t small = total / 2, large = total - small;
+      pads[size_t(i)] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[size_t(sp + i)] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad == "VALID" || pads.empty()) {
+    if (auto_pad != "VALID" && auto_pad != "NOTSET")
+      DT_THROW(ValueError) << im.where() << ": auto_pad '" << auto_pad << "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID";
+    pads.assign(size_t(2 * sp), 0);
+  }
+  if (int64_t(pads.size()) != 2 * sp)
+    DT_THROW(ValueError) << im.where() << ": pads has " << pads.size() << " values for " << sp << " spatial dims";
+  std::vector<Value*> operands = {im.in(0), im.in(1)};
+  if (im.has_input(2)) operands.push_back(im.in(2));
+  im.set_out(0, rec(im, OpKind::conv, operands,
+                    {{"stride", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", im.attr_int("group", 1)}}));
+}
+
 void conv_constant(Importer& im, const onnx::NodeProto& n) {
   for (const auto& a : n.attribute()) {
     if (a.name() == "value") return im.set_out_const(0, tensor_from_proto(a.t(), im.where()));
@@ -295,6 +342,7 @@ void add_math_converters(ConverterTable& t) {
   t.emplace("ReduceMax", [](Importer& im, const onnx::NodeProto&) { conv_reduce(im, OpKind::amax); });
   t.emplace("ReduceMean", [](Importer& im, const onnx::NodeProto&) { conv_reduce(im, OpKind::mean); });
   t.emplace("ReduceMin", [](Importer& im, const onnx::NodeProto&) { conv_reduce(im, OpKind::amin); });
+  t.emplace("Conv", conv_conv);
   t.emplace("ReduceSum", [](Importer& im, const onnx::NodeProto&) { conv_reduce(im, OpKind::sum); });
   t.emplace("Relu", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::relu); });
   t.emplace("Sigmoid", [](Importer& im, const onnx::NodeProto&) { unary(im, OpKind::sigmoid); });

@@ -49,9 +49,11 @@ namespace dt::ir {
   /* ops_index.cc (the gathers' backward ops beside them); the logical ops: ops_elementwise.cc */   \
   X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
   X(cumsum) X(triu) X(tril) X(topk)                                                                    \
-  X(logical_and) X(logical_or) X(logical_xor)                                                        \
+  X(logical_and) X(logical_or) X(logical_xor) X(scatter_nd)                                          \
   /* ops/p2p.cc: point-to-point transfers between two ranks of a group (pipelines) */                 \
-  X(send) X(recv)
+  X(send) X(recv)                                                                                     \
+  /* ops/conv.cc (its gradients beside it) */                                                         \
+  X(conv) X(conv_backward_input) X(conv_backward_weight)
 
 enum class OpKind : uint8_t {
 #define DT_IR_OP_ENUM(name) name,

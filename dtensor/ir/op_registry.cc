@@ -107,6 +107,7 @@ OpTable& table() {
     register_grad_ops(*tab);
     register_optim_ops(*tab);
     register_index_ops(*tab);
+    register_conv_ops(*tab);
     register_p2p_ops(*tab);
     for (size_t i = 0; i < kNumOps; ++i)
       DT_CHECK(tab->at(OpKind(i)).kind == OpKind(i)) << "op " << kOpNames[i] << " is not registered";

@@ -173,6 +173,9 @@ struct OpDef {
   // colwise shards that dim, rowwise the other (sharding/parallel_plan.cc). Any other reader of a
   // weight is taken as a linear's (0).
   int weight_output_dim = 0;
+  // The rank of such a weight: 2, or -1 for any rank >= 2 whose dims 0 and 1 are the output and
+  // input channels (conv's [O, C/groups, *kernel]: colwise shards the output channels).
+  int weight_rank = 2;
   // Matmul-like ops only (linear, matmul, bmm): the GEMMs the node performs, from its operand and
   // result types (`dtensor profile` times a plain GEMM of each shape against the node).
   GemmShape (*gemm_shape)(const Node& node) = nullptr;
@@ -246,6 +249,7 @@ void register_bucketing_ops(OpTable& table);
 void register_grad_ops(OpTable& table);
 void register_optim_ops(OpTable& table);
 void register_index_ops(OpTable& table);
+void register_conv_ops(OpTable& table);
 void register_p2p_ops(OpTable& table);
 
 // Helpers shared by the ops_*.cc files.

@@ -111,6 +111,7 @@ std::vector<RuleEntry> loss_sharding_rules();
 std::vector<RuleEntry> norm_sharding_rules();
 std::vector<RuleEntry> reduce_sharding_rules();
 std::vector<RuleEntry> shape_sharding_rules();
+std::vector<RuleEntry> conv_sharding_rules();
 
 // Shared builders for the rule files.
 namespace rule_util {

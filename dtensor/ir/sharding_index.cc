@@ -113,6 +113,26 @@ OpShardingRule topk_rule(const Node& n) {
 OpShardingRule cumsum_rule(const Node& n) { return along_dims_rule(n, {n.attr_int("dim")}, true); }
 OpShardingRule triangle_rule(const Node& n) { return along_dims_rule(n, {-2, -1}, true); }
 
+// scatter_nd(data [d0, .., d(r-1)], indices [.., k], updates [.., dk, .., d(r-1)]) -> data's shape:
+// the dims of data past the k indexed ones pass through, with the trailing dims of updates; the
+// indexed dims and the indices' own dims stay replicated (a write may land on any rank's rows).
+OpShardingRule scatter_nd_rule(const Node& n) {
+  const Shape& data = n.operands[0]->type.shape;
+  const Shape& idx = n.operands[1]->type.shape;
+  const Shape& upd = n.operands[2]->type.shape;
+  const size_t k = size_t(idx.back()), lead = idx.size() - 1;
+  OpShardingRule r;
+  TensorFactors d(data.size()), u(upd.size());
+  for (size_t i = k; i < data.size(); ++i) {
+    const int f = data[i] > 1 ? r.add_factor(data[i]) : -1;
+    d[i] = dim_of(f);
+    u[lead + i - k] = dim_of(f);
+  }
+  r.operands = {d, TensorFactors(idx.size()), u};
+  r.results = {d};
+  return r;
+}
+
 }  // namespace
 
 std::vector<RuleEntry> index_sharding_rules() {
@@ -121,7 +141,7 @@ std::vector<RuleEntry> index_sharding_rules() {
           {OpKind::gather_elements_backward, gather_elements_backward_rule},
           {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},  {OpKind::topk, topk_rule},
           {OpKind::cumsum, cumsum_rule},   {OpKind::triu, triangle_rule},
-          {OpKind::tril, triangle_rule}};
+          {OpKind::tril, triangle_rule},   {OpKind::scatter_nd, scatter_nd_rule}};
 }
 
 }  // namespace dt::ir

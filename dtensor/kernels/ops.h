@@ -173,6 +173,35 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive = false, bool reverse
 // j - i <= diagonal (tril), zeroes the rest. Rank >= 2.
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
+// ONNX ScatterND with reduction none (PyTorch exports `x[idx] = v` and static-cache writes as
+// it): a copy of data whose slices data[indices[i0, .., :]] are replaced by updates[i0, ..]:
+//   data [d0, .., d(r-1)], indices [i0, .., i(q-2), k] (k <= r), updates [i0, .., i(q-2), dk, ..]
+// Negative indices count from the end; of repeated indices the last write wins (ONNX leaves it
+// undefined). scatter_nd_updates_shape returns the shape updates must have (ShapeError when
+// indices do not fit data).
+Shape scatter_nd_updates_shape(const Shape& data, const Shape& indices);
+Tensor scatter_nd(const Tensor& data, const Tensor& indices, const Tensor& updates);
+
+// ---- convolution (ops_conv.cc) ----
+// Convolution over the 1 or 2 trailing dims (torch.nn.functional.conv1d / conv2d, ONNX Conv):
+// x [N, C, *in], weight [O, C / groups, *kernel], bias [O] (or undefined) -> [N, O, *out] with
+//   out_i = (in_i + pad_begin_i + pad_end_i - dilation_i * (kernel_i - 1) - 1) / stride_i + 1
+// (floor). `padding` holds the begin pads, then the end pads (ONNX's pads), one of each per
+// spatial dim; e.g. a 3x3 kernel with PyTorch's padding=1 is {1, 1, 1, 1}. Output group g reads input
+// channels [g·C/groups, (g+1)·C/groups). f32 and f64 accumulate in their own type; bf16 and f16 are
+// computed in f32.
+struct ConvParams {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+// The output shape, after checking the ranks, channel counts, groups and sizes (ShapeError or
+// ValueError naming the values): used by the IR's shape inference too.
+Shape conv_output_shape(const Shape& x, const Shape& weight, const ConvParams& p);
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p);
+// The gradients of conv with respect to x (of shape `input_shape`) and to the weight (of shape
+// `weight_shape`) given the output's gradient; the bias's is the sum of `grad` over all dims but 1.
+Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, const Shape& input_shape, const ConvParams& p);
+Tensor conv_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape, const ConvParams& p);
 
 // ---- comparison of results (ops_compare.cc) ----
 struct DiffReport {

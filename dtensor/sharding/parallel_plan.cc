@@ -206,8 +206,10 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
       switch (ms.style) {
         case Style::colwise:
         case Style::rowwise: {
-          if (leaf == "weight" && p->type.rank() != 2)
-            DT_THROW(ValueError) << what << " (" << style_name(ms.style) << ") needs a 2-d weight but " << p->name
+          const int weight_rank = u ? ir::op_def(u->op).weight_rank : 2;
+          if (leaf == "weight" && (weight_rank < 0 ? p->type.rank() < 2 : p->type.rank() != weight_rank))
+            DT_THROW(ValueError) << what << " (" << style_name(ms.style) << ") needs a "
+                                 << (weight_rank < 0 ? "conv weight of rank >= 2" : "2-d weight") << " but " << p->name
                                  << " is " << ir::type_str(p->type);
           const bool col = ms.style == Style::colwise;
           if (leaf == "weight") pl = Placement::shard(col ? out_dim : 1 - out_dim);

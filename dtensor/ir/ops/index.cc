@@ -10,6 +10,9 @@
 //       into x's shape (gather_elements_backward)
 //   cumsum(x) {dim, exclusive, reverse}  as ONNX CumSum
 //   triu(x) / tril(x) {diagonal}        as torch.triu / torch.tril on the last two dims
+//   scatter_nd(data, indices, updates)   as ONNX ScatterND with reduction none: data with the slices
+//       the index tuples name replaced by updates (PyTorch's `x[idx] = v`, static-cache writes);
+//       no gradient rule yet (the updates' gradient needs a gather_nd)
 // Gradients: gather's is gather_backward, gather_elements' gather_elements_backward (the indices
 // get none); cumsum's is the cumsum of the
 // gradient in the other direction (exclusive stays exclusive); triu's and tril's are the same mask
@@ -205,6 +208,22 @@ void grad_triangle(GradContext& c) {
   c.set(0, c.b().record(c.node().op, {c.grad()}, {{"diagonal", c.node().attr_int("diagonal")}})[0]);
 }
 
+void infer_scatter_nd(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  const TensorType& data = node.operands[0]->type;
+  const TensorType& idx = node.operands[1]->type;
+  const TensorType& upd = node.operands[2]->type;
+  if (idx.dtype != DType::i64 && idx.dtype != DType::i32)
+    DT_THROW(DTypeError) << "scatter_nd indices must be i64 or i32, got " << type_str(idx);
+  if (upd.dtype != data.dtype)
+    DT_THROW(DTypeError) << "scatter_nd updates " << type_str(upd) << " differ in dtype from data " << type_str(data);
+  const Shape want = dt::scatter_nd_updates_shape(data.shape, idx.shape);
+  if (upd.shape != want)
+    DT_THROW(ShapeError) << "scatter_nd updates " << type_str(upd) << " must be " << shape_str(want) << " for data "
+                         << type_str(data) << " and indices " << type_str(idx);
+  out.push_back(data);
+}
+void run_scatter_nd(const KernelArgs& a) { a.out[0] = dt::scatter_nd(a.in[0], a.in[1], a.in[2]); }
+
 }  // namespace
 
 void register_index_ops(OpTable& t) {
@@ -233,7 +252,9 @@ void register_index_ops(OpTable& t) {
   for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::triu, run_triu}, {OpKind::tril, run_tril}})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"diagonal", AttrKind::i64, Attr(int64_t(0))}},
            .infer = infer_triangle, .kernel = kernel, .grad = grad_triangle});
-  for (OpKind k : {OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
+  t.add({.kind = OpKind::scatter_nd, .operands = {{"data"}, {"indices"}, {"updates"}}, .attrs = {},
+         .infer = infer_scatter_nd, .kernel = run_scatter_nd});
+  for (OpKind k : {OpKind::scatter_nd, OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
                    OpKind::triu, OpKind::tril, OpKind::topk})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(index_sharding_rules());
