@@ -35,10 +35,14 @@ def test_dim_error_from_a_shard_dim_out_of_range():
     assert e.value.line is None and e.value.file is None
 
 
-def test_value_error_from_partials_that_do_not_commute():
-    with pytest.raises(dt.ValueError):
-        dt.distribute_tensor(np.zeros((4, 4), np.float32), dt.DeviceMesh((2, 2)),
-                             [dt.Partial("sum"), dt.Partial("max")])
+def test_mixed_and_prod_partials_are_placements_as_in_pytorch():
+    # Mixed reduce ops on one tensor are reduced in a fixed order (last mesh dim first), and
+    # P(prod) is a partial like the others: distributing and gathering gives the tensor back.
+    x = np.arange(1, 17, dtype=np.float32).reshape(4, 4)
+    mixed = dt.distribute_tensor(x, dt.DeviceMesh((2, 2)), [dt.Partial("sum"), dt.Partial("max")])
+    assert np.array_equal(mixed.full_tensor(), x)
+    prod = dt.distribute_tensor(x, dt.DeviceMesh((2,)), [dt.Partial("prod")])
+    assert np.array_equal(prod.full_tensor(), x)
 
 
 def test_value_error_from_a_bad_mesh_and_placements():
@@ -47,7 +51,7 @@ def test_value_error_from_a_bad_mesh_and_placements():
     with pytest.raises(ValueError, match="2 placements for a mesh of 1 dims"):
         dt.distribute_tensor(np.zeros(4, np.float32), dt.DeviceMesh((2,)), [dt.Shard(0), dt.Shard(0)])
     with pytest.raises(ValueError):
-        dt.Partial("prod")
+        dt.Partial("xor")
     with pytest.raises(dt.ValueError, match="rank 4 is not in the mesh"):
         dt.distribute_tensor(np.zeros(4, np.float32), dt.DeviceMesh((4,)), [dt.Shard(0)]).to_local(rank=4)
 
