@@ -216,13 +216,13 @@ std::vector<int64_t> Importer::const_ints(int i) {
   const Tensor& t = const_in(i);
   if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
     DT_THROW(DTypeError) << where() << ": input " << i << " must be integers, got " << dtype_name(t.dtype());
-  std::vector<int64_t> v;
-  for (double d : t.to_doubles()) v.push_back(int64_t(d));
-  if (t.dtype() == DType::i64) {  // exact beyond 2^53 (INT64_MAX ends of Slice)
-    const Tensor c = t.contiguous();
-    v.assign(static_cast<const int64_t*>(c.raw_data()), static_cast<const int64_t*>(c.raw_data()) + c.numel());
-  }
-  return v;
+  // Read as integers, never through doubles: INT64_MAX (the open end of a Slice) is 2^63 as a
+  // double, which no int64 holds.
+  const Tensor c = t.contiguous();
+  if (t.dtype() == DType::i64)
+    return {static_cast<const int64_t*>(c.raw_data()), static_cast<const int64_t*>(c.raw_data()) + c.numel()};
+  const auto* p = static_cast<const int32_t*>(c.raw_data());
+  return {p, p + c.numel()};
 }
 
 ir::TensorType Importer::type_of(int i) {

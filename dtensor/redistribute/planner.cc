@@ -258,7 +258,10 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
   queue.push({Label{}, start});
   Placements cur = state;
   while (!queue.empty()) {
-    auto [label, id] = queue.top();
+    // Named copies, not a structured binding: flat_edge below captures them, which clang before 16
+    // refuses for structured bindings.
+    const Label label = queue.top().first;
+    const int64_t id = queue.top().second;
     queue.pop();
     if (done[size_t(id)]) continue;
     done[size_t(id)] = 1;
