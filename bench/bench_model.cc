@@ -2,7 +2,7 @@
 // [--rounds 3] [--repeat 5] [--tp 2] [--vs-torch] [--json]`: the example gpt's forward (the anchor
 // config by default) measured in one run: one device at one thread, at two threads, tensor
 // parallel on --tp ranks (threads backend, one thread per rank, examples/gpt_tp.json or --plan,
-// e.g. examples/gpt_sp.json for sequence parallelism), and the fraction of the one-thread GEMM rate the forward reaches (tools/gemm_reference.h).
+// e.g. examples/gpt_sp.json for sequence parallelism), and the fraction of the one-thread GEMM rate the forward reaches (runtime/gemm_reference.h).
 //
 // --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
 // (bench/torch_gpt_forward.py: one thread, and hand-written Megatron tp on gloo) runs in the same
