@@ -69,6 +69,11 @@ struct OpShardingRule {
   // S(d,blocks=b) (layout/placement.h); propagation allows it only for the gradient of a value laid
   // out that way (cat of the pieces of a fused projection's output in the backward).
   bool minor_results = false;
+  // Results that read no factor (a bit per result): they stay replicated whatever the factors'
+  // placements. AdamW's step counter, computed from the replicated scalar step, is one: without
+  // the bit, a result lacking a pass-through factor would make every sharded strategy invalid and
+  // the update would run on gathered parameters, gradients and state.
+  uint32_t replicated_results = 0;
 
   // Adds a factor and returns its id.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
