@@ -92,11 +92,16 @@ using RuleFn = OpShardingRule (*)(const Node& node);
 struct ExpandContext;
 using ExpandFn = Value* (*)(ExpandContext& ctx);
 
+// Whether a node's result is the mean over operand 0's rows (dim 0) of a per-row value
+// (OpDef::row_mean, op_registry.h).
+using RowMeanFn = bool (*)(const Node& node);
+
 // A family's rule table entry: ops_<family>.cc hands its table to OpTable::set_sharding_rules.
 struct RuleEntry {
   OpKind op;
   RuleFn rule;
-  ExpandFn expand = nullptr;  // the few ops that have one (loss parallel)
+  ExpandFn expand = nullptr;     // the few ops that have one (loss parallel)
+  RowMeanFn row_mean = nullptr;  // the losses that are a mean over rows (cross_entropy)
 };
 
 // The family tables, one per ops_<family>.cc (sharding_<family>.cc beside it).

@@ -15,34 +15,35 @@ namespace dt::ir {
 namespace {
 
 
+// The first `shared` operands (the gradient, x, ...) and the result all have the factors t; the
+// rule is linear in the gradient.
+OpShardingRule like_x_linear_in_grad(OpShardingRule r, const TensorFactors& t, size_t shared) {
+  r.operands.assign(shared, t);
+  r.results = {t};
+  r.partial_one_of = 0b1;
+  return r;
+}
+
 // Operand 0 (the gradient) and operand 1 share every dim; other operands have the same shape too.
 OpShardingRule pointwise_backward(const Node& n) {
   OpShardingRule r;
   TensorFactors t = rule_util::pass_through_dims(r, n.operands[1]->type.shape);
-  for (size_t i = 0; i < n.operands.size(); ++i) r.operands.push_back(t);
-  r.results.push_back(std::move(t));
-  r.partial_one_of = 0b1;  // linear in grad
-  return r;
+  return like_x_linear_in_grad(std::move(r), t, n.operands.size());
 }
 
 OpShardingRule softmax_backward(const Node& n) {
   OpShardingRule r;
   TensorFactors t = rule_util::pass_through_except(r, n.operands[1]->type.shape, n.attr_int("dim"));
-  r.operands = {t, t};
-  r.results = {std::move(t)};
-  r.partial_one_of = 0b1;
-  return r;
+  return like_x_linear_in_grad(std::move(r), t, 2);
 }
 
+// (grad, x[, weight]): the weight covers the normalised dims, which stay replicated.
 OpShardingRule norm_backward(const Node& n) {
   OpShardingRule r;
-  const Shape& x = n.operands[1]->type.shape;
   const size_t normalized = n.attr_ints("normalized_shape").size();
-  TensorFactors t = rule_util::pass_through_leading(r, x, normalized);
-  r.operands = {t, t};
+  TensorFactors t = rule_util::pass_through_leading(r, n.operands[1]->type.shape, normalized);
+  r = like_x_linear_in_grad(std::move(r), t, 2);
   if (n.operands.size() > 2) r.operands.push_back(TensorFactors(normalized));
-  r.results = {std::move(t)};
-  r.partial_one_of = 0b1;
   return r;
 }
 

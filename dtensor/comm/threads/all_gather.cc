@@ -17,7 +17,6 @@
 // In place: when `in` is exactly my block of `out` (in == out + me*count), the own copy is
 // skipped; peers then read my block of `out`, which I never write. Any other overlap of `in` and
 // `out` is undefined.
-#include <algorithm>
 #include <cstring>
 
 #include "dtensor/comm/threads/algorithms.h"
@@ -35,16 +34,14 @@ void all_gather(AlgorithmContext& ctx) {
   size_t block = desc.count * itemsize(desc.dtype);
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
-  for (size_t begin = 0; begin < block; begin += kChunkBytes) {
-    size_t len = std::min(kChunkBytes, block - begin);
+  ctx.paced_chunks(block, kChunkBytes, [&](size_t begin, size_t len) {
     for (int k = 0; k < n; ++k) {
       int s = (ctx.me + k) % n;
       std::byte* dst = out + size_t(s) * block;
       const auto* src = static_cast<const std::byte*>(ctx.part(s).in);
       if (src != dst) std::memcpy(dst + begin, src + begin, len);
     }
-    if (n > 1) ctx.barrier();
-  }
+  });
 }
 
 }  // namespace dt::threads

@@ -7,7 +7,6 @@
 //
 // Chunks keep the readers within one chunk of each other, so the root's buffer is pulled from
 // memory once and the other readers find it in the shared cache.
-#include <algorithm>
 #include <cstring>
 
 #include "dtensor/comm/threads/algorithms.h"
@@ -15,6 +14,7 @@
 namespace dt::threads {
 
 namespace {
+// One buffer is read by all the others (all_gather's chunk is per input: it reads n at once).
 constexpr size_t kChunkBytes = size_t(2) << 20;
 }  // namespace
 
@@ -24,11 +24,9 @@ void broadcast(AlgorithmContext& ctx) {
   if (nbytes == 0 || ctx.size() == 1) return;
   auto* dst = static_cast<std::byte*>(ctx.mine().out);
   const auto* src = static_cast<const std::byte*>(ctx.part(desc.root).out);
-  for (size_t begin = 0; begin < nbytes; begin += kChunkBytes) {
-    size_t len = std::min(kChunkBytes, nbytes - begin);
+  ctx.paced_chunks(nbytes, kChunkBytes, [&](size_t begin, size_t len) {
     if (ctx.me != desc.root) std::memcpy(dst + begin, src + begin, len);
-    ctx.barrier();
-  }
+  });
 }
 
 }  // namespace dt::threads
