@@ -3,7 +3,11 @@
 // micro-batch forwards and backwards in schedule order (pipeline/program.h), proved deadlock-free
 // at compile time (passes/p2p_order.h), and the optimizer step runs once per step.
 //
-// Today each stage is one rank: every mesh dim other than the pipeline's must have size 1.
+// Each stage runs on its sub-mesh (the mesh at one index of the pipeline dim): its graph is
+// partitioned there under the rest of the plan (sharding/compiler.h), the values crossing stages
+// laid out R, or S(0) on the mesh dims that shard the plan's data inputs on dim 0 (the batch), so
+// that the rank at each place of a stage's sub-mesh exchanges them with the rank at the same place
+// of the neighbouring stage whole.
 #pragma once
 
 #include <map>
@@ -19,7 +23,10 @@ namespace dt::job {
 // dim is not among its mesh dims, other dims larger than 1, and pipeline/stages.h's errors).
 struct PipelinePrograms {
   pipeline::StageSplit split;
-  std::vector<pipeline::StageProgram> stages;  // [stage]
+  std::vector<pipeline::StageGraph> graphs;       // [stage]
+  std::vector<DeviceMesh> meshes;                 // [stage]: its sub-mesh
+  std::vector<sharding::CompiledModel> compiled;  // [stage]: its graph partitioned on its sub-mesh
+  std::vector<pipeline::StageProgram> programs;   // by stage, then place
 };
 PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
                                   const pipeline::ProgramOptions& options);

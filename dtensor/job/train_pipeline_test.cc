@@ -35,14 +35,25 @@ Data make_data(const ir::Graph& g, const ir::GptConfig& c) {
   return d;
 }
 
-std::string plan_json(const std::string& pipeline) {
-  return R"({"mesh_dims": ["pp"], "pipeline": )" + pipeline + "}";
+// A plan: `rest` (mesh_dims and styles; default: a pipeline alone) with the pipeline section.
+std::string plan_json(const std::string& pipeline, const std::string& rest = R"("mesh_dims": ["pp"])") {
+  return "{" + rest + R"(, "pipeline": )" + pipeline + "}";
 }
 
-ShardedTrainOptions pipeline_options(const std::string& mesh, const std::string& pipeline) {
+// The plan examples/<example>.json, with a pp dim in front and `pipeline` when it has no
+// pipeline section (gpt_tp: tensor parallelism within each stage); `pipeline` alone without one.
+ShardedTrainOptions pipeline_options(const std::string& mesh, const std::string& example, const std::string& pipeline) {
   ShardedTrainOptions so;
   so.job.mesh = DeviceMesh::parse(mesh);
-  so.job.plan = sharding::ParallelPlan::parse(plan_json(pipeline), "pp.json");
+  if (example.empty()) {
+    so.job.plan = sharding::ParallelPlan::parse(plan_json(pipeline), "pp.json");
+    return so;
+  }
+  so.job.plan = sharding::ParallelPlan::load(std::string(DTENSOR_EXAMPLES_DIR) + "/" + example + ".json");
+  if (!so.job.plan.pipeline) {
+    so.job.plan.mesh_dims.insert(so.job.plan.mesh_dims.begin(), "pp");
+    so.job.plan.pipeline = sharding::ParallelPlan::parse(plan_json(pipeline)).pipeline;
+  }
   return so;
 }
 
@@ -57,6 +68,7 @@ struct Case {
   std::string pipeline;
   int64_t layers = 4;
   int64_t hidden = 64;
+  std::string example;  // the plan within the stages (pipeline_options)
 };
 
 class PipelineTraining : public ::testing::TestWithParam<Case> {};
@@ -71,7 +83,7 @@ TEST_P(PipelineTraining, MatchesSingleDevice) {
   opt.optimizer.momentum = 0.9;  // state carried across steps
   opt.keep_first_grads = true;
   const TrainResult want = train_single_device(g.clone(), d.weights, d.data, opt);
-  const TrainResult got = train_sharded(g.clone(), d.weights, d.data, opt, pipeline_options(c.mesh, c.pipeline));
+  const TrainResult got = train_sharded(g.clone(), d.weights, d.data, opt, pipeline_options(c.mesh, c.example, c.pipeline));
   ASSERT_EQ(got.losses.size(), want.losses.size());
   double loss_diff = 0, grad_diff = 0, scale = 0, param_diff = 0;
   for (size_t i = 0; i < want.losses.size(); ++i) {
@@ -90,8 +102,13 @@ TEST_P(PipelineTraining, MatchesSingleDevice) {
     param_diff = std::max(param_diff, max_abs(dt::sub(got.state.at(p).to(DType::f64), t.to(DType::f64))));
   }
   EXPECT_LE(param_diff, 1e-5);
-  std::printf("hidden %lld, %lld layers, mesh %s %s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
-              (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.pipeline.c_str(), loss_diff, grad_diff, scale, param_diff);
+  if (!c.example.empty()) {  // tensor parallel within the stage: fc_in sharded
+    const std::string w = "h.0.mlp.fc_in.weight";
+    EXPECT_NE(got.placements.at(w).find("S(0)"), std::string::npos) << got.placements.at(w);
+    EXPECT_EQ(got.rank_state[0].at(w).size(0) * 2, want.state.at(w).size(0));
+  }
+  std::printf("hidden %lld, %lld layers, mesh %s %s %s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
+              (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.example.c_str(), c.pipeline.c_str(), loss_diff, grad_diff, scale, param_diff);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -111,7 +128,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"3", R"({"split_before": ["h.1", "h.4"], "microbatches": 4, "schedule": "1f1b"})", 5},
         // The issue's size: hidden 512.
         Case{"2", R"({"split_before": ["h.2"], "microbatches": 2, "schedule": "gpipe"})", 4, 512},
-        Case{"4", R"({"stages": 4, "microbatches": 4, "schedule": "1f1b"})", 4, 512}));
+        Case{"4", R"({"stages": 4, "microbatches": 4, "schedule": "1f1b"})", 4, 512},
+        // Within each stage, tensor parallelism (pp x tp) and data + tensor parallelism (pp x dp x tp).
+        Case{"2x2", R"({"split_before": ["h.2"], "microbatches": 2, "schedule": "1f1b"})", 4, 64, "gpt_tp"},
+        Case{"2x2", R"({"stages": 2, "microbatches": 4, "schedule": "gpipe"})", 5, 64, "gpt_tp"},
+        Case{"4x2", R"({"stages": 4, "microbatches": 4, "schedule": "1f1b"})", 4, 64, "gpt_tp"},
+        // examples/gpt_pp_dp_tp.json as it is (its own pipeline section).
+        Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"}));
 
 // Returns the message of the ValueError that pipeline training with `plan` on `mesh` throws.
 std::string train_error(const std::string& mesh, const std::string& plan) {
@@ -149,6 +172,10 @@ TEST(PipelinePlanErrors, AreOneClearLine) {
   expect("2", plan_json(R"({"microbatches": 2})"), "needs split_before (module names) or stages");
   expect("2", plan_json(R"({"stages": 2, "microbatches": 0})"), "microbatches is 0, expected an integer in [1, 65536]");
   expect("2", plan_json(R"({"stages": 2, "virtual": 2})"), "pipeline has unknown key 'virtual'");
+  expect("2x2", plan_json(R"({"stages": 2})", R"("mesh_dims": ["pp", "tp"], "modules": [{"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "pp"}])"),
+         "plan pattern 'h.*.mlp.fc_in' names the pipeline's mesh dim 'pp'");
+  expect("2x2", plan_json(R"({"stages": 2})", R"("mesh_dims": ["pp", "tp"], "modules": [{"pattern": "h.*.mlp.fc_x", "style": "colwise", "mesh_dim": "tp"}])"),
+         "plan pattern 'h.*.mlp.fc_x' matches no module of gpt");
 }
 
 TEST(PipelinePlan, RoundTripsThroughJson) {

@@ -12,32 +12,39 @@ namespace {
 
 using ir::Value;
 
-std::string link_group(int link) { return "pp" + std::to_string(link); }
+std::string link_group(int link, int place) { return "pp" + std::to_string(link) + "_" + std::to_string(place); }
 
 // Returns a scalar constant of `dtype`.
 Value* scalar(ir::Builder& b, double value, DType dtype) {
   return b.record(ir::OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", value}, {"dtype", dtype}})[0];
 }
 
-// Builds one stage's program.
-StageProgram build(const std::vector<StageGraph>& stages, int s, int m, const ProgramOptions& o) {
-  const int p = int(stages.size());
-  const StageGraph& sg = stages[size_t(s)];
-  const ir::Graph& t = sg.graph;
+// Builds the program of the rank at place c of stage s.
+StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::vector<std::vector<int>>& ranks, int s,
+                   int c, int m, const ProgramOptions& o) {
+  const int p = int(works.size());
+  const StageWork& sg = works[size_t(s)][size_t(c)];
+  const ir::Graph& t = *sg.graph;
   StageProgram out;
   out.stage = s;
-  out.rank = o.stage_ranks[size_t(s)];
-  out.microbatches = m;
-  out.step.graph = ir::Graph(t.name());
+  out.rank = ranks[size_t(s)][size_t(c)];
+  out.place = c;
+  out.step.graph = ir::Graph(t.name() + ".rank" + std::to_string(out.rank));
   ir::Graph& g = out.step.graph;
   ir::Builder b(g);
+  for (const ir::GroupDecl& d : t.groups()) b.group(d.name, d.ranks);  // the stage's collectives'
   for (int link : {s - 1, s})
-    if (link >= 0 && link < p - 1) b.group(link_group(link), {o.stage_ranks[size_t(link)], o.stage_ranks[size_t(link + 1)]});
-  ValueMap shared;  // the stage's parameters, read by every micro-batch
+    if (link >= 0 && link < p - 1)
+      b.group(link_group(link, c), {ranks[size_t(link)][size_t(c)], ranks[size_t(link + 1)][size_t(c)]});
+  ValueMap shared;  // the stage's parameters and seed, read by every micro-batch
   for (const Value* v : t.params()) {
-    Value* c = g.add_param(v->name, v->type);
-    c->frozen = v->frozen;
-    shared[v] = c;
+    Value* copy = g.add_param(v->name, v->type);
+    copy->frozen = v->frozen;
+    shared[v] = copy;
+  }
+  if (sg.seed) {
+    shared[sg.seed] = g.add_input(sg.seed->name, sg.seed->type);
+    out.seed = sg.seed->name;
   }
   std::vector<ValueMap> mb(size_t(m), shared);  // each micro-batch's copies
   for (const Value* d : sg.data) {
@@ -66,11 +73,11 @@ StageProgram build(const std::vector<StageGraph>& stages, int s, int m, const Pr
     switch (step.kind) {
       case Step::post_recv:
         for (size_t i = 0; i < values.size(); ++i)
-          posted[key(msg)].push_back(b.recv(link_group(msg.link()), peer, values[i]->type.dtype, values[i]->type.shape, tag(i)));
+          posted[key(msg)].push_back(b.recv(link_group(msg.link(), c), peer, values[i]->type.dtype, values[i]->type.shape, tag(i)));
         break;
       case Step::post_send:
         for (size_t i = 0; i < values.size(); ++i)
-          posted[key(msg)].push_back(b.send(mb[size_t(k)].at(values[i]), link_group(msg.link()), peer, tag(i)));
+          posted[key(msg)].push_back(b.send(mb[size_t(k)].at(values[i]), link_group(msg.link(), c), peer, tag(i)));
         break;
       case Step::wait: {
         std::vector<Value*>& handles = posted.at(key(msg));
@@ -82,10 +89,7 @@ StageProgram build(const std::vector<StageGraph>& stages, int s, int m, const Pr
       }
       case Step::run: {
         ValueMap& map = mb[size_t(step.action.microbatch)];
-        const auto& nodes = t.nodes();
-        const size_t begin = step.action.forward ? 0 : sg.backward_begin;
-        const size_t end = step.action.forward ? sg.forward_nodes : nodes.size();
-        for (size_t i = begin; i < end; ++i) copy_node(g, *nodes[i], map, false);
+        for (const ir::Node* n : step.action.forward ? sg.forward : sg.backward) copy_node(g, *n, map, false);
         if (step.action.forward) {
           for (size_t i = 0; i < sg.outputs.size(); ++i) outputs[i].push_back(map.at(sg.outputs[i]));
           break;
@@ -133,12 +137,58 @@ StageProgram build(const std::vector<StageGraph>& stages, int s, int m, const Pr
 
 std::string microbatch_input(const std::string& name, int k) { return name + ".mb" + std::to_string(k); }
 
-std::vector<StageProgram> stage_programs(const std::vector<StageGraph>& stages, const StageSplit& split,
+StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool training) {
+  StageWork w;
+  w.graph = &program;
+  auto find = [&](const std::vector<Value*>& values) {
+    std::vector<Value*> out;
+    for (const Value* v : values) {
+      Value* found = program.find(v->name);
+      DT_CHECK(found) << "stage value " << v->name << " missing from its program";
+      out.push_back(found);
+    }
+    return out;
+  };
+  w.inputs_from_prev = find(sg.inputs_from_prev);
+  w.grads_from_next = find(sg.grads_from_next);
+  w.data = find(sg.data);
+  w.params = find(sg.params);
+  if (sg.seed) w.seed = find({sg.seed})[0];
+  // Outputs by position (stages.h: outputs_to_next, grads_to_prev, param_grads, loss | outputs).
+  const auto& outs = program.outputs();
+  size_t at = 0;
+  auto take = [&](size_t n) {
+    DT_CHECK(at + n <= outs.size()) << "stage program has " << outs.size() << " outputs";
+    std::vector<Value*> out(outs.begin() + std::ptrdiff_t(at), outs.begin() + std::ptrdiff_t(at + n));
+    at += n;
+    return out;
+  };
+  w.outputs_to_next = take(sg.outputs_to_next.size());
+  w.grads_to_prev = take(sg.grads_to_prev.size());
+  w.param_grads = take(sg.param_grads.size());
+  if (sg.loss && training) w.loss = take(1)[0];
+  if (!training) w.outputs = take(sg.outputs.size());
+  // The backward: every node that depends on the seed or a gradient from the next stage.
+  std::vector<bool> backward(program.num_values(), false);
+  if (w.seed) backward[size_t(w.seed->id)] = true;
+  for (const Value* v : w.grads_from_next) backward[size_t(v->id)] = true;
+  for (const ir::Node* n : program.nodes()) {
+    bool any = false;
+    for (const Value* o : n->operands) any = any || backward[size_t(o->id)];
+    for (const Value* r : n->results) backward[size_t(r->id)] = any;
+    (any ? w.backward : w.forward).push_back(n);
+  }
+  return w;
+}
+
+std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,
+                                         const std::vector<std::vector<int>>& ranks, int microbatches,
                                          const ProgramOptions& options) {
-  DT_CHECK(options.stage_ranks.size() == stages.size()) << options.stage_ranks.size() << " ranks for " << stages.size()
-                                                        << " stages";
+  DT_CHECK(work.size() == ranks.size()) << ranks.size() << " rank lists for " << work.size() << " stages";
   std::vector<StageProgram> out;
-  for (int s = 0; s < int(stages.size()); ++s) out.push_back(build(stages, s, split.microbatches, options));
+  for (int s = 0; s < int(work.size()); ++s)
+    for (int c = 0; c < int(work[size_t(s)].size()); ++c)
+      out.push_back(build(work, ranks, s, c, microbatches, options));
   return out;
 }
 

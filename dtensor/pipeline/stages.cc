@@ -227,7 +227,9 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
       ir::Builder b(t);
       Value* loss = nullptr;
       if (s == p - 1) {
-        loss = sg.loss = map.at(autodiff::find_loss(g));
+        sg.loss = map.at(autodiff::find_loss(g));
+        sg.seed = t.add_input("grad_in." + sg.loss->name, sg.loss->type);
+        loss = b.mul(sg.loss, sg.seed);
       } else {
         // The surrogate loss sum_i sum(y_i * gy_i): its gradient at y_i is gy_i exactly.
         for (Value* y : sg.outputs_to_next) {
@@ -245,7 +247,9 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
       for (Value* x : sg.inputs_from_prev)
         if (is_floating(x->type.dtype)) from_prev.push_back(x);
       wrt.insert(wrt.end(), from_prev.begin(), from_prev.end());
-      std::vector<Value*> grads = autodiff::append_gradients(t, loss, wrt);
+      std::vector<std::pair<Value*, Value*>> pairs;
+      std::vector<Value*> grads = autodiff::append_gradients(t, loss, wrt, &pairs);
+      for (const auto& [v, gv] : pairs) sg.gradient_pairs.emplace_back(v->id, gv->id);
       for (size_t i = 0; i < sg.params.size(); ++i) {
         if (!grads[i])
           DT_THROW(ValueError) << "the loss does not depend on parameter " << sg.params[i]->name
@@ -262,6 +266,11 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
         sg.grads_to_prev.push_back(gx);
       }
     }
+    std::vector<Value*> outs = sg.outputs_to_next;
+    for (const auto* list : {&sg.grads_to_prev, &sg.param_grads}) outs.insert(outs.end(), list->begin(), list->end());
+    if (sg.loss) outs.push_back(sg.loss);
+    if (!training) outs.insert(outs.end(), sg.outputs.begin(), sg.outputs.end());
+    t.set_outputs(std::move(outs));
     out.push_back(std::move(sg));
   }
   return out;

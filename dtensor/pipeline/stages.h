@@ -15,10 +15,11 @@
 //
 // Each stage's graph (StageGraph::graph) holds its forward for one micro-batch (every data input's
 // dim 0 divided by the micro-batch count: rebatch()) and, for training, its backward: the last
-// stage differentiates the loss; an earlier stage differentiates sum_i sum(y_i * gy_i) over its
-// outgoing values y_i, where gy_i (inputs "grad.<y_i>") are the gradients the next stage sends
-// back, so every gradient equals the whole model's chain rule term for term (d/dy of that sum is
-// gy exactly).
+// stage differentiates loss * seed (an input bound to 1); an earlier stage differentiates
+// sum_i sum(y_i * gy_i) over its outgoing values y_i, where gy_i (inputs "grad_in.<y_i>") are the
+// gradients the next stage sends back, so every gradient equals the whole model's chain rule term
+// for term (d/dy of that sum is gy exactly). The backward is then exactly the nodes that depend on
+// the seed or a gy, which stays true of the stage's programs after partitioning.
 #pragma once
 
 #include <string>
@@ -60,8 +61,14 @@ struct StageGraph {
   std::vector<ir::Value*> params;             // the trained parameters it owns
   std::vector<ir::Value*> param_grads;        // training: their gradients
   ir::Value* loss = nullptr;                  // the last stage's loss (training)
+  ir::Value* seed = nullptr;                  // the last stage's input "grad_in.<loss>", bound to 1
   std::vector<ir::Value*> outputs;            // the last stage's model outputs (forward only)
+  // (forward value, its gradient) as autodiff::append_gradients gives them (training).
+  std::vector<std::pair<int64_t, int64_t>> gradient_pairs;
 };
+
+// The order of a stage graph's outputs: outputs_to_next, then training: grads_to_prev,
+// param_grads and the loss (last stage); forward only: the model's outputs (last stage).
 
 // Builds every stage's graph from `model` (at full batch: rebatched here). `training` appends the
 // backwards.
