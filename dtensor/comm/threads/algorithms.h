@@ -20,6 +20,12 @@
 
 namespace dt::threads {
 
+// Chunk sizes of the paced copies (AlgorithmContext::paced_chunks). all_gather reads every rank's
+// input at once, so n chunks of 1 MiB stay well inside a shared L3; broadcast reads one buffer.
+// (The all_reduce algorithms pipeline 4 MiB pieces: RendezvousPeerMemory::pipeline_bytes.)
+inline constexpr size_t kAllGatherChunkBytes = size_t(1) << 20;
+inline constexpr size_t kBroadcastChunkBytes = size_t(2) << 20;
+
 struct AlgorithmContext {
   Rendezvous& rv;
   int me;                           // my participant index

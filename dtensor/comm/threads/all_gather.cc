@@ -4,7 +4,7 @@
 // starting with its own index and walking round the group so that ranks read different peers'
 // buffers at the same time instead of all reading rank 0 first.
 //
-//   for each chunk (kChunkBytes of every input):
+//   for each chunk (kAllGatherChunkBytes of every input):
 //     copy chunk of in_s into out[s*count ..] for s = me, me+1, ... (mod n);
 //     barrier (all but the last chunk: pacing only);
 //   barrier "read": every rank has read my `in`; after it nobody touches my buffers.
@@ -23,18 +23,13 @@
 
 namespace dt::threads {
 
-namespace {
-// Bytes of each input per chunk; n inputs of this size stay well inside a shared L3.
-constexpr size_t kChunkBytes = size_t(1) << 20;
-}  // namespace
-
 void all_gather(AlgorithmContext& ctx) {
   const CollectiveDesc& desc = ctx.mine().desc;
   int n = ctx.size();
   size_t block = desc.count * itemsize(desc.dtype);
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
-  ctx.paced_chunks(block, kChunkBytes, [&](size_t begin, size_t len) {
+  ctx.paced_chunks(block, kAllGatherChunkBytes, [&](size_t begin, size_t len) {
     for (int k = 0; k < n; ++k) {
       int s = (ctx.me + k) % n;
       std::byte* dst = out + size_t(s) * block;

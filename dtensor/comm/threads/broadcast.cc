@@ -1,6 +1,6 @@
 // Direct broadcast: every non-root rank copies the root's `buf` into its own.
 //
-//   for each chunk (kChunkBytes of the root's buf):
+//   for each chunk (kBroadcastChunkBytes of the root's buf):
 //     non-roots: copy the chunk of the root's buf into theirs; the root does nothing;
 //     barrier (pacing for all but the last chunk; the last one is "read": every rank has read
 //     the root's buf, so the root may complete).
@@ -13,18 +13,13 @@
 
 namespace dt::threads {
 
-namespace {
-// One buffer is read by all the others (all_gather's chunk is per input: it reads n at once).
-constexpr size_t kChunkBytes = size_t(2) << 20;
-}  // namespace
-
 void broadcast(AlgorithmContext& ctx) {
   const CollectiveDesc& desc = ctx.mine().desc;
   size_t nbytes = desc.count * itemsize(desc.dtype);
   if (nbytes == 0 || ctx.size() == 1) return;
   auto* dst = static_cast<std::byte*>(ctx.mine().out);
   const auto* src = static_cast<const std::byte*>(ctx.part(desc.root).out);
-  ctx.paced_chunks(nbytes, kChunkBytes, [&](size_t begin, size_t len) {
+  ctx.paced_chunks(nbytes, kBroadcastChunkBytes, [&](size_t begin, size_t len) {
     if (ctx.me != desc.root) std::memcpy(dst + begin, src + begin, len);
   });
 }
