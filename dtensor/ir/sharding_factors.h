@@ -69,6 +69,19 @@ struct OpShardingRule {
   // S(d,blocks=b) (layout/placement.h); propagation allows it only for the gradient of a value laid
   // out that way (cat of the pieces of a fused projection's output in the backward).
   bool minor_results = false;
+  // Results that read no factor (a bit per result): they stay replicated whatever the factors'
+  // placements. AdamW's step counter, computed from the replicated scalar step, is one: without
+  // the bit, a result lacking a pass-through factor would make every sharded strategy invalid and
+  // the update would run on gathered parameters, gradients and state.
+  uint32_t replicated_results = 0;
+
+  // Other factor mappings of the same op, each complete (factors, operands, results, partial
+  // fields), for an op whose operands can be split in ways one mapping cannot state: grouped-query
+  // attention shards heads either grouped (q and k/v together, when the mesh divides the k/v
+  // heads) or by q heads alone with k/v whole (sliced locally by the op's `expand`). Propagation
+  // evaluates every mapping's strategies and keeps the cheapest; ties go to this one, then to the
+  // alternatives in order.
+  std::vector<OpShardingRule> alternatives;
 
   // Adds a factor and returns its id.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);

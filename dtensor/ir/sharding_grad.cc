@@ -95,15 +95,19 @@ OpShardingRule slice_backward(const Node& n) {
   return r;
 }
 
-// Every operand and result with the parameter's shape shares its factors; scalars (adamw's step)
-// are replicated.
+// Every operand and result with the parameter's shape shares its factors; scalars (adamw's step
+// and its successor) are replicated, and the successor reads no factor (replicated_results), so
+// the update runs on the shards.
 OpShardingRule optimizer_update(const Node& n) {
   OpShardingRule r;
   const Shape& p = n.operands[0]->type.shape;
   TensorFactors t = rule_util::pass_through_dims(r, p);
   auto factors = [&](const Value* v) { return v->type.shape == p ? t : TensorFactors(v->type.shape.size()); };
   for (const Value* v : n.operands) r.operands.push_back(factors(v));
-  for (const Value* v : n.results) r.results.push_back(factors(v));
+  for (size_t k = 0; k < n.results.size(); ++k) {
+    r.results.push_back(factors(n.results[k]));
+    if (n.results[k]->type.shape != p) r.replicated_results |= 1u << k;
+  }
   return r;
 }
 
