@@ -79,22 +79,30 @@ std::string label(const ProcessGroup& g, DType t, size_t count) {
 
 int my_global_rank(const ProcessGroup& g) { return g.global_ranks()[g.rank()]; }
 
-TEST(MpiCollectives, AllReduceMatrix) {
+// Calls check(group, dtype, count, op) for every test group, dtype, count and reduce op, labelled.
+template <typename Check>
+void for_each_reduction(Check check) {
   for (const ProcessGroupPtr& g : test_groups())
     for (DType t : kDTypes)
       for (size_t count : kCounts)
         for (ReduceOp op : kOps) {
           SCOPED_TRACE(label(*g, t, count) + " op " + std::string(reduce_op_name(op)));
-          Buffer buf(t, count);
-          for (size_t i = 0; i < count; ++i) buf.set(i, value(my_global_rank(*g), i));
-          g->all_reduce(buf.data(), count, t, op)->wait();
-          size_t bad = 0;
-          for (size_t i = 0; i < count; ++i)
-            if (buf.get(i) != reference(g->global_ranks(), i, op, t) && bad++ < 3)
-              ADD_FAILURE() << "element " << i << ": " << buf.get(i) << " != "
-                            << reference(g->global_ranks(), i, op, t);
-          EXPECT_EQ(bad, 0u);
+          check(g, t, count, op);
         }
+}
+
+TEST(MpiCollectives, AllReduceMatrix) {
+  for_each_reduction([](const ProcessGroupPtr& g, DType t, size_t count, ReduceOp op) {
+    Buffer buf(t, count);
+    for (size_t i = 0; i < count; ++i) buf.set(i, value(my_global_rank(*g), i));
+    g->all_reduce(buf.data(), count, t, op)->wait();
+    size_t bad = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (buf.get(i) != reference(g->global_ranks(), i, op, t) && bad++ < 3)
+        ADD_FAILURE() << "element " << i << ": " << buf.get(i) << " != "
+                      << reference(g->global_ranks(), i, op, t);
+    EXPECT_EQ(bad, 0u);
+  });
 }
 
 TEST(MpiCollectives, AllReducePathFollowsTheEnvironment) {
@@ -173,21 +181,17 @@ TEST(MpiCollectives, AllGatherInPlace) {
 }
 
 TEST(MpiCollectives, ReduceScatterMatrix) {
-  for (const ProcessGroupPtr& g : test_groups())
-    for (DType t : kDTypes)
-      for (size_t count : kCounts)
-        for (ReduceOp op : kOps) {
-          SCOPED_TRACE(label(*g, t, count) + " op " + std::string(reduce_op_name(op)));
-          size_t n = size_t(g->size());
-          Buffer in(t, count * n), out(t, count);
-          for (size_t i = 0; i < count * n; ++i) in.set(i, value(my_global_rank(*g), i));
-          g->reduce_scatter(in.data(), out.data(), count, t, op)->wait();
-          // Group index, not global rank, picks the chunk.
-          size_t base = size_t(g->rank()) * count, bad = 0;
-          for (size_t i = 0; i < count; ++i)
-            bad += out.get(i) != reference(g->global_ranks(), base + i, op, t);
-          EXPECT_EQ(bad, 0u);
-        }
+  for_each_reduction([](const ProcessGroupPtr& g, DType t, size_t count, ReduceOp op) {
+    size_t n = size_t(g->size());
+    Buffer in(t, count * n), out(t, count);
+    for (size_t i = 0; i < count * n; ++i) in.set(i, value(my_global_rank(*g), i));
+    g->reduce_scatter(in.data(), out.data(), count, t, op)->wait();
+    // Group index, not global rank, picks the chunk.
+    size_t base = size_t(g->rank()) * count, bad = 0;
+    for (size_t i = 0; i < count; ++i)
+      bad += out.get(i) != reference(g->global_ranks(), base + i, op, t);
+    EXPECT_EQ(bad, 0u);
+  });
 }
 
 // Returns the (uneven, sometimes zero) number of elements group index src sends to dst.

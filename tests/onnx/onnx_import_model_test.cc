@@ -24,6 +24,7 @@
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "tests/sharding/sharded_run.h"
+#include "tests/support/ops_test_util.h"
 
 namespace dt::io {
 namespace {
@@ -94,17 +95,7 @@ OnnxImportResult import(const onnx::ModelProto& m, const OnnxImportOptions& opt 
   return import_onnx_bytes(m.SerializeAsString(), "m.onnx", opt);
 }
 
-template <typename E = Error>
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << what << " lacks " << p;
-  }
-}
+using test::expect_error;
 
 TEST(OnnxImportMalformed, NodesWithoutOutputsOrWithWrongInputCountsAreRefused) {
   for (const char* op : {"Relu", "Split", "MatMul", "Shape", "Gather", "Concat"}) {

@@ -103,7 +103,7 @@ inline double rtol_for(DType t) {
   }
 }
 
-// Runs `body` and checks it throws E with every one of `parts` in the message.
+// Runs `body` and checks it throws E with a one-line message holding every one of `parts`.
 template <typename E>
 void expect_error(const std::function<void()>& body, const std::vector<std::string>& parts) {
   try {
@@ -111,6 +111,7 @@ void expect_error(const std::function<void()>& body, const std::vector<std::stri
     ADD_FAILURE() << "expected an exception";
   } catch (const E& e) {
     const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
     for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type: " << e.what();
