@@ -56,13 +56,12 @@ void bench(const BenchPlanSearchOptions& opt) {
 
 BenchRegistrar reg("plan-search", [](CLI::App& app) {
   static BenchPlanSearchOptions opt;
-  CLI::App* cmd = app.add_subcommand("plan-search", "Time of --plan auto's search (Llama-3-8B-shaped gpt, 8x8 mesh)");
+  CLI::App* cmd = add_bench(app, "plan-search", "Time of --plan auto's search (Llama-3-8B-shaped gpt, 8x8 mesh)",
+                            opt.json, [] { bench(opt); });
   add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--mesh", opt.mesh, "device mesh")->capture_default_str();
   cmd->add_option("--iters", opt.iters, "searches (fastest kept)")->capture_default_str();
   cmd->add_flag("--train", opt.train, "search for the training step");
-  cmd->add_flag("--json", opt.json, "print JSON");
-  cmd->callback([] { bench(opt); });
 });
 
 }  // namespace
