@@ -208,5 +208,9 @@ same_losses "pp x dp x tp" "$out" "$single" 1e-6
 expect_error "pipeline sharded save" "a pipeline plan saves the full tensors" train "$t/pp.dt" \
   --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" \
   --save "$t/pp_ckdir"
+# Forward only (`run`, the same plan): the single-device outputs.
+out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" --mesh 2x2x2 \
+  --plan "$SRC/examples/gpt_pp_dp_tp.json" 2>&1) || FAIL "pp x dp x tp run: $out"
+echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "pp x dp x tp run differs: $out"
 
 finish
