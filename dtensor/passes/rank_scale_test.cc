@@ -23,7 +23,6 @@
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_consistency.h"
 #include "dtensor/passes/rank_pipeline.h"
-#include "tests/support/error_message.h"
 #include "dtensor/sharding/compiler.h"
 
 namespace dt::passes {
