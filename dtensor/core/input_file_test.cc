@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "dtensor/core/error.h"
-#include "tests/support/error_message.h"
+#include "tests/support/error_text.h"
 
 namespace dt {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string io_error(const std::string& path) {
-  return test::message_of<IoError>([&] { read_input_file(path, "IR file"); });
+  return test::error_text<IoError>([&] { read_input_file(path, "IR file"); });
 }
 
 TEST(InputFile, ReadsARegularFile) {

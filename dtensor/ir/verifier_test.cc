@@ -4,7 +4,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/verifier.h"
-#include "tests/support/error_message.h"
+#include "tests/support/error_text.h"
 
 namespace dt::ir {
 namespace {
@@ -75,7 +75,7 @@ TEST(Verifier, InferenceErrorKeepsItsTypeAndGainsTheNode) {
 // After a pass, a violation is the pass's bug: InternalError naming it, whatever was found.
 TEST(Verifier, AfterAPassEveryViolationIsInternal) {
   auto after_pass = [](const Graph& graph) {
-    return test::message_of<InternalError>([&] { verify(graph, {.after_pass = "p"}); });
+    return test::error_text<InternalError>([&] { verify(graph, {.after_pass = "p"}); });
   };
   EXPECT_EQ(after_pass(mismatched_matmul()),
             "IR after pass p is invalid (a bug in that pass): graph mm, node 0 (matmul): matmul inner dims differ: "

@@ -6,7 +6,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/parser.h"
-#include "tests/support/error_message.h"
+#include "tests/support/error_text.h"
 
 namespace dt::passes {
 namespace {
@@ -87,7 +87,7 @@ bool drop_waits(ir::Graph& g) {
 std::string pipeline_error(ir::Graph& g, PassPtr pass) {
   PassManager pm;
   pm.add(std::move(pass));
-  return test::message_of<InternalError>([&] { pm.run(g); });
+  return test::error_text<InternalError>([&] { pm.run(g); });
 }
 
 TEST(PassManager, VerifyHookNamesTheBrokenPass) {
