@@ -16,6 +16,7 @@
 //               not. Run with --benchmark_enable_random_interleaving=true on a shared machine.
 //   attention backward: dt::scaled_dot_product_attention_backward on the same heads next to the
 //               unfused backward it replaced (ops_attention_reference.h), causal and not.
+//   conv:       a ViT-Base patch embedding's forward and both gradients, at 1 and 2 threads.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_attention_reference.h"
 #include "dtensor/kernels/ops_grad.h"
+#include "dtensor/core/parallel.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/core/threading.h"
 
@@ -242,6 +244,28 @@ void BM_AttentionBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionBackward)->ArgNames({"S", "causal", "blocked"})
     ->ArgsProduct({{256, 1024}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A ViT patch embedding (ViT-Base: 224x224 RGB images, 16x16 patches, hidden 768), batch 4.
+// Args: pass (0: dt::conv with bias, 1: conv_backward_input, 2: conv_backward_weight), threads per
+// rank. Each pass is 2 · 4 · 768 · 196 · 768 flops.
+void BM_ConvPatchEmbedding(benchmark::State& state) {
+  const int64_t pass = state.range(0);
+  dt::set_threads_per_rank(int(state.range(1)));
+  dt::Generator gen(7);
+  const dt::ConvParams p{{16, 16}, {0, 0, 0, 0}, {1, 1}, 1};
+  dt::Tensor x = dt::randn({4, 3, 224, 224}, gen), w = dt::randn({768, 3, 16, 16}, gen), b = dt::randn({768}, gen);
+  dt::Tensor dy = dt::randn(dt::conv_output_shape(x.shape(), w.shape(), p), gen);
+  for (auto _ : state) {
+    dt::Tensor r = pass == 0   ? dt::conv(x, w, b, p)
+                   : pass == 1 ? dt::conv_backward_input(dy, w, x.shape(), p)
+                               : dt::conv_backward_weight(dy, x, w.shape(), p);
+    benchmark::DoNotOptimize(r.raw_data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * 4 * 768 * 196 * 768, benchmark::Counter::kIsIterationInvariantRate);
+  dt::set_threads_per_rank(1);
+}
+BENCHMARK(BM_ConvPatchEmbedding)->ArgNames({"pass", "threads"})
+    ->ArgsProduct({{0, 1, 2}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -4,72 +4,53 @@
 // linear's input features). The spatial dims are replicated: a window reads its neighbours (halo
 // exchange is not modelled). With several groups the channels stay replicated: a channel shard
 // would have to hold whole groups.
-//   conv(x [N, C, H, W], w [O, C, KH, KW], b [O]) -> [N, O, OH, OW]: factors N, O, C (reduction)
-//   conv_backward_input(g [N, O, OH, OW], w [O, C, KH, KW]) -> dx [N, C, H, W]: N, C, O (reduction)
-//   conv_backward_weight(g [N, O, OH, OW], x [N, C, H, W]) -> dw [O, C, KH, KW]: O, C, N (reduction:
-//       a batch-sharded step leaves a partial weight gradient, data parallelism's all_reduce)
+// As einsum rules (rule_util::einsum; '_' a dim without a factor):
+//   conv(x [N, C, H, W], w [O, C, KH, KW], b [O]) -> [N, O, OH, OW]: "nc__,oc__,o->no__" (c reduced)
+//   conv_backward_input(g [N, O, OH, OW], w [O, C, KH, KW]) -> dx [N, C, H, W]: "no__,oc__->nc__"
+//       (o reduced)
+//   conv_backward_weight(g [N, O, OH, OW], x [N, C, H, W]) -> dw [O, C, KH, KW]: "no__,nc__->oc__"
+//       (n reduced: a batch-sharded step leaves a partial weight gradient, data parallelism's
+//       all_reduce)
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/sharding_factors.h"
 
 namespace dt::ir {
 namespace {
 
-// Factors on dims 0 and 1 of a tensor of `rank` dims, none on the rest (-1: none).
-TensorFactors two_dims(size_t rank, int f0, int f1) {
-  TensorFactors t(rank);
-  t[0] = dim_of(f0);
-  t[1] = dim_of(f1);
-  return t;
+// The einsum rule of a conv-family node: `operands` and `result` name the factors of each tensor's
+// leading dims (batch, channels); its spatial dims get none ('_'). With several groups the channel
+// factors are dropped too: only the batch remains.
+OpShardingRule conv_family_rule(const Node& n, const std::vector<std::string>& operands, const std::string& result) {
+  auto term = [&](std::string letters, int64_t rank) {
+    if (n.attr_int("groups") != 1)
+      std::replace_if(letters.begin(), letters.end(), [](char ch) { return ch != 'n'; }, '_');
+    return letters + std::string(size_t(rank) - letters.size(), '_');
+  };
+  std::string spec;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i > 0) spec += ',';
+    spec += term(operands[i], n.operands[i]->type.rank());
+  }
+  OpShardingRule r = rule_util::einsum(n, spec + "->" + term(result, n.result()->type.rank()));
+  r.partial_one_of = 0b11;
+  return r;
 }
 
 OpShardingRule conv_rule(const Node& n) {
-  const Shape& x = n.operands[0]->type.shape;
-  const Shape& w = n.operands[1]->type.shape;
-  const bool channels = n.attr_int("groups") == 1;
-  OpShardingRule r;
-  const int fn = r.add_factor(x[0]);
-  const int fo = channels ? r.add_factor(w[0]) : -1;
-  const int fc = channels ? r.add_factor(x[1], FactorKind::reduction) : -1;
-  r.operands.push_back(two_dims(x.size(), fn, fc));
-  r.operands.push_back(two_dims(w.size(), fo, fc));
-  if (n.operands.size() == 3) {
-    r.operands.push_back({dim_of(fo)});
-    r.added_once = 2;
-  }
-  r.results.push_back(two_dims(x.size(), fn, fo));
-  r.partial_one_of = 0b11;
+  const bool bias = n.operands.size() == 3;
+  OpShardingRule r = conv_family_rule(n, bias ? std::vector<std::string>{"nc", "oc", "o"} : std::vector<std::string>{"nc", "oc"},
+                                      "no");
+  if (bias) r.added_once = 2;  // a P(sum) result adds the bias on group index 0 only
   return r;
 }
 
-OpShardingRule conv_backward_input_rule(const Node& n) {
-  const Shape& g = n.operands[0]->type.shape;
-  const Shape& w = n.operands[1]->type.shape;
-  const bool channels = n.attr_int("groups") == 1;
-  OpShardingRule r;
-  const int fn = r.add_factor(g[0]);
-  const int fc = channels ? r.add_factor(w[1]) : -1;
-  const int fo = channels ? r.add_factor(w[0], FactorKind::reduction) : -1;
-  r.operands.push_back(two_dims(g.size(), fn, fo));
-  r.operands.push_back(two_dims(w.size(), fo, fc));
-  r.results.push_back(two_dims(g.size(), fn, fc));
-  r.partial_one_of = 0b11;
-  return r;
-}
+OpShardingRule conv_backward_input_rule(const Node& n) { return conv_family_rule(n, {"no", "oc"}, "nc"); }
 
-OpShardingRule conv_backward_weight_rule(const Node& n) {
-  const Shape& g = n.operands[0]->type.shape;
-  const Shape& x = n.operands[1]->type.shape;
-  const bool channels = n.attr_int("groups") == 1;
-  OpShardingRule r;
-  const int fo = channels ? r.add_factor(g[1]) : -1;
-  const int fc = channels ? r.add_factor(x[1]) : -1;
-  const int fn = r.add_factor(g[0], FactorKind::reduction);
-  r.operands.push_back(two_dims(g.size(), fn, fo));
-  r.operands.push_back(two_dims(x.size(), fn, fc));
-  r.results.push_back(two_dims(g.size(), fo, fc));
-  r.partial_one_of = 0b11;
-  return r;
-}
+OpShardingRule conv_backward_weight_rule(const Node& n) { return conv_family_rule(n, {"no", "nc"}, "oc"); }
 
 }  // namespace
 

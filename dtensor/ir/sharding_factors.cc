@@ -182,6 +182,7 @@ OpShardingRule einsum(const Node& node, std::string_view spec) {
         << "einsum rule '" << spec << "': term '" << t << "' does not fit a tensor of rank " << shape.size();
     for (size_t i = 0; i < letters; ++i) {
       const auto c = size_t(uint8_t(t[t.size() - letters + i]));
+      if (c == '_') continue;
       size[c] = std::max(size[c], shape[shape.size() - letters + i]);
     }
   };
@@ -204,6 +205,10 @@ OpShardingRule einsum(const Node& node, std::string_view spec) {
     }
     for (size_t i = 0; i < letters; ++i) {
       const char ch = t[t.size() - letters + i];
+      if (ch == '_') {
+        tf.push_back(dim_of(-1));
+        continue;
+      }
       const int f = factor_of(ch);
       tf.push_back(dim_of(shape[own_lead + i] == size[size_t(uint8_t(ch))] ? f : -1));
     }

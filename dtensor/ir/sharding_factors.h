@@ -153,9 +153,10 @@ void operand_and_result(OpShardingRule& rule, const TensorFactors& t);
 // DTensor writes the rules of mm/bmm/addmm: "bmk,bkn->bmn", "...k,ok,o->...o". A letter is one
 // factor: pass-through when the result has it, a reduction when only operands do. "..." stands
 // for the leading dims, aligned from the right against the result's (numpy broadcasting). A dim of
-// size 1 where the factor is larger (a broadcast dim) gets no factor; factors are numbered in the
-// order the spec first names them, the leading dims first. Throws InternalError when
-// the spec does not fit the node's ranks (a rule-file bug). Partial fields are the caller's.
+// size 1 where the factor is larger (a broadcast dim) gets no factor, nor does a '_' (a dim that
+// must stay replicated: a conv's spatial dims, whose windows read their neighbours); factors are
+// numbered in the order the spec first names them, the leading dims first. Throws InternalError
+// when the spec does not fit the node's ranks (a rule-file bug). Partial fields are the caller's.
 OpShardingRule einsum(const Node& node, std::string_view spec);
 }  // namespace rule_util
 

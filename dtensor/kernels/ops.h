@@ -79,6 +79,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul incl. 1-d and 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
 // x [..., in] · weight[out, in]ᵀ + bias[out] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// c = a @ b + beta · c in place, for 2-d a [m, k] and b [k, n] (any layout) of c's dtype (f32 or
+// f64) and a contiguous c [m, n]; beta 0 ignores c's contents. The GEMM behind mm, split into the
+// same row panels on the rank's threads, for kernels that multiply into a slice of their own
+// output (conv's im2col products, ops_conv.cc).
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, double beta);
 
 // ---- fused epilogues (ops_unary.cc, ops_matmul.cc) ----
 // The activations a linear can apply to its output as an epilogue.

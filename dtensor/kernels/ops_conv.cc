@@ -10,6 +10,8 @@
 //   dcol[r][p]             = Σ_o w[g·Og + o, r] · dy[n, g·Og + o, p]   (then added back into dx:
 //                                                                        col2im, the transpose)
 //   dw[g·Og + o, r]       += Σ_p dy[n, g·Og + o, p] · col[r][p]        (summed over n)
+// Each of the three is one GEMM per (image, group) through the GEMM behind mm (gemm_into), on the
+// rank's threads in its row panels, so results do not depend on the thread count.
 // Worked example: x [2, 4, 9, 8], w [6, 2, 3, 2], groups 2, stride (2, 1), pads (1, 0, 1, 0),
 // dilation (1, 2): out = ((9 + 2 - 2 - 1) / 2 + 1, (8 - 2 - 1) / 1 + 1) = (5, 6); Cg = 2, Og = 3,
 // col is [2·3·2, 5·6] = [12, 30] per (n, g).
@@ -97,61 +99,94 @@ void col2im(const Geometry& g, const T* col, int64_t n, int64_t grp, T* dx) {
   }
 }
 
-template <typename T>
-void conv_forward(const Geometry& g, const T* x, const T* w, const T* bias, T* y) {
-  const int64_t P = g.positions(), R = g.taps();
-  std::vector<T> col(size_t(R * P));
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      im2col(g, x, n, grp, col.data());
-      for (int64_t o = grp * g.og(); o < (grp + 1) * g.og(); ++o) {
-        T* out = y + (n * g.o + o) * P;
-        std::fill(out, out + P, bias ? bias[o] : T(0));
-        for (int64_t r = 0; r < R; ++r) {
-          const T wr = w[o * R + r];
-          const T* cr = col.data() + r * P;
-          for (int64_t p = 0; p < P; ++p) out[p] += wr * cr[p];
-        }
-      }
-    }
+// Image n's rows [grp·rows, (grp + 1)·rows) of a contiguous tensor whose `images` images each hold
+// groups·rows rows of `cols` elements: one (image, group) block, a contiguous [rows, cols] matrix.
+// The weight is one image of O = groups·Og rows of taps.
+Tensor block(const Tensor& t, int64_t images, int64_t groups, int64_t n, int64_t grp, int64_t rows, int64_t cols) {
+  return t.view({images, groups * rows, cols}).select(0, n).narrow(0, grp * rows, rows);
 }
 
-template <typename T>
-void conv_grad_input(const Geometry& g, const T* dy, const T* w, T* dx) {
-  const int64_t P = g.positions(), R = g.taps();
-  std::vector<T> dcol(size_t(R * P));
+// Calls f(n, grp) for every image n and group grp in order: each product below is one GEMM per pair.
+template <typename F>
+void for_each_image_group(const Geometry& g, F&& f) {
   for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      std::fill(dcol.begin(), dcol.end(), T(0));
-      for (int64_t o = grp * g.og(); o < (grp + 1) * g.og(); ++o) {
-        const T* d = dy + (n * g.o + o) * P;
-        for (int64_t r = 0; r < R; ++r) {
-          const T wr = w[o * R + r];
-          T* cr = dcol.data() + r * P;
-          for (int64_t p = 0; p < P; ++p) cr[p] += wr * d[p];
-        }
-      }
-      col2im(g, dcol.data(), n, grp, dx);
-    }
+    for (int64_t grp = 0; grp < g.groups; ++grp) f(n, grp);
 }
 
+// The columns matrix [taps, positions] of each (image, group) of an input-shaped tensor (x, or dx
+// in the input gradient). A 1x1 kernel at stride 1 without padding reads each input element once
+// where it lies, so the columns are the tensor's own channel planes and nothing is copied;
+// otherwise one buffer, reused for every pair, holds them (im2col fills it from x, col2im adds it
+// into dx).
 template <typename T>
-void conv_grad_weight(const Geometry& g, const T* dy, const T* x, T* dw) {
-  const int64_t P = g.positions(), R = g.taps();
-  std::vector<T> col(size_t(R * P));
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      im2col(g, x, n, grp, col.data());
-      for (int64_t o = grp * g.og(); o < (grp + 1) * g.og(); ++o) {
-        const T* d = dy + (n * g.o + o) * P;
-        for (int64_t r = 0; r < R; ++r) {
-          const T* cr = col.data() + r * P;
-          T acc = 0;
-          for (int64_t p = 0; p < P; ++p) acc += d[p] * cr[p];
-          dw[o * R + r] += acc;
-        }
-      }
+class Columns {
+ public:
+  Columns(const Geometry& g, const Tensor& planes)
+      : g_(g), planes_(planes),
+        in_place_(g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.h &&
+                  g.ow == g.w) {
+    if (!in_place_) buffer_ = Tensor::uninitialized({g.taps(), g.positions()}, dtype_of<T>());
+  }
+  bool in_place() const { return in_place_; }
+  // The matrix of (n, grp): the planes' block, or the buffer (contents unspecified).
+  Tensor matrix(int64_t n, int64_t grp) const {
+    return in_place_ ? block(planes_, g_.n, g_.groups, n, grp, g_.cg(), g_.positions()) : buffer_;
+  }
+  // The columns of (n, grp) read from x (the planes).
+  Tensor read(int64_t n, int64_t grp) const {
+    if (!in_place_) im2col(g_, planes_.data<T>(), n, grp, buffer_.data<T>());
+    return matrix(n, grp);
+  }
+  // Adds the buffer, as written for (n, grp), into dx (the planes); in place it is there already.
+  void add_back(int64_t n, int64_t grp) const {
+    if (!in_place_) col2im(g_, buffer_.data<T>(), n, grp, planes_.data<T>());
+  }
+
+ private:
+  const Geometry& g_;
+  Tensor planes_, buffer_;
+  bool in_place_;
+};
+
+// The weight's rows of group grp: [Og, taps].
+Tensor weight_rows(const Geometry& g, const Tensor& w, int64_t grp) {
+  return block(w, 1, g.groups, 0, grp, g.og(), g.taps());
+}
+
+// y[n, group rows] = bias + w[group rows] @ col.
+template <typename T>
+void conv_forward(const Geometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const Columns<T> cols(g, x);
+  for_each_image_group(g, [&](int64_t n, int64_t grp) {
+    const Tensor out = block(y, g.n, g.groups, n, grp, g.og(), g.positions());
+    if (bias.defined()) {
+      const int64_t P = g.positions();
+      for (int64_t r = 0; r < g.og(); ++r)
+        std::fill(out.data<T>() + r * P, out.data<T>() + (r + 1) * P, bias.data<T>()[grp * g.og() + r]);
     }
+    gemm_into(weight_rows(g, w, grp), cols.read(n, grp), out, bias.defined() ? 1 : 0);
+  });
+}
+
+// dcol = w[group rows]ᵀ @ dy[n, group rows], added back into dx.
+template <typename T>
+void conv_grad_input(const Geometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const Columns<T> cols(g, dx);
+  for_each_image_group(g, [&](int64_t n, int64_t grp) {
+    gemm_into(weight_rows(g, w, grp).transpose(0, 1), block(dy, g.n, g.groups, n, grp, g.og(), g.positions()),
+              cols.matrix(n, grp), 0);
+    cols.add_back(n, grp);
+  });
+}
+
+// dw[group rows] += dy[n, group rows] @ colᵀ.
+template <typename T>
+void conv_grad_weight(const Geometry& g, const Tensor& dy, const Tensor& x, const Tensor& dw) {
+  const Columns<T> cols(g, x);
+  for_each_image_group(g, [&](int64_t n, int64_t grp) {
+    gemm_into(block(dy, g.n, g.groups, n, grp, g.og(), g.positions()), cols.read(n, grp).transpose(0, 1),
+              weight_rows(g, dw, grp), 1);
+  });
 }
 
 // The dtype a convolution computes in: f32 and f64 as they are, bf16 and f16 in f32.
@@ -205,11 +240,9 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor& bias, const Con
   const DType ct = compute_dtype(x.dtype(), "conv");
   const Tensor xc = in_dtype(x, ct), wc = in_dtype(weight, ct);
   const Tensor bc = bias.defined() ? in_dtype(bias, ct) : Tensor();
-  Tensor y = Tensor::empty(conv_output_shape(x.shape(), weight.shape(), p), ct);
-  if (ct == DType::f64)
-    conv_forward<double>(g, xc.data<double>(), wc.data<double>(), bc.defined() ? bc.data<double>() : nullptr, y.data<double>());
-  else
-    conv_forward<float>(g, xc.data<float>(), wc.data<float>(), bc.defined() ? bc.data<float>() : nullptr, y.data<float>());
+  Tensor y = Tensor::uninitialized(conv_output_shape(x.shape(), weight.shape(), p), ct);
+  if (ct == DType::f64) conv_forward<double>(g, xc, wc, bc, y);
+  else conv_forward<float>(g, xc, wc, bc, y);
   return ct == x.dtype() ? y : cast(y, x.dtype());
 }
 
@@ -221,8 +254,8 @@ Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, const Shape
   const DType ct = compute_dtype(grad.dtype(), "conv_backward_input");
   const Tensor dy = in_dtype(grad, ct), wc = in_dtype(weight, ct);
   Tensor dx = Tensor::zeros(input_shape, ct);
-  if (ct == DType::f64) conv_grad_input<double>(g, dy.data<double>(), wc.data<double>(), dx.data<double>());
-  else conv_grad_input<float>(g, dy.data<float>(), wc.data<float>(), dx.data<float>());
+  if (ct == DType::f64) conv_grad_input<double>(g, dy, wc, dx);
+  else conv_grad_input<float>(g, dy, wc, dx);
   return ct == grad.dtype() ? dx : cast(dx, grad.dtype());
 }
 
@@ -234,8 +267,8 @@ Tensor conv_backward_weight(const Tensor& grad, const Tensor& x, const Shape& we
   const DType ct = compute_dtype(grad.dtype(), "conv_backward_weight");
   const Tensor dy = in_dtype(grad, ct), xc = in_dtype(x, ct);
   Tensor dw = Tensor::zeros(weight_shape, ct);
-  if (ct == DType::f64) conv_grad_weight<double>(g, dy.data<double>(), xc.data<double>(), dw.data<double>());
-  else conv_grad_weight<float>(g, dy.data<float>(), xc.data<float>(), dw.data<float>());
+  if (ct == DType::f64) conv_grad_weight<double>(g, dy, xc, dw);
+  else conv_grad_weight<float>(g, dy, xc, dw);
   return ct == grad.dtype() ? dw : cast(dw, grad.dtype());
 }
 

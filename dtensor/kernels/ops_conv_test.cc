@@ -61,6 +61,11 @@ std::vector<ConvCase> cases() {
       {{2, 3, 8, 12}, {8, 3, 4, 4}, {{4, 4}, {0, 0, 0, 0}, {1, 1}, 1}}, // a ViT patch embedding
       {{1, 2, 5, 5}, {3, 2, 2, 3}, {{2, 3}, {0, 2, 1, 0}, {1, 1}, 1}},  // asymmetric pads
       {{3, 1, 7, 1}, {2, 1, 3, 1}, {{1, 1}, {0, 0, 0, 0}, {3, 1}, 1}},  // width 1, dilation 3 (span 7)
+      // 1x1 kernels at stride 1 without padding multiply x's planes in place (no im2col buffer)
+      {{2, 6, 5, 4}, {4, 3, 1, 1}, {{1, 1}, {0, 0, 0, 0}, {2, 3}, 2}},  // groups 2 (dilation moot)
+      {{2, 4, 7}, {3, 4, 1}, {{1}, {0, 0}, {1}, 1}},                     // 1-d
+      {{1, 3, 4, 4}, {5, 3, 1, 1}, {{1, 1}, {0, 0, 1, 1}, {1, 1}, 1}},  // 1x1 with trailing pads: im2col
+      {{1, 3, 5, 5}, {2, 3, 1, 1}, {{2, 2}, {0, 0, 0, 0}, {1, 1}, 1}},  // 1x1 at stride 2: im2col
   };
 }
 

@@ -56,7 +56,7 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
 
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
 // all of the same floating dtype T in {float, double}; `init` ([m, n], any layout and dtype) is
-// read only when beta != 0. Each row panel is seeded from init, multiplied and activated in turn
+// read only when beta != 0 (undefined: c's own contents are the seed). Each row panel is seeded from init, multiplied and activated in turn
 // (the epilogue), so the output is visited once while in cache rather than once per step. act is
 // none unless T is float.
 template <typename T>
@@ -266,6 +266,19 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, 
     DT_THROW(ShapeError) << "addmm: self of shape " << shape_str(self.shape()) << " does not broadcast to "
                          << shape_str(out_shape);
   return gemm_2d(a, b, self.expand(out_shape), alpha, beta);
+}
+
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, double beta) {
+  check_rank("gemm_into", "first operand", a, 2);
+  check_rank("gemm_into", "second operand", b, 2);
+  check_floating("gemm_into", a, b);
+  kernel::check_same_dtype("gemm_into", a, c);
+  if (a.shape()[1] != b.shape()[0]) throw_inner_mismatch("gemm_into", a, b, a.shape()[1], b.shape()[0]);
+  DT_CHECK(c.is_contiguous() && c.shape() == (Shape{a.shape()[0], b.shape()[1]}) && gemm_dtype(c.dtype()) == c.dtype())
+      << "gemm_into output " << shape_str(c.shape()) << " is not a contiguous f32/f64 [m, n]";
+  // An undefined init with beta != 0 makes BLAS read c itself as the seed.
+  if (c.dtype() == DType::f32) gemm<float>(a, b, c, Tensor(), 1, beta, Activation::none);
+  else gemm<double>(a, b, c, Tensor(), 1, beta, Activation::none);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

@@ -192,5 +192,24 @@ TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   expect_same_for_thread_counts("linear + silu", [&] { return linear_act(a, w, Tensor(), Activation::silu); });
 }
 
+TEST(ParallelKernels, ConvBitwiseAcrossThreadCounts) {
+  // A patch embedding whose 200 output channels make 5 GEMM row units of 48 (4 full, 1 ragged) per
+  // image, 3 units of work a range (grain: 2^22 flops / (2 · 64 positions · 192 taps · 48)); and a
+  // padded 3x3 conv in 2 groups of 100 rows through im2col and col2im (grain 1 unit).
+  const Tensor x = uniform({2, 3, 64, 64}, DType::f32, 21), w = uniform({200, 3, 8, 8}, DType::f32, 22);
+  const Tensor bias = uniform({200}, DType::f32, 23);
+  const ConvParams patch{{8, 8}, {0, 0, 0, 0}, {1, 1}, 1};
+  const Tensor dy = uniform(conv_output_shape(x.shape(), w.shape(), patch), DType::f32, 24);
+  expect_same_for_thread_counts("conv", [&] { return conv(x, w, bias, patch); });
+  expect_same_for_thread_counts("conv dx", [&] { return conv_backward_input(dy, w, x.shape(), patch); });
+  expect_same_for_thread_counts("conv dw", [&] { return conv_backward_weight(dy, x, w.shape(), patch); });
+  const Tensor x2 = uniform({1, 16, 24, 24}, DType::f32, 25), w2 = uniform({200, 8, 3, 3}, DType::f32, 26);
+  const ConvParams same{{1, 1}, {1, 1, 1, 1}, {1, 1}, 2};
+  const Tensor dy2 = uniform(conv_output_shape(x2.shape(), w2.shape(), same), DType::f32, 27);
+  expect_same_for_thread_counts("grouped conv", [&] { return conv(x2, w2, Tensor(), same); });
+  expect_same_for_thread_counts("grouped conv dx", [&] { return conv_backward_input(dy2, w2, x2.shape(), same); });
+  expect_same_for_thread_counts("grouped conv dw", [&] { return conv_backward_weight(dy2, x2, w2.shape(), same); });
+}
+
 }  // namespace
 }  // namespace dt

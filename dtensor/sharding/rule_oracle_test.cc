@@ -103,6 +103,28 @@ std::vector<OpCase> cases() {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 5, 4}), in(b, 1, {2, 3, 5, 4}), in(b, 2, {2, 3, 5, 2}),
                                               true, in(b, 3, {5, 5}), 0.4)});
   });
+  // conv: channels shard (one group), spatial dims of 5 replicate; groups 2 keep only the batch.
+  using Ints = std::vector<int64_t>;
+  auto conv_attrs = [](Ints stride, Ints padding, int64_t groups, Ints shape = {}) {
+    ir::NamedAttrs a{{"stride", stride}, {"padding", padding}, {"dilation", Ints(stride.size(), 1)}, {"groups", groups}};
+    if (!shape.empty()) a.push_back({"shape", shape});
+    return a;
+  };
+  add("conv", [=](Builder& b) {
+    b.outputs({b.record(OpKind::conv, {in(b, 0, {3, 4, 5, 5}), in(b, 1, {6, 4, 3, 3}), in(b, 2, {6})},
+                        conv_attrs({1, 1}, {1, 1, 0, 0}, 1))[0]});
+  });
+  add("conv 1d groups 2", [=](Builder& b) {
+    b.outputs({b.record(OpKind::conv, {in(b, 0, {3, 4, 7}), in(b, 1, {6, 2, 3})}, conv_attrs({2}, {1, 0}, 2))[0]});
+  });
+  add("conv_backward_input", [=](Builder& b) {
+    b.outputs({b.record(OpKind::conv_backward_input, {in(b, 0, {3, 6, 4, 4}), in(b, 1, {6, 4, 3, 3})},
+                        conv_attrs({1, 1}, {1, 1, 0, 0}, 1, {3, 4, 5, 5}))[0]});
+  });
+  add("conv_backward_weight", [=](Builder& b) {
+    b.outputs({b.record(OpKind::conv_backward_weight, {in(b, 0, {3, 6, 4, 4}), in(b, 1, {3, 4, 5, 5})},
+                        conv_attrs({1, 1}, {1, 1, 0, 0}, 1, {6, 4, 3, 3}))[0]});
+  });
   add("sum", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}), {1})}); });
   add("sum all", [](Builder& b) { b.outputs({b.sum(in(b, 0, {3, 5}))}); });
   add("mean keepdim", [](Builder& b) { b.outputs({b.mean(in(b, 0, {3, 5}), {0}, true)}); });
