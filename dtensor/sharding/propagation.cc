@@ -30,12 +30,18 @@ constexpr const char* kPinnedReason = "a colwise/rowwise parameter would have to
 // and `minor` lets the factor be sharded where it is not the first of its dim, which makes that
 // dim a blocked shard with the major factors' product as blocks (the split of a fused qkv
 // output into q, k, v: [3H] = (3, H), sharding H).
+// A factor read from a strided shard SS(d) (fsdp over tp, layout/placement.h) keeps that layout:
+// `strided` places it as SS on every tensor that has it, so an optimizer update reads a strided
+// parameter, its gradient and its state where they are instead of moving them to S(d).
 struct Option {
   enum Kind : uint8_t { none, factor, partial_all, partial_one } kind = none;
   int8_t f = -1;  // factor, or the partial operand for partial_one
   int32_t blocks = 1;
   bool minor = false;
-  bool operator==(const Option& o) const { return kind == o.kind && f == o.f && blocks == o.blocks && minor == o.minor; }
+  bool strided = false;
+  bool operator==(const Option& o) const {
+    return kind == o.kind && f == o.f && blocks == o.blocks && minor == o.minor && strided == o.strided;
+  }
 };
 
 struct Candidate {
@@ -79,7 +85,7 @@ class NodePropagator {
           add_blocked(rule_.operands[i][size_t(p.dim())], p.blocks(), add);
         } else {
           int f = rule_.operands[i][size_t(p.dim())].first();
-          if (f >= 0) add(Option{Option::factor, int8_t(f)});
+          if (f >= 0) add(Option{Option::factor, int8_t(f), 1, false, p.is_strided()});
         }
       }
       if (!p.is_partial()) all_partial = false;
@@ -131,6 +137,7 @@ class NodePropagator {
           for (size_t i = 0; i < no; ++i)
             if (!place_factor(rule_.operands[i], o, c.operands[i][m])) return;
           for (size_t r = 0; r < nr; ++r) {
+            if ((rule_.replicated_results >> r) & 1u) continue;
             Option ro = o;
             ro.minor = o.minor || rule_.minor_results;
             if (place_factor(rule_.results[r], ro, c.results[r][m]) && !c.results[r][m].is_replicate()) {
@@ -216,7 +223,8 @@ class NodePropagator {
           continue;
         }
         if (k != 0 && !o.minor) return false;
-        p = Placement::blocked_shard(int64_t(d), before * o.blocks);
+        if (o.strided && k != 0) return false;  // a strided shard of a merged dim's minor factor
+        p = o.strided ? Placement::strided_shard(int64_t(d)) : Placement::blocked_shard(int64_t(d), before * o.blocks);
         return true;
       }
     }

@@ -21,24 +21,20 @@ Duration query_grace(Duration timeout) {
   return std::clamp(timeout / 4, Duration(200), Duration(2000));
 }
 
+// MPI_Testall under the MPI lock: sets `done`, returns MPI's error code.
+int test_all(std::vector<MPI_Request>& requests, int& done) {
+  MpiCallGuard guard;
+  return MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+}
+
 // Polls MPI_Testall until done or the deadline, spinning first and then backing off to bounded
 // sleeps (dtensor/comm/backoff.h); returns false on timeout. Throws on MPI errors.
 bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, const WorkContext& c) {
   Backoff backoff;
   for (;;) {
     int done = 0;
-    {
-      MpiCallGuard guard;
-      int rc = MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        throw CommError(fmt::format("{} collective #{} on group {} failed on rank {}: {}", c.desc.str(), c.seq,
-                                    ranks_str(c.group->global_ranks), c.my_global_rank, std::string(text, len)),
-                        int64_t(c.seq), c.group->global_ranks);
-      }
-    }
+    if (int rc = test_all(requests, done); rc != MPI_SUCCESS)
+      throw CommError(failure_message(c, rc), int64_t(c.seq), c.group->global_ranks);
     if (done) return true;
     // Every poll checks the deadline: once the back-off sleeps, 64 polls can take 64 ms, and
     // ranks that time out together must report together (the first to abort ends the job).
@@ -60,14 +56,24 @@ std::string record_failure(const WorkContext& c, std::string message) {
 
 std::string timeout_message(const WorkContext& c, Duration timeout) {
   const std::vector<int>& ranks = c.group->global_ranks;
+  PeerStateAgent* agent = peer_state_agent();
+  if (c.seq == 0) {
+    // Point-to-point: the peer is the only rank involved; say whether it still lives.
+    const int peer = ranks[size_t(c.desc.root)];
+    std::string head = fmt::format("{} {} rank {} on group {} timed out after {} ms on rank {}", c.desc.str(),
+                                   c.desc.op == CollectiveOp::send ? "to" : "from", peer, ranks_str(ranks),
+                                   timeout.count(), c.my_global_rank);
+    if (agent == nullptr) return head;
+    const Duration grace = query_grace(timeout);
+    if (agent->query(c.group->id, {peer}, grace)[0].answered)
+      return head + fmt::format("; rank {}: alive, its matching {} not issued (it waits elsewhere)", peer,
+                                c.desc.op == CollectiveOp::send ? "recv" : "send");
+    return head + fmt::format("; rank {}: no answer within {} ms, process dead or unreachable", peer, grace.count());
+  }
   std::string head = fmt::format("{} collective #{} on group {} timed out after {} ms on rank {}",
                                  c.desc.str(), c.seq, ranks_str(ranks), timeout.count(),
                                  c.my_global_rank);
-  PeerStateAgent* agent = peer_state_agent();
-  if (c.seq == 0 || agent == nullptr) {
-    // Point-to-point: the peer is the only rank involved.
-    return head + fmt::format(" (peer: group index {})", c.desc.root);
-  }
+  if (agent == nullptr) return head;
   std::vector<int> peers;
   for (int r : ranks)
     if (r != c.my_global_rank) peers.push_back(r);
@@ -80,6 +86,11 @@ std::string timeout_message(const WorkContext& c, Duration timeout) {
 void wait_requests(const WorkContext& c, std::vector<MPI_Request>& requests, Duration timeout) {
   if (test_until(requests, deadline_after(timeout), c)) return;
   throw CommError(timeout_message(c, timeout), int64_t(c.seq), c.group->global_ranks);
+}
+
+std::string failure_message(const WorkContext& c, int rc) {
+  return fmt::format("{} collective #{} on group {} failed on rank {}: {}", c.desc.str(), c.seq,
+                     ranks_str(c.group->global_ranks), c.my_global_rank, mpi_error_text(rc));
 }
 
 MpiWork::MpiWork(WorkContext context, std::vector<MPI_Request> requests, std::function<void()> finish,
@@ -95,19 +106,7 @@ MpiWork::~MpiWork() = default;
 bool MpiWork::poll_locked() {
   if (done_) return true;
   int done = 0;
-  {
-    MpiCallGuard guard;
-    int rc = MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING];
-      int len = 0;
-      MPI_Error_string(rc, text, &len);
-      fail_locked(fmt::format("{} collective #{} on group {} failed on rank {}: {}",
-                              context_.desc.str(), context_.seq,
-                              ranks_str(context_.group->global_ranks), context_.my_global_rank,
-                              std::string(text, len)));
-    }
-  }
+  if (int rc = test_all(requests_, done); rc != MPI_SUCCESS) fail_locked(failure_message(context_, rc));
   if (!done) return false;
   if (finish_) finish_();
   done_ = true;
@@ -121,11 +120,12 @@ bool MpiWork::poll_locked() {
   return true;
 }
 
-void MpiWork::fail_locked(const std::string& message) {
+void MpiWork::fail_locked(const std::string& message, bool announce) {
+  const std::string full = record_failure(context_, message);
+  if (PeerStateAgent* agent = peer_state_agent(); agent && announce) agent->announce_fault(full, kAnnounceGrace);
   // The fields go with the message (a Python caller reads e.sequence and e.ranks); sequence 0 is
   // a point-to-point transfer, not one collective of the group.
-  error_ = std::make_exception_ptr(CommError(record_failure(context_, message),
-                                             context_.seq > 0 ? int64_t(context_.seq) : -1,
+  error_ = std::make_exception_ptr(CommError(full, context_.seq > 0 ? int64_t(context_.seq) : -1,
                                              context_.group->global_ranks));
   std::rethrow_exception(error_);
 }
@@ -145,7 +145,9 @@ void MpiWork::wait(Duration timeout) {
   } catch (const CommError& e) {
     fail_locked(e.what());
   }
-  if (!completed) fail_locked(timeout_message(context_, timeout));
+  // A transfer that times out ends the run of ranks that wait on other transfers (a pipeline's
+  // farther stages, alive but stuck behind this one): they are told before the job aborts.
+  if (!completed) fail_locked(timeout_message(context_, timeout), /*announce=*/context_.seq == 0);
   poll_locked();  // requests are inactive now: runs finish and the bookkeeping
 }
 

@@ -1,0 +1,55 @@
+// Pipeline-parallel training (the plan's `pipeline` section): what train_sharded runs for such a
+// plan. The model is cut into stages (pipeline/stages.h), each stage's rank runs its program of
+// micro-batch forwards and backwards in schedule order (pipeline/program.h), proved deadlock-free
+// at compile time (passes/p2p_order.h), and the optimizer step runs once per step.
+//
+// Each stage runs on its sub-mesh (the mesh at one index of the pipeline dim): its graph is
+// partitioned there under the rest of the plan (sharding/compiler.h), the values crossing stages
+// laid out R, or S(0) on the mesh dims that shard the plan's data inputs on dim 0 (the batch), so
+// that the rank at each place of a stage's sub-mesh exchanges them with the rank at the same place
+// of the neighbouring stage whole.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtensor/job/train.h"
+#include "dtensor/pipeline/program.h"
+
+namespace dt::job {
+
+// The pipeline of a plan on a mesh: its stages' programs (ValueError for a plan whose pipeline
+// dim is not among its mesh dims, other dims larger than 1, and pipeline/stages.h's errors).
+struct PipelinePrograms {
+  pipeline::StageSplit split;
+  std::vector<pipeline::StageGraph> graphs;       // [stage]
+  std::vector<DeviceMesh> meshes;                 // [stage]: its sub-mesh
+  std::vector<sharding::CompiledModel> compiled;  // [stage]: its graph partitioned on its sub-mesh
+  std::vector<pipeline::StageProgram> programs;   // by stage, then place
+
+  // The placements of stage graph value `name` on sp's stage.
+  const Placements& placements_of(const pipeline::StageProgram& sp, const std::string& name) const;
+  // programs by rank for a mesh of n ranks (ValueError for a rank without a stage).
+  std::vector<const ir::Graph*> programs_by_rank(int n) const;
+};
+PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
+                                  const pipeline::ProgramOptions& options);
+
+// Every rank's bindings of its shards of its stage's parameters (and zero optimizer state).
+std::vector<runtime::Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
+                                                 const std::map<std::string, Tensor>& weights);
+// Binds each micro-batch of `batch` (one batch of every data input) on the ranks that read it.
+void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
+                       std::vector<runtime::Bindings>& bind);
+
+// Job::run of a pipeline (compiled with options.training false): the model's outputs from the last
+// stage, every micro-batch's concatenated on dim 0 (scalars averaged); threads backend only.
+RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
+                       const TensorMap& inputs, const JobOptions& job);
+
+TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor>& weights,
+                           const std::map<std::string, Tensor>& data, const TrainOptions& options,
+                           const ShardedTrainOptions& sharded);
+
+}  // namespace dt::job
