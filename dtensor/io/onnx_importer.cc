@@ -317,6 +317,19 @@ int64_t Importer::check_results(const ir::Graph& g, size_t first) {
 
 void Importer::convert(const onnx::NodeProto& n) {
   node_ = &n;
+  // Every IR node made from this one names it (SourceLoc::origin: kept in the .dt as loc("..."),
+  // shown by a run-time error of the node).
+  struct Origin {
+    Importer& im;
+    size_t first;
+    ~Origin() {
+      const auto& nodes = im.main_.nodes();
+      if (nodes.size() <= first) return;
+      const char* o = ir::intern_origin("ONNX " + im.where());
+      for (size_t i = first; i < nodes.size(); ++i)
+        if (!nodes[i]->loc.origin) nodes[i]->loc.origin = o;
+    }
+  } origin{*this, main_.nodes().size()};
   if (absorbed_.count(&n)) return;  // folded into an earlier node (a linear's bias Add)
   const Converter f = converters().at(n.op_type());  // check_nodes() refused the others
   for (int i = 0; i < n.input_size(); ++i)

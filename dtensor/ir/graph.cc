@@ -5,12 +5,24 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::ir {
+
+const char* intern_origin(std::string_view origin) {
+  // Node-based: a string's characters never move once inserted. The origins of imported models
+  // are a few per node of the largest model read, never freed.
+  static std::mutex mu;
+  static std::unordered_set<std::string> pool;
+  std::lock_guard<std::mutex> lock(mu);
+  return pool.emplace(origin).first->c_str();
+}
+
 
 std::string type_str(const TensorType& t) {
   std::string s(dtype_name(t.dtype));

@@ -39,11 +39,19 @@ struct TensorType {
 // Returns "f32[8, 64]" (the IR spelling).
 std::string type_str(const TensorType& t);
 
-// Where a node or declaration came from in IR text (line 0 when built in code).
+// Where a node or declaration came from in IR text (line 0 when built in code), and for a node
+// made from another model's node, that node (`origin`: "ONNX node Gather '/embed_tokens/Gather'",
+// printed and parsed as the statement's trailing `loc("...")`, null when none). Being part of the
+// location, it goes wherever the node is copied (partitioning, passes) and a run-time error of the
+// node names it.
 struct SourceLoc {
   int line = 0;
   int col = 0;
+  const char* origin = nullptr;  // interned (intern_origin): lives as long as the process
 };
+// Returns a copy of `origin` that lives as long as the process; equal strings give one pointer.
+// Thread-safe.
+const char* intern_origin(std::string_view origin);
 
 struct Node;
 

@@ -416,6 +416,18 @@ class Parser {
     if (types_.size() != results_.size())
       DT_PARSE_FAIL(fail(type_locs_.back().line, type_locs_.back().col))
           << "expected " << results_.size() << " result types, found " << types_.size();
+    // `loc("ONNX node Gather '/x'")`: the node of an imported model this one was made from. No
+    // statement starts with 'l', so one character tells.
+    const char* origin = nullptr;
+    if (lx_.peek() == 'l') {
+      const Token kw = lx_.expect_ident("loc");
+      if (kw.text != "loc") DT_PARSE_FAIL(fail(kw)) << "expected loc(\"...\") or a new line after the result types, found " << describe(kw);
+      lx_.expect('(', "'(' after loc");
+      const Token s = lx_.next();
+      if (s.kind != Tok::string) DT_PARSE_FAIL(fail(s)) << "loc takes a string, found " << describe(s);
+      origin = intern_origin(unescape(s));
+      lx_.expect(')', "')' after loc's string");
+    }
     names_.clear();
     for (const Token& r : results_) names_.push_back(r.text);
     // A result name already in use makes append throw (after defining the results before it,
@@ -427,7 +439,7 @@ class Parser {
                                   .attrs = std::move(attrs),
                                   .result_types = types_,
                                   .result_names = names_,
-                                  .loc = {op_tok.line, op_tok.col}});
+                                  .loc = {op_tok.line, op_tok.col, origin}});
     } catch (const ValueError&) {
       for (const Token& r : results_) {
         const Value* prev = g_->find(r.text);

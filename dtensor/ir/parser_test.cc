@@ -85,6 +85,20 @@ TEST(Parser, StringEscapesRoundTrip) {
   EXPECT_EQ(print(parse(print(g), "s.dt", {.verify = false})), print(g));
 }
 
+// A node's origin in an imported model (SourceLoc::origin) round-trips as its trailing loc("...");
+// equal origins share one interned string.
+TEST(Parser, NodeOriginsRoundTrip) {
+  const std::string text =
+      "graph g {\n  input %x : f32[1]\n  %y = relu(%x) : f32[1] loc(\"ONNX node '/a' (Relu, output \\\"y\\\")\")\n"
+      "  %z = relu(%y) : f32[1]\n  %w = relu(%z) : f32[1] loc(\"ONNX node '/a' (Relu, output \\\"y\\\")\")\n  return %w\n}\n";
+  Graph g = parse(text, "o.dt");
+  ASSERT_TRUE(g.nodes()[0]->loc.origin);
+  EXPECT_STREQ(g.nodes()[0]->loc.origin, "ONNX node '/a' (Relu, output \"y\")");
+  EXPECT_EQ(g.nodes()[1]->loc.origin, nullptr);
+  EXPECT_EQ(g.nodes()[2]->loc.origin, g.nodes()[0]->loc.origin);
+  EXPECT_EQ(print(g), text);
+}
+
 TEST(Parser, MissingFileIsAnIoError) { EXPECT_THROW(parse_file("/nonexistent/x.dt"), IoError); }
 
 }  // namespace

@@ -109,6 +109,11 @@ std::string print(const Graph& g) {
   for (const auto& n : g.nodes()) {
     out += "  ";
     append_node(out, *n);
+    if (n->loc.origin) {  // the node of an imported model it was made from (SourceLoc)
+      out += " loc(";
+      append_attr(out, Attr(std::string(n->loc.origin)), AttrKind::str);
+      out += ')';
+    }
     out += '\n';
   }
   out += "  return";

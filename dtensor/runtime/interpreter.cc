@@ -27,8 +27,11 @@ void run_kernel_of(const ir::Graph& g, const ir::Node& n, size_t index, F&& f) {
     constexpr size_t kMaxStatement = 160;
     std::string statement = ir::print_node(n);
     if (statement.size() > kMaxStatement) statement = statement.substr(0, kMaxStatement) + " ...";
-    const std::string context = n.loc.line > 0 ? "node " + statement + ": "
-                                               : "graph " + g.name() + ", node " + std::to_string(index) + " " + statement + ": ";
+    // A node made from an imported model's node names that node too (SourceLoc::origin).
+    const std::string origin = n.loc.origin ? std::string(" (") + n.loc.origin + ")" : std::string();
+    const std::string context = n.loc.line > 0
+                                    ? "node " + statement + origin + ": "
+                                    : "graph " + g.name() + ", node " + std::to_string(index) + " " + statement + origin + ": ";
     e.locate(g.source().empty() ? "<input>" : g.source(), n.loc.line, n.loc.col, context);
     throw;
   }

@@ -96,11 +96,22 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + struct.pack("<16
 PY
 echo '{"mesh_dims": ["tp"], "modules": [{"pattern": "h.*.c_fc", "style": "colwise", "mesh_dim": "tp"}]}' >"$t/c_fc_tp.json"
 line=$(grep -n "= embedding(%input_ids, %wte.weight)" "$t/g2.dt" | cut -d: -f1)
-expect_error "kernel error names its node" "g2.dt:$line:8: node %7 = embedding(%input_ids, %wte.weight) : f32.2, 8, 32.: embedding index 61 out of range" \
+# ... and the ONNX node it was made from, kept in the .dt as loc("...") (on one device and tp).
+grep -q "= embedding(%input_ids, %wte.weight) : f32\[2, 8, 32\] loc(\"ONNX node '/wte/Gather' (Gather, output '/wte/Gather_output_0')\")$" "$t/g2.dt" ||
+  FAIL "g2.dt lacks the embedding's ONNX node: $(grep '= embedding' "$t/g2.dt")"
+onnx_node="(ONNX node '/wte/Gather' (Gather, output '/wte/Gather_output_0')): embedding index 61 out of range"
+expect_error "kernel error names its node" "g2.dt:$line:8: node %7 = embedding(%input_ids, %wte.weight) : f32.2, 8, 32. $onnx_node" \
   "$DT" run "$t/g2.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors"
-expect_error "kernel error names its node under tp" "= embedding(%input_ids, %wte.weight)" \
+expect_error "kernel error names its node under tp" "= embedding(%input_ids, %wte.weight) : f32.2, 8, 32. $onnx_node" \
   "$DT" run "$t/g2.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors" --mesh 2 \
   --plan "$t/c_fc_tp.json"
+# A malformed loc is a parse error naming its line.
+sed "${line}s/ loc(\"/ loc(3 \"/" "$t/g2.dt" >"$t/badloc.dt"
+expect_error "malformed loc" "badloc.dt:$line:.*: loc takes a string, found number 3" \
+  "$DT" run "$t/badloc.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors"
+sed "${line}s/ loc(\"/ lox(\"/" "$t/g2.dt" >"$t/badloc.dt"
+expect_error "misspelt loc" "badloc.dt:$line:.*: expected loc(\"...\") or a new line after the result types, found 'lox'" \
+  "$DT" run "$t/badloc.dt" --weights "$t/g2.safetensors" --inputs "$t/bad_ids.safetensors"
 
 # Malformed models (the fuzz seeds of tests/fuzz/onnx): one line, exit 2.
 F="$SRC/tests/fuzz/onnx"
