@@ -18,12 +18,25 @@
 // deadlock. Issuing `recv g0` before `send a1` on rank 0 makes the heads pair all the way.
 //
 // The work is linear in the programs' comm ops; it runs only when some program has a transfer.
+//
+// By orbit (ir/rank_orbits.h): the ranks of one orbit run one program up to renaming, so the proof
+// runs one participant per orbit, its representative's program standing for every member, with
+// each transfer's peer orbit derived from the peer rank (the group's member at the `peer` index).
+// This is the same proof when every orbit that transfers on a group holds one rank of it (a
+// pipeline's link between stages, whose coordinate on the pp dim is the orbit's own): then every
+// member of an orbit pairs with its own peer, a member of one orbit, and the members of an orbit
+// stay in one state at every step of the simulation above (a collective completes for all the
+// group instances alike: orbits are products of per-dim classes, so every instance holds the same
+// orbits). An orbit holding several ranks of a group it transfers on (several members sending to
+// one peer, each in its turn) breaks the lockstep; the proof refuses it instead of guessing.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string_view>
 
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/rank_orbits.h"
 
 namespace dt::passes {
 
@@ -35,5 +48,13 @@ bool has_point_to_point(std::span<const ir::Graph* const> programs);
 // mismatches. programs[i] is global rank ranks[i]'s program; groups are matched by their rank
 // lists. Every rank a program communicates with must have a program among them.
 void check_p2p_order(std::span<const ir::Graph* const> programs, std::span<const int> ranks, std::string_view stage);
+
+// The same proof for a whole job from one program per orbit (file comment): representatives[o]
+// stands for orbit o (as check_orbit_consistency takes them). Messages name the representatives'
+// ranks and their groups. Throws InternalError as check_p2p_order does, and when an orbit holds
+// several ranks of a group it transfers on. Returns the programs the proof read (one per orbit,
+// whatever the number of ranks).
+size_t check_p2p_order_by_orbit(std::span<const ir::Graph* const> representatives, const ir::RankOrbits& orbits,
+                                std::string_view stage);
 
 }  // namespace dt::passes

@@ -1,16 +1,23 @@
 // The deadlock proof for point-to-point transfers: the order of a pair's sends and recvs on one
 // group decides whether the heads pair up (threads backend semantics), mismatched pairs are
-// refused, and the pass pipeline runs the proof whenever a program has a transfer.
+// refused, and the pass pipeline runs the proof whenever a program has a transfer. By orbit: a
+// pipeline on a pp x dp mesh (stages joined by links, each backward's weight gradient all_reduced
+// on dp) is proved from one program per orbit with the verdict and message of the proof over every
+// rank, and at 4 x 16,384 ranks the proof reads 8 programs.
 #include "dtensor/passes/p2p_order.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/passes/pass_manager.h"
+#include "dtensor/passes/rank_consistency.h"
 #include "dtensor/passes/rank_pipeline.h"
+#include "tests/support/error_message.h"
+#include "tests/support/pipeline_stages.h"
 
 namespace dt::passes {
 namespace {
@@ -43,13 +50,10 @@ void check(const std::vector<ir::Graph>& gs) {
   check_p2p_order(view, ranks, "after test");
 }
 
+using test::message_of;
+
 std::string failure(const std::vector<ir::Graph>& gs) {
-  try {
-    check(gs);
-  } catch (const InternalError& e) {
-    return e.what();
-  }
-  return "";
+  return message_of([&] { check(gs); });
 }
 
 // 1F1B's steady state on 2 stages: stage 0 sends activations a0, a1 and receives gradient g0;
@@ -177,6 +181,173 @@ TEST(P2pOrder, ThePassPipelineKeepsTransfersAndProvesThem) {
   auto crossed = one_f_one_b(/*recv_first=*/false);
   PassManager none;
   EXPECT_THROW(run_rank_pipelines(none, crossed, std::vector<int>{0, 1}), InternalError);
+}
+
+// A pipeline of `stages` stages on a stages x dp mesh: rank s * dp + d is stage s at dp coordinate
+// d. Its orbits (dp coordinate 0 or not, per stage, as the partitioner's classes would give) and
+// the programs of the ranks asked for.
+struct PipelineMesh {
+  int stages = 2, dp = 3, microbatches = 2;
+  pipeline::Schedule schedule = pipeline::Schedule::one_f_one_b;
+  int crossed_stage = -1;  // this stage's program swaps two link posts (a deadlock), -1: none
+
+  int rank(int s, int d) const { return s * dp + d; }
+  std::vector<int> group(int rank, const std::string& name) const {
+    const int s = rank / dp, d = rank % dp;
+    if (name == "dp") {
+      std::vector<int> out;
+      for (int k = 0; k < dp; ++k) out.push_back(this->rank(s, k));
+      return out;
+    }
+    const int link = std::stoi(name.substr(4));  // "link<k>"
+    if (link != s && link != s - 1) return {};
+    return {this->rank(link, d), this->rank(link + 1, d)};
+  }
+  ir::RankOrbits orbits() const {
+    ir::RankOrbits out;
+    for (int s = 0; s < stages; ++s)
+      for (int rest = 0; rest < (dp > 1 ? 2 : 1); ++rest) {
+        ir::RankOrbit o{.representative = rank(s, rest), .ranks = rest ? dp - 1 : 1, .same_as = -1, .peers = {}};
+        std::vector<std::string> names{"dp"};
+        if (s > 0) names.push_back("link" + std::to_string(s - 1));
+        if (s < stages - 1) names.push_back("link" + std::to_string(s));
+        for (const std::string& name : names) {
+          std::vector<ir::OrbitPeer> peers;
+          for (int r : group(o.representative, name)) {
+            const size_t orbit = size_t(orbit_of(r));
+            if (std::none_of(peers.begin(), peers.end(), [&](const ir::OrbitPeer& q) { return q.orbit == orbit; }))
+              peers.push_back({orbit, r});
+          }
+          o.peers.emplace_back(name, std::move(peers));
+        }
+        out.orbits.push_back(std::move(o));
+      }
+    out.orbit_of = [this](int r) { return orbit_of(r); };
+    out.group_ranks = [this](int r, const std::string& name) { return group(r, name); };
+    return out;
+  }
+  int orbit_of(int r) const { return (dp > 1 ? 2 : 1) * (r / dp) + (dp > 1 && r % dp != 0); }
+  ir::Graph program(int r) const {
+    test_support::PipelineStageOptions o{.schedule = schedule, .stages = stages, .stage = r / dp,
+                                          .microbatches = microbatches, .rows = 2, .width = 2,
+                                          .weight_gradient = true, .link_ranks = {}, .dp_group = "dp",
+                                          .dp_ranks = group(r, "dp")};
+    o.link_ranks = [this, r](int link) { return group(r, "link" + std::to_string(link)); };
+    ir::Graph g = test_support::pipeline_stage_graph(o);
+    if (o.stage == crossed_stage) wait_first_for_the_next_stage(g, o.stage, stages);
+    return g;
+  }
+  // Makes the program start by waiting for a message from its neighbour on a link before anything
+  // else: the neighbour first waits for this stage's first message on that link (a cycle).
+  static void wait_first_for_the_next_stage(ir::Graph& g, int s, int p) {
+    const int link = s < p - 1 ? s : s - 1;
+    std::vector<ir::Node*> order(g.nodes().begin(), g.nodes().end());
+    ir::Builder b(g);
+    ir::Value* got = b.wait_tensor(b.recv("link" + std::to_string(link), link == s ? 1 : 0, DType::f32, {2, 2}, 99));
+    order.insert(order.begin(), got->producer);
+    order.insert(order.begin(), got->producer->operands[0]->producer);
+    g.set_node_order(order);
+  }
+};
+
+TEST(P2pOrderByOrbit, GivesTheVerdictOfTheProofOverEveryRank) {
+  for (int crossed : {-1, 0, 1, 2})
+    for (pipeline::Schedule sch : {pipeline::Schedule::gpipe, pipeline::Schedule::one_f_one_b}) {
+      PipelineMesh mesh{.stages = 3, .dp = 3, .microbatches = 4, .schedule = sch, .crossed_stage = crossed};
+      SCOPED_TRACE(std::string(pipeline::schedule_name(sch)) + " crossed stage " + std::to_string(crossed));
+      std::vector<ir::Graph> all;
+      std::vector<const ir::Graph*> view;
+      std::vector<int> ranks;
+      for (int r = 0; r < mesh.stages * mesh.dp; ++r) all.push_back(mesh.program(r));
+      for (int r = 0; r < mesh.stages * mesh.dp; ++r) {
+        view.push_back(&all[size_t(r)]);
+        ranks.push_back(r);
+      }
+      const ir::RankOrbits orbits = mesh.orbits();
+      std::vector<const ir::Graph*> reps;
+      for (const ir::RankOrbit& o : orbits.orbits) reps.push_back(&all[size_t(o.representative)]);
+      const std::string every = message_of([&] { check_p2p_order(view, ranks, "after test"); });
+      const std::string by_orbit = message_of([&] { EXPECT_EQ(check_p2p_order_by_orbit(reps, orbits, "after test"), 6u); });
+      EXPECT_EQ(every.empty(), crossed < 0) << every;
+      EXPECT_EQ(by_orbit.empty(), crossed < 0) << by_orbit;
+      // The same failure (a waiting cycle, or the last stage's stray recv paired with a send of
+      // another tag), and the representatives' first line as the proof over every rank gives it.
+      if (crossed >= 0) {
+        for (const char* kind : {"can deadlock after test", "not rank-consistent after test"})
+          EXPECT_EQ(every.find(kind) == std::string::npos, by_orbit.find(kind) == std::string::npos) << kind;
+        const std::string first = by_orbit.substr(0, by_orbit.find(';'));
+        if (by_orbit.find("can deadlock") != std::string::npos)
+          EXPECT_NE(every.find(first.substr(first.find("rank "))), std::string::npos) << every << "\n" << by_orbit;
+      }
+    }
+}
+
+TEST(P2pOrderByOrbit, ALargeMeshReadsOneProgramPerOrbit) {
+  // 4 stages x 16,384 data-parallel ranks: the programs of 8 ranks, whatever the dp size.
+  for (int crossed : {-1, 0}) {
+    PipelineMesh mesh{.stages = 4, .dp = 16384, .microbatches = 8, .schedule = pipeline::Schedule::one_f_one_b,
+                      .crossed_stage = crossed};
+    const ir::RankOrbits orbits = mesh.orbits();
+    EXPECT_EQ(orbits.total_ranks(), 4 * 16384);
+    std::vector<ir::Graph> reps;
+    for (const ir::RankOrbit& o : orbits.orbits) reps.push_back(mesh.program(o.representative));
+    std::vector<const ir::Graph*> view;
+    for (const ir::Graph& g : reps) view.push_back(&g);
+    size_t read = 0;
+    const std::string msg = message_of([&] { read = check_p2p_order_by_orbit(view, orbits, "after test"); });
+    if (crossed < 0) {
+      EXPECT_EQ(msg, "");
+      EXPECT_EQ(read, 8u);
+    } else {
+      EXPECT_NE(msg.find("can deadlock"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 0 waits for %"), std::string::npos) << msg;  // stage 0's representatives
+      EXPECT_NE(msg.find("(receives from rank 16384 (tag 99, f32[2, 2])) on group link0 [0, 16384]"),
+                std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1 waits for"), std::string::npos) << msg;
+    }
+    // The pass pipeline proves it by orbit too, reading the programs given.
+    std::vector<int> ranks;
+    for (const ir::RankOrbit& o : orbits.orbits) ranks.push_back(o.representative);
+    PassManager none;
+    if (crossed < 0) {
+      EXPECT_EQ(run_rank_pipelines(none, reps, ranks, {.orbits = &orbits}).programs_checked, 8u);
+    } else {
+      EXPECT_THROW(run_rank_pipelines(none, reps, ranks, {.orbits = &orbits}), InternalError);
+    }
+  }
+}
+
+TEST(P2pOrderByOrbit, RefusesAnOrbitHoldingSeveralRanksOfALinkAndPeersThatDiffer) {
+  // Ranks 1 and 2 of one orbit both send to rank 0 of group g: each pairs in its turn, so the
+  // orbit's members are not in lockstep and the proof by orbit cannot stand for them.
+  auto gs = programs([](ir::Builder& b, int r, std::vector<ir::Value*>& outs) {
+    ir::Value* x = b.input("x", DType::f32, {2});
+    if (r == 0) {
+      outs.push_back(b.wait_tensor(b.recv("pp", 1, DType::f32, {2})));
+      outs.push_back(b.wait_tensor(b.recv("pp", 2, DType::f32, {2})));
+    } else {
+      b.wait_tensor(b.send(x, "pp", 0));
+      outs.push_back(x);
+    }
+  }, 3);
+  check(gs);  // fine rank by rank
+  ir::RankOrbits orbits;
+  orbits.orbits = {{.representative = 0, .ranks = 1, .same_as = -1, .peers = {{"pp", {{0, 0}, {1, 1}}}}},
+                   {.representative = 1, .ranks = 2, .same_as = -1, .peers = {{"pp", {{0, 0}, {1, 1}}}}}};
+  orbits.orbit_of = [](int r) { return r == 0 ? 0 : 1; };
+  orbits.group_ranks = [](int, const std::string&) { return std::vector<int>{0, 1, 2}; };
+  std::vector<const ir::Graph*> reps{&gs[0], &gs[1]};
+  const std::string msg = message_of([&] { check_p2p_order_by_orbit(reps, orbits, "after test"); });
+  EXPECT_NE(msg.find("cannot be proved by orbit: rank 1's orbit holds 2 ranks of group pp [0, 1, 2]"),
+            std::string::npos) << msg;
+  // A member whose transfer names another peer than its representative's is not in its orbit.
+  auto differ = programs([](ir::Builder& b, int r, std::vector<ir::Value*>& outs) {
+    ir::Value* x = b.input("x", DType::f32, {2});
+    b.wait_tensor(b.send(x, "pp", r == 1 ? 0 : 1));
+    outs.push_back(x);
+  }, 3);
+  EXPECT_NE(message_of([&] { check_same_orbit(differ[2], 2, differ[1], 1, "after test"); }).find("talks to peer 1"),
+            std::string::npos);
 }
 
 }  // namespace

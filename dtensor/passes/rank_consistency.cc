@@ -204,6 +204,11 @@ void check_same_orbit(const ir::Graph& program, int rank, const ir::Graph& repre
                                   collective_signature(x) != collective_signature(y)))
       fail(i, fmt::format("%{} is {} but %{} is {}", x.result()->name, collective_signature(x), y.result()->name,
                           collective_signature(y)));
+    // A transfer's peer is a group index, not renamed: the orbit's members must name the same one.
+    if (ir::op_def(x.op).point_to_point &&
+        (x.attr_int("peer") != y.attr_int("peer") || x.attr_int("tag") != y.attr_int("tag")))
+      fail(i, fmt::format("%{} talks to peer {} (tag {}) but %{} to peer {} (tag {})", x.result()->name,
+                          x.attr_int("peer"), x.attr_int("tag"), y.result()->name, y.attr_int("peer"), y.attr_int("tag")));
   }
   if (a.size() != b.size()) fail(std::min(a.size(), b.size()), fmt::format("{} vs {} nodes", a.size(), b.size()));
 }

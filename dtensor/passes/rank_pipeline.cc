@@ -51,6 +51,7 @@ class RankCheck {
     std::vector<const ir::Graph*> reps;
     for (size_t i : rep_of_orbit_) reps.push_back(&programs_[i]);
     check_orbit_consistency(reps, *orbits_, stage);
+    if (has_point_to_point(reps)) check_p2p_order_by_orbit(reps, *orbits_, stage);
     for (size_t i = 0; i < programs_.size(); ++i) {
       const size_t rep = rep_of_orbit_[orbits_->program_orbit(orbit_of_program_[i])];
       if (rep != i) check_same_orbit(programs_[i], ranks_[i], programs_[rep], ranks_[rep], stage);

@@ -5,7 +5,8 @@
 //
 // With the job's orbits (ir/rank_orbits.h, from sharding::compile with `orbits`), the programs
 // given need only be the ranks a caller wants plus one representative per orbit: the check runs
-// on the representatives (check_orbit_consistency), every other program is checked to be its
+// on the representatives (check_orbit_consistency, and check_p2p_order_by_orbit when they have
+// transfers), every other program is checked to be its
 // representative's up to renaming, and the comm buffers are planned from the programs given, which
 // cover every distinct program of the job. The work is then the programs given, whatever the
 // number of ranks: rank r of a 65,536-rank job compiles its own program and the job's few

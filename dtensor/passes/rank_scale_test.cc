@@ -23,6 +23,7 @@
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_consistency.h"
 #include "dtensor/passes/rank_pipeline.h"
+#include "tests/support/error_message.h"
 #include "dtensor/sharding/compiler.h"
 
 namespace dt::passes {
@@ -93,14 +94,7 @@ bool diverge(ir::Graph& program, const std::string& group, int k) {
   return false;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InternalError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::message_of;
 
 TEST(RankOrbits, DivergenceIsReportedAsByTheCheckOverEveryRank) {
   const ir::Graph g = ir::build_gpt({.vocab = 512, .hidden = 128, .heads = 4, .layers = 1, .max_seq = 32, .batch = 8,

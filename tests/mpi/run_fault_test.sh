@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs one fault-injection case of mpi_fault_driver under mpirun and checks that the job ends
-# (never hangs: `timeout 60` around mpirun), how it ends (exit status), and what the surviving
-# ranks said (their CommError on stderr). Usage: run_fault_test.sh MPIEXEC DRIVER CASE
+# Runs one fault-injection case of mpi_fault_driver (pipeline_kill: of pipeline_fault_driver)
+# under mpirun and checks that the job ends (never hangs: `timeout 60` around mpirun), how it ends
+# (exit status), and what the surviving ranks said (their CommError on stderr).
+# Usage: run_fault_test.sh MPIEXEC DRIVER CASE
 set -u
 mpiexec=$1 driver=$2 case=$3
 out=$(mktemp -d)
@@ -20,6 +21,7 @@ case $case in
     # --enable-recovery keeps the survivors running so that they detect the failure themselves
     # (Open MPI's own exit status is then 0 even though they abort, so it is not checked).
     mode=${case%_recovery}; flags+=(--enable-recovery); expect_status=any ;;
+  pipeline_kill) mode=mpi; flags+=(--enable-recovery); expect_status=any ;;
 esac
 start=$(date +%s)
 DTENSOR_FLIGHT_RECORDER_DIR=$out/flight timeout 60 "$mpiexec" "${flags[@]}" "$driver" "$mode" \
@@ -72,6 +74,15 @@ PY
   subgroup_stall)
     survivor_timeout 0 "[0, 2]"
     expect "ranks that did not arrive: [2] (rank 2: alive, last issued collective #1 (all_reduce))" ;;
+  pipeline_kill)
+    # Stage 1 of 3 dies mid-step: both neighbours time out on a transfer with it and name it dead,
+    # in their own line or in the other's announcement (whichever reached them first).
+    expect "[rank 1] pipeline_fault_driver: dying after matmul #2 of the step"
+    for r in 0 2; do
+      grep -E "^\[rank $r\] dtensor: error: (send|recv)\(.*rank 1: no answer within 750 ms, process dead or unreachable" \
+        "$out/stderr" >/dev/null || fail "rank $r does not name rank 1 as dead"
+    done
+    expect "timed out after 3000 ms on rank" ;;
   *) fail "unknown case" ;;
 esac
 echo "PASS [$case] in ${elapsed}s (mpirun exit status $status)"

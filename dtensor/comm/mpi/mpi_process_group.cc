@@ -145,7 +145,7 @@ WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
       // Every member sees the mismatch at once; the other processes (outside this group, or
       // blocked elsewhere) learn it from the announcement instead of waiting for their timeouts.
       std::string message = record_failure(context, e.what());
-      if (PeerStateAgent* agent = peer_state_agent()) agent->announce_fault(message, Duration(2000));
+      if (PeerStateAgent* agent = peer_state_agent()) agent->announce_fault(message, kAnnounceGrace);
       DT_THROW(CommError) << message;
     }
   }

@@ -137,7 +137,7 @@ void run_mpi(const std::function<void(ProcessGroup& world)>& fn, const CommOptio
     ProcessGroupPtr world = g_runtime->world(options);
     fn(*world);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] dtensor: error: %s\n", rank, e.what());
+    print_fault(rank, e.what());  // unless announce_fault printed it already
     abort_job(2);
   }
 }

@@ -60,14 +60,24 @@ std::string record_failure(const WorkContext& c, std::string message) {
 
 std::string timeout_message(const WorkContext& c, Duration timeout) {
   const std::vector<int>& ranks = c.group->global_ranks;
+  PeerStateAgent* agent = peer_state_agent();
+  if (c.seq == 0) {
+    // Point-to-point: the peer is the only rank involved; say whether it still lives.
+    const int peer = ranks[size_t(c.desc.root)];
+    std::string head = fmt::format("{} {} rank {} on group {} timed out after {} ms on rank {}", c.desc.str(),
+                                   c.desc.op == CollectiveOp::send ? "to" : "from", peer, ranks_str(ranks),
+                                   timeout.count(), c.my_global_rank);
+    if (agent == nullptr) return head;
+    const Duration grace = query_grace(timeout);
+    if (agent->query(c.group->id, {peer}, grace)[0].answered)
+      return head + fmt::format("; rank {}: alive, its matching {} not issued (it waits elsewhere)", peer,
+                                c.desc.op == CollectiveOp::send ? "recv" : "send");
+    return head + fmt::format("; rank {}: no answer within {} ms, process dead or unreachable", peer, grace.count());
+  }
   std::string head = fmt::format("{} collective #{} on group {} timed out after {} ms on rank {}",
                                  c.desc.str(), c.seq, ranks_str(ranks), timeout.count(),
                                  c.my_global_rank);
-  PeerStateAgent* agent = peer_state_agent();
-  if (c.seq == 0 || agent == nullptr) {
-    // Point-to-point: the peer is the only rank involved.
-    return head + fmt::format(" (peer: group index {})", c.desc.root);
-  }
+  if (agent == nullptr) return head;
   std::vector<int> peers;
   for (int r : ranks)
     if (r != c.my_global_rank) peers.push_back(r);
@@ -121,11 +131,12 @@ bool MpiWork::poll_locked() {
   return true;
 }
 
-void MpiWork::fail_locked(const std::string& message) {
+void MpiWork::fail_locked(const std::string& message, bool announce) {
+  const std::string full = record_failure(context_, message);
+  if (PeerStateAgent* agent = peer_state_agent(); agent && announce) agent->announce_fault(full, kAnnounceGrace);
   // The fields go with the message (a Python caller reads e.sequence and e.ranks); sequence 0 is
   // a point-to-point transfer, not one collective of the group.
-  error_ = std::make_exception_ptr(CommError(record_failure(context_, message),
-                                             context_.seq > 0 ? int64_t(context_.seq) : -1,
+  error_ = std::make_exception_ptr(CommError(full, context_.seq > 0 ? int64_t(context_.seq) : -1,
                                              context_.group->global_ranks));
   std::rethrow_exception(error_);
 }
@@ -145,7 +156,9 @@ void MpiWork::wait(Duration timeout) {
   } catch (const CommError& e) {
     fail_locked(e.what());
   }
-  if (!completed) fail_locked(timeout_message(context_, timeout));
+  // A transfer that times out ends the run of ranks that wait on other transfers (a pipeline's
+  // farther stages, alive but stuck behind this one): they are told before the job aborts.
+  if (!completed) fail_locked(timeout_message(context_, timeout), /*announce=*/context_.seq == 0);
   poll_locked();  // requests are inactive now: runs finish and the bookkeeping
 }
 

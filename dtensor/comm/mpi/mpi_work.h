@@ -54,7 +54,8 @@ class MpiWork final : public Work {
  private:
   // Tests the requests once; runs finish on completion. Throws CommError on an MPI error.
   bool poll_locked();
-  [[noreturn]] void fail_locked(const std::string& message);
+  // Records the failure and throws it; with `announce`, tells every process first (announce_fault).
+  [[noreturn]] void fail_locked(const std::string& message, bool announce = false);
 
   WorkContext context_;
   std::vector<MPI_Request> requests_;
@@ -75,7 +76,12 @@ void wait_requests(const WorkContext& context, std::vector<MPI_Request>& request
 // $DTENSOR_FLIGHT_RECORDER_DIR is set, and returns message (with the dump path appended).
 std::string record_failure(const WorkContext& context, std::string message);
 
-// Returns the CommError message for a collective that timed out, after querying the peers.
+// How long a process that announces a fault waits for the others' acknowledgements (a dead one
+// never sends one).
+inline constexpr Duration kAnnounceGrace{2000};
+
+// Returns the CommError message for a collective that timed out, after querying the peers (for a
+// transfer: whether the peer process lives).
 std::string timeout_message(const WorkContext& context, Duration timeout);
 
 }  // namespace dt::mpi

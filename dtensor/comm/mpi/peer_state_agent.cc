@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
+#include <set>
 
 #include "dtensor/comm/mpi/group_progress.h"
 #include "dtensor/comm/mpi/mpi_runtime.h"
@@ -24,6 +26,20 @@ PeerStateAgent* g_agent = nullptr;
 int reply_tag(int64_t nonce) { return 2 + int(nonce % 30000); }
 
 }  // namespace
+
+bool print_fault(int rank, const std::string& message, const std::string& suffix, bool only_if_silent) {
+  static std::mutex mu;
+  static std::set<std::string> printed;
+  std::lock_guard lock(mu);
+  // A message that quotes a printed one (the interpreter prefixes the node that failed) adds no cause.
+  for (const std::string& p : printed)
+    if (message.find(p) != std::string::npos) return false;
+  if (only_if_silent && !printed.empty()) return false;
+  printed.insert(message);
+  std::fprintf(stderr, "[rank %d] dtensor: error: %s%s\n", rank, message.c_str(), suffix.c_str());
+  std::fflush(stderr);
+  return true;
+}
 
 PeerStateAgent* peer_state_agent() { return g_agent; }
 void set_peer_state_agent(PeerStateAgent* agent) { g_agent = agent; }
@@ -109,11 +125,9 @@ void PeerStateAgent::serve_fault_announcement() {
   }
   int me = 0;
   MPI_Comm_rank(comm_, &me);
-  // Once per process: several ranks may announce the same fault (every member detects a mismatch).
-  if (!announced_.exchange(true)) {
-    std::fprintf(stderr, "[rank %d] dtensor: error: %s (reported by rank %d)\n", me, text.c_str(), status.MPI_SOURCE);
-    std::fflush(stderr);
-  }
+  // Once per process: several ranks may announce the same fault (every member detects a
+  // mismatch), and a process that reported its own fault has said why already.
+  print_fault(me, text, fmt::format(" (reported by rank {})", status.MPI_SOURCE), /*only_if_silent=*/true);
   static int ack = 1;
   MpiCallGuard guard;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -122,10 +136,10 @@ void PeerStateAgent::serve_fault_announcement() {
 }
 
 void PeerStateAgent::announce_fault(const std::string& message, Duration grace) {
-  announced_ = true;  // this process reports the fault itself
   int me = 0, n = 1;
   MPI_Comm_rank(comm_, &me);
   MPI_Comm_size(comm_, &n);
+  print_fault(me, message);
   // Leaked on purpose: the job aborts next, and an unanswered request to a dead peer stays pending.
   auto* text = new std::string(message);
   auto* acks = new std::vector<int>(size_t(n), 0);

@@ -46,10 +46,12 @@ class PeerStateAgent {
   std::vector<PeerAnswer> query(int64_t group_id, const std::vector<int>& peers, Duration grace);
 
   // Tells every other process of the job that this one hit a fault that ends the run (e.g. a
-  // collective mismatch), so each prints "[rank r] dtensor: error: <message> (reported by rank s)"
-  // at once instead of sitting in its own collectives until the timeout (the caller then aborts
-  // the job, which would otherwise kill them without a word). Waits at most `grace` for every
-  // process to acknowledge that it printed.
+  // collective mismatch, a transfer whose peer died), so each prints "[rank r] dtensor: error:
+  // <message> (reported by rank s)" at once instead of sitting in its own collectives until the
+  // timeout (the caller then aborts the job, which would otherwise kill them without a word).
+  // Prints this process's own line first (print_fault), then waits at most `grace` for every
+  // process to acknowledge that it printed: once all have, every live process has said why, so
+  // whichever aborts first silences nobody.
   void announce_fault(const std::string& message, Duration grace);
 
  private:
@@ -60,9 +62,15 @@ class PeerStateAgent {
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> next_nonce_{0};
-  std::atomic<bool> announced_{false};  // a fault was printed or announced by this process
   std::thread thread_;
 };
+
+// Prints "[rank r] dtensor: error: <message><suffix>" on stderr and flushes, unless this process
+// printed `message` already (or a message that `message` quotes: the interpreter prefixes the node
+// that failed) or, with `only_if_silent`, printed any fault line; returns whether it
+// printed. One lock orders the lines of the main thread and the agent's thread, so a process that
+// acknowledges an announcement has its line out before the announcer may abort the job.
+bool print_fault(int rank, const std::string& message, const std::string& suffix = "", bool only_if_silent = false);
 
 // Returns the live agent (owned by MpiRuntime), or nullptr.
 PeerStateAgent* peer_state_agent();
