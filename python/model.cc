@@ -29,12 +29,16 @@ namespace py = pybind11;
 namespace {
 
 // Where and how a model runs: the mesh shape (empty: one device, as `dtensor run` without --mesh),
-// the plan's JSON text (empty: every parameter replicated) and the pass pipeline.
+// the plan's JSON text (empty: every parameter replicated), the pass pipeline and its memory
+// budget (0: the passes' default; plan="auto" under max_memory_per_rank sets the one the search
+// estimated the plan's memory under, as the CLI's --plan auto does).
 struct JobKey {
   std::vector<int64_t> mesh;
   std::string plan_json, plan_source, passes = "default";
+  size_t memory_budget = 0;
   bool operator<(const JobKey& o) const {
-    return std::tie(mesh, plan_json, plan_source, passes) < std::tie(o.mesh, o.plan_json, o.plan_source, o.passes);
+    return std::tie(mesh, plan_json, plan_source, passes, memory_budget) <
+           std::tie(o.mesh, o.plan_json, o.plan_source, o.passes, o.memory_budget);
   }
 };
 
@@ -44,6 +48,7 @@ job::JobOptions job_options(const JobKey& p, const std::string& backend) {
   if (!p.plan_json.empty()) o.plan = sharding::ParallelPlan::parse(p.plan_json, p.plan_source);
   o.backend = backend.empty() ? job::default_backend() : runtime::parse_backend(backend);
   o.passes.pipeline = p.passes;
+  o.passes.options.memory_budget_bytes = p.memory_budget;
   return o;
 }
 
@@ -128,12 +133,13 @@ py::dict value_types(const std::vector<ir::Value*>& values) {
 }
 
 JobKey job_key(const std::optional<std::vector<int64_t>>& mesh, const std::string& plan_json,
-                       const std::string& plan_source, const std::string& passes) {
+               const std::string& plan_source, const std::string& passes, size_t memory_budget) {
   JobKey p;
   if (mesh) p.mesh = *mesh;
   p.plan_json = plan_json;
   p.plan_source = plan_source.empty() ? "<plan>" : plan_source;
   p.passes = passes;
+  p.memory_budget = memory_budget;
   return p;
 }
 
@@ -209,24 +215,29 @@ void bind_model(py::module_& m) {
       })
       .def_property_readonly("num_nodes", [](const Model& md) { return md.graph().nodes().size(); })
       .def("ir", [](const Model& md) { return ir::print(md.graph()); })
-      // plan="auto": the plan the search (dtensor/autoplan) finds for this mesh, as plan JSON.
+      // plan="auto": the plan the search (dtensor/autoplan) finds for this mesh, as plan JSON, and
+      // the passes' memory budget its memory was estimated under (0: none asked for). The search
+      // runs the job's pass pipeline on each candidate, so it is given the same one.
       .def(
           "auto_plan",
           [](const Model& md, const std::vector<int64_t>& mesh, bool train, const std::string& optimizer,
-             int64_t max_memory_per_rank) {
+             int64_t max_memory_per_rank, const std::string& passes) {
             autoplan::SearchOptions so;
             so.train = train;
             so.optimizer.kind = optimizer;
             so.max_memory_per_rank = max_memory_per_rank;
+            so.pipeline = passes;
             py::gil_scoped_release release;
-            return autoplan::search(md.graph(), DeviceMesh(Shape(mesh.begin(), mesh.end())), so).plan.to_json();
+            const autoplan::SearchResult r = autoplan::search(md.graph(), DeviceMesh(Shape(mesh.begin(), mesh.end())), so);
+            return std::make_pair(r.plan.to_json(), r.pass_options.memory_budget_bytes);
           },
-          py::arg("mesh"), py::arg("train"), py::arg("optimizer"), py::arg("max_memory_per_rank"))
+          py::arg("mesh"), py::arg("train"), py::arg("optimizer"), py::arg("max_memory_per_rank"), py::arg("passes"))
       .def("weights", [](const Model& md) { return to_numpy_dict(md.weights().full_tensors()); })
       .def(
           "run",
           [](Model& md, const py::dict& inputs, std::optional<std::vector<int64_t>> mesh, const std::string& plan_json,
-             const std::string& plan_source, const std::string& passes, const std::string& backend) {
+             const std::string& plan_source, const std::string& passes, const std::string& backend,
+             size_t memory_budget) {
             job::TensorMap in = md.check_inputs(to_tensor_map(inputs, "inputs"));
             if (!mesh && plan_json.empty() && backend.empty()) {
               std::vector<Tensor> outs;
@@ -236,7 +247,7 @@ void bind_model(py::module_& m) {
               }
               return outputs_dict(md.graph(), std::move(outs));
             }
-            const JobKey key = job_key(mesh, plan_json, plan_source, passes);
+            const JobKey key = job_key(mesh, plan_json, plan_source, passes, memory_budget);
             job::RunResult r;
             {
               py::gil_scoped_release release;
@@ -245,7 +256,7 @@ void bind_model(py::module_& m) {
             return outputs_dict(md.graph(), std::move(r.outputs));
           },
           py::arg("inputs"), py::arg("mesh"), py::arg("plan_json"), py::arg("plan_source"), py::arg("passes"),
-          py::arg("backend"))
+          py::arg("backend"), py::arg("memory_budget"))
       .def(
           "_time_library_runs",
           [](Model& md, const py::dict& inputs, int n) {
@@ -261,21 +272,23 @@ void bind_model(py::module_& m) {
       .def(
           "compile",
           [](std::shared_ptr<Model> md, std::optional<std::vector<int64_t>> mesh, const std::string& plan_json,
-             const std::string& plan_source, const std::string& passes, const std::string& backend) {
+             const std::string& plan_source, const std::string& passes, const std::string& backend,
+             size_t memory_budget) {
             std::shared_ptr<const job::Job> job;
             {
               py::gil_scoped_release release;
-              job = md->job_for(job_key(mesh, plan_json, plan_source, passes), backend);
+              job = md->job_for(job_key(mesh, plan_json, plan_source, passes, memory_budget), backend);
             }
             return Compiled{md, job};
           },
-          py::arg("mesh"), py::arg("plan_json"), py::arg("plan_source"), py::arg("passes"), py::arg("backend"))
+          py::arg("mesh"), py::arg("plan_json"), py::arg("plan_source"), py::arg("passes"), py::arg("backend"),
+          py::arg("memory_budget"))
       .def(
           "train",
           [](Model& md, const py::dict& data, int steps, const std::string& optimizer, std::optional<double> lr,
              double momentum, double weight_decay, std::optional<std::vector<int64_t>> mesh, const std::string& plan_json,
              const std::string& plan_source, const std::string& passes, const std::string& backend,
-             bool keep_first_grads) {
+             size_t memory_budget, bool keep_first_grads) {
             if (steps < 1) DT_THROW(ValueError) << "steps must be at least 1, got " << steps;
             job::TrainOptions to;
             to.steps = steps;
@@ -295,7 +308,7 @@ void bind_model(py::module_& m) {
                 r = job::train_single_device(md.graph().clone(), weights, d, to);
               } else {
                 job::ShardedTrainOptions so;
-                so.job = job_options(job_key(mesh, plan_json, plan_source, passes), backend);
+                so.job = job_options(job_key(mesh, plan_json, plan_source, passes, memory_budget), backend);
                 so.gather_state = true;  // mpi: rank 0 gets the trained tensors (threads: always)
                 r = job::train_sharded(md.graph().clone(), weights, d, to, so);
               }
@@ -304,7 +317,7 @@ void bind_model(py::module_& m) {
           },
           py::arg("data"), py::arg("steps"), py::arg("optimizer"), py::arg("lr"), py::arg("momentum"),
           py::arg("weight_decay"), py::arg("mesh"), py::arg("plan_json"), py::arg("plan_source"), py::arg("passes"),
-          py::arg("backend"), py::arg("keep_first_grads"))
+          py::arg("backend"), py::arg("memory_budget"), py::arg("keep_first_grads"))
       .def(
           "set_weights",
           [](Model& md, const py::dict& weights) { md.set_weights(job::Weights::full(to_tensor_map(weights, "weights"))); },

@@ -72,26 +72,11 @@ void place_updates_early(ir::Graph& g) {
 
 }  // namespace
 
-TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads, Recompute recompute) {
-  validate(opt);
-  TrainStep step{std::move(forward), {}, 0, {}, {}, {}};
-  ir::Graph& g = step.graph;
-  Value* loss = find_loss(g);
-  std::vector<Value*> params;
-  for (Value* p : g.params())
-    if (is_floating(p->type.dtype) && !p->frozen) params.push_back(p);  // consts are never trained
-  if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
-  const size_t forward_nodes = g.nodes().size();
-  std::vector<std::pair<Value*, Value*>> pairs;
-  std::vector<Value*> grads = append_gradients(g, loss, params, &pairs);
-  for (const auto& [v, gv] : pairs) step.gradient_pairs.emplace_back(v->id, gv->id);
-  for (size_t i = 0; i < params.size(); ++i)
-    if (!grads[i])
-      DT_THROW(ValueError) << "the loss " << loss->name << " does not depend on parameter " << params[i]->name
-                           << ": nothing would train it (remove it from the model)";
-
+std::vector<Value*> append_optimizer_updates(ir::Graph& g, const std::vector<Value*>& params,
+                                             const std::vector<Value*>& grads, const OptimizerConfig& opt,
+                                             TrainStep& step) {
   ir::Builder b(g);
-  std::vector<Value*> outputs = {loss};
+  std::vector<Value*> outputs;
   std::vector<Value*> state_outputs;
   std::vector<std::string> state_names;
   auto add_state = [&](const Value* p, const std::string& suffix, ir::TensorType type) {
@@ -127,6 +112,30 @@ TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool wi
     outputs.push_back(state_outputs[k]);
     step.updates.push_back(state_names[k]);
   }
+  return outputs;
+}
+
+TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads, Recompute recompute) {
+  validate(opt);
+  TrainStep step{std::move(forward), {}, 0, {}, {}, {}};
+  ir::Graph& g = step.graph;
+  Value* loss = find_loss(g);
+  std::vector<Value*> params;
+  for (Value* p : g.params())
+    if (is_floating(p->type.dtype) && !p->frozen) params.push_back(p);  // consts are never trained
+  if (params.empty()) DT_THROW(ValueError) << "model " << g.name() << " has no floating parameters to train";
+  const size_t forward_nodes = g.nodes().size();
+  std::vector<std::pair<Value*, Value*>> pairs;
+  std::vector<Value*> grads = append_gradients(g, loss, params, &pairs);
+  for (const auto& [v, gv] : pairs) step.gradient_pairs.emplace_back(v->id, gv->id);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!grads[i])
+      DT_THROW(ValueError) << "the loss " << loss->name << " does not depend on parameter " << params[i]->name
+                           << ": nothing would train it (remove it from the model)";
+
+  std::vector<Value*> outputs = {loss};
+  std::vector<Value*> updated = append_optimizer_updates(g, params, grads, opt, step);
+  outputs.insert(outputs.end(), updated.begin(), updated.end());
   // After the updates, which read parameters and gradients only: no update reads an activation.
   if (recompute == Recompute::blocks) recompute_blocks(g, forward_nodes);
   place_updates_early(g);

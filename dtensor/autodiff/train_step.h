@@ -55,6 +55,13 @@ struct TrainStep {
 TrainStep make_train_step(ir::Graph forward, const OptimizerConfig& opt, bool with_grads = false,
                           Recompute recompute = Recompute::none);
 
+// Appends one optimizer update per parameter to `g` (params[i] reading grads[i]), adding the
+// state tensors it needs as parameters; appends to step.params, step.state and step.updates and
+// returns the updated values in step.updates' order (parameters, then state).
+std::vector<ir::Value*> append_optimizer_updates(ir::Graph& g, const std::vector<ir::Value*>& params,
+                                                 const std::vector<ir::Value*>& grads, const OptimizerConfig& opt,
+                                                 TrainStep& step);
+
 // Zero-filled state tensors for every name of step.state (types from the step graph).
 std::map<std::string, Tensor> fresh_state(const TrainStep& step);
 

@@ -33,12 +33,30 @@ void check_same_dtype(const Tensor& out, const Tensor& in, std::string_view what
                          << dtype_name(in.dtype());
 }
 
+// Checks out and in of an out-of-place collective `what`: defined, contiguous, one dtype.
+void check_out_in(const Tensor& out, const Tensor& in, std::string_view what) {
+  check_defined_contiguous(out, what, "output");
+  check_defined_contiguous(in, what, "input");
+  check_same_dtype(out, in, what);
+}
+
 // Returns the shape of `block` stacked `n` times along dim 0 (a 0-d block gives [n]).
 Shape stacked_shape(const Shape& block, int64_t n) {
   if (block.empty()) return {n};
   Shape s = block;
   s[0] *= n;
   return s;
+}
+
+// Checks that `whole` (the collective's `whole_name`: output of a gather, input of a scatter) is
+// `block` stacked once per rank of the group.
+void check_stacked(const Tensor& whole, std::string_view whole_name, const Tensor& block, std::string_view block_name,
+                   int group_size, std::string_view what) {
+  Shape expected = stacked_shape(block.shape(), group_size);
+  if (whole.shape() != expected)
+    DT_THROW(ShapeError) << what << ": " << whole_name << " shape " << shape_str(whole.shape()) << " should be "
+                         << shape_str(expected) << " for " << block_name << " " << shape_str(block.shape())
+                         << " and group size " << group_size;
 }
 
 // Returns the split sizes to use along dim 0 of a tensor of `rows` rows over n ranks.
@@ -71,27 +89,15 @@ WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo
 }
 
 WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in) {
-  check_defined_contiguous(out, "all_gather_into_tensor", "output");
-  check_defined_contiguous(in, "all_gather_into_tensor", "input");
-  check_same_dtype(out, in, "all_gather_into_tensor");
-  Shape expected = stacked_shape(in.shape(), pg.size());
-  if (out.shape() != expected)
-    DT_THROW(ShapeError) << "all_gather_into_tensor: output shape " << shape_str(out.shape()) << " should be "
-                         << shape_str(expected) << " for input " << shape_str(in.shape()) << " and group size "
-                         << pg.size();
+  check_out_in(out, in, "all_gather_into_tensor");
+  check_stacked(out, "output", in, "input", pg.size(), "all_gather_into_tensor");
   return std::make_shared<TensorWork>(pg.all_gather(in.raw_data(), out.raw_data(), size_t(in.numel()), in.dtype()),
                                       std::vector<Tensor>{out, in});
 }
 
 WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op) {
-  check_defined_contiguous(out, "reduce_scatter_tensor", "output");
-  check_defined_contiguous(in, "reduce_scatter_tensor", "input");
-  check_same_dtype(out, in, "reduce_scatter_tensor");
-  Shape expected = stacked_shape(out.shape(), pg.size());
-  if (in.shape() != expected)
-    DT_THROW(ShapeError) << "reduce_scatter_tensor: input shape " << shape_str(in.shape()) << " should be "
-                         << shape_str(expected) << " for output " << shape_str(out.shape()) << " and group size "
-                         << pg.size();
+  check_out_in(out, in, "reduce_scatter_tensor");
+  check_stacked(in, "input", out, "output", pg.size(), "reduce_scatter_tensor");
   return std::make_shared<TensorWork>(
       pg.reduce_scatter(in.raw_data(), out.raw_data(), size_t(out.numel()), in.dtype(), op),
       std::vector<Tensor>{out, in});
@@ -99,9 +105,7 @@ WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, R
 
 WorkPtr all_to_all_single(ProcessGroup& pg, Tensor& out, const Tensor& in, const std::vector<int64_t>& out_split_sizes,
                           const std::vector<int64_t>& in_split_sizes) {
-  check_defined_contiguous(out, "all_to_all_single", "output");
-  check_defined_contiguous(in, "all_to_all_single", "input");
-  check_same_dtype(out, in, "all_to_all_single");
+  check_out_in(out, in, "all_to_all_single");
   if (in.dim() == 0 || out.dim() == 0)
     DT_THROW(ShapeError) << "all_to_all_single needs tensors of rank >= 1, got input " << shape_str(in.shape())
                          << " and output " << shape_str(out.shape());

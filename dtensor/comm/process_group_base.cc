@@ -77,25 +77,24 @@ WorkPtr ProcessGroupBase::all_to_all(const void* in, const std::vector<size_t>& 
   return issue(d, in, out);
 }
 
+WorkPtr ProcessGroupBase::issue_with_peer(CollectiveOp op, int peer, std::string_view what, size_t count,
+                                          DType dtype, const void* in, void* out) {
+  check_peer(peer, what);
+  CollectiveDesc d = make_desc(op, dtype, count);
+  d.root = peer;
+  return issue(d, in, out);
+}
+
 WorkPtr ProcessGroupBase::broadcast(void* buf, size_t count, DType dtype, int root) {
-  check_peer(root, "broadcast root");
-  CollectiveDesc d = make_desc(CollectiveOp::broadcast, dtype, count);
-  d.root = root;
-  return issue(d, buf, buf);
+  return issue_with_peer(CollectiveOp::broadcast, root, "broadcast root", count, dtype, buf, buf);
 }
 
 WorkPtr ProcessGroupBase::send(const void* buf, size_t count, DType dtype, int dst) {
-  check_peer(dst, "send destination");
-  CollectiveDesc d = make_desc(CollectiveOp::send, dtype, count);
-  d.root = dst;
-  return issue(d, buf, nullptr);
+  return issue_with_peer(CollectiveOp::send, dst, "send destination", count, dtype, buf, nullptr);
 }
 
 WorkPtr ProcessGroupBase::recv(void* buf, size_t count, DType dtype, int src) {
-  check_peer(src, "recv source");
-  CollectiveDesc d = make_desc(CollectiveOp::recv, dtype, count);
-  d.root = src;
-  return issue(d, nullptr, buf);
+  return issue_with_peer(CollectiveOp::recv, src, "recv source", count, dtype, nullptr, buf);
 }
 
 WorkPtr ProcessGroupBase::barrier() { return issue(make_desc(CollectiveOp::barrier), nullptr, nullptr); }

@@ -42,6 +42,10 @@ class ProcessGroupBase : public ProcessGroup {
  private:
   // Throws ValueError unless `peer` is a group index of this group.
   void check_peer(int peer, std::string_view what) const;
+  // Issues broadcast, send or recv, whose descriptor's root is the peer (`what` names it in the
+  // error when it is not a group index).
+  WorkPtr issue_with_peer(CollectiveOp op, int peer, std::string_view what, size_t count, DType dtype,
+                          const void* in, void* out);
 };
 
 }  // namespace dt

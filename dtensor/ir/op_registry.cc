@@ -87,6 +87,7 @@ void OpTable::set_sharding_rules(const std::vector<RuleEntry>& rules) {
     DT_CHECK(def.sharding_rule == nullptr) << op_name(e.op) << " has two sharding rules";
     def.sharding_rule = e.rule;
     def.expand = e.expand;
+    def.row_mean = e.row_mean;
   }
 }
 

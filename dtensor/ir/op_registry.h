@@ -192,6 +192,12 @@ struct OpDef {
   // its rule declares the class dim `expanded`): writes that form and returns the local result,
   // or returns null where the op runs as it is. Set with the sharding rule (RuleEntry).
   ExpandFn expand = nullptr;
+  // Ops whose result may be the mean over operand 0's rows of a per-row value (cross_entropy's
+  // default reduction); says whether this node's is. On logits sharded on their rows a rank's
+  // local op gives the mean of its own rows: the partitioner weights it by the rank's share of
+  // the rows (uneven shards too), so the ranks' results are a partial sum of the loss. Set with
+  // the sharding rule (RuleEntry), whose rows factor is a reduction.
+  RowMeanFn row_mean = nullptr;
   // The gradient rule (grad_rule.h); null for ops no gradient flows through (collectives, the
   // backward and optimizer ops themselves, integer-valued ops): autodiff names the op when a
   // gradient must flow through one.

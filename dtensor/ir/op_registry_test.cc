@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dtensor/ir/parser.h"
+
 #include <set>
 
 namespace dt::ir {
@@ -65,7 +67,28 @@ TEST(OpRegistry, TraitsAreConsistent) {
     if (def.localize_attrs) {
       EXPECT_NE(def.sharding_rule, nullptr);
     }
+    // A mean over rows matters only where its rows can be sharded.
+    if (def.row_mean) {
+      EXPECT_NE(def.sharding_rule, nullptr);
+    }
   }
+}
+
+// The partitioner weights a rank's loss by its share of the rows for the ops whose registry entry
+// says they are a mean over rows: cross_entropy's default mean, not its sum (local sums add up).
+TEST(OpRegistry, CrossEntropysMeanIsAMeanOverRows) {
+  const Graph g = parse(R"(graph g {
+  input %x : f32[4, 3]
+  input %t : i64[4]
+  %m = cross_entropy(%x, %t) : f32[]
+  %s = cross_entropy(%x, %t) {reduction = "sum"} : f32[]
+  return %m, %s
+})");
+  const RowMeanFn row_mean = op_def(OpKind::cross_entropy).row_mean;
+  ASSERT_NE(row_mean, nullptr);
+  EXPECT_TRUE(row_mean(*g.nodes()[0]));
+  EXPECT_FALSE(row_mean(*g.nodes()[1]));
+  EXPECT_EQ(op_def(OpKind::mse_loss).row_mean, nullptr);  // its rule keeps every operand whole
 }
 
 // Every op a gradient could flow through has a rule: an op without one must be a collective or

@@ -11,27 +11,12 @@ namespace dt::ir {
 namespace {
 
 
-OpShardingRule binary(const Node& n) {
+// Every operand broadcasts to the result: a dim passes through where the operand has it.
+OpShardingRule broadcast_rule(const Node& n) {
   OpShardingRule r;
-  rule_util::broadcast_factors(r, {&n.operands[0]->type.shape, &n.operands[1]->type.shape}, n.result()->type.shape);
-  return r;
-}
-
-OpShardingRule additive_rule(const Node& n) {
-  OpShardingRule r = binary(n);
-  r.partial_all = true;
-  return r;
-}
-
-OpShardingRule mul_rule(const Node& n) {
-  OpShardingRule r = binary(n);
-  r.partial_one_of = 0b11;
-  return r;
-}
-
-OpShardingRule div_rule(const Node& n) {
-  OpShardingRule r = binary(n);
-  r.partial_one_of = 0b01;
+  std::vector<const Shape*> shapes;
+  for (const Value* v : n.operands) shapes.push_back(&v->type.shape);
+  rule_util::broadcast_factors(r, shapes, n.result()->type.shape);
   return r;
 }
 
@@ -43,24 +28,26 @@ OpShardingRule unary_rule(const Node& n) {
   return r;
 }
 
-// neg is linear: a partial operand stays partial.
-OpShardingRule neg_rule(const Node& n) {
-  OpShardingRule r = unary_rule(n);
+// `r` for an op linear in its operands together: P + P = P.
+OpShardingRule linear_jointly(OpShardingRule r) {
   r.partial_all = true;
   return r;
 }
 
-OpShardingRule where_rule(const Node& n) {
-  OpShardingRule r;
-  rule_util::broadcast_factors(r, {&n.operands[0]->type.shape, &n.operands[1]->type.shape, &n.operands[2]->type.shape},
-                               n.result()->type.shape);
+// `r` for an op linear in each operand of `operands` (a bit each) while the others are R.
+OpShardingRule linear_in_each(OpShardingRule r, uint32_t operands) {
+  r.partial_one_of = operands;
   return r;
 }
 
+OpShardingRule additive_rule(const Node& n) { return linear_jointly(broadcast_rule(n)); }
+OpShardingRule mul_rule(const Node& n) { return linear_in_each(broadcast_rule(n), 0b11); }
+OpShardingRule div_rule(const Node& n) { return linear_in_each(broadcast_rule(n), 0b01); }
+// neg is linear: a partial operand stays partial.
+OpShardingRule neg_rule(const Node& n) { return linear_jointly(unary_rule(n)); }
+
 OpShardingRule masked_fill_rule(const Node& n) {
-  OpShardingRule r = binary(n);
-  if (n.attr_float("value") == 0.0) r.partial_one_of = 0b01;
-  return r;
+  return linear_in_each(broadcast_rule(n), n.attr_float("value") == 0.0 ? 0b01 : 0);
 }
 
 }  // namespace
@@ -74,11 +61,11 @@ std::vector<RuleEntry> elementwise_sharding_rules() {
           {OpKind::rsqrt, unary_rule},  {OpKind::tanh, unary_rule}, {OpKind::sigmoid, unary_rule},
           {OpKind::erf, unary_rule},    {OpKind::sin, unary_rule},  {OpKind::cos, unary_rule},
           {OpKind::abs, unary_rule},    {OpKind::pow, unary_rule},  {OpKind::clamp, unary_rule},
-          {OpKind::maximum, binary},    {OpKind::minimum, binary},  {OpKind::eq, binary},
-          {OpKind::ne, binary},         {OpKind::lt, binary},       {OpKind::le, binary},
-          {OpKind::gt, binary},         {OpKind::ge, binary},       {OpKind::where, where_rule},
-          {OpKind::masked_fill, masked_fill_rule}, {OpKind::logical_and, binary},
-          {OpKind::logical_or, binary},         {OpKind::logical_xor, binary}};
+          {OpKind::maximum, broadcast_rule},    {OpKind::minimum, broadcast_rule},  {OpKind::eq, broadcast_rule},
+          {OpKind::ne, broadcast_rule},         {OpKind::lt, broadcast_rule},       {OpKind::le, broadcast_rule},
+          {OpKind::gt, broadcast_rule},         {OpKind::ge, broadcast_rule},       {OpKind::where, broadcast_rule},
+          {OpKind::masked_fill, masked_fill_rule}, {OpKind::logical_and, broadcast_rule},
+          {OpKind::logical_or, broadcast_rule},         {OpKind::logical_xor, broadcast_rule}};
 }
 
 }  // namespace dt::ir

@@ -69,6 +69,19 @@ struct OpShardingRule {
   // S(d,blocks=b) (layout/placement.h); propagation allows it only for the gradient of a value laid
   // out that way (cat of the pieces of a fused projection's output in the backward).
   bool minor_results = false;
+  // Results that read no factor (a bit per result): they stay replicated whatever the factors'
+  // placements. AdamW's step counter, computed from the replicated scalar step, is one: without
+  // the bit, a result lacking a pass-through factor would make every sharded strategy invalid and
+  // the update would run on gathered parameters, gradients and state.
+  uint32_t replicated_results = 0;
+
+  // Other factor mappings of the same op, each complete (factors, operands, results, partial
+  // fields), for an op whose operands can be split in ways one mapping cannot state: grouped-query
+  // attention shards heads either grouped (q and k/v together, when the mesh divides the k/v
+  // heads) or by q heads alone with k/v whole (sliced locally by the op's `expand`). Propagation
+  // evaluates every mapping's strategies and keeps the cheapest; ties go to this one, then to the
+  // alternatives in order.
+  std::vector<OpShardingRule> alternatives;
 
   // Adds a factor and returns its id.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
@@ -87,11 +100,16 @@ using RuleFn = OpShardingRule (*)(const Node& node);
 struct ExpandContext;
 using ExpandFn = Value* (*)(ExpandContext& ctx);
 
+// Whether a node's result is the mean over operand 0's rows (dim 0) of a per-row value
+// (OpDef::row_mean, op_registry.h).
+using RowMeanFn = bool (*)(const Node& node);
+
 // A family's rule table entry: ops_<family>.cc hands its table to OpTable::set_sharding_rules.
 struct RuleEntry {
   OpKind op;
   RuleFn rule;
-  ExpandFn expand = nullptr;  // the few ops that have one (loss parallel)
+  ExpandFn expand = nullptr;     // the few ops that have one (loss parallel)
+  RowMeanFn row_mean = nullptr;  // the losses that are a mean over rows (cross_entropy)
 };
 
 // The family tables, one per ops_<family>.cc (sharding_<family>.cc beside it).

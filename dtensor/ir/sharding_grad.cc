@@ -15,34 +15,35 @@ namespace dt::ir {
 namespace {
 
 
+// The first `shared` operands (the gradient, x, ...) and the result all have the factors t; the
+// rule is linear in the gradient.
+OpShardingRule like_x_linear_in_grad(OpShardingRule r, const TensorFactors& t, size_t shared) {
+  r.operands.assign(shared, t);
+  r.results = {t};
+  r.partial_one_of = 0b1;
+  return r;
+}
+
 // Operand 0 (the gradient) and operand 1 share every dim; other operands have the same shape too.
 OpShardingRule pointwise_backward(const Node& n) {
   OpShardingRule r;
   TensorFactors t = rule_util::pass_through_dims(r, n.operands[1]->type.shape);
-  for (size_t i = 0; i < n.operands.size(); ++i) r.operands.push_back(t);
-  r.results.push_back(std::move(t));
-  r.partial_one_of = 0b1;  // linear in grad
-  return r;
+  return like_x_linear_in_grad(std::move(r), t, n.operands.size());
 }
 
 OpShardingRule softmax_backward(const Node& n) {
   OpShardingRule r;
   TensorFactors t = rule_util::pass_through_except(r, n.operands[1]->type.shape, n.attr_int("dim"));
-  r.operands = {t, t};
-  r.results = {std::move(t)};
-  r.partial_one_of = 0b1;
-  return r;
+  return like_x_linear_in_grad(std::move(r), t, 2);
 }
 
+// (grad, x[, weight]): the weight covers the normalised dims, which stay replicated.
 OpShardingRule norm_backward(const Node& n) {
   OpShardingRule r;
-  const Shape& x = n.operands[1]->type.shape;
   const size_t normalized = n.attr_ints("normalized_shape").size();
-  TensorFactors t = rule_util::pass_through_leading(r, x, normalized);
-  r.operands = {t, t};
+  TensorFactors t = rule_util::pass_through_leading(r, n.operands[1]->type.shape, normalized);
+  r = like_x_linear_in_grad(std::move(r), t, 2);
   if (n.operands.size() > 2) r.operands.push_back(TensorFactors(normalized));
-  r.results = {std::move(t)};
-  r.partial_one_of = 0b1;
   return r;
 }
 
@@ -94,15 +95,19 @@ OpShardingRule slice_backward(const Node& n) {
   return r;
 }
 
-// Every operand and result with the parameter's shape shares its factors; scalars (adamw's step)
-// are replicated.
+// Every operand and result with the parameter's shape shares its factors; scalars (adamw's step
+// and its successor) are replicated, and the successor reads no factor (replicated_results), so
+// the update runs on the shards.
 OpShardingRule optimizer_update(const Node& n) {
   OpShardingRule r;
   const Shape& p = n.operands[0]->type.shape;
   TensorFactors t = rule_util::pass_through_dims(r, p);
   auto factors = [&](const Value* v) { return v->type.shape == p ? t : TensorFactors(v->type.shape.size()); };
   for (const Value* v : n.operands) r.operands.push_back(factors(v));
-  for (const Value* v : n.results) r.results.push_back(factors(v));
+  for (size_t k = 0; k < n.results.size(); ++k) {
+    r.results.push_back(factors(n.results[k]));
+    if (n.results[k]->type.shape != p) r.replicated_results |= 1u << k;
+  }
   return r;
 }
 

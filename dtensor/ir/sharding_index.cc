@@ -33,26 +33,20 @@ void gather_factors(OpShardingRule& r, const Shape& x, const Shape& idx, int64_t
   }
 }
 
-OpShardingRule gather_rule(const Node& n) {
+// gather(x, indices) reads the table x; gather_backward(grad, indices) writes a table of x's
+// shape, where the index factors are reductions (every shard of the ids adds into the whole table).
+OpShardingRule gather_rule(const Node& n, const Shape& x, bool backward) {
   OpShardingRule r;
-  const Shape& x = n.operands[0]->type.shape;
-  TensorFactors xf, idxf, y;
+  TensorFactors xf, idxf, gathered;
   gather_factors(r, x, n.operands[1]->type.shape, normalize_dim(n.attr_int("dim"), int64_t(x.size())),
-                 FactorKind::pass_through, xf, idxf, y);
-  r.operands = {std::move(xf), std::move(idxf)};
-  r.results = {std::move(y)};
-  r.partial_one_of = 0b01;
-  return r;
-}
-
-OpShardingRule gather_backward_rule(const Node& n) {
-  OpShardingRule r;
-  const Shape& x = n.result()->type.shape;
-  TensorFactors xf, idxf, g;
-  gather_factors(r, x, n.operands[1]->type.shape, normalize_dim(n.attr_int("dim"), int64_t(x.size())),
-                 FactorKind::reduction, xf, idxf, g);
-  r.operands = {std::move(g), std::move(idxf)};
-  r.results = {std::move(xf)};
+                 backward ? FactorKind::reduction : FactorKind::pass_through, xf, idxf, gathered);
+  if (backward) {
+    r.operands = {std::move(gathered), std::move(idxf)};
+    r.results = {std::move(xf)};
+  } else {
+    r.operands = {std::move(xf), std::move(idxf)};
+    r.results = {std::move(gathered)};
+  }
   r.partial_one_of = 0b01;
   return r;
 }
@@ -80,6 +74,8 @@ OpShardingRule elements_rule(const Node& n, const Shape& x, bool backward) {
   r.partial_one_of = 0b01;
   return r;
 }
+OpShardingRule gather_forward_rule(const Node& n) { return gather_rule(n, n.operands[0]->type.shape, false); }
+OpShardingRule gather_backward_rule(const Node& n) { return gather_rule(n, n.result()->type.shape, true); }
 OpShardingRule gather_elements_rule(const Node& n) { return elements_rule(n, n.operands[0]->type.shape, false); }
 OpShardingRule gather_elements_backward_rule(const Node& n) { return elements_rule(n, n.result()->type.shape, true); }
 
@@ -136,7 +132,7 @@ OpShardingRule scatter_nd_rule(const Node& n) {
 }  // namespace
 
 std::vector<RuleEntry> index_sharding_rules() {
-  return {{OpKind::gather, gather_rule},   {OpKind::gather_backward, gather_backward_rule},
+  return {{OpKind::gather, gather_forward_rule},   {OpKind::gather_backward, gather_backward_rule},
           {OpKind::gather_elements, gather_elements_rule},
           {OpKind::gather_elements_backward, gather_elements_backward_rule},
           {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},  {OpKind::topk, topk_rule},

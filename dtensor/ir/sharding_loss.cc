@@ -21,8 +21,8 @@ OpShardingRule replicated_rule(const Node& n) {
 
 // cross_entropy(logits [N, C], target [N]) -> []. The rows are a reduction factor: logits and
 // targets sharded on them (data parallel) stay sharded and the loss is a partial sum, each rank's
-// mean weighted by its share of the rows (the partitioner adds the weight), never gathering the
-// logits rows.
+// mean weighted by its share of the rows (OpDef::row_mean: the partitioner adds the weight), never
+// gathering the logits rows.
 // Other attributes (nll_loss, ignore_index, sum / none): the classes replicated; the rows pass
 // through for "none" ([N] result) and are a reduction for "sum" (local sums add up); a mean with
 // ignored rows (divided by the global count of kept rows) needs them whole.
@@ -75,6 +75,9 @@ Value* expand_cross_entropy(ExpandContext& ctx) {
   return ctx.append(OpKind::cross_entropy_combine, st, {}, ctx.local_result, "");
 }
 
+// Only the default mean is a mean of the rows (a sum's local sums add up as they are).
+bool mean_reduction(const Node& n) { return n.attr_str("reduction") == "mean"; }
+
 }  // namespace
 
 // cross_entropy_backward(grad, logits, target) on class-sharded logits: this rank's columns of the
@@ -92,7 +95,7 @@ Value* expand_cross_entropy_backward(ExpandContext& ctx) {
 }
 
 std::vector<RuleEntry> loss_sharding_rules() {
-  return {{OpKind::cross_entropy, cross_entropy_rule, expand_cross_entropy},
+  return {{OpKind::cross_entropy, cross_entropy_rule, expand_cross_entropy, mean_reduction},
           {OpKind::mse_loss, replicated_rule},
           {OpKind::nll_loss, nll_rule}};
 }

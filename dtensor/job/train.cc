@@ -1,5 +1,7 @@
 #include "dtensor/job/train.h"
 
+#include "dtensor/job/train_pipeline.h"
+
 #include <cmath>
 
 #include "dtensor/core/error.h"
@@ -171,6 +173,7 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
 TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                           const std::map<std::string, Tensor>& data, const TrainOptions& options,
                           const ShardedTrainOptions& sharded) {
+  if (sharded.job.plan.pipeline) return train_pipeline(std::move(forward), weights, data, options, sharded);
   autodiff::TrainStep step = make_step(std::move(forward), options);
   const Bindings full = initial_bindings(step, weights, data, options);
   const Job job = Job::compile(step.graph, sharded.job,

@@ -76,7 +76,7 @@ TrainResult train_single_device(ir::Graph forward, const std::map<std::string, T
                                 const std::map<std::string, Tensor>& data, const TrainOptions& options);
 
 // Trains on the ranks of sharded.job.mesh. Same inputs and results as train_single_device, plus
-// the per-rank numbers.
+// the per-rank numbers. A plan with a `pipeline` section trains the pipeline (train_pipeline.h).
 TrainResult train_sharded(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                           const std::map<std::string, Tensor>& data, const TrainOptions& options,
                           const ShardedTrainOptions& sharded);

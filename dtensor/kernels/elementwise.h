@@ -141,6 +141,15 @@ void ternary_loop(const Tensor& c, const Tensor& a, const Tensor& b, const Tenso
   });
 }
 
+// True for a NaN of a floating compute type; integers are never NaN.
+template <typename C>
+inline bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>)
+    return v != v;
+  else
+    return false;
+}
+
 // Returns the broadcast of a and b; a ShapeError names the op and both shapes.
 Shape broadcast_for(const char* op, const Shape& a, const Shape& b);
 // Throws DTypeError unless a and b have the same dtype.

@@ -206,11 +206,14 @@ Tensor conv_backward_weight(const Tensor& grad, const Tensor& x, const Shape& we
 // ---- comparison of results (ops_compare.cc) ----
 struct DiffReport {
   double max_abs_diff = 0;
-  double max_rel_diff = 0;  // |a-b| / max(|b|, tiny) over elements
+  double max_rel_diff = 0;  // |a-b| / max(|b|, rel_floor) over elements (inf where that is 0)
   int64_t mismatches = 0;   // elements failing |a-b| <= atol + rtol*|b|
   bool shapes_match = true;
 };
-DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-8);
+// NaN never matches (torch.allclose with equal_nan=False); an infinity only matches itself.
+// rel_floor < 0 means the smallest positive double.
+DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-8,
+                   double rel_floor = -1);
 bool allclose(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-8);
 
 }  // namespace dt

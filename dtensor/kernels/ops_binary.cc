@@ -33,6 +33,7 @@ namespace {
 using kernel::kAll;
 using kernel::kFloat;
 using kernel::kNumeric;
+using kernel::is_nan;
 
 // Returns f(a, b) broadcast, in a's dtype (bool when ToBool). `f` is called with compute-type
 // values (float for bf16/f16).
@@ -57,14 +58,6 @@ inline C wrap(C x, C y, Op op) {
   return C(op(U(x), U(y)));
 }
 
-template <typename C>
-inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>)
-    return v != v;
-  else
-    return false;
-}
-
 // Returns the scalar converted to the compute type of dtype, rejecting non-integral scalars for
 // integer tensors (torch would promote to float; we do not promote).
 template <typename C>
@@ -75,6 +68,19 @@ C scalar_as(const char* op, double s, DType dtype) {
                            << dtype_name(dtype) << " (cast the tensor first)";
   }
   return C(s);
+}
+
+// Returns f(x, s) for every element x of a, where s is the scalar b in a's compute type.
+template <typename F>
+Tensor with_scalar(const char* op, const Tensor& a, double b, F f) {
+  Tensor out = Tensor::uninitialized(a.shape(), a.dtype());
+  kernel::dispatch<kNumeric>(a.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const C s = scalar_as<C>(op, b, a.dtype());
+    kernel::unary_loop<T, T>(a, out, [s, &f](C x) -> C { return f(x, s); });
+  });
+  return out;
 }
 
 }  // namespace
@@ -128,35 +134,21 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = Tensor::uninitialized(a.shape(), a.dtype());
-  kernel::dispatch<kNumeric>(a.dtype(), "add", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    const C s = scalar_as<C>("add", b, a.dtype());
-    kernel::unary_loop<T, T>(a, out, [s](C x) -> C {
-      if constexpr (std::is_integral_v<C>)
-        return wrap(x, s, [](auto u, auto v) { return u + v; });
-      else
-        return x + s;
-    });
+  return with_scalar("add", a, b, [](auto x, auto s) -> decltype(x) {
+    if constexpr (std::is_integral_v<decltype(x)>)
+      return wrap(x, s, [](auto u, auto v) { return u + v; });
+    else
+      return x + s;
   });
-  return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = Tensor::uninitialized(a.shape(), a.dtype());
-  kernel::dispatch<kNumeric>(a.dtype(), "mul", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    const C s = scalar_as<C>("mul", b, a.dtype());
-    kernel::unary_loop<T, T>(a, out, [s](C x) -> C {
-      if constexpr (std::is_integral_v<C>)
-        return wrap(x, s, [](auto u, auto v) { return decltype(u)(u * v); });
-      else
-        return x * s;
-    });
+  return with_scalar("mul", a, b, [](auto x, auto s) -> decltype(x) {
+    if constexpr (std::is_integral_v<decltype(x)>)
+      return wrap(x, s, [](auto u, auto v) { return decltype(u)(u * v); });
+    else
+      return x * s;
   });
-  return out;
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) {

@@ -6,7 +6,7 @@
 
 namespace dt {
 
-DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol, double atol, double rel_floor) {
   DiffReport r;
   if (actual.shape() != expected.shape()) {
     r.shapes_match = false;
@@ -15,7 +15,7 @@ DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol, do
     return r;
   }
   const std::vector<double> a = actual.to_doubles(), b = expected.to_doubles();
-  const double tiny = std::numeric_limits<double>::min();
+  if (rel_floor < 0) rel_floor = std::numeric_limits<double>::min();
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = a[i], y = b[i];
     double abs_diff, rel_diff;
@@ -23,13 +23,13 @@ DiffReport compare(const Tensor& actual, const Tensor& expected, double rtol, do
     if (x == y) {  // also equal infinities
       abs_diff = rel_diff = 0;
       close = true;
-    } else if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) {
-      // NaN never matches (torch.allclose with equal_nan=False); an infinity only matches itself.
+    } else if (!std::isfinite(x) || !std::isfinite(y)) {
       abs_diff = rel_diff = std::numeric_limits<double>::infinity();
       close = false;
     } else {
       abs_diff = std::fabs(x - y);
-      rel_diff = abs_diff / std::max(std::fabs(y), tiny);
+      const double denom = std::max(std::fabs(y), rel_floor);
+      rel_diff = denom > 0 ? abs_diff / denom : std::numeric_limits<double>::infinity();
       close = abs_diff <= atol + rtol * std::fabs(y);
     }
     r.max_abs_diff = std::max(r.max_abs_diff, abs_diff);

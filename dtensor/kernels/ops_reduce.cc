@@ -24,18 +24,11 @@ namespace {
 
 using kernel::kAll;
 using kernel::kFloat;
+using kernel::is_nan;
 
 // Elements read per range when a reduction's outputs are split over the rank's threads. A full
 // reduction (one output) stays on one thread: splitting its sum would change the order of terms.
 constexpr int64_t kReduceGrainElements = 32 * 1024;
-
-template <typename C>
-inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>)
-    return v != v;
-  else
-    return false;
-}
 
 template <typename C>
 struct SumOp {

@@ -6,10 +6,7 @@
 namespace dt {
 namespace {
 
-using test::expect_error;
-using test::expect_values;
-using test::rtol_for;
-using test::uniform;
+using namespace test;
 
 enum class Kind { sum, mean, amax, amin };
 

@@ -8,10 +8,7 @@
 namespace dt {
 namespace {
 
-using test::expect_error;
-using test::expect_values;
-using test::rtol_for;
-using test::uniform;
+using namespace test;
 
 // Returns |x| (log's inputs).
 Tensor abs_of(const Tensor& x) { return maximum(x, neg(x)); }

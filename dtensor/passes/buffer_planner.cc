@@ -68,19 +68,6 @@ bool overlaps(const CommBuffer& a, const CommBuffer& b) {
          b.offset < a.offset + align_up(a.bytes);
 }
 
-class PlanCommBuffersPass : public Pass {
- public:
-  std::string_view name() const override { return "plan-comm-buffers"; }
-  std::string_view summary() const override {
-    return "place comm buffers at fixed offsets of the symmetric arena (arena_offset), sharing bytes across lifetimes";
-  }
-  bool run(ir::Graph& graph) override {
-    CommBufferPlan plan = plan_comm_buffers(graph);
-    apply_comm_buffer_plan(graph, plan);
-    return !plan.buffers.empty();
-  }
-};
-
 }  // namespace
 
 const CommBuffer* CommBufferPlan::find(const ir::Value* v) const {
@@ -231,6 +218,15 @@ size_t check_comm_buffer_plan(const ir::Graph& graph) {
   return total;
 }
 
-PassPtr make_plan_comm_buffers_pass() { return std::make_unique<PlanCommBuffersPass>(); }
+PassPtr make_plan_comm_buffers_pass() {
+  return make_pass("plan-comm-buffers",
+                   "place comm buffers at fixed offsets of the symmetric arena (arena_offset), sharing bytes "
+                   "across lifetimes",
+                   [](ir::Graph& graph) {
+                     CommBufferPlan plan = plan_comm_buffers(graph);
+                     apply_comm_buffer_plan(graph, plan);
+                     return !plan.buffers.empty();
+                   });
+}
 
 }  // namespace dt::passes

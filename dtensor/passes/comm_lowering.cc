@@ -50,61 +50,53 @@ bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, Grap
   return any;
 }
 
-class CommLoweringPass : public Pass {
- public:
-  explicit CommLoweringPass(const PassOptions& o) : threshold_(o.one_shot_threshold_bytes) {}
-  std::string_view name() const override { return "comm-lowering"; }
-  std::string_view summary() const override {
-    return "in-place all_reduce (clone when the input is read later), blocking one-shot at or under a size";
-  }
-
-  bool run(ir::Graph& graph) override {
-    UseLists uses(graph);
-    GraphEdit edit(graph);
-    bool any = false;
-    // Index loop: edit.add appends to graph.nodes(), which may reallocate.
-    const size_t original = graph.nodes().size();
-    for (size_t i = 0; i < original; ++i) {
-      const ir::Node* ar = graph.nodes()[i];
-      if (ar->op != ir::OpKind::all_reduce) continue;
-      const auto& readers = uses.users(ar->result());
-      if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor) continue;
-      const ir::Node* wait = readers[0];
-      ir::Value* x = ar->operands[0];
-      const std::string& group = ar->attr_str("group");
-      const std::string& op = ar->attr_str("op");
-      const size_t bytes = x->type.nbytes();
-      any = true;
-      edit.drop(ar);
-      edit.drop(wait);
-      if (threshold_ > 0 && bytes <= threshold_) {
-        ir::Value* r = edit.add(ir::OpKind::one_shot_all_reduce, {x}, {{"group", group}, {"op", op}}, edit.key(wait),
-                                ar->result()->name + "_oneshot");
-        edit.set_order(r, double(i));
-        edit.replace(wait->result(), r);
-        continue;
-      }
-      ir::Value* buf = x;
-      if (!owns_buffer(x) || uses.users(x).size() != 1 || uses.is_output(x))
-        buf = edit.add(ir::OpKind::clone, {x}, {}, edit.key(ar) - 0.25, x->name + "_clone");
-      ir::Value* r = edit.add(ir::OpKind::all_reduce_, {buf},
-                              {{"group", group}, {"op", op}, {"algo", std::string(threshold_ > 0 ? "two_shot" : "auto")}},
-                              edit.key(ar), ar->result()->name + "_inplace");
+bool lower_comm(ir::Graph& graph, size_t one_shot_threshold) {
+  UseLists uses(graph);
+  GraphEdit edit(graph);
+  bool any = false;
+  // Index loop: edit.add appends to graph.nodes(), which may reallocate.
+  const size_t original = graph.nodes().size();
+  for (size_t i = 0; i < original; ++i) {
+    const ir::Node* ar = graph.nodes()[i];
+    if (ar->op != ir::OpKind::all_reduce) continue;
+    const auto& readers = uses.users(ar->result());
+    if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor) continue;
+    const ir::Node* wait = readers[0];
+    ir::Value* x = ar->operands[0];
+    const std::string& group = ar->attr_str("group");
+    const std::string& op = ar->attr_str("op");
+    const size_t bytes = x->type.nbytes();
+    any = true;
+    edit.drop(ar);
+    edit.drop(wait);
+    if (one_shot_threshold > 0 && bytes <= one_shot_threshold) {
+      ir::Value* r = edit.add(ir::OpKind::one_shot_all_reduce, {x}, {{"group", group}, {"op", op}}, edit.key(wait),
+                              ar->result()->name + "_oneshot");
       edit.set_order(r, double(i));
-      edit.replace(ar->result(), r);
-      ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
-      edit.replace(wait->result(), w);
+      edit.replace(wait->result(), r);
+      continue;
     }
-    any = lower_all_gather_buckets(graph, uses, edit, original) || any;
-    return any && edit.commit();
+    ir::Value* buf = x;
+    if (!owns_buffer(x) || uses.users(x).size() != 1 || uses.is_output(x))
+      buf = edit.add(ir::OpKind::clone, {x}, {}, edit.key(ar) - 0.25, x->name + "_clone");
+    ir::Value* r = edit.add(ir::OpKind::all_reduce_, {buf},
+                            {{"group", group}, {"op", op}, {"algo", std::string(one_shot_threshold > 0 ? "two_shot" : "auto")}},
+                            edit.key(ar), ar->result()->name + "_inplace");
+    edit.set_order(r, double(i));
+    edit.replace(ar->result(), r);
+    ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
+    edit.replace(wait->result(), w);
   }
-
- private:
-  size_t threshold_;
-};
+  any = lower_all_gather_buckets(graph, uses, edit, original) || any;
+  return any && edit.commit();
+}
 
 }  // namespace
 
-PassPtr make_comm_lowering_pass(const PassOptions& o) { return std::make_unique<CommLoweringPass>(o); }
+PassPtr make_comm_lowering_pass(const PassOptions& o) {
+  return make_pass("comm-lowering",
+                   "in-place all_reduce (clone when the input is read later), blocking one-shot at or under a size",
+                   [threshold = o.one_shot_threshold_bytes](ir::Graph& g) { return lower_comm(g, threshold); });
+}
 
 }  // namespace dt::passes

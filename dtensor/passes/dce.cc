@@ -22,33 +22,29 @@ bool is_point_to_point(const ir::Node& n) {
   return ir::op_def(n.op).point_to_point;
 }
 
-class DcePass : public Pass {
- public:
-  std::string_view name() const override { return "dce"; }
-  std::string_view summary() const override { return "remove nodes whose results nobody reads"; }
-  bool run(ir::Graph& graph) override {
-    std::vector<bool> live(graph.num_values(), false);
-    for (const ir::Value* v : graph.outputs()) live[size_t(v->id)] = true;
-    GraphEdit edit(graph);
-    bool any = false;
-    const auto& nodes = graph.nodes();
-    for (size_t i = nodes.size(); i-- > 0;) {
-      const ir::Node& n = *nodes[i];
-      bool used = is_point_to_point(n);
-      for (const ir::Value* r : n.results) used = used || live[size_t(r->id)];
-      if (!used) {
-        edit.drop(&n);
-        any = true;
-        continue;
-      }
-      for (const ir::Value* v : n.operands) live[size_t(v->id)] = true;
+// Drops every node none of whose results is live, sweeping backwards (a dead chain goes at once).
+bool drop_dead_nodes(ir::Graph& graph) {
+  std::vector<bool> live(graph.num_values(), false);
+  for (const ir::Value* v : graph.outputs()) live[size_t(v->id)] = true;
+  GraphEdit edit(graph);
+  bool any = false;
+  const auto& nodes = graph.nodes();
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const ir::Node& n = *nodes[i];
+    bool used = is_point_to_point(n);
+    for (const ir::Value* r : n.results) used = used || live[size_t(r->id)];
+    if (!used) {
+      edit.drop(&n);
+      any = true;
+      continue;
     }
-    return any && edit.commit();
+    for (const ir::Value* v : n.operands) live[size_t(v->id)] = true;
   }
-};
+  return any && edit.commit();
+}
 
 }  // namespace
 
-PassPtr make_dce_pass() { return std::make_unique<DcePass>(); }
+PassPtr make_dce_pass() { return make_pass("dce", "remove nodes whose results nobody reads", drop_dead_nodes); }
 
 }  // namespace dt::passes

@@ -12,6 +12,7 @@
 
 #include "dtensor/kernels/ops.h"
 #include "dtensor/ir/builder.h"
+#include "dtensor/ir/use_lists.h"
 
 namespace dt::passes {
 namespace {
@@ -22,11 +23,8 @@ using ir::Value;
 
 class Fuser {
  public:
-  Fuser(ir::Graph& g, const std::map<std::string, Tensor>& weights) : g_(g), weights_(weights), b_(g) {
-    for (const Node* n : g.nodes())
-      for (const Value* v : n->operands) ++uses_[v];
-    for (const Value* v : g.outputs()) ++uses_[v];
-  }
+  Fuser(ir::Graph& g, const std::map<std::string, Tensor>& weights)
+      : g_(g), weights_(weights), b_(g), uses_(g), num_values_(g.num_values()) {}
 
   FusionCounts run();
 
@@ -35,11 +33,19 @@ class Fuser {
   static Node* made_by(const Value* v, OpKind op) {
     return v->producer && v->producer->op == op ? v->producer : nullptr;
   }
-  // `v` read only once (by the node being matched), so the pattern may absorb it.
-  bool single_use(const Value* v) const {
-    auto it = uses_.find(v);
-    return v->kind == ir::ValueKind::result && it != uses_.end() && it->second == 1;
+  // The one node reading `v` (not a graph output) as the sweep has left the graph, else null. The
+  // use lists are the graph's before the sweep, not rebuilt per rewrite: a replacement's readers
+  // are those of the value it replaced, a replaced value has none, and the sweep's own new nodes
+  // are not counted as readers.
+  const Node* sole_user(const Value* v) const {
+    if (auto it = replaced_.find(v); it != replaced_.end()) {
+      if (!it->second) return nullptr;
+      v = it->second;
+    }
+    return size_t(v->id) < num_values_ ? uses_.sole_user(v) : nullptr;
   }
+  // `v` computed by a node and read only by the node being matched, so the pattern may absorb it.
+  bool single_use(const Value* v) const { return v->kind == ir::ValueKind::result && sole_user(v); }
   // The value of `v` when it is known at import: a full, a constant or a parameter.
   bool constant_of(const Value* v, Tensor& t) const;
   // The scalar value of `v` when it is a one-element constant.
@@ -53,13 +59,17 @@ class Fuser {
   bool match_attention(Node* n);
   Value* unrepeated_heads(Value* r);
   // Places the nodes recorded since `mark` before `at`, and makes `old`'s users read `now`.
-  void replace(Node* at, size_t mark, Value* old, Value* now);
+  void replace(const Node* at, size_t mark, Value* old, Value* now);
 
   ir::Graph& g_;
   const std::map<std::string, Tensor>& weights_;
   ir::Builder b_;
-  std::unordered_map<const Value*, int> uses_;
-  std::map<Node*, std::vector<Node*>> before_;  // new nodes to place before an original node
+  const ir::UseLists uses_;
+  const size_t num_values_;  // values the use lists know
+  // A replacement -> the value of the original graph whose readers it took over; a replaced
+  // value -> null (nothing reads it any more).
+  std::unordered_map<const Value*, const Value*> replaced_;
+  std::map<const Node*, std::vector<Node*>> before_;  // new nodes to place before an original node
   std::vector<std::pair<Value*, std::string>> renames_;  // replaced graph outputs' names
   FusionCounts counts_;
 };
@@ -128,20 +138,16 @@ bool Fuser::match_rms(Node* n) {
   if (!is_floating(x->type.dtype) || n->result()->type != x->type) return false;
   const int64_t h = x->type.shape.back();
   // A following mul by a weight [H] (a parameter, nn.RMSNorm's scale) joins the norm.
-  Node* at = n;
+  const Node* at = n;
   Value* weight = nullptr;
   Value* old = n->result();
-  if (single_use(old)) {
-    for (Node* u : g_.nodes()) {
-      if (u->op != OpKind::mul) continue;
-      for (int i = 0; i < 2; ++i)
-        if (u->operands[size_t(i)] == old && u->operands[size_t(1 - i)]->kind == ir::ValueKind::param &&
-            u->operands[size_t(1 - i)]->type == ir::TensorType{x->type.dtype, {h}} && u->result()->type == x->type) {
-          weight = u->operands[size_t(1 - i)];
-          at = u;
-        }
-      if (weight) break;
-    }
+  if (const Node* u = single_use(old) ? sole_user(old) : nullptr; u && u->op == OpKind::mul) {
+    for (int i = 0; i < 2 && !weight; ++i)
+      if (u->operands[size_t(i)] == old && u->operands[size_t(1 - i)]->kind == ir::ValueKind::param &&
+          u->operands[size_t(1 - i)]->type == ir::TensorType{x->type.dtype, {h}} && u->result()->type == x->type) {
+        weight = u->operands[size_t(1 - i)];
+        at = u;
+      }
   }
   const size_t mark = g_.nodes().size();
   Value* y = b_.rms_norm(x, {h}, weight, eps);
@@ -332,13 +338,14 @@ Value* Fuser::unrepeated_heads(Value* r) {
   return b_.view(base, kv);
 }
 
-void Fuser::replace(Node* at, size_t mark, Value* old, Value* now) {
+void Fuser::replace(const Node* at, size_t mark, Value* old, Value* now) {
   for (size_t i = mark; i < g_.nodes().size(); ++i) before_[at].push_back(g_.nodes()[i]);
   for (Value* o : g_.outputs())
     if (o == old) renames_.emplace_back(now, old->name);
   g_.replace_all_uses(old, now);
-  uses_[now] += uses_[old];
-  uses_[old] = 0;
+  auto it = replaced_.find(old);
+  replaced_[now] = it != replaced_.end() ? it->second : old;
+  replaced_[old] = nullptr;
 }
 
 FusionCounts Fuser::run() {
@@ -347,56 +354,32 @@ FusionCounts Fuser::run() {
     if (match_attention(n)) continue;
     if (n->op == OpKind::mul || n->op == OpKind::div) match_rms(n);
   }
-  // New nodes where their pattern ended, then drop what nothing reads (sweeping backwards, so a
-  // chain goes at once).
+  // New nodes where their pattern ended, then drop what nothing reads.
   std::vector<Node*> order;
   for (Node* n : original) {
     if (auto it = before_.find(n); it != before_.end()) order.insert(order.end(), it->second.begin(), it->second.end());
     order.push_back(n);
   }
-  std::unordered_map<const Value*, int> uses;
-  for (const Value* v : g_.outputs()) ++uses[v];
-  std::vector<Node*> kept;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* n = *it;
-    bool live = false;
-    for (const Value* r : n->results) live |= uses[r] > 0;
-    if (!live) continue;
-    for (const Value* o : n->operands) ++uses[o];
-    kept.push_back(n);
-  }
-  std::reverse(kept.begin(), kept.end());
-  g_.set_node_order(kept);
-  // Names of replaced graph outputs go to their replacements (set_node_order freed them).
+  g_.set_node_order(order);
+  make_dce_pass()->run(g_);
+  // Names of replaced graph outputs go to their replacements (dropping their nodes freed them).
   for (auto& [v, name] : renames_) g_.rename(v, name);
   return counts_;
 }
 
-class OnnxFusionPass final : public Pass {
- public:
-  OnnxFusionPass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) : weights_(weights), counts_(counts) {}
-  std::string_view name() const override { return "onnx-fusion"; }
-  std::string_view summary() const override {
-    return "fuse an exporter's decomposed RMSNorm and attention into rms_norm and scaled_dot_product_attention";
-  }
-  bool run(ir::Graph& graph) override {
-    const FusionCounts found = Fuser(graph, weights_).run();
-    if (counts_) {
-      counts_->rms_norm += found.rms_norm;
-      counts_->attention += found.attention;
-    }
-    return found.rms_norm + found.attention > 0;
-  }
-
- private:
-  const std::map<std::string, Tensor>& weights_;
-  FusionCounts* counts_;
-};
-
 }  // namespace
 
 PassPtr make_onnx_fusion_pass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) {
-  return std::make_unique<OnnxFusionPass>(weights, counts);
+  return make_pass("onnx-fusion",
+                   "fuse an exporter's decomposed RMSNorm and attention into rms_norm and scaled_dot_product_attention",
+                   [&weights, counts](ir::Graph& graph) {
+                     const FusionCounts found = Fuser(graph, weights).run();
+                     if (counts) {
+                       counts->rms_norm += found.rms_norm;
+                       counts->attention += found.attention;
+                     }
+                     return found.rms_norm + found.attention > 0;
+                   });
 }
 
 }  // namespace dt::passes

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ class Pass {
   virtual bool run(ir::Graph& graph) = 0;
 };
 using PassPtr = std::unique_ptr<Pass>;
+
+// A pass whose work is one function of the graph (most passes; options are captured by `run`).
+// `name` and `summary` must be string literals, as Pass requires.
+PassPtr make_pass(std::string_view name, std::string_view summary, std::function<bool(ir::Graph&)> run);
 
 // Factories, one per pass (each defined in its own file).
 PassPtr make_wait_placement_pass();

@@ -12,11 +12,32 @@
 namespace dt::passes {
 namespace {
 
+class FunctionPass final : public Pass {
+ public:
+  FunctionPass(std::string_view name, std::string_view summary, std::function<bool(ir::Graph&)> run)
+      : name_(name), summary_(summary), run_(std::move(run)) {}
+  std::string_view name() const override { return name_; }
+  std::string_view summary() const override { return summary_; }
+  bool run(ir::Graph& graph) override { return run_(graph); }
+
+ private:
+  std::string_view name_, summary_;
+  std::function<bool(ir::Graph&)> run_;
+};
+
 PassPtr wait_placement(const PassOptions&) { return make_wait_placement_pass(); }
 PassPtr dce(const PassOptions&) { return make_dce_pass(); }
 PassPtr cse(const PassOptions&) { return make_cse_pass(); }
 PassPtr plan_comm_buffers(const PassOptions&) { return make_plan_comm_buffers_pass(); }
 PassPtr reshard_after_forward(const PassOptions&) { return make_reshard_after_forward_pass(); }
+
+}  // namespace
+
+PassPtr make_pass(std::string_view name, std::string_view summary, std::function<bool(ir::Graph&)> run) {
+  return std::make_unique<FunctionPass>(name, summary, std::move(run));
+}
+
+namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

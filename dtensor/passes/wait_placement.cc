@@ -14,35 +14,30 @@ using ir::UseLists;
 
 namespace {
 
-
-class WaitPlacementPass : public Pass {
- public:
-  std::string_view name() const override { return "wait-placement"; }
-  std::string_view summary() const override {
-    return "sink every wait_tensor to just before the first reader of its result";
-  }
-  bool run(ir::Graph& graph) override {
-    UseLists uses(graph);
-    GraphEdit edit(graph);
-    const double end = double(graph.nodes().size());
-    for (const auto& node : graph.nodes()) {
-      if (node->op != ir::OpKind::wait_tensor) continue;
-      double first = end;
-      for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
-      const ir::Node* coll = node->operands[0]->producer;
-      if (coll && ir::op_def(coll->op).in_place) {
-        for (const ir::Node* u : uses.users(coll->operands[0]))
-          if (edit.key(u) > edit.key(coll) && u != coll) first = std::min(first, edit.key(u));
-      }
-      // Just before the reader; waits for the same reader keep their relative order.
-      edit.set_key(node, first - 0.5);
+bool place_waits(ir::Graph& graph) {
+  UseLists uses(graph);
+  GraphEdit edit(graph);
+  const double end = double(graph.nodes().size());
+  for (const auto& node : graph.nodes()) {
+    if (node->op != ir::OpKind::wait_tensor) continue;
+    double first = end;
+    for (const ir::Node* u : uses.users(node->result())) first = std::min(first, edit.key(u));
+    const ir::Node* coll = node->operands[0]->producer;
+    if (coll && ir::op_def(coll->op).in_place) {
+      for (const ir::Node* u : uses.users(coll->operands[0]))
+        if (edit.key(u) > edit.key(coll) && u != coll) first = std::min(first, edit.key(u));
     }
-    return edit.commit();
+    // Just before the reader; waits for the same reader keep their relative order.
+    edit.set_key(node, first - 0.5);
   }
-};
+  return edit.commit();
+}
 
 }  // namespace
 
-PassPtr make_wait_placement_pass() { return std::make_unique<WaitPlacementPass>(); }
+PassPtr make_wait_placement_pass() {
+  return make_pass("wait-placement", "sink every wait_tensor to just before the first reader of its result",
+                   place_waits);
+}
 
 }  // namespace dt::passes

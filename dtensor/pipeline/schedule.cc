@@ -159,4 +159,19 @@ std::vector<Step> stage_program(Schedule schedule, int stages, int stage, int mi
   return out;
 }
 
+std::vector<Step> forward_program(int stages, int stage, int microbatches) {
+  check_sizes(stages, microbatches);
+  std::vector<Step> out;
+  if (stage > 0)
+    for (int k = 0; k < microbatches; ++k) out.push_back({Step::post_recv, Message{true, k, stage - 1, stage}, {}});
+  for (int k = 0; k < microbatches; ++k) {
+    if (stage > 0) out.push_back({Step::wait, Message{true, k, stage - 1, stage}, {}});
+    out.push_back({Step::run, {}, Action{true, k}});
+    if (stage < stages - 1) out.push_back({Step::post_send, Message{true, k, stage, stage + 1}, {}});
+  }
+  if (stage < stages - 1)
+    for (int k = 0; k < microbatches; ++k) out.push_back({Step::wait, Message{true, k, stage, stage + 1}, {}});
+  return out;
+}
+
 }  // namespace dt::pipeline

@@ -79,4 +79,8 @@ double theoretical_bubble(int stages, int microbatches);
 // messages (file comment), every send waited for at the end.
 std::vector<Step> stage_program(Schedule schedule, int stages, int stage, int microbatches);
 
+// Returns stage `stage`'s program for inference (forwards only, the same for every schedule):
+// every receive posted first, then per micro-batch: wait for its activation, run, send.
+std::vector<Step> forward_program(int stages, int stage, int microbatches);
+
 }  // namespace dt::pipeline

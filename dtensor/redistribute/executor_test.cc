@@ -26,10 +26,7 @@
 namespace dt {
 namespace {
 
-using test::kChoices;
-using test::nth;
-using test::refused_pair;
-using test::valid;
+using namespace test;
 
 const std::vector<DType> kDTypes = {DType::f32, DType::bf16, DType::i64};
 

@@ -11,10 +11,7 @@
 namespace dt {
 namespace {
 
-using test::kChoices;
-using test::nth;
-using test::refused_pair;
-using test::valid;
+using namespace test;
 
 RedistributePlan plan(const char* mesh, const char* src, const char* dst, Shape shape, DType dtype = DType::f32) {
   RedistributePlanner planner;

@@ -47,6 +47,38 @@ std::map<std::string, Placement> parse_io_placements(const json& j, const std::v
   return out;
 }
 
+// Returns the optional integer `key` of `j`, which must lie in [lo, hi].
+int bounded_int(const json& j, const char* key, int lo, int hi, int fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    DT_THROW(ValueError) << where << ": " << key << " is " << v.dump() << ", expected an integer in [" << lo << ", " << hi
+                         << "]";
+  return v.get<int>();
+}
+
+PipelinePlan parse_pipeline(const json& j, const std::string& source) {
+  const std::string where = source + ": pipeline";
+  if (!j.is_object()) DT_THROW(ValueError) << where << " is a json object";
+  for (auto& [key, value] : j.items())
+    if (key != "split_before" && key != "stages" && key != "microbatches" && key != "schedule" && key != "mesh_dim")
+      DT_THROW(ValueError) << where << " has unknown key '" << key
+                           << "' (expected split_before or stages, microbatches, schedule, mesh_dim)";
+  PipelinePlan p;
+  if (j.contains("mesh_dim")) p.mesh_dim = j["mesh_dim"].get<std::string>();
+  if (j.contains("split_before")) p.split_before = j["split_before"].get<std::vector<std::string>>();
+  p.stages = bounded_int(j, "stages", 1, 1 << 16, 0, where);
+  p.microbatches = bounded_int(j, "microbatches", 1, 1 << 16, 1, where);
+  if (j.contains("schedule")) p.schedule = j["schedule"].get<std::string>();
+  if (p.schedule != "gpipe" && p.schedule != "1f1b")
+    DT_THROW(ValueError) << where << ": unknown schedule '" << p.schedule << "' (expected gpipe or 1f1b)";
+  if (p.stages > 0 && !p.split_before.empty())
+    DT_THROW(ValueError) << where << " has both stages and split_before: give one";
+  if (p.stages == 0 && p.split_before.empty())
+    DT_THROW(ValueError) << where << " needs split_before (module names) or stages (a count)";
+  return p;
+}
+
 bool glob_match(const std::string& pattern, const std::string& name) {
   return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
@@ -92,7 +124,8 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
   }
   if (!j.is_object()) DT_THROW(ValueError) << source << ": a plan is a json object";
   for (auto& [key, value] : j.items())
-    if (key != "mesh_dims" && key != "modules" && key != "inputs" && key != "outputs" && key != "description")
+    if (key != "mesh_dims" && key != "modules" && key != "inputs" && key != "outputs" && key != "description" &&
+        key != "pipeline")
       DT_THROW(ValueError) << source << ": unknown key '" << key << "'";
   try {
     if (j.contains("mesh_dims")) plan.mesh_dims = j["mesh_dims"].get<std::vector<std::string>>();
@@ -125,6 +158,7 @@ ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& sou
         plan.modules.push_back(std::move(ms));
       }
     }
+    if (j.contains("pipeline")) plan.pipeline = parse_pipeline(j["pipeline"], source);
     for (const char* io : {"inputs", "outputs"}) {
       if (!j.contains(io)) continue;
       auto& target = std::string(io) == "inputs" ? plan.inputs : plan.outputs;
@@ -159,6 +193,13 @@ std::string ParallelPlan::to_json() const {
       o[name] = p;
     }
     j[key] = o;
+  }
+  if (pipeline) {
+    json p = {{"mesh_dim", pipeline->mesh_dim}, {"microbatches", pipeline->microbatches},
+              {"schedule", pipeline->schedule}};
+    if (pipeline->stages > 0) p["stages"] = pipeline->stages;
+    else p["split_before"] = pipeline->split_before;
+    j["pipeline"] = p;
   }
   return j.dump(2);
 }

@@ -24,9 +24,16 @@
 //   replicate  every parameter R
 // Later entries override earlier ones for the same parameter and mesh dim. Data inputs and outputs
 // are R on every mesh dim not named. Every problem throws dt::ValueError naming the pattern.
+//
+// Pipeline parallelism (dtensor/pipeline/stages.h resolves it against a model):
+//   "pipeline": {"split_before": ["h.2"], "microbatches": 4, "schedule": "1f1b"}
+//   "pipeline": {"stages": 2, "microbatches": 4}           (splits balanced by the FLOP estimate)
+// cuts the model into stages on mesh dim "pp" (or "mesh_dim"), which must be one of mesh_dims; the
+// rest of the plan applies within each stage's sub-mesh.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,9 +56,20 @@ struct ModuleStyle {
   int64_t blocks = 1;
 };
 
+// The plan's `pipeline` section (parsed only; pipeline/stages.h checks it against the model).
+struct PipelinePlan {
+  std::string mesh_dim = "pp";
+  std::vector<std::string> split_before;  // module names, each starting a stage after the first
+  int stages = 0;                         // or a stage count (0: split_before decides)
+  int microbatches = 1;
+  std::string schedule = "gpipe";  // gpipe | 1f1b (pipeline/schedule.h)
+  bool operator==(const PipelinePlan&) const = default;
+};
+
 struct ParallelPlan {
   std::vector<std::string> mesh_dims;  // names, one per mesh dim
   std::vector<ModuleStyle> modules;
+  std::optional<PipelinePlan> pipeline;
   // Data input / graph output name -> mesh dim name -> placement (absent: R).
   std::map<std::string, std::map<std::string, Placement>> inputs, outputs;
   std::string source = "<plan>";  // file name for messages

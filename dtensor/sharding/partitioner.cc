@@ -43,7 +43,7 @@ class RankPartitioner {
         operands.push_back(x);
       }
       if (expand(n, ns, operands)) {
-        if (n.op == ir::OpKind::cross_entropy) weight_row_shard(n, ns);
+        weight_row_shard(n, ns);
         continue;
       }
       types.clear();
@@ -57,8 +57,7 @@ class RankPartitioner {
       localize_attrs(n, ns, types, op, attrs);
       Node* copy = out_.append(op, operands, std::move(attrs), types, names, n.loc);
       for (size_t r = 0; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = copy->results[r];
-      // Only the default mean is a weighted mean of row shards (a sum's local sums add up).
-      if (n.op == ir::OpKind::cross_entropy && n.attr_str("reduction") == "mean") weight_row_shard(n, ns);
+      weight_row_shard(n, ns);
       // A gradient moves where its forward value says right away (its readers find it in moved_).
       for (const Value* r : n.results)
         if (size_t(r->id) < s_.reads.size() && !s_.reads[size_t(r->id)].empty()) moved(r, s_.reads[size_t(r->id)]);
@@ -146,11 +145,14 @@ class RankPartitioner {
         .first;
   }
 
-  // cross_entropy on logits sharded on their rows (data parallel; rules_loss.cc): the local op
-  // gives the mean over this rank's rows, the loss is the sum over ranks of those means weighted
-  // by each rank's share of the rows (uneven shards too). Rewrites the local loss to
-  // mean * local_rows / rows (0 on a rank without rows, whose mean is 0/0), a partial sum.
+  // A mean over rows (OpDef::row_mean: cross_entropy) on operands sharded on their rows (data
+  // parallel; sharding_loss.cc): the local op gives the mean over this rank's rows, the loss is the
+  // sum over ranks of those means weighted by each rank's share of the rows (uneven shards too).
+  // Rewrites the local loss to mean * local_rows / rows (0 on a rank without rows, whose mean is
+  // 0/0), a partial sum.
   void weight_row_shard(const Node& n, const NodeSharding& ns) {
+    const ir::RowMeanFn row_mean = ir::op_def(n.op).row_mean;
+    if (!row_mean || !row_mean(n)) return;
     const Placements& lp = ns.operands[0];
     bool rows_sharded = false;
     for (const Placement& p : lp) rows_sharded = rows_sharded || p.is_shard(0);

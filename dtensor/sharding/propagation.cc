@@ -30,12 +30,18 @@ constexpr const char* kPinnedReason = "a colwise/rowwise parameter would have to
 // and `minor` lets the factor be sharded where it is not the first of its dim, which makes that
 // dim a blocked shard with the major factors' product as blocks (the split of a fused qkv
 // output into q, k, v: [3H] = (3, H), sharding H).
+// A factor read from a strided shard SS(d) (fsdp over tp, layout/placement.h) keeps that layout:
+// `strided` places it as SS on every tensor that has it, so an optimizer update reads a strided
+// parameter, its gradient and its state where they are instead of moving them to S(d).
 struct Option {
   enum Kind : uint8_t { none, factor, partial_all, partial_one } kind = none;
   int8_t f = -1;  // factor, or the partial operand for partial_one
   int32_t blocks = 1;
   bool minor = false;
-  bool operator==(const Option& o) const { return kind == o.kind && f == o.f && blocks == o.blocks && minor == o.minor; }
+  bool strided = false;
+  bool operator==(const Option& o) const {
+    return kind == o.kind && f == o.f && blocks == o.blocks && minor == o.minor && strided == o.strided;
+  }
 };
 
 struct Candidate {
@@ -79,7 +85,7 @@ class NodePropagator {
           add_blocked(rule_.operands[i][size_t(p.dim())], p.blocks(), add);
         } else {
           int f = rule_.operands[i][size_t(p.dim())].first();
-          if (f >= 0) add(Option{Option::factor, int8_t(f)});
+          if (f >= 0) add(Option{Option::factor, int8_t(f), 1, false, p.is_strided()});
         }
       }
       if (!p.is_partial()) all_partial = false;
@@ -131,6 +137,7 @@ class NodePropagator {
           for (size_t i = 0; i < no; ++i)
             if (!place_factor(rule_.operands[i], o, c.operands[i][m])) return;
           for (size_t r = 0; r < nr; ++r) {
+            if ((rule_.replicated_results >> r) & 1u) continue;
             Option ro = o;
             ro.minor = o.minor || rule_.minor_results;
             if (place_factor(rule_.results[r], ro, c.results[r][m]) && !c.results[r][m].is_replicate()) {
@@ -216,7 +223,8 @@ class NodePropagator {
           continue;
         }
         if (k != 0 && !o.minor) return false;
-        p = Placement::blocked_shard(int64_t(d), before * o.blocks);
+        if (o.strided && k != 0) return false;  // a strided shard of a merged dim's minor factor
+        p = o.strided ? Placement::strided_shard(int64_t(d)) : Placement::blocked_shard(int64_t(d), before * o.blocks);
         return true;
       }
     }
@@ -337,38 +345,46 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       continue;
     }
     const OpShardingRule rule = fn(n);
-    DT_CHECK(rule.operands.size() == n.operands.size() && rule.results.size() == n.results.size())
-        << ir::op_name(n.op) << " rule has " << rule.operands.size() << " operands and " << rule.results.size()
-        << " results";
-    NodePropagator prop(n, rule, s, reads, plan, planner);
     const auto& forced = i < plan.forced_operand0_dim.size() ? plan.forced_operand0_dim[i] : kNoForce;
-    std::vector<std::vector<Option>> opts(nd);
-    for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced, preferred[i]);
-
-    // Odometer over the cartesian product of the mesh dims' options.
-    std::vector<size_t> at(nd, 0);
-    std::vector<Option> choice(nd);
-    Candidate best, cand;
     // kept[i] bit m: some valid strategy keeps operand i as it is on mesh dim m; why_not[m]: why a
     // strategy sharding a factor on m could not run (for the warning when a shard is given up).
     std::vector<uint32_t> kept(n.operands.size(), 0);
     std::vector<const char*> why_not(nd, nullptr);
-    for (;;) {
-      for (size_t m = 0; m < nd; ++m) choice[m] = opts[m][at[m]];
-      prop.evaluate(choice, cand);
-      if (cand.cost != kInfinite) {
-        for (size_t k = 0; k < n.operands.size(); ++k)
+    Candidate best, cand;
+    const OpShardingRule* chosen = &rule;
+    // The rule's mappings (OpShardingRule::alternatives), each searched the same way.
+    for (size_t variant = 0; variant <= rule.alternatives.size(); ++variant) {
+      const OpShardingRule& vr = variant == 0 ? rule : rule.alternatives[variant - 1];
+      DT_CHECK(vr.operands.size() == n.operands.size() && vr.results.size() == n.results.size())
+          << ir::op_name(n.op) << " rule has " << vr.operands.size() << " operands and " << vr.results.size()
+          << " results";
+      NodePropagator prop(n, vr, s, reads, plan, planner);
+      std::vector<std::vector<Option>> opts(nd);
+      for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced, preferred[i]);
+      // Odometer over the cartesian product of the mesh dims' options.
+      std::vector<size_t> at(nd, 0);
+      std::vector<Option> choice(nd);
+      for (;;) {
+        for (size_t m = 0; m < nd; ++m) choice[m] = opts[m][at[m]];
+        prop.evaluate(choice, cand);
+        if (cand.cost != kInfinite) {
+          for (size_t k = 0; k < n.operands.size(); ++k)
+            for (size_t m = 0; m < nd; ++m)
+              if (cand.operands[k][m] == reads[size_t(n.operands[k]->id)][m]) kept[k] |= 1u << m;
+        } else {
           for (size_t m = 0; m < nd; ++m)
-            if (cand.operands[k][m] == reads[size_t(n.operands[k]->id)][m]) kept[k] |= 1u << m;
-      } else {
-        for (size_t m = 0; m < nd; ++m)
-          if (choice[m].kind == Option::factor && !why_not[m]) why_not[m] = cand.invalid;
+            if (choice[m].kind == Option::factor && !why_not[m]) why_not[m] = cand.invalid;
+        }
+        if (cand.cost != kInfinite && (best.cost == kInfinite || better(cand, best))) {
+          std::swap(best, cand);
+          chosen = &vr;
+        }
+        size_t m = 0;
+        while (m < nd && ++at[m] == opts[m].size()) at[m++] = 0;
+        if (m == nd) break;
       }
-      if (cand.cost != kInfinite && (best.cost == kInfinite || better(cand, best))) std::swap(best, cand);
-      size_t m = 0;
-      while (m < nd && ++at[m] == opts[m].size()) at[m++] = 0;
-      if (m == nd) break;
     }
+    NodePropagator prop(n, *chosen, s, reads, plan, planner);
     if (best.cost == kInfinite) {
       // Nothing valid (e.g. a forced factor on an uneven merged dim): replicate everything.
       std::vector<Option> none(nd);
@@ -408,7 +424,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     }
     ns.operands = std::move(best.operands);
     ns.drop_added_once = best.drop;
-    ns.added_once = rule.added_once;
+    ns.added_once = chosen->added_once;
     ns.cost_us = best.cost;
     s.total_cost_us += best.cost;
     for (size_t r = 0; r < n.results.size(); ++r) {

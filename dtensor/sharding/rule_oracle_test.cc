@@ -85,8 +85,9 @@ std::vector<OpCase> cases() {
   add("sdpa", [](Builder& b) {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 4}), in(b, 1, {2, 5, 4}), in(b, 2, {2, 5, 3}), false)});
   });
-  // Grouped-query k/v: Hkv 2 divides mesh 2 (heads shard), Hkv 3 does not (batch and S shard
-  // instead); masks broadcasting over batch and heads, with and without causal, explicit scale.
+  // Grouped-query k/v: Hkv 2 divides mesh 2 (heads shard grouped); Hkv 3 does not (from q S(1): q
+  // heads alone shard, each rank slicing or repeating the kv heads it reads; else batch and S);
+  // masks broadcasting over batch and heads, with and without causal, explicit scale.
   add("sdpa gqa", [](Builder& b) {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 4, 3, 4}), in(b, 1, {2, 2, 3, 4}), in(b, 2, {2, 2, 3, 3}))});
   });
@@ -287,18 +288,34 @@ TEST(RuleOracle, GroupedQueryAttentionTensorParallelAtHidden512) {
       {"pattern": "attn.k_proj", "style": "colwise", "mesh_dim": "tp"},
       {"pattern": "attn.v_proj", "style": "colwise", "mesh_dim": "tp"},
       {"pattern": "attn.o_proj", "style": "rowwise", "mesh_dim": "tp"}]})");
-  for (int64_t n : {2, 3}) {
-    auto run = testing::run_sharded(g, plan, DeviceMesh({n}), w, in);
+  // More ranks than kv heads (vLLM's replicated kv heads): k/v projections replicated, q colwise,
+  // and each rank's attention slices the kv head its q heads read (the alternative mapping,
+  // ir/sharding_attention.cc): nothing is gathered. (q blocks crossing the groups, which repeat
+  // the kv heads locally, are the oracle's "sdpa gqa heads not dividing" from q S(1).)
+  const ParallelPlan q_only = ParallelPlan::parse(R"({"mesh_dims": ["tp"], "modules": [
+      {"pattern": "attn.q_proj", "style": "colwise", "mesh_dim": "tp"},
+      {"pattern": "attn.o_proj", "style": "rowwise", "mesh_dim": "tp"}]})");
+  struct Layout {
+    const ParallelPlan* plan;
+    int64_t n, q_heads, kv_heads;  // each rank's attention reads; 0: not checked
+  };
+  // Mesh 2 shards heads grouped (4 q heads and their 1 kv head per rank).
+  for (const Layout& l : {Layout{&plan, 2, 4, 1}, Layout{&plan, 3, 0, 0}, Layout{&q_only, 4, 2, 1},
+                          Layout{&q_only, 8, 1, 1}}) {
+    auto run = testing::run_sharded(g, *l.plan, DeviceMesh({l.n}), w, in);
+    const std::string what = std::string(l.plan == &plan ? "qkv" : "q-only") + " tp on " + std::to_string(l.n);
     DiffReport d = compare(run.outputs[0], single[0], 1e-4, 1e-5);
-    std::printf("gqa512 tp on %lld: max_abs_diff %.3g\n", (long long)n, d.max_abs_diff);
-    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "mesh " << n << " max_abs_diff " << d.max_abs_diff;
-    if (n == 2) {  // heads shard: each rank's attention reads 4 q heads and 1 kv head
-      for (const ir::Node* node : run.compiled.programs[0].nodes())
-        if (node->op == OpKind::scaled_dot_product_attention) {
-          EXPECT_EQ(node->operands[0]->type.shape[1], 4);
-          EXPECT_EQ(node->operands[1]->type.shape[1], 1);
-        }
-    }
+    std::printf("gqa512 %s: max_abs_diff %.3g\n", what.c_str(), d.max_abs_diff);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << what << " max_abs_diff " << d.max_abs_diff;
+    if (l.q_heads == 0) continue;
+    EXPECT_TRUE(run.compiled.sharding.warnings.empty()) << what << ": " << run.compiled.sharding.warnings.front();
+    for (size_t r = 0; r < run.compiled.programs.size(); ++r)
+      for (const ir::Node* node : run.compiled.programs[r].nodes()) {
+        EXPECT_NE(node->op, OpKind::all_gather_into_tensor) << what << " rank " << r;
+        if (node->op != OpKind::scaled_dot_product_attention) continue;
+        EXPECT_EQ(node->operands[0]->type.shape[1], l.q_heads) << what << " rank " << r;
+        EXPECT_EQ(node->operands[1]->type.shape[1], l.kv_heads) << what << " rank " << r;
+      }
   }
 }
 

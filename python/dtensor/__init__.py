@@ -482,38 +482,52 @@ class Model:
         return self._impl.ir()
 
     def run(self, inputs: dict, mesh: DeviceMesh | None = None, plan=None, *, passes: str = "default",
-            backend: str | None = None) -> dict:
+            backend: str | None = None, max_memory_per_rank: int | None = None) -> dict:
         """Runs the model; returns {output name: ndarray}.
 
         Without mesh and plan: one device. With them: every rank of the mesh (threads of this
         process; the mpi backend under mpirun), the outputs assembled from the ranks' shards.
         plan: a dict, the path of a plan JSON file (docs/plans.md), or "auto" (the plan the
-        search finds, as `--plan auto`). The job is compiled on the first run for a (mesh, plan)
-        and kept.
+        search finds, as `--plan auto`). max_memory_per_rank (plan="auto" only, bytes): the
+        per-rank memory limit the plan must fit, as --max-memory-per-rank. The job is compiled
+        on the first run for a (mesh, plan) and kept.
         """
-        if mesh is None and plan is None:  # the common call: nothing to convert
-            return self._impl.run(inputs, None, "", "", passes, backend or "")
-        pj, ps = self._plan_args(plan, mesh)
-        return self._impl.run(inputs, _mesh_arg(mesh), pj, ps, passes, backend or "")
+        if mesh is None and plan is None and max_memory_per_rank is None:  # the common call: nothing to convert
+            return self._impl.run(inputs, None, "", "", passes, backend or "", 0)
+        pj, ps, budget = self._plan_args(plan, mesh, passes, max_memory_per_rank=max_memory_per_rank)
+        return self._impl.run(inputs, _mesh_arg(mesh), pj, ps, passes, backend or "", budget)
 
-    def _plan_args(self, plan, mesh, train: bool = False, optimizer: str = "sgd",
-                   max_memory_per_rank: int = 0) -> tuple[str, str]:
-        """_plan_args, and plan="auto": the plan the search finds for this model on `mesh`."""
+    def _plan_args(self, plan, mesh, passes: str, train: bool = False, optimizer: str = "sgd",
+                   max_memory_per_rank: int | None = None) -> tuple[str, str, int]:
+        """_plan_args and the passes' memory budget (0: their default); plan="auto": the plan the
+        search finds for this model on `mesh` and the budget it estimated the plan's memory under
+        (the job must run its passes with it for its memory to be the one estimated)."""
         if isinstance(plan, str) and plan == "auto":
             if mesh is None:
                 raise ValueError('plan="auto" needs a mesh to search a plan for')
-            return self._impl.auto_plan(_mesh_arg(mesh), train, optimizer, max_memory_per_rank), "auto"
-        return _plan_args(plan)
+            limit = 0
+            if max_memory_per_rank is not None:
+                if isinstance(max_memory_per_rank, bool) or not isinstance(max_memory_per_rank, int) \
+                        or max_memory_per_rank < 1:
+                    raise ValueError(f"max_memory_per_rank: expected a positive number of bytes, "
+                                     f"got {max_memory_per_rank!r}")
+                limit = max_memory_per_rank
+            pj, budget = self._impl.auto_plan(_mesh_arg(mesh), train, optimizer, limit, passes)
+            return pj, "auto", budget
+        if max_memory_per_rank is not None:
+            raise ValueError('max_memory_per_rank applies to plan="auto" only')
+        return (*_plan_args(plan), 0)
 
     def compile(self, mesh: DeviceMesh | None = None, plan=None, *, passes: str = "default",
-                backend: str | None = None) -> CompiledModel:
+                backend: str | None = None, max_memory_per_rank: int | None = None) -> CompiledModel:
         """Compiles the model for `mesh` under `plan` (as `dtensor compile`)."""
-        pj, ps = self._plan_args(plan, mesh)
-        return CompiledModel(self._impl.compile(_mesh_arg(mesh), pj, ps, passes, backend or ""), mesh)
+        pj, ps, budget = self._plan_args(plan, mesh, passes, max_memory_per_rank=max_memory_per_rank)
+        return CompiledModel(self._impl.compile(_mesh_arg(mesh), pj, ps, passes, backend or "", budget), mesh)
 
     def train(self, data: dict, steps: int = 1, lr: float | None = None, optimizer: str = "sgd", *,
               momentum: float = 0.0, weight_decay: float = 0.0, mesh: DeviceMesh | None = None, plan=None,
-              passes: str = "default", backend: str | None = None, keep_first_grads: bool = False) -> TrainResult:
+              passes: str = "default", backend: str | None = None, keep_first_grads: bool = False,
+              max_memory_per_rank: int | None = None) -> TrainResult:
         """Trains for `steps` steps (as `dtensor train`); the model keeps the trained parameters.
 
         data: every data input of the model (`input`, `target`): one batch reused every step, or
@@ -521,9 +535,10 @@ class Model:
         sgd and 1e-3 for adamw. With mesh and plan: sharded training on every rank. Ctrl-C
         stops it at the end of the current step (KeyboardInterrupt).
         """
-        pj, ps = self._plan_args(plan, mesh, train=True, optimizer=optimizer)
+        pj, ps, budget = self._plan_args(plan, mesh, passes, train=True, optimizer=optimizer,
+                                         max_memory_per_rank=max_memory_per_rank)
         r = TrainResult(self._impl.train(data, steps, optimizer, lr, momentum, weight_decay, _mesh_arg(mesh), pj, ps,
-                                         passes, backend or "", keep_first_grads))
+                                         passes, backend or "", budget, keep_first_grads))
         params = self.params
         if all(k in r.weights for k in params):  # under mpi only rank 0 holds the trained tensors
             self._impl.set_weights({k: r.weights[k] for k in params})

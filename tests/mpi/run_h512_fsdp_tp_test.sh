@@ -6,14 +6,7 @@
 # Usage: run_h512_fsdp_tp_test.sh MPIEXEC DTENSOR SOURCE_DIR
 set -u
 mpiexec=$1 dtensor=$2 src=$3
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- stdout"; cat "$out/stdout" 2>/dev/null
-  echo "--- stderr"; cat "$out/stderr" 2>/dev/null
-  exit 1
-}
+source "$(dirname "$0")/mpi_test_lib.sh"
 "$dtensor" example gpt --hidden 512 --heads 8 --layers 1 -o "$out/h512.dt" --weights "$out/w.safetensors" \
   --inputs "$out/i.safetensors" >/dev/null || fail "dtensor example"
 timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" run "$out/h512.dt" \

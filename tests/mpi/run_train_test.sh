@@ -7,14 +7,7 @@
 # Usage: run_train_test.sh MPIEXEC DTENSOR SOURCE_DIR
 set -u
 mpiexec=$1 dtensor=$2 src=$3
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- stdout"; cat "$out/stdout" 2>/dev/null
-  echo "--- stderr"; cat "$out/stderr" 2>/dev/null
-  exit 1
-}
+source "$(dirname "$0")/mpi_test_lib.sh"
 "$dtensor" example gpt --hidden 512 --heads 8 --layers 1 --vocab 1000 --loss -o "$out/gpt.dt" \
   --weights "$out/w.safetensors" --inputs "$out/d.safetensors" >/dev/null || fail "dtensor example"
 args=(train "$out/gpt.dt" --weights "$out/w.safetensors" --data "$out/d.safetensors" --steps 3 --mesh 2x2

@@ -148,13 +148,13 @@ TEST(HfSharding, FsdpStarOnALlamaAtSequence128LeavesConstsReplicated) {
 
 // Issue 27.3 on the imported models: tp 2, tp 4 and fsdp x tp 2x2 at sequence 128 match PyTorch,
 // and attention is sharded by heads under tp: no warning (nothing falls back to R), every
-// attention's q, k and v are S(1) (heads) on tp, and no rank gathers anything over tp (the only
+// attention's q and result are S(1) (heads) on tp, and no rank gathers anything over tp (the only
 // tp collectives are the rowwise all_reduces; fsdp's parameter gathers run over dp). GPT-2's fused
-// c_attn is colwise in 3 blocks. Not yet sharded: the Llama on tp 4, more ranks than its 2
-// key/value heads. Import fuses repeat_kv into a grouped-query attention (q 4 heads, k and v 2),
-// and no placement gives rank r the key/value head r / 2 (vLLM's replicated kv heads); its plan
-// (hf_llama_tp4.json) replicates k_proj / v_proj and gathers q (one all_gather per layer), and the
-// attention runs replicated. Checked below as what it is, so that the day it shards, this fails.
+// c_attn is colwise in 3 blocks. k and v are S(1) too, except for the Llama on tp 4, more ranks
+// than its 2 key/value heads: import fuses repeat_kv into a grouped-query attention (q 4 heads,
+// k and v 2), its plan (hf_llama_tp4.json) replicates k_proj / v_proj, and each rank's attention
+// slices the one key/value head its query head reads out of the replicated k/v (vLLM's replicated
+// kv heads): one q head and one kv head per rank.
 struct HfShardCase {
   std::string model;
   std::vector<std::string> inputs;
@@ -187,27 +187,28 @@ TEST_P(HfSharding, TpAndFsdpTpAtSequence128MatchPyTorchWithAttentionShardedByHea
     auto run = sharding::testing::run_sharded(im.graph, plan, mesh, im.weights, inputs);
     const sharding::Sharding& s = run.compiled.sharding;
     const size_t tp = l.mesh.size() - 1;
-    const bool gqa_replicated = c.model == "hf_llama" && mesh.size() == 4 && l.mesh.size() == 1;
-    if (!gqa_replicated) EXPECT_TRUE(s.warnings.empty()) << what << ": " << s.warnings.front();
-    if (gqa_replicated) {
-      ASSERT_EQ(s.warnings.size(), 2u);  // one per layer: q is gathered for the attention
-      EXPECT_NE(s.warnings[0].find("(scaled_dot_product_attention)"), std::string::npos) << s.warnings[0];
-      for (const ir::Graph& p : run.compiled.programs)
-        EXPECT_EQ(count_ops(p, ir::OpKind::all_gather_into_tensor), 2) << what << ": q gathered once per layer";
-      const DiffReport d = compare(run.outputs[0], io.at("output"), 1e-4, 1e-4);
-      EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << what << ": max_abs_diff " << d.max_abs_diff;
-      continue;
-    }
-    for (const auto& n : im.graph.nodes()) {
-      if (n->op != ir::OpKind::scaled_dot_product_attention) continue;
-      for (size_t k = 0; k < 3; ++k)
-        EXPECT_TRUE(s.values[size_t(n->operands[k]->id)][tp].is_shard(1))
-            << what << ": attention operand " << k << " is " << sharding::placements_of(s, n->operands[k]);
+    const bool kv_replicated = c.model == "hf_llama" && mesh.size() == 4 && l.mesh.size() == 1;
+    EXPECT_TRUE(s.warnings.empty()) << what << ": " << s.warnings.front();
+    for (size_t i = 0; i < im.graph.nodes().size(); ++i) {
+      const ir::Node& n = *im.graph.nodes()[i];
+      if (n.op != ir::OpKind::scaled_dot_product_attention) continue;
+      EXPECT_TRUE(s.values[size_t(n.result()->id)][tp].is_shard(1)) << what << ": attention result";
+      for (size_t k = 0; k < 3; ++k) {
+        const Placement& p = s.nodes[i].operands[k][tp];
+        EXPECT_TRUE(k > 0 && kv_replicated ? p.is_replicate() : p.is_shard(1))
+            << what << ": attention operand " << k << " is " << p.str();
+      }
     }
     for (const ir::Graph& p : run.compiled.programs)
       for (const auto& n : p.nodes()) {
         const bool gathers = n->op == ir::OpKind::all_gather_into_tensor || n->op == ir::OpKind::all_to_all_single;
-        if (gathers) EXPECT_EQ(n->attr_str("group"), l.mesh.size() == 1 ? "none" : "dp") << what << ": a gather over tp";
+        if (gathers) {
+          EXPECT_EQ(n->attr_str("group"), l.mesh.size() == 1 ? "none" : "dp") << what << ": a gather over tp";
+        }
+        if (kv_replicated && n->op == ir::OpKind::scaled_dot_product_attention) {
+          EXPECT_EQ(n->operands[0]->type.shape[1], 1) << what << ": one query head per rank";
+          EXPECT_EQ(n->operands[1]->type.shape[1], 1) << what << ": one key/value head per rank";
+        }
       }
     const DiffReport d = compare(run.outputs[0], io.at("output"), 1e-4, 1e-4);
     std::printf("%s: max_abs_diff %.3g vs PyTorch\n", what.c_str(), d.max_abs_diff);

@@ -82,6 +82,28 @@ def test_plan_auto_matches_one_device(ref, examples):
         m.run(x, plan="auto")
 
 
+def test_plan_auto_under_a_memory_limit_compiles_the_searched_programs(ref, examples):
+    """plan="auto" with max_memory_per_rank: the job runs its passes with the memory budget the
+    search estimated the plan under (as --plan auto does), so the compiled programs' estimate stays
+    under the limit. At this limit the passes' default budget prefetches past it (902,912 bytes)."""
+    m = dt.load(examples / "gpt.dt", weights=ref / "gpt" / "weights.safetensors")
+    x = data_inputs(m, ref / "gpt" / "inputs.safetensors")
+    mesh, limit = dt.DeviceMesh((2, 2)), 900_000
+    report = m.compile(mesh=mesh, plan="auto", max_memory_per_rank=limit).report()
+    assert 0 < report["estimated_peak_bytes"] <= limit
+    unlimited = m.compile(mesh=mesh, plan="auto").report()
+    assert unlimited["estimated_peak_bytes"] > limit, "the limit must constrain the plan for this test to mean anything"
+    out = m.run(x, mesh=mesh, plan="auto", max_memory_per_rank=limit)
+    for name, want in m.run(x).items():
+        np.testing.assert_allclose(out[name], want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="smallest per-rank memory found is"):
+        m.compile(mesh=mesh, plan="auto", max_memory_per_rank=1000)
+    with pytest.raises(ValueError, match='applies to plan="auto" only'):
+        m.compile(mesh=mesh, plan=examples / "gpt_fsdp_tp.json", max_memory_per_rank=limit)
+    with pytest.raises(ValueError, match="positive number of bytes"):
+        m.compile(mesh=mesh, plan="auto", max_memory_per_rank="2GiB")
+
+
 def test_plan_as_a_dict_and_repeated_runs(ref, examples):
     m = dt.load(examples / "mlp.dt", weights=ref / "mlp" / "weights.safetensors")
     x = data_inputs(m, ref / "mlp" / "inputs.safetensors")

@@ -59,6 +59,16 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || FAIL "SGD did not lo
 
 # near <a> <b> <rtol>: |a - b| <= rtol * |a| (a resumed step against the uninterrupted run's).
 near() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; }
+# resumes_to_step3 <label> <rtol> <weights> [train args...]: one momentum step from <weights> gives
+# the uninterrupted run's 3rd loss ($third).
+resumes_to_step3() {
+  local label="$1" rtol="$2" weights="$3" resumed again
+  shift 3
+  resumed=$("$DT" train "$t/gpt.dt" --weights "$weights" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
+    --json "$@" 2>&1) || FAIL "resume from $label: $resumed"
+  again=$(losses "$resumed" | head -1)
+  near "$third" "$again" "$rtol" || FAIL "step resumed from $label $again differs from step 3 $third"
+}
 
 # Save and resume with momentum.
 "$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 3 --momentum 0.9 --lr 0.05 \
@@ -66,23 +76,15 @@ near() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d
 out=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 2 --momentum 0.9 --lr 0.05 \
   --save "$t/ckpt.safetensors" 2>&1) || FAIL "2 steps with --save: $out"
 echo "$out" | grep -q "wrote trained weights and optimizer state to $t/ckpt.safetensors" || FAIL "--save not reported: $out"
-resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckpt.safetensors" --data "$t/d.safetensors" --steps 1 --momentum 0.9 \
-  --lr 0.05 --json 2>&1) || FAIL "resume: $resumed"
 third=$(losses "$(cat "$t/three.json")" | sed -n 3p)
-again=$(losses "$resumed" | head -1)
-near "$third" "$again" 1e-6 ||
-  FAIL "resumed step $again differs from step 3 $third"
+resumes_to_step3 "one file" 1e-6 "$t/ckpt.safetensors"
 grep -aq "momentum_buffer" "$t/ckpt.safetensors" || FAIL "the checkpoint holds no momentum buffers"
 # The same with a sharded checkpoint (one file per rank) on 2x2 fsdp x tp, which `run` loads too.
 out=$("$DT" train "$t/gpt.dt" --weights "$t/w.safetensors" --data "$t/d.safetensors" --steps 2 --momentum 0.9 --lr 0.05 \
   --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --save "$t/ckdir" 2>&1) || FAIL "sharded --save: $out"
 ls "$t/ckdir"/gen-*/rank3.safetensors >/dev/null 2>&1 && [ -f "$t/ckdir/checkpoint.json" ] ||
   FAIL "sharded --save wrote no checkpoint (checkpoint.json, gen-*/rank3.safetensors)"
-resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ckdir" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
-  --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json" --json 2>&1) || FAIL "resume from shards: $resumed"
-again=$(losses "$resumed" | head -1)
-near "$third" "$again" 1e-4 ||
-  FAIL "step resumed from shards $again differs from step 3 $third"
+resumes_to_step3 shards 1e-4 "$t/ckdir" --mesh 2x2 --plan "$SRC/examples/gpt_fsdp_tp.json"
 out=$("$DT" run "$t/gpt.dt" --weights "$t/ckdir" --inputs "$t/d.safetensors" --mesh 2x2 \
   --plan "$SRC/examples/gpt_fsdp_tp.json" 2>&1) || FAIL "run from the training shards: $out"
 echo "$out" | grep -q ': match$' || FAIL "run from the training shards does not match: $(echo "$out" | tail -2)"
@@ -93,18 +95,10 @@ echo "$out" | grep -q ': match$' || FAIL "run from the training shards does not 
 out=$("$DT" checkpoint consolidate "$t/ckdir" -o "$t/consolidated.safetensors" 2>&1) || FAIL "consolidate: $out"
 echo "$out" | grep -q "consolidated .* tensors" || FAIL "consolidate reported nothing: $out"
 grep -aq "momentum_buffer" "$t/consolidated.safetensors" || FAIL "the consolidated file holds no momentum buffers"
-resumed=$("$DT" train "$t/gpt.dt" --weights "$t/consolidated.safetensors" --data "$t/d.safetensors" --steps 1 \
-  --momentum 0.9 --lr 0.05 --json 2>&1) || FAIL "resume from the consolidated file: $resumed"
-again=$(losses "$resumed" | head -1)
-near "$third" "$again" 1e-4 ||
-  FAIL "step resumed from the consolidated file $again differs from step 3 $third"
+resumes_to_step3 "the consolidated file" 1e-4 "$t/consolidated.safetensors"
 out=$("$DT" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 --plan "$SRC/examples/gpt_tp.json" -o "$t/ck_tp2" 2>&1) ||
   FAIL "reshard: $out"
-resumed=$("$DT" train "$t/gpt.dt" --weights "$t/ck_tp2" --data "$t/d.safetensors" --steps 1 --momentum 0.9 --lr 0.05 \
-  --mesh 2 --plan "$SRC/examples/gpt_tp.json" --json 2>&1) || FAIL "resume from the resharded checkpoint: $resumed"
-again=$(losses "$resumed" | head -1)
-near "$third" "$again" 1e-4 ||
-  FAIL "step resumed from the resharded checkpoint $again differs from step 3 $third"
+resumes_to_step3 "the resharded checkpoint" 1e-4 "$t/ck_tp2" --mesh 2 --plan "$SRC/examples/gpt_tp.json"
 expect_error "is not a checkpoint directory" checkpoint consolidate "$t/w.safetensors" -o "$t/x.safetensors"
 expect_error "is the checkpoint being resharded" checkpoint reshard "$t/gpt.dt" "$t/ckdir" --mesh 2 \
   --plan "$SRC/examples/gpt_tp.json" -o "$t/ckdir"

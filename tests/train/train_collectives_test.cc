@@ -52,8 +52,9 @@ Programs compile_forward(int64_t layers, const ParallelPlan& plan, const std::st
 }
 
 Programs compile_step(int64_t layers, const ParallelPlan& plan, const std::string& mesh,
-                      autodiff::Recompute recompute = autodiff::Recompute::none) {
-  autodiff::TrainStep step = autodiff::make_train_step(ir::build_gpt(config(layers)), {}, false, recompute);
+                      autodiff::Recompute recompute = autodiff::Recompute::none,
+                      const autodiff::OptimizerConfig& optimizer = {}) {
+  autodiff::TrainStep step = autodiff::make_train_step(ir::build_gpt(config(layers)), optimizer, false, recompute);
   CompiledModel m = compile_train_step(step, plan, DeviceMesh::parse(mesh));
   return {std::move(m.programs), std::move(m.ranks)};
 }
@@ -122,6 +123,21 @@ TEST(TrainCollectives, TensorParallelStepGathersNothingAndNeverMovesAGradient) {
         sharded_backward += n->op == ir::OpKind::cross_entropy_backward && n->operands.size() == 5;
       EXPECT_EQ(sharded_backward, 1) << where;
     }
+  }
+}
+
+// The optimizer's state is sharded like its parameter (train_step_placement.h) and its update is
+// elementwise: AdamW's step issues exactly SGD's collectives, for every example plan.
+TEST(TrainCollectives, AdamWIssuesTheSameCollectivesAsSgd) {
+  autodiff::OptimizerConfig adamw;
+  adamw.kind = "adamw";
+  adamw.lr = 1e-3;
+  for (const char* name : {"gpt_tp", "gpt_tp_vocab", "gpt_sp", "gpt_fsdp_tp"}) {
+    const ParallelPlan plan = ParallelPlan::load(kExamples + "/" + name + ".json");
+    const std::string mesh = std::string(name) == "gpt_fsdp_tp" ? "2x2" : "2";
+    const Programs sgd = compile_step(2, plan, mesh), adam = compile_step(2, plan, mesh, autodiff::Recompute::none, adamw);
+    for (size_t i = 0; i < sgd.programs.size(); ++i)
+      EXPECT_EQ(counts(adam, i), counts(sgd, i)) << name << " rank " << i;
   }
 }
 

@@ -10,6 +10,7 @@
 //  * Reductions go through reduce_buffers in rank order 0..n-1: bitwise-identical results.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,12 @@
 #include "dtensor/comm/threads/world.h"
 
 namespace dt::threads {
+
+// Chunk sizes of the paced copies (AlgorithmContext::paced_chunks). all_gather reads every rank's
+// input at once, so n chunks of 1 MiB stay well inside a shared L3; broadcast reads one buffer.
+// (The all_reduce algorithms pipeline 4 MiB pieces: RendezvousPeerMemory::pipeline_bytes.)
+inline constexpr size_t kAllGatherChunkBytes = size_t(1) << 20;
+inline constexpr size_t kBroadcastChunkBytes = size_t(2) << 20;
 
 struct AlgorithmContext {
   Rendezvous& rv;
@@ -29,6 +36,18 @@ struct AlgorithmContext {
   const Participant& part(int i) const { return rv.participant(i); }
   const Participant& mine() const { return rv.participant(me); }
   void barrier() const { rv.barrier(options.timeout); }
+
+  // Calls copy(begin, len) for each chunk of `chunk` bytes of [0, nbytes), with a barrier after
+  // each (when there are peers): the ranks stay within one chunk of each other, so a buffer all
+  // of them read is pulled from memory once and found in the shared cache by the others. The
+  // last barrier is the "read" one: every rank has read what it needed of its peers' buffers.
+  template <typename F>
+  void paced_chunks(size_t nbytes, size_t chunk, F&& copy) const {
+    for (size_t begin = 0; begin < nbytes; begin += chunk) {
+      copy(begin, std::min(chunk, nbytes - begin));
+      if (size() > 1) barrier();
+    }
+  }
 };
 
 // The rendezvous as peer memory (peer_memory.h) for the all_reduce algorithms shared with the mpi

@@ -4,7 +4,7 @@
 // starting with its own index and walking round the group so that ranks read different peers'
 // buffers at the same time instead of all reading rank 0 first.
 //
-//   for each chunk (kChunkBytes of every input):
+//   for each chunk (kAllGatherChunkBytes of every input):
 //     copy chunk of in_s into out[s*count ..] for s = me, me+1, ... (mod n);
 //     barrier (all but the last chunk: pacing only);
 //   barrier "read": every rank has read my `in`; after it nobody touches my buffers.
@@ -17,17 +17,11 @@
 // In place: when `in` is exactly my block of `out` (in == out + me*count), the own copy is
 // skipped; peers then read my block of `out`, which I never write. Any other overlap of `in` and
 // `out` is undefined.
-#include <algorithm>
 #include <cstring>
 
 #include "dtensor/comm/threads/algorithms.h"
 
 namespace dt::threads {
-
-namespace {
-// Bytes of each input per chunk; n inputs of this size stay well inside a shared L3.
-constexpr size_t kChunkBytes = size_t(1) << 20;
-}  // namespace
 
 void all_gather(AlgorithmContext& ctx) {
   const CollectiveDesc& desc = ctx.mine().desc;
@@ -35,16 +29,14 @@ void all_gather(AlgorithmContext& ctx) {
   size_t block = desc.count * itemsize(desc.dtype);
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
-  for (size_t begin = 0; begin < block; begin += kChunkBytes) {
-    size_t len = std::min(kChunkBytes, block - begin);
+  ctx.paced_chunks(block, kAllGatherChunkBytes, [&](size_t begin, size_t len) {
     for (int k = 0; k < n; ++k) {
       int s = (ctx.me + k) % n;
       std::byte* dst = out + size_t(s) * block;
       const auto* src = static_cast<const std::byte*>(ctx.part(s).in);
       if (src != dst) std::memcpy(dst + begin, src + begin, len);
     }
-    if (n > 1) ctx.barrier();
-  }
+  });
 }
 
 }  // namespace dt::threads

@@ -1,0 +1,195 @@
+#include "dtensor/pipeline/program.h"
+
+#include <map>
+#include <tuple>
+
+#include "dtensor/core/error.h"
+#include "dtensor/ir/builder.h"
+#include "dtensor/pipeline/graph_copy.h"
+
+namespace dt::pipeline {
+namespace {
+
+using ir::Value;
+
+std::string link_group(int link, int place) { return "pp" + std::to_string(link) + "_" + std::to_string(place); }
+
+// Returns a scalar constant of `dtype`.
+Value* scalar(ir::Builder& b, double value, DType dtype) {
+  return b.record(ir::OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", value}, {"dtype", dtype}})[0];
+}
+
+// Builds the program of the rank at place c of stage s.
+StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::vector<std::vector<int>>& ranks, int s,
+                   int c, int m, const ProgramOptions& o) {
+  const int p = int(works.size());
+  const StageWork& sg = works[size_t(s)][size_t(c)];
+  const ir::Graph& t = *sg.graph;
+  StageProgram out;
+  out.stage = s;
+  out.rank = ranks[size_t(s)][size_t(c)];
+  out.place = c;
+  out.step.graph = ir::Graph(t.name() + ".rank" + std::to_string(out.rank));
+  ir::Graph& g = out.step.graph;
+  ir::Builder b(g);
+  for (const ir::GroupDecl& d : t.groups()) b.group(d.name, d.ranks);  // the stage's collectives'
+  for (int link : {s - 1, s})
+    if (link >= 0 && link < p - 1)
+      b.group(link_group(link, c), {ranks[size_t(link)][size_t(c)], ranks[size_t(link + 1)][size_t(c)]});
+  ValueMap shared;  // the stage's parameters and seed, read by every micro-batch
+  for (const Value* v : t.params()) {
+    Value* copy = g.add_param(v->name, v->type);
+    copy->frozen = v->frozen;
+    shared[v] = copy;
+  }
+  if (sg.seed) {
+    shared[sg.seed] = g.add_input(sg.seed->name, sg.seed->type);
+    out.seed = sg.seed->name;
+  }
+  std::vector<ValueMap> mb(size_t(m), shared);  // each micro-batch's copies
+  for (const Value* d : sg.data) {
+    out.data.push_back(d->name);
+    for (int k = 0; k < m; ++k) mb[size_t(k)][d] = g.add_input(microbatch_input(d->name, k), d->type);
+  }
+  // The values a message carries, as the stage graph names them (sender's or receiver's side).
+  auto carried = [&](const Message& msg) -> const std::vector<Value*>& {
+    if (msg.activation) return msg.to == s ? sg.inputs_from_prev : sg.outputs_to_next;
+    return msg.to == s ? sg.grads_from_next : sg.grads_to_prev;
+  };
+  using Key = std::tuple<bool, int, int>;  // activation, micro-batch, sender
+  auto key = [](const Message& msg) { return Key{msg.activation, msg.microbatch, msg.from}; };
+  std::map<Key, std::vector<Value*>> posted;
+  std::vector<Value*> grads(sg.params.size(), nullptr), losses;
+  std::vector<std::vector<Value*>> outputs(sg.outputs.size());
+  const std::vector<Step> program =
+      o.training ? stage_program(o.schedule, p, s, m) : forward_program(p, s, m);
+  for (const Step& step : program) {
+    const Message& msg = step.message;
+    const int k = msg.microbatch;
+    const std::vector<Value*>& values = step.kind == Step::run ? sg.data : carried(msg);
+    // Both ends number a message's tensors alike: (micro-batch, direction, index).
+    auto tag = [&](size_t i) { return int64_t((2 * k + (msg.activation ? 0 : 1)) * values.size() + i); };
+    const int64_t peer = msg.from == s ? (msg.to > s ? 1 : 0) : (msg.from > s ? 1 : 0);
+    switch (step.kind) {
+      case Step::post_recv:
+        for (size_t i = 0; i < values.size(); ++i)
+          posted[key(msg)].push_back(b.recv(link_group(msg.link(), c), peer, values[i]->type.dtype, values[i]->type.shape, tag(i)));
+        break;
+      case Step::post_send:
+        for (size_t i = 0; i < values.size(); ++i)
+          posted[key(msg)].push_back(b.send(mb[size_t(k)].at(values[i]), link_group(msg.link(), c), peer, tag(i)));
+        break;
+      case Step::wait: {
+        std::vector<Value*>& handles = posted.at(key(msg));
+        for (size_t i = 0; i < handles.size(); ++i) {
+          Value* arrived = b.wait_tensor(handles[i]);
+          if (msg.to == s) mb[size_t(k)][values[i]] = arrived;
+        }
+        break;
+      }
+      case Step::run: {
+        ValueMap& map = mb[size_t(step.action.microbatch)];
+        for (const ir::Node* n : step.action.forward ? sg.forward : sg.backward) copy_node(g, *n, map, false);
+        if (step.action.forward) {
+          for (size_t i = 0; i < sg.outputs.size(); ++i) outputs[i].push_back(map.at(sg.outputs[i]));
+          break;
+        }
+        for (size_t i = 0; i < grads.size(); ++i) {
+          Value* gk = map.at(sg.param_grads[i]);
+          grads[i] = grads[i] ? b.add(grads[i], gk) : gk;
+        }
+        if (sg.loss) losses.push_back(map.at(sg.loss));
+        break;
+      }
+    }
+  }
+  // Sums in micro-batch order (the loss's and forward outputs') and their mean.
+  auto mean = [&](const std::vector<Value*>& xs) {
+    Value* acc = xs[0];
+    for (size_t i = 1; i < xs.size(); ++i) acc = b.add(acc, xs[i]);
+    return m == 1 ? acc : b.mul(acc, scalar(b, 1.0 / m, acc->type.dtype));
+  };
+  std::vector<Value*> results;
+  if (!o.training) {
+    for (const std::vector<Value*>& xs : outputs)
+      results.push_back(xs[0]->type.rank() == 0 ? mean(xs) : m == 1 ? xs[0] : b.cat(xs, 0));
+    g.set_outputs(std::move(results));
+    return out;
+  }
+  if (sg.loss) {
+    results.push_back(mean(losses));
+    out.first_update = 1;
+  }
+  std::vector<Value*> params;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    params.push_back(shared.at(sg.params[i]));
+    if (m > 1) grads[i] = b.mul(grads[i], scalar(b, 1.0 / m, grads[i]->type.dtype));
+  }
+  std::vector<Value*> updated = autodiff::append_optimizer_updates(g, params, grads, o.optimizer, out.step);
+  results.insert(results.end(), updated.begin(), updated.end());
+  out.step.grads_begin = results.size();
+  if (o.with_grads) results.insert(results.end(), grads.begin(), grads.end());
+  g.set_outputs(std::move(results));
+  return out;
+}
+
+}  // namespace
+
+std::string microbatch_input(const std::string& name, int k) { return name + ".mb" + std::to_string(k); }
+
+StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool training) {
+  StageWork w;
+  w.graph = &program;
+  auto find = [&](const std::vector<Value*>& values) {
+    std::vector<Value*> out;
+    for (const Value* v : values) {
+      Value* found = program.find(v->name);
+      DT_CHECK(found) << "stage value " << v->name << " missing from its program";
+      out.push_back(found);
+    }
+    return out;
+  };
+  w.inputs_from_prev = find(sg.inputs_from_prev);
+  w.grads_from_next = find(sg.grads_from_next);
+  w.data = find(sg.data);
+  w.params = find(sg.params);
+  if (sg.seed) w.seed = find({sg.seed})[0];
+  // Outputs by position (stages.h: outputs_to_next, grads_to_prev, param_grads, loss | outputs).
+  const auto& outs = program.outputs();
+  size_t at = 0;
+  auto take = [&](size_t n) {
+    DT_CHECK(at + n <= outs.size()) << "stage program has " << outs.size() << " outputs";
+    std::vector<Value*> out(outs.begin() + std::ptrdiff_t(at), outs.begin() + std::ptrdiff_t(at + n));
+    at += n;
+    return out;
+  };
+  w.outputs_to_next = take(sg.outputs_to_next.size());
+  w.grads_to_prev = take(sg.grads_to_prev.size());
+  w.param_grads = take(sg.param_grads.size());
+  if (sg.loss && training) w.loss = take(1)[0];
+  if (!training) w.outputs = take(sg.outputs.size());
+  // The backward: every node that depends on the seed or a gradient from the next stage.
+  std::vector<bool> backward(program.num_values(), false);
+  if (w.seed) backward[size_t(w.seed->id)] = true;
+  for (const Value* v : w.grads_from_next) backward[size_t(v->id)] = true;
+  for (const ir::Node* n : program.nodes()) {
+    bool any = false;
+    for (const Value* o : n->operands) any = any || backward[size_t(o->id)];
+    for (const Value* r : n->results) backward[size_t(r->id)] = any;
+    (any ? w.backward : w.forward).push_back(n);
+  }
+  return w;
+}
+
+std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,
+                                         const std::vector<std::vector<int>>& ranks, int microbatches,
+                                         const ProgramOptions& options) {
+  DT_CHECK(work.size() == ranks.size()) << ranks.size() << " rank lists for " << work.size() << " stages";
+  std::vector<StageProgram> out;
+  for (int s = 0; s < int(work.size()); ++s)
+    for (int c = 0; c < int(work[size_t(s)].size()); ++c)
+      out.push_back(build(work, ranks, s, c, microbatches, options));
+  return out;
+}
+
+}  // namespace dt::pipeline

@@ -1,0 +1,66 @@
+// Each pipeline rank's program: its share of its stage's graph (stages.h; the graph itself on a
+// one-rank stage, its partitioned program on a stage's sub-mesh) copied once per micro-batch
+// forward and backward in schedule order (schedule.h's stage_program), the values crossing stages
+// moved by send/recv between the ranks at the same place of neighbouring stages' sub-meshes (one
+// two-rank group per link and place, "pp<link>_<place>"), then, for training, the gradients
+// accumulated over the micro-batches, divided by their count (the loss is the mean of the
+// micro-batches' losses, as PyTorch's schedules compute it) and one optimizer update per parameter
+// shard.
+//
+// Data: each micro-batch k binds the stage's data inputs as "<name>.mb<k>" (rows k*b .. (k+1)*b-1
+// of the batch, then the rank's shard: microbatch_input()); the seed input (stages.h) binds 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtensor/autodiff/train_step.h"
+#include "dtensor/pipeline/schedule.h"
+#include "dtensor/pipeline/stages.h"
+
+namespace dt::pipeline {
+
+// One rank's share of a stage for one micro-batch: `graph` (the stage graph or a partitioned
+// program of it) and its values in the stage graph's roles.
+struct StageWork {
+  const ir::Graph* graph = nullptr;
+  std::vector<const ir::Node*> forward, backward;  // backward: the nodes that depend on the seed or a gy
+  std::vector<ir::Value*> inputs_from_prev, outputs_to_next, grads_from_next, grads_to_prev, data, params,
+      param_grads, outputs;
+  ir::Value* loss = nullptr;
+  ir::Value* seed = nullptr;
+};
+
+// Finds stage graph `sg`'s values in `program` (sg.graph itself, or a program partitioned from
+// it: inputs and parameters by name, outputs by position).
+StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool training);
+
+struct ProgramOptions {
+  Schedule schedule = Schedule::gpipe;
+  bool training = true;
+  autodiff::OptimizerConfig optimizer;  // training
+  bool with_grads = false;              // training: append every parameter's gradient to the outputs
+};
+
+struct StageProgram {
+  int stage = 0, rank = 0;
+  int place = 0;  // the rank's index in its stage's sub-mesh
+  // graph: the rank's program. Training: params, state and updates as a TrainStep's (output k +
+  // first_update replaces the binding updates[k]); grads_begin: where the gradients start.
+  autodiff::TrainStep step;
+  size_t first_update = 0;        // 1 on the last stage (output 0 is the loss), else 0
+  std::vector<std::string> data;  // the model's data inputs this stage reads
+  std::string seed;               // the input bound to 1 (the last stage, training), else ""
+};
+
+// Returns the name micro-batch k of data input `name` is bound as.
+std::string microbatch_input(const std::string& name, int k);
+
+// Builds rank ranks[s][c]'s program from work[s][c] (the file comment). Forward only
+// (options.training false): the last stage's outputs are the model's outputs, each micro-batch's
+// concatenated on dim 0 (scalars averaged).
+std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,
+                                         const std::vector<std::vector<int>>& ranks, int microbatches,
+                                         const ProgramOptions& options);
+
+}  // namespace dt::pipeline
