@@ -26,10 +26,7 @@ for run in "2 gpipe 2" "2 1f1b 4" "4 1f1b 4"; do
   [[ $status == 124 ]] && fail "pp $np $schedule m $m: mpirun did not finish within 180 s"
   [[ $status == 0 ]] || fail "pp $np $schedule m $m: exit status $status, expected 0"
   [[ $(grep -c '^trained ' "$out/stdout") == 1 ]] || fail "pp $np $schedule m $m: expected one report (rank 0's)"
-  paste <(grep -o 'loss [0-9.e+-]*' "$out/single" | head -2 | cut -d' ' -f2) \
-        <(grep -o 'loss [0-9.e+-]*' "$out/stdout" | head -2 | cut -d' ' -f2) |
-    awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) { print "step " n ": " $1 " vs " $2; bad = 1 } }
-         END { exit (n == 2 && !bad) ? 0 : 1 }' || fail "pp $np $schedule m $m: losses differ from the single device's"
+  same_losses "$out/single" "$out/stdout" 2 || fail "pp $np $schedule m $m: losses differ from the single device's"
   echo "pp $np $schedule m $m: the single device's losses"
 done
 echo "PASS"
