@@ -166,17 +166,16 @@ void run_bench(const BenchOptions& opt) {
 }
 
 BenchRegistrar reg("collectives", [](CLI::App& bench) {
-  auto opt = std::make_shared<BenchOptions>();
-  CLI::App* cmd = bench.add_subcommand("collectives", "Bandwidth of each collective vs memcpy (NCCL-tests busbw)");
-  cmd->add_option("--ranks", opt->ranks, "Number of ranks")->capture_default_str();
-  cmd->add_option("--bytes", opt->bytes, "Buffer bytes per rank (f32)")->capture_default_str();
-  cmd->add_option("--iters", opt->iters, "Timed calls per collective")->capture_default_str();
-  cmd->add_option("--one-shot-threshold", opt->one_shot_threshold, "all_reduce bytes at or under: one-shot")
+  static BenchOptions opt;
+  CLI::App* cmd = add_bench(bench, "collectives", "Bandwidth of each collective vs memcpy (NCCL-tests busbw)", opt.json,
+                            [] { run_bench(opt); });
+  cmd->add_option("--ranks", opt.ranks, "Number of ranks")->capture_default_str();
+  cmd->add_option("--bytes", opt.bytes, "Buffer bytes per rank (f32)")->capture_default_str();
+  cmd->add_option("--iters", opt.iters, "Timed calls per collective")->capture_default_str();
+  cmd->add_option("--one-shot-threshold", opt.one_shot_threshold, "all_reduce bytes at or under: one-shot")
       ->capture_default_str();
-  cmd->add_option("--backend", opt->backend, "Collective backend: threads, or mpi (under mpirun, one rank per process)")
+  cmd->add_option("--backend", opt.backend, "Collective backend: threads, or mpi (under mpirun, one rank per process)")
       ->capture_default_str();
-  cmd->add_flag("--json", opt->json, "Print JSON");
-  cmd->callback([opt] { run_bench(*opt); });
 });
 
 }  // namespace

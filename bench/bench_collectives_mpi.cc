@@ -176,13 +176,12 @@ BenchRegistrar reg("collectives-mpi", [](CLI::App& bench) {
     int iters = 10;
     bool json = false;
   };
-  auto opt = std::make_shared<Options>();
-  CLI::App* cmd = bench.add_subcommand(
-      "collectives-mpi", "Under mpirun: mpi backend collectives vs raw MPI_Allreduce/MPI_Allgather (ours/raw)");
-  cmd->add_option("--bytes", opt->bytes, "Buffer bytes per rank (f32)")->capture_default_str();
-  cmd->add_option("--iters", opt->iters, "Timed calls per collective (median reported)")->capture_default_str();
-  cmd->add_flag("--json", opt->json, "Print JSON");
-  cmd->callback([opt] { run_collectives_bench_mpi(opt->bytes, opt->iters, opt->json); });
+  static Options opt;
+  CLI::App* cmd = add_bench(bench, "collectives-mpi",
+                            "Under mpirun: mpi backend collectives vs raw MPI_Allreduce/MPI_Allgather (ours/raw)",
+                            opt.json, [] { run_collectives_bench_mpi(opt.bytes, opt.iters, opt.json); });
+  cmd->add_option("--bytes", opt.bytes, "Buffer bytes per rank (f32)")->capture_default_str();
+  cmd->add_option("--iters", opt.iters, "Timed calls per collective (median reported)")->capture_default_str();
 });
 
 }  // namespace

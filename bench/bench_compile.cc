@@ -181,17 +181,16 @@ void bench(const BenchCompileOptions& opt) {
 
 BenchRegistrar reg("compile", [](CLI::App& app) {
   static BenchCompileOptions opt;
-  CLI::App* cmd = app.add_subcommand("compile", "Tensor-parallel transform time (propagation + partition of every rank)");
+  CLI::App* cmd = add_bench(app, "compile", "Tensor-parallel transform time (propagation + partition of every rank)",
+                            opt.json, [] { bench(opt); });
   cmd->add_option("--model", opt.model, "mlp (the anchor's model) or gpt")->check(CLI::IsMember({"mlp", "gpt"}))->capture_default_str();
   cmd->add_option("--layers", opt.layers, "comma-separated block counts")->capture_default_str();
   cmd->add_option("--mesh", opt.mesh, "device mesh (1-d: the tp plan)")->capture_default_str();
   cmd->add_option("--iters", opt.iters, "timed runs per size (fastest kept)")->capture_default_str();
-  cmd->add_flag("--json", opt.json, "print JSON");
   cmd->add_flag("--growth", opt.growth,
                 "instead: time and peak memory of compiling rank 0 of the gpt (fsdp x tp, default passes, check on) per mesh, as JSON");
   cmd->add_option("--meshes", opt.meshes, "meshes of --growth")->capture_default_str();
   cmd->add_option("--growth-layers", opt.growth_layers, "gpt layers of --growth")->capture_default_str();
-  cmd->callback([] { bench(opt); });
 });
 
 }  // namespace

@@ -159,14 +159,13 @@ void run_bench(const ImportBenchOptions& opt) {
 
 void setup(CLI::App& bench) {
   static ImportBenchOptions opt;
-  CLI::App* cmd = bench.add_subcommand("import", "ONNX import time of a deep Llama-style export vs torch.onnx.export");
-  cmd->add_flag("--json", opt.json, "print JSON");
+  CLI::App* cmd = add_bench(bench, "import", "ONNX import time of a deep Llama-style export vs torch.onnx.export",
+                            opt.json, [] { run_bench(opt); });
   cmd->add_option("--layers", opt.layers, "layers of the generated model")->capture_default_str();
   cmd->add_option("--hidden", opt.hidden, "hidden size of the generated model")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "repetitions of import and compile (the fastest is reported)")->capture_default_str();
   cmd->add_option("--model", opt.model, "an existing Llama-style export to import instead (no torch needed)");
   cmd->add_option("--python", opt.python, "the Python with PyTorch")->capture_default_str();
-  cmd->callback([] { run_bench(opt); });
 }
 
 BenchRegistrar reg("import", setup);

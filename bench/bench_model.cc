@@ -194,7 +194,8 @@ void bench(const BenchModelOptions& o) {
 
 void setup(CLI::App& bench_app) {
   static BenchModelOptions opt;
-  CLI::App* cmd = bench_app.add_subcommand("model", "The gpt forward: one thread, two threads, tensor parallel, vs PyTorch");
+  CLI::App* cmd = add_bench(bench_app, "model", "The gpt forward: one thread, two threads, tensor parallel, vs PyTorch",
+                            opt.json, [] { bench(opt); });
   add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--rounds", opt.rounds, "alternating rounds")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "forwards per measurement (the fastest counts)")->capture_default_str();
@@ -203,8 +204,6 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--torch-script", opt.torch_script, "the PyTorch side")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_option("--plan", opt.plan, "plan of the tensor-parallel run (default: gpt_tp.json in --examples)");
-  cmd->add_flag("--json", opt.json, "print the results as JSON");
-  cmd->callback([] { bench(opt); });
 }
 
 BenchRegistrar reg("model", setup);

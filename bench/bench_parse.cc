@@ -94,11 +94,10 @@ void run_bench(const ParseBenchOptions& opt) {
 
 void setup(CLI::App& bench) {
   static ParseBenchOptions opt;
-  CLI::App* cmd = bench.add_subcommand("parse", "Parse + verify time of generated mlp IR (96 and 960 layers)");
-  cmd->add_flag("--json", opt.json, "print JSON");
+  CLI::App* cmd = add_bench(bench, "parse", "Parse + verify time of generated mlp IR (96 and 960 layers)", opt.json,
+                            [] { run_bench(opt); });
   cmd->add_option("--layers", opt.layers, "model sizes in layers")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "repetitions (the fastest is reported)")->capture_default_str();
-  cmd->callback([] { run_bench(opt); });
 }
 
 BenchRegistrar reg("parse", setup);

@@ -94,13 +94,12 @@ void run_passes_bench(const PassesBenchOptions& o) {
 }
 
 BenchRegistrar reg("passes", [](CLI::App& bench) {
-  auto opt = std::make_shared<PassesBenchOptions>();
-  CLI::App* cmd = bench.add_subcommand("passes", "Bucketing pass time on N and 10N independent collectives");
-  cmd->add_option("--collectives", opt->collectives, "Collectives per graph (also run at 10x)")->capture_default_str();
-  cmd->add_option("--iters", opt->iters, "Runs per size (median reported)")->capture_default_str();
-  cmd->add_option("--bucket-cap-mb", opt->cap_mb, "Bucket cap in MiB")->capture_default_str();
-  cmd->add_flag("--json", opt->json, "Print JSON");
-  cmd->callback([opt] { run_passes_bench(*opt); });
+  static PassesBenchOptions opt;
+  CLI::App* cmd = add_bench(bench, "passes", "Bucketing pass time on N and 10N independent collectives", opt.json,
+                            [] { run_passes_bench(opt); });
+  cmd->add_option("--collectives", opt.collectives, "Collectives per graph (also run at 10x)")->capture_default_str();
+  cmd->add_option("--iters", opt.iters, "Runs per size (median reported)")->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", opt.cap_mb, "Bucket cap in MiB")->capture_default_str();
 });
 
 }  // namespace

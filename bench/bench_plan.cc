@@ -225,12 +225,12 @@ void run_bench(const PlanBenchOptions& opt) {
 }
 
 BenchRegistrar reg("plan", [](CLI::App& bench) {
-  auto opt = std::make_shared<PlanBenchOptions>();
-  CLI::App* cmd = bench.add_subcommand("plan", "Redistribution planner: planning time, 64 MiB redistributions, bytes vs PyTorch");
-  cmd->add_option("--iters", opt->iters, "Timed redistributions per case")->capture_default_str();
-  cmd->add_option("--side", opt->side, "Side of the square f32 tensor redistributed")->capture_default_str();
-  cmd->add_flag("--json", opt->json, "Print JSON");
-  cmd->callback([opt] { run_bench(*opt); });
+  static PlanBenchOptions opt;
+  CLI::App* cmd = add_bench(bench, "plan",
+                            "Redistribution planner: planning time, 64 MiB redistributions, bytes vs PyTorch", opt.json,
+                            [] { run_bench(opt); });
+  cmd->add_option("--iters", opt.iters, "Timed redistributions per case")->capture_default_str();
+  cmd->add_option("--side", opt.side, "Side of the square f32 tensor redistributed")->capture_default_str();
 });
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 #include "dtensor/core/registry.h"
 
@@ -14,6 +15,12 @@ namespace dt::bench {
 using BenchSetup = std::function<void(CLI::App&)>;
 using Benches = Registry<struct BenchTag, BenchSetup>;
 using BenchRegistrar = Benches::Registrar;
+
+// Adds benchmark `name` under `bench` with the --json flag every benchmark has (into `json`) and
+// `run` as its action; returns it for the benchmark's own options. What `run` reads must outlive
+// the app (the options are a static of the setup function).
+CLI::App* add_bench(CLI::App& bench, const std::string& name, const std::string& summary, bool& json,
+                    std::function<void()> run);
 
 // Exit code a benchmark wants: 1 when it ran but a result it checks was wrong.
 int& bench_exit_code();

@@ -94,13 +94,12 @@ void bench(const BenchStylesOptions& opt) {
 
 BenchRegistrar reg("styles", [](CLI::App& app) {
   static BenchStylesOptions opt;
-  CLI::App* cmd = app.add_subcommand("styles", "Bytes, collectives, memory and time per parallel style on the gpt");
+  CLI::App* cmd = add_bench(app, "styles", "Bytes, collectives, memory and time per parallel style on the gpt",
+                            opt.json, [] { bench(opt); });
   add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--meshes", opt.meshes, "comma-separated meshes")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "folder of the example plans")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "runs per plan (fastest kept)")->capture_default_str();
-  cmd->add_flag("--json", opt.json, "print JSON");
-  cmd->callback([] { bench(opt); });
 });
 
 }  // namespace

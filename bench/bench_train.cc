@@ -244,7 +244,8 @@ void bench(const BenchTrainOptions& opt) {
 
 void setup(CLI::App& bench_app) {
   static BenchTrainOptions opt;
-  CLI::App* cmd = bench_app.add_subcommand("train", "Training step time, step/forward ratio, sharded steps");
+  CLI::App* cmd = add_bench(bench_app, "train", "Training step time, step/forward ratio, sharded steps", opt.json,
+                            [] { bench(opt); });
   add_gpt_options(cmd, opt.gpt);
   cmd->add_option("--steps", opt.steps, "steps per configuration (the first is not timed)")->capture_default_str();
   cmd->add_option("--meshes", opt.meshes, "comma list of meshes (1-d: gpt_tp.json, 2-d: gpt_fsdp_tp.json)")
@@ -255,8 +256,6 @@ void setup(CLI::App& bench_app) {
                   "list this many of the largest values live at the estimated peak of each fsdp run (rank 0)")
       ->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
-  cmd->add_flag("--json", opt.json, "print JSON");
-  cmd->callback([] { bench(opt); });
 }
 
 BenchRegistrar reg("train", setup);

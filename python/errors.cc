@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <utility>
 
 #include "dtensor/core/error.h"
 
@@ -30,6 +31,22 @@ PyObject* make_class(py::module_& m, const char* name, py::tuple bases, const ch
   if (!cls) throw py::error_already_set();
   m.add_object(name, py::handle(cls));
   return cls;
+}
+
+template <typename E>
+bool is(const Error& e) {
+  return dynamic_cast<const E*>(&e) != nullptr;
+}
+
+// The Python class of a dtensor error: its subclass's, else dtensor.Error.
+PyObject* class_of(const Error& e) {
+  const std::pair<bool, PyObject*> kinds[] = {
+      {is<CommError>(e), classes.comm},   {is<ShapeError>(e), classes.shape}, {is<DimError>(e), classes.dim},
+      {is<DTypeError>(e), classes.dtype}, {is<ValueError>(e), classes.value}, {is<ParseError>(e), classes.parse},
+      {is<IoError>(e), classes.io}};
+  for (const auto& [match, cls] : kinds)
+    if (match) return cls;
+  return classes.error;
 }
 
 // Raises `cls(what)` with the error's fields as attributes.
@@ -81,22 +98,8 @@ void bind_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const CommError& e) {
-      raise(classes.comm, e);
-    } catch (const ShapeError& e) {
-      raise(classes.shape, e);
-    } catch (const DimError& e) {
-      raise(classes.dim, e);
-    } catch (const DTypeError& e) {
-      raise(classes.dtype, e);
-    } catch (const ValueError& e) {
-      raise(classes.value, e);
-    } catch (const ParseError& e) {
-      raise(classes.parse, e);
-    } catch (const IoError& e) {
-      raise(classes.io, e);
     } catch (const Error& e) {
-      raise(classes.error, e);
+      raise(class_of(e), e);
     } catch (const InternalError& e) {
       PyErr_SetString(classes.internal, e.what());
     }

@@ -5,6 +5,7 @@
 //   dtensor plan ... --json        {"steps": [...], "total_bytes": ..., "collectives": {...}}
 //   dtensor plan ... --verify      also run it on 8 threads with random data ("verified": true)
 //   dtensor plan ... --backward    plan the gradient's redistribution instead
+//   dtensor plan ... --machine M   price collectives with a machine file (dtensor calibrate)
 //   dtensor plan --from-mesh 2x2 --to-mesh 4 --shape 10x6 --from 'S(0),R' --to 'S(1)' [--verify]
 //                                  a cross-mesh transfer: the source mesh holds ranks 0..a-1, the
 //                                  destination the next b ranks (pipeline stages); point-to-point
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/autoplan/machine.h"
 #include "dtensor/core/error.h"
 #include "dtensor/eager/plan_check.h"
 #include "dtensor/comm/threads/run_ranks.h"
@@ -29,6 +31,7 @@ namespace {
 
 struct PlanOptions {
   std::string mesh, from_mesh, to_mesh, shape, dtype = "f32", from, to;
+  std::string machine;  // a machine file (autoplan/machine.h): its collective α–β replace --alpha-us/--beta-gbs
   bool json = false, verify = false, backward = false;
   double alpha_us = CostModel{}.alpha_us, beta_gbs = CostModel{}.beta_gbs;
   uint64_t seed = 0;
@@ -158,7 +161,9 @@ void run_plan(const PlanOptions& opt) {
   Shape shape = parse_shape(opt.shape);
   DType dtype = parse_dtype(opt.dtype);
   Placements from = parse_placements(opt.from), to = parse_placements(opt.to);
-  RedistributePlanner planner(CostModel{opt.alpha_us, opt.beta_gbs});
+  CostModel model{opt.alpha_us, opt.beta_gbs};
+  if (!opt.machine.empty()) model = autoplan::load_machine(opt.machine).comm;
+  RedistributePlanner planner(model);
   std::shared_ptr<const RedistributePlan> plan =
       opt.backward ? plan_backward(planner, mesh.shape(), from, to, shape, dtype)
                    : planner.plan(mesh.shape(), from, to, shape, dtype);
@@ -178,7 +183,8 @@ void run_plan(const PlanOptions& opt) {
   if (opt.json) {
     nlohmann::json j = plan_json(*plan);
     j["backward"] = opt.backward;
-    j["cost_model"] = {{"alpha_us", opt.alpha_us}, {"beta_gbs", opt.beta_gbs}};
+    j["cost_model"] = {{"alpha_us", model.alpha_us}, {"beta_gbs", model.beta_gbs}};
+    if (!opt.machine.empty()) j["cost_model"]["machine"] = opt.machine;
     if (greedy)
       j["pytorch_greedy"] = {{"total_bytes", greedy->total_bytes},
                              {"total_time_us", greedy->total_time_us},
@@ -219,15 +225,19 @@ CommandRegistrar reg("plan", [](CLI::App& app) {
   cmd->add_flag("--backward", opt->backward, "Plan the gradient's redistribution (--to back to --from)");
   cmd->add_option("--alpha-us", opt->alpha_us, "Latency per collective (us)")->capture_default_str();
   cmd->add_option("--beta-gbs", opt->beta_gbs, "Bandwidth per rank (GB/s)")->capture_default_str();
+  cmd->add_option("--machine", opt->machine,
+                  "Price collectives with a machine file's α–β per kind and group size (dtensor calibrate)");
   cmd->add_option("--seed", opt->seed, "Seed of the --verify data")->capture_default_str();
   cmd->callback([opt, cmd] {
     refuse_unless(cmd, opt->verify, {"--seed"}, "seeds the --verify data: add --verify");
+    refuse_unless(cmd, opt->machine.empty(), {"--alpha-us", "--beta-gbs"}, "is replaced by --machine: drop one");
     const bool cross = !opt->from_mesh.empty() || !opt->to_mesh.empty();
     if (cross) {
       if (opt->from_mesh.empty() || opt->to_mesh.empty())
         DT_THROW(ValueError) << "a cross-mesh transfer needs both --from-mesh and --to-mesh";
       refuse_unless(cmd, false, {"--mesh"}, "is for a redistribution on one mesh, not with --from-mesh/--to-mesh");
-      refuse_unless(cmd, false, {"--backward", "--alpha-us", "--beta-gbs"}, "applies to a redistribution on one mesh");
+      refuse_unless(cmd, false, {"--backward", "--alpha-us", "--beta-gbs", "--machine"},
+                    "applies to a redistribution on one mesh");
       run_cross_mesh_plan(*opt);
       return;
     }

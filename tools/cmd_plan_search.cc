@@ -1,5 +1,5 @@
 // `dtensor plan-search MODEL --mesh M [--train] [--max-memory-per-rank S] [--explain] [--json]
-//  [--save-plan P.json]`: the plan `--plan auto` would choose (dtensor/autoplan/search.h). Prints
+//  [--save-plan P.json] [--machine M.json]`: the plan `--plan auto` would choose (dtensor/autoplan/search.h). Prints
 // the plan JSON; --explain adds its estimated step time split into compute and each collective
 // kind, the per-rank memory, the mesh roles tried and, for each module class and mesh dim, the
 // alternatives with the step time each would give; --json prints all of that as JSON.
@@ -17,17 +17,16 @@ namespace {
 
 struct PlanSearchCliOptions {
   ModelFiles files;                     // MODEL only
-  MeshCliOptions mesh = {.mesh = "1"};  // --mesh, --max-memory-per-rank, --save-plan
+  MeshCliOptions mesh = {.mesh = "1"};  // --mesh, --max-memory-per-rank, --save-plan, --machine
   bool train = false, explain = false, json = false;
   std::string optimizer = "sgd";
 };
 
 void plan_search_command(const PlanSearchCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
-  autoplan::SearchOptions so;
+  autoplan::SearchOptions so = search_options(opt.mesh);
   so.train = opt.train;
   so.optimizer.kind = opt.optimizer;
-  if (!opt.mesh.max_memory.empty()) so.max_memory_per_rank = parse_size(opt.mesh.max_memory, "--max-memory-per-rank");
   const autoplan::SearchResult r = autoplan::search(model, DeviceMesh::parse(opt.mesh.mesh), so);
   if (!opt.mesh.save_plan.empty()) {
     refuse_output_over_input(opt.mesh.save_plan, {{"model", opt.files.model}});
@@ -50,6 +49,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--max-memory-per-rank", opt.mesh.max_memory,
                   "per-rank memory limit (parameters, training state, activations), e.g. 2GiB");
   cmd->add_option("--save-plan", opt.mesh.save_plan, "also write the chosen plan here (plan JSON)");
+  add_machine_option(cmd, opt.mesh, "");
   cmd->add_flag("--train", opt.train, "search for the training step (gradients and optimizer state count)");
   cmd->add_option("--optimizer", opt.optimizer, "--train: sgd or adamw (adamw's state counts as memory)")
       ->check(CLI::IsMember({"sgd", "adamw"}))

@@ -122,6 +122,11 @@ void train_command(TrainCliOptions opt) {
   } else {
     job::ShardedTrainOptions so;
     so.job = job_options(opt.mesh, opt.passes, model, &opt.optimizer);
+    // A pipeline's stages hold their parameters on different sub-meshes: no one mesh and placement
+    // describes them, so it saves the full tensors.
+    if (so.job.plan.pipeline && !opt.save.empty() && io::is_sharded_checkpoint_path(opt.save))
+      DT_THROW(ValueError) << "--save " << opt.save << ": a pipeline plan saves the full tensors to a .safetensors "
+                              "file, not a sharded checkpoint directory";
     so.job.comm.timeout = timeout;
     so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
     r = job::train_sharded(std::move(model), weights, data, to, so);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "dtensor/autoplan/machine.h"
 #include "dtensor/autoplan/search.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
@@ -22,11 +23,17 @@ void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& 
   cmd->add_option("--max-memory-per-rank", opt.max_memory,
                   "--plan auto: per-rank memory limit (parameters, training state, activations), e.g. 2GiB");
   cmd->add_option("--save-plan", opt.save_plan, "--plan auto: write the chosen plan here (plan JSON)");
+  add_machine_option(cmd, opt, "--plan auto: ");
   if (!spec.with_backend) return;
   cmd->add_option("--backend", opt.backend,
                   "backend of a --mesh run: threads (one thread per rank) or mpi (one process per rank, under "
                   "mpirun -np <mesh size>); default: mpi when started by mpirun, else threads")
       ->check(CLI::IsMember({"threads", "mpi"}));
+}
+
+void add_machine_option(CLI::App* cmd, MeshCliOptions& opt, const std::string& prefix) {
+  cmd->add_option("--machine", opt.machine,
+                  prefix + "the machine's rates and collective α–β (a file of dtensor calibrate, or a described cluster)");
 }
 
 bool under_mpirun() { return runtime::launched_by_mpirun(); }
@@ -70,7 +77,8 @@ job::JobOptions base_options(const MeshCliOptions& mesh, const PassCliOptions& p
   o.backend = chosen_backend(mesh);
   o.passes = pass_settings(passes);
   if (!is_auto_plan(mesh.plan))
-    for (const auto& [flag, value] : {std::pair{"--max-memory-per-rank", &mesh.max_memory}, {"--save-plan", &mesh.save_plan}})
+    for (const auto& [flag, value] : {std::pair{"--max-memory-per-rank", &mesh.max_memory}, {"--save-plan", &mesh.save_plan},
+                                      {"--machine", &mesh.machine}})
       if (!value->empty()) DT_THROW(ValueError) << flag << " applies to --plan auto only";
   return o;
 }
@@ -91,12 +99,11 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
     if (!mesh.plan.empty()) o.plan = sharding::ParallelPlan::load(mesh.plan);
     return o;
   }
-  autoplan::SearchOptions so;
+  autoplan::SearchOptions so = search_options(mesh);
   if (train_optimizer) {
     so.train = true;
     so.optimizer = *train_optimizer;
   }
-  if (!mesh.max_memory.empty()) so.max_memory_per_rank = parse_size(mesh.max_memory, "--max-memory-per-rank");
   // The search estimates memory after this job's passes, and says what memory budget they need
   // for the compiled programs to be the ones it estimated.
   so.pipeline = o.passes.pipeline;
@@ -106,6 +113,13 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
   o.passes.options = r.pass_options;
   if (!mesh.save_plan.empty()) write_file_atomically(mesh.save_plan, o.plan.to_json());
   return o;
+}
+
+autoplan::SearchOptions search_options(const MeshCliOptions& mesh) {
+  autoplan::SearchOptions so;
+  if (!mesh.max_memory.empty()) so.max_memory_per_rank = parse_size(mesh.max_memory, "--max-memory-per-rank");
+  if (!mesh.machine.empty()) so.machine = autoplan::load_machine(mesh.machine);
+  return so;
 }
 
 job::Job placement_job(const MeshCliOptions& mesh, const ir::Graph& model) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dtensor/autodiff/train_step.h"
+#include "dtensor/autoplan/search.h"
 #include "dtensor/job/job.h"
 #include "dtensor/runtime/launcher.h"
 #include "tools/passes_cli.h"
@@ -18,6 +19,9 @@ struct MeshCliOptions {
   // --plan auto only (dtensor/autoplan/search.h): the per-rank memory limit ("2GiB", "512MiB",
   // "1e9"; empty: none) and where to write the chosen plan.
   std::string max_memory = {}, save_plan = {};
+  // --plan auto and plan-search: a machine file (dtensor calibrate, autoplan/machine.h) whose
+  // constants the search's estimate uses; empty: the documented defaults.
+  std::string machine = {};
   bool sharded() const { return !mesh.empty() || !plan.empty(); }
 };
 
@@ -30,9 +34,11 @@ struct MeshOptionSpec {
   bool with_backend = true;
 };
 
-// Adds --mesh, --plan, --max-memory-per-rank, --save-plan and (unless spec.with_backend is false)
+// Adds --mesh, --plan, --max-memory-per-rank, --save-plan, --machine and (unless spec.with_backend is false)
 // --backend to `cmd`.
 void add_mesh_options(CLI::App* cmd, MeshCliOptions& opt, const MeshOptionSpec& spec);
+// Adds --machine alone (plan-search, which has no --plan), its help starting with `prefix`.
+void add_machine_option(CLI::App* cmd, MeshCliOptions& opt, const std::string& prefix);
 // Returns --backend, or mpi when this process was started by mpirun (threads otherwise).
 runtime::Backend chosen_backend(const MeshCliOptions& opt);
 // True when this process was started by mpirun (always false without Open MPI).
@@ -45,6 +51,9 @@ job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& pa
 // `train_optimizer` when given) under --max-memory-per-rank, and writes it to --save-plan.
 job::JobOptions job_options(const MeshCliOptions& mesh, const PassCliOptions& passes, const ir::Graph& model,
                             const autodiff::OptimizerConfig* train_optimizer = nullptr);
+// The search's options the flags give: --max-memory-per-rank and --machine (the caller adds the
+// training step and the pass pipeline).
+autoplan::SearchOptions search_options(const MeshCliOptions& mesh);
 // Returns a job that only places `model` on the mesh (rank 0's program and one per orbit, no
 // passes): what a command needs that writes shards for every rank but runs nothing.
 job::Job placement_job(const MeshCliOptions& mesh, const ir::Graph& model);

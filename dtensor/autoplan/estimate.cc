@@ -96,7 +96,10 @@ void add_memory(const ir::Graph& program, Estimate& e) {
 }
 
 Estimate estimate(const ir::Graph& graph, const sharding::CompiledModel& compiled, const MachineModel& machine) {
-  Estimate e = estimate_time(graph, compiled.sharding, machine);
+  // The shared planner (and its cache) prices with the default constants; another machine's
+  // α–β gets a planner of its own.
+  RedistributePlanner own(machine.comm);
+  Estimate e = estimate_time(graph, compiled.sharding, machine, machine.comm == CostModel{} ? default_planner() : own);
   for (const ir::Graph& p : compiled.programs) add_memory(p, e);
   return e;
 }

@@ -4,6 +4,7 @@
 # errors (exit 2).
 set -euo pipefail
 DT="$1"
+EXAMPLES="$(cd "$(dirname "$0")/../../examples" && pwd)"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
@@ -27,4 +28,9 @@ set -e
 peak=$(grep -m1 '"estimated_peak_bytes"' report.json | tr -dc 0-9)
 [ -n "$peak" ] && [ "$peak" -le 1000000 ]
 "$DT" plan-search g.dt --mesh 2x2 --json | grep "\"estimated_step_us\"" >/dev/null
+# bench auto-vs-hand runs the auto plan and every 1-d/2-d hand plan of examples/ (4 here) once.
+"$DT" bench auto-vs-hand --examples "$EXAMPLES" --hidden 32 --heads 2 --layers 1 --vocab 64 --batch 4 --seq 8 \
+  --rounds 1 --repeat 1 --json >vs.json
+grep '"auto_over_best_hand"' vs.json >/dev/null
+[ "$(grep -c '"gpt_[a-z_]*.json": ' vs.json)" = 4 ]
 echo ok

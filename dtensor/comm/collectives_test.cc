@@ -6,9 +6,12 @@
 
 #include "dtensor/comm/reduce_kernel.h"
 #include "dtensor/comm/threads/run_ranks.h"
+#include "tests/support/error_text.h"
 
 namespace dt {
 namespace {
+
+using test::error_text;
 
 // Runs fn on rank 0 of a 2-rank world only (argument checks throw before any communication).
 template <typename F>
@@ -16,16 +19,6 @@ void on_rank0(F fn) {
   run_ranks(2, [&](ProcessGroup& pg) {
     if (pg.rank() == 0) fn(pg);
   });
-}
-
-template <typename E, typename F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 // The one identity both the executor (typed fill) and the lowering (a `full` op) use: a member
@@ -62,14 +55,14 @@ TEST(Collectives, AllGatherChecksShapesDtypesAndContiguity) {
   on_rank0([](ProcessGroup& pg) {
     Tensor in = Tensor::zeros({3, 4});
     Tensor bad = Tensor::zeros({5, 4});
-    EXPECT_EQ(error_of<ShapeError>([&] { all_gather_into_tensor(pg, bad, in); }),
+    EXPECT_EQ(error_text<ShapeError>([&] { all_gather_into_tensor(pg, bad, in); }),
               "all_gather_into_tensor: output shape [5, 4] should be [6, 4] for input [3, 4] and group size 2");
     Tensor f64 = Tensor::zeros({6, 4}, DType::f64);
-    EXPECT_EQ(error_of<DTypeError>([&] { all_gather_into_tensor(pg, f64, in); }),
+    EXPECT_EQ(error_text<DTypeError>([&] { all_gather_into_tensor(pg, f64, in); }),
               "all_gather_into_tensor: output dtype f64 differs from input dtype f32");
     Tensor out = Tensor::zeros({6, 4});
     Tensor strided = Tensor::zeros({4, 3}).transpose(0, 1);
-    EXPECT_EQ(error_of<ValueError>([&] { all_gather_into_tensor(pg, out, strided); }),
+    EXPECT_EQ(error_text<ValueError>([&] { all_gather_into_tensor(pg, out, strided); }),
               "all_gather_into_tensor: input must be contiguous, got shape [3, 4] with strides [1, 3]");
   });
 }
@@ -78,23 +71,23 @@ TEST(Collectives, ReduceScatterAndAllToAllCheckSizes) {
   on_rank0([](ProcessGroup& pg) {
     Tensor out = Tensor::zeros({2, 3});
     Tensor in = Tensor::zeros({5, 3});
-    EXPECT_EQ(error_of<ShapeError>([&] { reduce_scatter_tensor(pg, out, in, ReduceOp::sum); }),
+    EXPECT_EQ(error_text<ShapeError>([&] { reduce_scatter_tensor(pg, out, in, ReduceOp::sum); }),
               "reduce_scatter_tensor: input shape [5, 3] should be [4, 3] for output [2, 3] and group size 2");
     Tensor a = Tensor::zeros({5, 2});
     Tensor b = Tensor::zeros({5, 2});
-    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a); }),
+    EXPECT_EQ(error_text<ValueError>([&] { all_to_all_single(pg, b, a); }),
               "all_to_all_single: input dim 0 of size 5 is not divisible by group size 2 (pass split sizes)");
-    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {1, 1}); }),
+    EXPECT_EQ(error_text<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {1, 1}); }),
               "all_to_all_single: input split sizes sum to 2 but dim 0 has size 5");
-    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {5}); }),
+    EXPECT_EQ(error_text<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {5}); }),
               "all_to_all_single: 1 input split sizes for group size 2");
-    EXPECT_EQ(error_of<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {6, -1}); }),
+    EXPECT_EQ(error_text<ValueError>([&] { all_to_all_single(pg, b, a, {2, 3}, {6, -1}); }),
               "all_to_all_single: negative input split size -1");
     Tensor c = Tensor::zeros({5, 3});
-    EXPECT_EQ(error_of<ShapeError>([&] { all_to_all_single(pg, c, a, {2, 3}, {2, 3}); }),
+    EXPECT_EQ(error_text<ShapeError>([&] { all_to_all_single(pg, c, a, {2, 3}, {2, 3}); }),
               "all_to_all_single: input [5, 2] and output [5, 3] differ beyond dim 0");
     Tensor t = Tensor::zeros({2});
-    EXPECT_EQ(error_of<ValueError>([&] { broadcast_(pg, t, 2); }), "broadcast root 2 out of range for group size 2");
+    EXPECT_EQ(error_text<ValueError>([&] { broadcast_(pg, t, 2); }), "broadcast root 2 out of range for group size 2");
   });
 }
 

@@ -11,17 +11,13 @@
 #include "dtensor/comm/backoff.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
+#include "tests/support/error_text.h"
 
 namespace dt {
 namespace {
 
 std::string timeout_error(double seconds) {
-  try {
-    timeout_from_seconds(seconds, "--timeout-s");
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::error_text<ValueError>([&] { timeout_from_seconds(seconds, "--timeout-s"); });
 }
 
 // Issue 13: inf and 1e10 overflowed the millisecond conversion and nan was accepted.

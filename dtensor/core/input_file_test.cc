@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "dtensor/core/error.h"
+#include "tests/support/error_text.h"
 
 namespace dt {
 namespace {
@@ -15,12 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string io_error(const std::string& path) {
-  try {
-    read_input_file(path, "IR file");
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::error_text<IoError>([&] { read_input_file(path, "IR file"); });
 }
 
 TEST(InputFile, ReadsARegularFile) {

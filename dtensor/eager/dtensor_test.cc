@@ -6,16 +6,19 @@
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/eager/plan_check.h"
+#include "tests/support/run_on_mesh.h"
 
 namespace dt {
 namespace {
+
+using test::MeshGroupsPtr;
+using test::run_on_mesh;
 
 TEST(DTensor, DistributeThenFullTensorRoundTrips) {
   DeviceMesh mesh({2, 2});
   Tensor full = exact_random({5, 3}, DType::f32, 11);
   for (const char* p : {"S(0),S(1)", "S(0),S(0)", "R,S(1)", "P(sum),S(0)", "P(max),R", "P(avg),P(sum)", "R,R"}) {
-    run_ranks(4, [&](ProcessGroup& world) {
-      auto groups = MeshGroups::create(world, mesh);
+    run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
       DTensor x = distribute_tensor(full, groups, parse_placements(p));
       EXPECT_EQ(x.to_local().shape(), x.spec().local_shape(groups->global_rank()));
       EXPECT_EQ(x.full_tensor().to_doubles(), full.to_doubles()) << p;
@@ -26,8 +29,7 @@ TEST(DTensor, DistributeThenFullTensorRoundTrips) {
 TEST(DTensor, PartialSumKeepsTheValueOnGroupIndexZero) {
   DeviceMesh mesh({2, 2});
   Tensor full = exact_random({4, 4}, DType::i64, 12);
-  run_ranks(4, [&](ProcessGroup& world) {
-    auto groups = MeshGroups::create(world, mesh);
+  run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
     DTensor x = distribute_tensor(full, groups, parse_placements("P(sum),R"));
     bool holds = groups->coordinate()[0] == 0;
     EXPECT_EQ(x.to_local().to_doubles(), holds ? full.to_doubles() : Tensor::zeros({4, 4}, DType::i64).to_doubles());
@@ -38,8 +40,7 @@ TEST(DTensor, PartialSumKeepsTheValueOnGroupIndexZero) {
 
 TEST(DTensor, FromLocalChecksTheLocalShape) {
   DeviceMesh mesh({4});
-  run_ranks(4, [&](ProcessGroup& world) {
-    auto groups = MeshGroups::create(world, mesh);
+  run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
     int r = groups->global_rank();
     // 10 rows over 4 ranks: 3, 3, 3, 1.
     Tensor good = Tensor::zeros({r == 3 ? 1 : 3, 2});
@@ -67,8 +68,7 @@ TEST(DTensor, FromLocalChecksTheLocalShape) {
 TEST(DTensor, RedistributeIsANoOpForTheSamePlacements) {
   DeviceMesh mesh({2});
   Tensor full = exact_random({4, 4}, DType::f32, 13);
-  run_ranks(2, [&](ProcessGroup& world) {
-    auto groups = MeshGroups::create(world, mesh);
+  run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
     DTensor x = distribute_tensor(full, groups, parse_placements("S(1)"));
     DTensor y = x.redistribute({Placement::shard(-1)});
     EXPECT_TRUE(y.to_local().shares_storage_with(x.to_local()));

@@ -51,6 +51,17 @@ void append_string_literal(std::string& out, const std::string& s) {
   }
   out += '"';
 }
+
+// Appends "[a, b, c]", each element written by append(out, x).
+template <typename T, typename Append>
+void append_list(std::string& out, const std::vector<T>& v, Append append) {
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ", ";
+    append(out, v[i]);
+  }
+  out += ']';
+}
 }  // namespace
 
 void append_attr(std::string& out, const Attr& value, AttrKind kind) {
@@ -74,26 +85,13 @@ void append_attr(std::string& out, const Attr& value, AttrKind kind) {
     case AttrKind::dtype:
       out += dtype_name(std::get<DType>(value));
       break;
-    case AttrKind::ints: {
-      out += '[';
-      const auto& v = std::get<std::vector<int64_t>>(value);
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (i) out += ", ";
-        fmt::format_to(std::back_inserter(out), "{}", v[i]);
-      }
-      out += ']';
+    case AttrKind::ints:
+      append_list(out, std::get<std::vector<int64_t>>(value),
+                  [](std::string& o, int64_t x) { fmt::format_to(std::back_inserter(o), "{}", x); });
       break;
-    }
-    case AttrKind::floats: {
-      out += '[';
-      const auto& v = std::get<std::vector<double>>(value);
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (i) out += ", ";
-        append_double(out, v[i]);
-      }
-      out += ']';
+    case AttrKind::floats:
+      append_list(out, std::get<std::vector<double>>(value), append_double);
       break;
-    }
   }
 }
 

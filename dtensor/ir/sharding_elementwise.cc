@@ -22,9 +22,7 @@ OpShardingRule broadcast_rule(const Node& n) {
 
 OpShardingRule unary_rule(const Node& n) {
   OpShardingRule r;
-  TensorFactors t = rule_util::pass_through_dims(r, n.operands[0]->type.shape);
-  r.operands.push_back(t);
-  r.results.push_back(std::move(t));
+  rule_util::operand_and_result(r, rule_util::pass_through_dims(r, n.operands[0]->type.shape));
   return r;
 }
 

@@ -71,6 +71,19 @@ void broadcast_factors(OpShardingRule& rule, const std::vector<const Shape*>& op
   rule.results.push_back(std::move(out));
 }
 
+namespace {
+// One dim `whole` of a view that the dims dims[begin, end) of `parts` (of shape `shape`) split:
+// a factor per part, each part's only factor and, major first, the whole dim's factors.
+void split_factors(OpShardingRule& rule, DimFactors& whole, const Shape& shape, const std::vector<size_t>& dims,
+                   size_t begin, size_t end, TensorFactors& parts) {
+  for (size_t k = begin; k < end; ++k) {
+    const int f = rule.add_factor(shape[dims[k]]);
+    parts[dims[k]] = dim_of(f);
+    whole.factor[size_t(whole.count++)] = int8_t(f);
+  }
+}
+}  // namespace
+
 void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out) {
   TensorFactors fi(in.size()), fo(out.size());
   if (numel(in) > 0) {
@@ -101,20 +114,10 @@ void view_factors(OpShardingRule& rule, const Shape& in, const Shape& out) {
         fo[oo[b]] = dim_of(f);
       } else if (na == 1 && nb <= size_t(kMaxDimFactors)) {
         // One input dim split into several output dims.
-        DimFactors& d = fi[ii[a]];
-        for (size_t k = b; k < b_end; ++k) {
-          int f = rule.add_factor(out[oo[k]]);
-          fo[oo[k]] = dim_of(f);
-          d.factor[size_t(d.count++)] = int8_t(f);
-        }
+        split_factors(rule, fi[ii[a]], out, oo, b, b_end, fo);
       } else if (nb == 1 && na <= size_t(kMaxDimFactors)) {
         // Several input dims merged into one output dim.
-        DimFactors& d = fo[oo[b]];
-        for (size_t k = a; k < a_end; ++k) {
-          int f = rule.add_factor(in[ii[k]]);
-          fi[ii[k]] = dim_of(f);
-          d.factor[size_t(d.count++)] = int8_t(f);
-        }
+        split_factors(rule, fo[oo[b]], in, ii, a, a_end, fi);
       }  // else: a many-to-many regrouping; every dim in it stays replicated
       a = a_end;
       b = b_end;
@@ -210,6 +213,11 @@ OpShardingRule einsum(const Node& node, std::string_view spec) {
   for (size_t i = 0; i < terms.size(); ++i) rule.operands.push_back(tensor_factors(terms[i], node.operands[i]->type.shape));
   rule.results.push_back(tensor_factors(out, result));
   return rule;
+}
+
+void operand_and_result(OpShardingRule& rule, const TensorFactors& t) {
+  rule.operands.push_back(t);
+  rule.results.push_back(t);
 }
 
 }  // namespace rule_util

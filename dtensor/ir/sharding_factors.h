@@ -146,6 +146,9 @@ TensorFactors pass_through_except(OpShardingRule& rule, const Shape& shape, int6
 // The same with the last `trailing` dims replicated: the dims a norm normalises, or the sequence
 // and head dims of attention, which the caller may then give factors of its own.
 TensorFactors pass_through_leading(OpShardingRule& rule, const Shape& shape, size_t trailing);
+// Appends `t` as the factors of the next operand and of the next result: an op whose result is laid
+// out like that operand (unary ops, softmax, the norms' x).
+void operand_and_result(OpShardingRule& rule, const TensorFactors& t);
 // Returns the rule an einsum-style spec states for the node's operands and result 0, as PyTorch's
 // DTensor writes the rules of mm/bmm/addmm: "bmk,bkn->bmn", "...k,ok,o->...o". A letter is one
 // factor: pass-through when the result has it, a reduction when only operands do. "..." stands

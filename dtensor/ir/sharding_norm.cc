@@ -11,18 +11,14 @@ OpShardingRule norm_rule(const Node& n) {
   OpShardingRule r;
   const Shape& x = n.operands[0]->type.shape;
   const size_t normalized = n.attr_ints("normalized_shape").size();
-  TensorFactors t = rule_util::pass_through_leading(r, x, normalized);
-  r.operands.push_back(t);
+  rule_util::operand_and_result(r, rule_util::pass_through_leading(r, x, normalized));
   for (size_t i = 1; i < n.operands.size(); ++i) r.operands.push_back(TensorFactors(normalized));
-  r.results.push_back(std::move(t));
   return r;
 }
 
 OpShardingRule softmax_rule(const Node& n) {
   OpShardingRule r;
-  TensorFactors t = rule_util::pass_through_except(r, n.operands[0]->type.shape, n.attr_int("dim"));
-  r.operands.push_back(t);
-  r.results.push_back(std::move(t));
+  rule_util::operand_and_result(r, rule_util::pass_through_except(r, n.operands[0]->type.shape, n.attr_int("dim")));
   return r;
 }
 

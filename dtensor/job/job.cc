@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/core/error.h"
+#include "dtensor/job/train_pipeline.h"
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/tensor_sharding.h"
@@ -54,6 +55,13 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
     if (!options.mesh.contains(r)) DT_THROW(ValueError) << "rank " << r << " is not in mesh " << options.mesh.str();
   Job job;
   job.graph_ = model.clone();
+  if (options.plan.pipeline) {  // forward-only pipeline stages (train_pipeline.h)
+    pipeline::ProgramOptions po;
+    po.training = false;
+    job.pipeline_ = std::make_shared<const PipelinePrograms>(compile_pipeline(job.graph_, options.plan, options.mesh, po));
+    job.options_ = std::move(options);
+    return job;
+  }
   // Only the wanted ranks' programs and one per orbit (sharding/rank_orbits.h) are built: the
   // passes and the cross-rank check need no more, whatever the mesh size.
   sharding::CompileOptions co;

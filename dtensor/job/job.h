@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@
 #include "dtensor/sharding/parallel_plan.h"
 
 namespace dt::job {
+
+struct PipelinePrograms;  // train_pipeline.h
 
 // The pass pipeline run over every rank's program after partitioning (passes/pass_manager.h).
 struct PassSettings {
@@ -115,6 +118,10 @@ class Job {
   // Returns the report numbers of rank r from its stats.
   RankStats rank_stats(int rank, const runtime::RunStats& stats) const;
 
+  // The pipeline's programs when the plan has a pipeline section (forward only), else null: such a
+  // job only runs (threads backend).
+  const PipelinePrograms* pipeline() const { return pipeline_.get(); }
+
   // Runs every rank: on threads all in this process, on mpi this process's rank (under mpirun
   // -np <mesh size>), the outputs gathered to every process.
   RunResult run(const Weights& weights, const TensorMap& inputs, const RunOptions& options = {}) const;
@@ -127,6 +134,7 @@ class Job {
   JobOptions options_;
   sharding::CompiledModel compiled_;
   std::map<int, size_t> program_of_rank_;  // rank -> index into compiled_.programs
+  std::shared_ptr<const PipelinePrograms> pipeline_;
 };
 
 // Throws ValueError when a parameter the resolved plan shards on tensor dim d over mesh dim m has

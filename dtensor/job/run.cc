@@ -4,6 +4,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/job/job.h"
+#include "dtensor/job/train_pipeline.h"
 #include "dtensor/sharding/compiler.h"
 
 namespace dt::job {
@@ -113,6 +114,7 @@ RunResult run_mpi(const Job& job, const Weights& weights, const TensorMap& input
 RunResult Job::run(const Weights& weights, const TensorMap& inputs, const RunOptions& options) const {
   if (!options_.ranks.empty())
     DT_THROW(ValueError) << "this job was compiled for some ranks only; compile it for every rank to run it";
+  if (pipeline_) return run_pipeline(*pipeline_, graph_, weights.full_tensors(), inputs, options_);
   programs_by_rank();  // checks that the mesh's ranks are the runtime's 0..size-1
   if (options_.backend == runtime::Backend::mpi) return run_mpi(*this, weights, inputs, options);
   return run_threads(*this, weights, inputs, options);

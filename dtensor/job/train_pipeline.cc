@@ -98,7 +98,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
       const auto& outs = sg.graph.outputs();
       const size_t crossing = sg.outputs_to_next.size() + sg.grads_to_prev.size();
       for (size_t i = 0; i < crossing; ++i) r.output_placements[i] = carry(outs[i]);
-      for (size_t i = 0; i < sg.params.size(); ++i)
+      for (size_t i = 0; i < sg.param_grads.size(); ++i)  // training: a gradient sits like its parameter
         r.output_placements[crossing + i] = r.value_placements[size_t(sg.params[i]->id)];
       r.gradient_of.assign(sg.graph.num_values(), -1);
       for (const auto& [v, gv] : sg.gradient_pairs)
@@ -131,6 +131,83 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   return out;
 }
 
+const Placements& PipelinePrograms::placements_of(const pipeline::StageProgram& sp, const std::string& name) const {
+  const ir::Value* v = graphs[size_t(sp.stage)].graph.find(name);
+  DT_CHECK(v) << name << " is not a value of stage " << sp.stage;
+  return compiled[size_t(sp.stage)].sharding.values[size_t(v->id)];
+}
+
+std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
+  std::vector<const ir::Graph*> out(static_cast<size_t>(n), nullptr);
+  for (const pipeline::StageProgram& sp : programs) out[size_t(sp.rank)] = &sp.step.graph;
+  for (int r = 0; r < n; ++r)
+    if (!out[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage";
+  return out;
+}
+
+std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
+                                        const std::map<std::string, Tensor>& weights) {
+  int n = 0;
+  for (const pipeline::StageProgram& sp : pp.programs) n = std::max(n, sp.rank + 1);
+  std::vector<Bindings> bind(static_cast<size_t>(n));
+  for (const pipeline::StageProgram& sp : pp.programs) {
+    Bindings& b = bind[size_t(sp.rank)];
+    const std::map<std::string, Tensor> fresh = autodiff::fresh_state(sp.step);
+    for (const ir::Value* v : sp.step.graph.params()) {
+      if (fresh.count(v->name)) {
+        b[v->name] = fresh.at(v->name);
+        continue;
+      }
+      auto w = weights.find(v->name);
+      if (w == weights.end()) DT_THROW(ValueError) << "the weights have no parameter " << v->name;
+      const ir::Value* full = forward.find(v->name);
+      if (w->second.dtype() != full->type.dtype || w->second.shape() != full->type.shape)
+        DT_THROW(ValueError) << "weight " << v->name << " is " << dtype_name(w->second.dtype())
+                             << shape_str(w->second.shape()) << ", the model expects " << ir::type_str(full->type);
+      b[v->name] = sharding::shard_tensor(w->second, pp.meshes[size_t(sp.stage)], pp.placements_of(sp, v->name), sp.rank)
+                       .clone();
+    }
+    if (!sp.seed.empty()) b[sp.seed] = Tensor::full({}, 1.0);
+  }
+  return bind;
+}
+
+void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
+                       std::vector<Bindings>& bind) {
+  const int m = pp.split.microbatches;
+  for (const ir::Value* v : forward.inputs()) {
+    auto it = batch.find(v->name);
+    if (it == batch.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
+    const int64_t rows = v->type.rank() > 0 ? v->type.shape[0] / m : 0;
+    for (const pipeline::StageProgram& sp : pp.programs)
+      if (std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
+        for (int k = 0; k < m; ++k) {
+          const Tensor micro = v->type.rank() > 0 ? it->second.narrow(0, k * rows, rows) : it->second;
+          bind[size_t(sp.rank)][pipeline::microbatch_input(v->name, k)] =
+              sharding::shard_tensor(micro, pp.meshes[size_t(sp.stage)], pp.placements_of(sp, v->name), sp.rank);
+        }
+  }
+}
+
+RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
+                       const TensorMap& inputs, const JobOptions& job) {
+  if (job.backend != runtime::Backend::threads)
+    DT_THROW(ValueError) << "a pipeline runs on the threads backend so far";
+  const int n = int(job.mesh.size());
+  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights);
+  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind);
+  runtime::LaunchOptions lo;
+  lo.comm = job.comm;
+  lo.comm_arena = job.comm_arena;
+  const std::vector<runtime::RankResult> res = runtime::launch(pp.programs_by_rank(n), bind, lo);
+  RunResult out;
+  for (const pipeline::StageProgram& sp : pp.programs)
+    if (sp.stage == pp.split.stages - 1 && out.outputs.empty()) out.outputs = res[size_t(sp.rank)].outputs;
+  for (int r = 0; r < n; ++r)
+    out.ranks.push_back({r, res[size_t(r)].stats.seconds * 1e3, res[size_t(r)].stats.peak_bytes, 0, 0, 0});
+  return out;
+}
+
 TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                            const std::map<std::string, Tensor>& data, const TrainOptions& options,
                            const ShardedTrainOptions& sharded) {
@@ -145,41 +222,12 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   po.optimizer = options.optimizer;
   po.with_grads = options.keep_first_grads;
   const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
-  const int n = int(sharded.job.mesh.size()), m = pp.split.microbatches;
+  const int n = int(sharded.job.mesh.size());
   for (const ir::Value* v : forward.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
 
-  // Each rank binds its shards of its stage's parameters (own copies: the updates write in place)
-  // and its optimizer state.
-  std::vector<Bindings> bind(static_cast<size_t>(n));
-  std::vector<const ir::Graph*> programs(static_cast<size_t>(n), nullptr);
-  auto placements_of = [&](const pipeline::StageProgram& sp, const std::string& name) -> const Placements& {
-    const ir::Value* v = pp.graphs[size_t(sp.stage)].graph.find(name);
-    return pp.compiled[size_t(sp.stage)].sharding.values[size_t(v->id)];
-  };
-  for (const pipeline::StageProgram& sp : pp.programs) {
-    Bindings& b = bind[size_t(sp.rank)];
-    programs[size_t(sp.rank)] = &sp.step.graph;
-    const std::map<std::string, Tensor> fresh = autodiff::fresh_state(sp.step);
-    for (const ir::Value* v : sp.step.graph.params()) {
-      if (fresh.count(v->name)) {
-        b[v->name] = fresh.at(v->name);
-        continue;
-      }
-      auto w = weights.find(v->name);
-      if (w == weights.end()) DT_THROW(ValueError) << "the weights have no parameter " << v->name;
-      const ir::Value* full = forward.find(v->name);
-      if (w->second.dtype() != full->type.dtype || w->second.shape() != full->type.shape)
-        DT_THROW(ValueError) << "weight " << v->name << " is " << dtype_name(w->second.dtype())
-                             << shape_str(w->second.shape()) << ", the model expects " << ir::type_str(full->type);
-      b[v->name] =
-          sharding::shard_tensor(w->second, pp.meshes[size_t(sp.stage)], placements_of(sp, v->name), sp.rank).clone();
-    }
-    if (!sp.seed.empty()) b[sp.seed] = Tensor::full({}, 1.0);
-  }
-  for (int r = 0; r < n; ++r)
-    if (!programs[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage";
-
+  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights);
+  std::vector<const ir::Graph*> programs = pp.programs_by_rank(n);
   runtime::LaunchOptions lo;
   lo.comm = sharded.job.comm;
   lo.comm_arena = sharded.job.comm_arena;
@@ -191,17 +239,9 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   TrainResult result;
   std::map<std::string, std::vector<Tensor>> grad_locals;  // by global rank
   for (int s = 0; s < options.steps; ++s) {
-    for (const ir::Value* v : forward.inputs()) {
-      const Tensor batch = batch_for_step(*v, data.at(v->name), s);
-      const int64_t rows = v->type.rank() > 0 ? v->type.shape[0] / m : 0;
-      for (const pipeline::StageProgram& sp : pp.programs)
-        if (std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
-          for (int k = 0; k < m; ++k) {
-            const Tensor micro = v->type.rank() > 0 ? batch.narrow(0, k * rows, rows) : batch;
-            bind[size_t(sp.rank)][pipeline::microbatch_input(v->name, k)] =
-                sharding::shard_tensor(micro, pp.meshes[size_t(sp.stage)], placements_of(sp, v->name), sp.rank);
-          }
-    }
+    std::map<std::string, Tensor> batch;
+    for (const ir::Value* v : forward.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
+    bind_microbatches(pp, forward, batch, bind);
     std::vector<runtime::RankResult> res = runtime::launch(programs, bind, lo);
     const double loss = res[size_t(loss_rank)].outputs[0].item();
     result.losses.push_back(loss);
@@ -245,7 +285,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
     const std::string param = pp.graphs[size_t(sp.stage)].graph.find(name) ? name : name.substr(0, name.rfind('.'));
     const ir::Value* v = sp.step.graph.find(name);
     Shape shape = forward.find(param)->type.shape;
-    Placements placements = placements_of(sp, param);
+    Placements placements = pp.placements_of(sp, param);
     if (v->type.rank() == 0) {
       shape = {};
       placements = Placements(placements.size());

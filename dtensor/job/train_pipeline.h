@@ -27,9 +27,26 @@ struct PipelinePrograms {
   std::vector<DeviceMesh> meshes;                 // [stage]: its sub-mesh
   std::vector<sharding::CompiledModel> compiled;  // [stage]: its graph partitioned on its sub-mesh
   std::vector<pipeline::StageProgram> programs;   // by stage, then place
+
+  // The placements of stage graph value `name` on sp's stage.
+  const Placements& placements_of(const pipeline::StageProgram& sp, const std::string& name) const;
+  // programs by rank for a mesh of n ranks (ValueError for a rank without a stage).
+  std::vector<const ir::Graph*> programs_by_rank(int n) const;
 };
 PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
                                   const pipeline::ProgramOptions& options);
+
+// Every rank's bindings of its shards of its stage's parameters (and zero optimizer state).
+std::vector<runtime::Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
+                                                 const std::map<std::string, Tensor>& weights);
+// Binds each micro-batch of `batch` (one batch of every data input) on the ranks that read it.
+void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
+                       std::vector<runtime::Bindings>& bind);
+
+// Job::run of a pipeline (compiled with options.training false): the model's outputs from the last
+// stage, every micro-batch's concatenated on dim 0 (scalars averaged); threads backend only.
+RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
+                       const TensorMap& inputs, const JobOptions& job);
 
 TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                            const std::map<std::string, Tensor>& data, const TrainOptions& options,

@@ -11,6 +11,9 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/job/train_pipeline.h"
 #include "dtensor/kernels/ops.h"
+#include "dtensor/runtime/interpreter.h"
+
+#include <tuple>
 
 namespace dt::job {
 namespace {
@@ -135,6 +138,34 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"4x2", R"({"stages": 4, "microbatches": 4, "schedule": "1f1b"})", 4, 64, "gpt_tp"},
         // examples/gpt_pp_dp_tp.json as it is (its own pipeline section).
         Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"}));
+
+// Forward only (Job::run, as `dtensor run`): the logits (micro-batches concatenated) and the loss
+// (their mean) of the single-device run.
+TEST(PipelineRun, ForwardOnlyMatchesSingleDevice) {
+  const ir::GptConfig cfg = gpt_config(4);
+  const ir::Graph g = ir::build_gpt(cfg);
+  const Data d = make_data(g, cfg);
+  TensorMap batch;
+  for (const auto& [name, t] : d.data) batch[name] = t.select(0, 0);
+  runtime::Bindings bind(d.weights.begin(), d.weights.end());
+  for (const auto& [name, t] : batch) bind[name] = t;
+  const std::vector<Tensor> want = runtime::Interpreter(g).run(bind);
+  for (const auto& [mesh, example, pipeline] :
+       {std::tuple<std::string, std::string, std::string>{"2", "", R"({"split_before": ["h.2"], "microbatches": 2})"},
+        {"4", "", R"({"stages": 4, "microbatches": 4})"},
+        {"2x2", "gpt_tp", R"({"stages": 2, "microbatches": 2})"}}) {
+    JobOptions jo = pipeline_options(mesh, example, pipeline).job;
+    const Job job = Job::compile(g, jo);
+    ASSERT_TRUE(job.pipeline());
+    const RunResult r = job.run(Weights::full(d.weights), batch);
+    ASSERT_EQ(r.outputs.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      const double diff = max_abs(dt::sub(r.outputs[k].to(DType::f64), want[k].to(DType::f64)));
+      EXPECT_LE(diff, 1e-5 * std::max(1.0, max_abs(want[k]))) << mesh << " " << pipeline << " output " << k;
+      std::printf("run, mesh %s %s: output %zu max diff %.3g\n", mesh.c_str(), pipeline.c_str(), k, diff);
+    }
+  }
+}
 
 // Returns the message of the ValueError that pipeline training with `plan` on `mesh` throws.
 std::string train_error(const std::string& mesh, const std::string& plan) {

@@ -16,6 +16,7 @@ namespace {
 
 using test::expect_error;
 using test::naive_attention_backward;
+using test::attention_test_masks;
 using test::rel_diff;
 using test::uniform;
 
@@ -80,13 +81,7 @@ TEST(OpsAttentionGrad, GroupedQueryScaleAndMasks) {
       const int64_t batch = s == 257 ? 1 : 2;
       const Tensor q = uniform({batch, 8, s, 16}, DType::f32, seed++),
                    k = uniform({batch, hkv, s, 16}, DType::f32, seed++), v = uniform({batch, hkv, s, 8}, DType::f32, seed++);
-      const Tensor keep = gt(uniform({batch, 1, s, s}, DType::f32, seed++, 0, 1), Tensor::full({}, 0.3));
-      const std::vector<std::pair<std::string, Tensor>> masks = {
-          {"none", Tensor()},
-          {"bool [B,1,S,S]", keep},
-          {"float [S,S]", uniform({s, s}, DType::f32, seed++, -2, 2)},
-          {"float [8,1,S]", uniform({8, 1, s}, DType::f32, seed++, -2, 2)},
-      };
+      const std::vector<std::pair<std::string, Tensor>> masks = attention_test_masks(batch, s, seed);
       for (const auto& [name, mask] : masks)
         for (bool causal : {false, true})
           for (double scale : {0.0, 0.3}) {

@@ -12,6 +12,7 @@ namespace dt {
 namespace {
 
 using test::expect_error;
+using test::attention_test_masks;
 using test::rel_diff;
 using test::uniform;
 
@@ -149,13 +150,7 @@ TEST(OpsAttention, GroupedQueryScaleAndMasks) {
     for (int64_t s : {1, 7, 257}) {
       const Tensor q = uniform({2, 8, s, 16}, DType::f32, seed++), k = uniform({2, hkv, s, 16}, DType::f32, seed++),
                    v = uniform({2, hkv, s, 8}, DType::f32, seed++);
-      const Tensor keep = gt(uniform({2, 1, s, s}, DType::f32, seed++, 0, 1), Tensor::full({}, 0.3));
-      std::vector<std::pair<std::string, Tensor>> masks = {
-          {"none", Tensor()},
-          {"bool [2,1,S,S]", keep},
-          {"float [S,S]", uniform({s, s}, DType::f32, seed++, -2, 2)},
-          {"float [8,1,S]", uniform({8, 1, s}, DType::f32, seed++, -2, 2)},
-      };
+      const std::vector<std::pair<std::string, Tensor>> masks = attention_test_masks(2, s, seed);
       for (const auto& [name, mask] : masks)
         for (bool causal : {false, true})
           for (double scale : {0.0, 0.3}) {

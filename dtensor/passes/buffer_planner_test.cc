@@ -11,9 +11,12 @@
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/passes/pass_manager.h"
+#include "tests/support/error_text.h"
 
 namespace dt::passes {
 namespace {
+
+using test::error_text;
 
 // Two gradient buckets one after the other (the second reads the first's result, so they cannot
 // merge, and their buffers have disjoint lifetimes) and an all_gather alive across both.
@@ -125,15 +128,6 @@ TEST(BufferPlanner, SymmetricArenaOffsetsAgreeOnFourRanksOverThreeIterations) {
 namespace dt::passes {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // Hand-written offsets are checked before anything runs: two buffers live together may not share
 // bytes, and a buffer that reaches a graph output may not be in the arena.
 TEST(BufferPlanner, CheckRejectsCollidingAndOutputBuffers) {
@@ -150,7 +144,7 @@ TEST(BufferPlanner, CheckRejectsCollidingAndOutputBuffers) {
 }
 )";
   ir::Graph g = ir::parse(colliding);
-  EXPECT_EQ(error_of([&] { check_comm_buffer_plan(g); }),
+  EXPECT_EQ(error_text([&] { check_comm_buffer_plan(g); }),
             "arena buffers %a (128 bytes at offset 0) and %b (128 bytes at offset 64) share bytes while both are live");
   const char* output = R"(graph out {
   group dp = [0, 1]
@@ -162,7 +156,7 @@ TEST(BufferPlanner, CheckRejectsCollidingAndOutputBuffers) {
 }
 )";
   ir::Graph h = ir::parse(output);
-  EXPECT_EQ(error_of([&] { check_comm_buffer_plan(h); }),
+  EXPECT_EQ(error_text([&] { check_comm_buffer_plan(h); }),
             "%a has arena_offset 0 but aliases a graph output (the arena is reused by the next run)");
   // The planner itself leaves such a buffer out.
   EXPECT_TRUE(plan_comm_buffers(h).buffers.empty());
@@ -177,7 +171,7 @@ TEST(BufferPlanner, ArenaOffsetMustBeAligned) {
   return %a_w
 }
 )";
-  EXPECT_NE(error_of([&] { ir::parse(text); })
+  EXPECT_NE(error_text([&] { ir::parse(text); })
                 .find("all_gather_into_tensor arena_offset must be -1 or a non-negative multiple of 64, got 100"),
             std::string::npos);
 }

@@ -16,7 +16,7 @@
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_consistency.h"
 #include "dtensor/passes/rank_pipeline.h"
-#include "tests/support/error_message.h"
+#include "tests/support/error_text.h"
 #include "tests/support/pipeline_stages.h"
 
 namespace dt::passes {
@@ -50,10 +50,10 @@ void check(const std::vector<ir::Graph>& gs) {
   check_p2p_order(view, ranks, "after test");
 }
 
-using test::message_of;
+using test::error_text;
 
 std::string failure(const std::vector<ir::Graph>& gs) {
-  return message_of([&] { check(gs); });
+  return error_text<InternalError>([&] { check(gs); });
 }
 
 // 1F1B's steady state on 2 stages: stage 0 sends activations a0, a1 and receives gradient g0;
@@ -83,7 +83,7 @@ std::vector<ir::Graph> one_f_one_b(bool recv_first) {
 }
 
 TEST(P2pOrder, AcceptsHeadsThatPairUp) {
-  EXPECT_EQ(failure(one_f_one_b(/*recv_first=*/true)), "");
+  EXPECT_EQ(failure(one_f_one_b(/*recv_first=*/true)), "no error");
 }
 
 TEST(P2pOrder, RefusesCrossedSendsAndNamesBothRanks) {
@@ -117,7 +117,7 @@ TEST(P2pOrder, RefusesMismatchedPairs) {
       }
     });
   };
-  EXPECT_EQ(failure(with(3, DType::f32, 5)), "");
+  EXPECT_EQ(failure(with(3, DType::f32, 5)), "no error");
   EXPECT_NE(failure(with(4, DType::f32, 5)).find("rank 0 sends to rank 1 (tag 3, f32[5])"), std::string::npos);
   EXPECT_NE(failure(with(3, DType::f64, 5)).find("receives from rank 0 (tag 3, f64[5])"), std::string::npos);
   EXPECT_NE(failure(with(3, DType::f32, 6)).find("not rank-consistent"), std::string::npos);
@@ -150,7 +150,7 @@ TEST(P2pOrder, CollectivesAndTransfersShareTheGroupsQueue) {
       }
     });
   };
-  EXPECT_EQ(failure(make(true)), "");
+  EXPECT_EQ(failure(make(true)), "no error");
   EXPECT_NE(failure(make(false)).find("can deadlock"), std::string::npos);
 }
 
@@ -266,10 +266,10 @@ TEST(P2pOrderByOrbit, GivesTheVerdictOfTheProofOverEveryRank) {
       const ir::RankOrbits orbits = mesh.orbits();
       std::vector<const ir::Graph*> reps;
       for (const ir::RankOrbit& o : orbits.orbits) reps.push_back(&all[size_t(o.representative)]);
-      const std::string every = message_of([&] { check_p2p_order(view, ranks, "after test"); });
-      const std::string by_orbit = message_of([&] { EXPECT_EQ(check_p2p_order_by_orbit(reps, orbits, "after test"), 6u); });
-      EXPECT_EQ(every.empty(), crossed < 0) << every;
-      EXPECT_EQ(by_orbit.empty(), crossed < 0) << by_orbit;
+      const std::string every = error_text<InternalError>([&] { check_p2p_order(view, ranks, "after test"); });
+      const std::string by_orbit = error_text<InternalError>([&] { EXPECT_EQ(check_p2p_order_by_orbit(reps, orbits, "after test"), 6u); });
+      EXPECT_EQ(every == "no error", crossed < 0) << every;
+      EXPECT_EQ(by_orbit == "no error", crossed < 0) << by_orbit;
       // The same failure (a waiting cycle, or the last stage's stray recv paired with a send of
       // another tag), and the representatives' first line as the proof over every rank gives it.
       if (crossed >= 0) {
@@ -294,9 +294,9 @@ TEST(P2pOrderByOrbit, ALargeMeshReadsOneProgramPerOrbit) {
     std::vector<const ir::Graph*> view;
     for (const ir::Graph& g : reps) view.push_back(&g);
     size_t read = 0;
-    const std::string msg = message_of([&] { read = check_p2p_order_by_orbit(view, orbits, "after test"); });
+    const std::string msg = error_text<InternalError>([&] { read = check_p2p_order_by_orbit(view, orbits, "after test"); });
     if (crossed < 0) {
-      EXPECT_EQ(msg, "");
+      EXPECT_EQ(msg, "no error");
       EXPECT_EQ(read, 8u);
     } else {
       EXPECT_NE(msg.find("can deadlock"), std::string::npos) << msg;
@@ -337,7 +337,7 @@ TEST(P2pOrderByOrbit, RefusesAnOrbitHoldingSeveralRanksOfALinkAndPeersThatDiffer
   orbits.orbit_of = [](int r) { return r == 0 ? 0 : 1; };
   orbits.group_ranks = [](int, const std::string&) { return std::vector<int>{0, 1, 2}; };
   std::vector<const ir::Graph*> reps{&gs[0], &gs[1]};
-  const std::string msg = message_of([&] { check_p2p_order_by_orbit(reps, orbits, "after test"); });
+  const std::string msg = error_text<InternalError>([&] { check_p2p_order_by_orbit(reps, orbits, "after test"); });
   EXPECT_NE(msg.find("cannot be proved by orbit: rank 1's orbit holds 2 ranks of group pp [0, 1, 2]"),
             std::string::npos) << msg;
   // A member whose transfer names another peer than its representative's is not in its orbit.
@@ -346,7 +346,7 @@ TEST(P2pOrderByOrbit, RefusesAnOrbitHoldingSeveralRanksOfALinkAndPeersThatDiffer
     b.wait_tensor(b.send(x, "pp", r == 1 ? 0 : 1));
     outs.push_back(x);
   }, 3);
-  EXPECT_NE(message_of([&] { check_same_orbit(differ[2], 2, differ[1], 1, "after test"); }).find("talks to peer 1"),
+  EXPECT_NE(error_text<InternalError>([&] { check_same_orbit(differ[2], 2, differ[1], 1, "after test"); }).find("talks to peer 1"),
             std::string::npos);
 }
 

@@ -6,6 +6,7 @@
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/parser.h"
+#include "tests/support/error_text.h"
 
 namespace dt::passes {
 namespace {
@@ -72,58 +73,43 @@ TEST(PassManager, PrintsAfterEveryPass) {
   EXPECT_NE(text.find("bucket_copy_in(%a, %b)"), std::string::npos) << text;
 }
 
-// A pass that breaks the IR: the verify hook names it.
-class BreakingPass : public Pass {
- public:
-  std::string_view name() const override { return "breaker"; }
-  std::string_view summary() const override { return "drops every wait"; }
-  bool run(ir::Graph& g) override {
-    for (size_t i = g.nodes().size(); i-- > 0;)
-      if (g.nodes()[i]->op == ir::OpKind::wait_tensor) {
-        g.replace_all_uses(g.nodes()[i]->result(), g.nodes()[i]->operands[0]);
-        g.erase(i);
-      }
-    return true;
-  }
-};
+// A pass that breaks the IR (drops every wait): the verify hook names it.
+bool drop_waits(ir::Graph& g) {
+  for (size_t i = g.nodes().size(); i-- > 0;)
+    if (g.nodes()[i]->op == ir::OpKind::wait_tensor) {
+      g.replace_all_uses(g.nodes()[i]->result(), g.nodes()[i]->operands[0]);
+      g.erase(i);
+    }
+  return true;
+}
+
+// What a pass manager running `pass` alone on g throws as InternalError, or "no error".
+std::string pipeline_error(ir::Graph& g, PassPtr pass) {
+  PassManager pm;
+  pm.add(std::move(pass));
+  return test::error_text<InternalError>([&] { pm.run(g); });
+}
 
 TEST(PassManager, VerifyHookNamesTheBrokenPass) {
   ir::Graph g = ir::parse(kTwoGathers);
-  PassManager pm;
-  pm.add(std::make_unique<BreakingPass>());
-  try {
-    pm.run(g);
-    FAIL() << "no error";
-  } catch (const InternalError& e) {
-    EXPECT_NE(std::string(e.what()).find("IR after pass breaker is invalid"), std::string::npos) << e.what();
-  }
+  const std::string error = pipeline_error(g, make_pass("breaker", "drops every wait", drop_waits));
+  EXPECT_NE(error.find("IR after pass breaker is invalid"), std::string::npos) << error;
 }
 
 // A pass that leaves shapes inference refuses: the ShapeError the verifier meets is still the
 // pass's bug, reported as InternalError (exit code 3 in the CLI), with the located message.
-class ShapeBreakingPass : public Pass {
- public:
-  std::string_view name() const override { return "shape-breaker"; }
-  std::string_view summary() const override { return "gives the weight a wrong shape"; }
-  bool run(ir::Graph& g) override {
-    g.params()[0]->type.shape = {3, 5};
-    return true;
-  }
-};
+bool misshape_weight(ir::Graph& g) {
+  g.params()[0]->type.shape = {3, 5};
+  return true;
+}
 
 TEST(PassManager, VerifyHookBlamesThePassForAnInferenceError) {
   ir::Graph g = ir::parse("graph g {\n  input %x : f32[8, 64]\n  param %w : f32[64, 32]\n"
                           "  %y = matmul(%x, %w) : f32[8, 32]\n  return %y\n}\n",
                           "g.dt");
-  PassManager pm;
-  pm.add(std::make_unique<ShapeBreakingPass>());
-  try {
-    pm.run(g);
-    FAIL() << "no error";
-  } catch (const InternalError& e) {
-    EXPECT_STREQ(e.what(), "IR after pass shape-breaker is invalid (a bug in that pass): g.dt:4:8: matmul inner dims "
-                           "differ: f32[8, 64] x f32[3, 5]");
-  }
+  EXPECT_EQ(pipeline_error(g, make_pass("shape-breaker", "gives the weight a wrong shape", misshape_weight)),
+            "IR after pass shape-breaker is invalid (a bug in that pass): g.dt:4:8: matmul inner dims differ: f32[8, "
+            "64] x f32[3, 5]");
 }
 
 }  // namespace

@@ -23,11 +23,13 @@
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_consistency.h"
 #include "dtensor/passes/rank_pipeline.h"
-#include "tests/support/error_message.h"
 #include "dtensor/sharding/compiler.h"
+#include "tests/support/error_text.h"
 
 namespace dt::passes {
 namespace {
+
+using test::error_text;
 
 const std::string kRoot = DTENSOR_SOURCE_DIR;
 
@@ -94,8 +96,6 @@ bool diverge(ir::Graph& program, const std::string& group, int k) {
   return false;
 }
 
-using test::message_of;
-
 TEST(RankOrbits, DivergenceIsReportedAsByTheCheckOverEveryRank) {
   const ir::Graph g = ir::build_gpt({.vocab = 512, .hidden = 128, .heads = 4, .layers = 1, .max_seq = 32, .batch = 8,
                                      .seq = 32});
@@ -115,8 +115,10 @@ TEST(RankOrbits, DivergenceIsReportedAsByTheCheckOverEveryRank) {
     for (const ir::RankOrbit& o : c.orbits.orbits)
       for (size_t i = 0; i < c.ranks.size(); ++i)
         if (c.ranks[i] == o.representative) reps.push_back(&c.programs[i]);
-    const std::string every = message_of([&] { check_rank_consistency(all, c.ranks, "after partitioning"); });
-    const std::string by_orbit = message_of([&] { check_orbit_consistency(reps, c.orbits, "after partitioning"); });
+    const std::string every =
+        error_text<InternalError>([&] { check_rank_consistency(all, c.ranks, "after partitioning"); });
+    const std::string by_orbit =
+        error_text<InternalError>([&] { check_orbit_consistency(reps, c.orbits, "after partitioning"); });
     EXPECT_NE(every.find("group tp ["), std::string::npos) << every;
     EXPECT_EQ(by_orbit, every);
     // And through the pipeline, from the representatives only.
@@ -143,7 +145,7 @@ TEST(RankOrbits, OneDivergentOrbitOfALargeMeshIsRefused) {
   PassManager pm;
   pm.add(parse_pipeline("default"));
   const std::string msg =
-      message_of([&] { run_rank_pipelines(pm, c.programs, c.ranks, {.orbits = &c.orbits}); });
+      error_text<InternalError>([&] { run_rank_pipelines(pm, c.programs, c.ranks, {.orbits = &c.orbits}); });
   EXPECT_NE(msg.find("not rank-consistent after partitioning: group tp [0, 1, 2, "), std::string::npos) << msg;
   EXPECT_NE(msg.find(": rank 0 issues all_reduce("), std::string::npos) << msg;
   EXPECT_NE(msg.find("sum) ("), std::string::npos) << msg;
@@ -163,7 +165,7 @@ TEST(RankOrbits, AProgramUnlikeItsRepresentativeIsRefused) {
   ASSERT_TRUE(diverge(c.programs[0], "tp", 0));
   PassManager pm;
   pm.add(parse_pipeline("none"));
-  const std::string msg = message_of([&] { run_rank_pipelines(pm, c.programs, c.ranks, {.orbits = &c.orbits}); });
+  const std::string msg = error_text<InternalError>([&] { run_rank_pipelines(pm, c.programs, c.ranks, {.orbits = &c.orbits}); });
   const int stands_for = c.orbits.orbits[c.orbits.program_orbit(size_t(c.orbits.orbit_of(6)))].representative;
   EXPECT_NE(msg.find("rank 6's program is not rank " + std::to_string(stands_for) + "'s up to renaming after partitioning"),
             std::string::npos)

@@ -22,6 +22,7 @@
 #include "dtensor/eager/plan_check.h"
 #include "dtensor/redistribute/placement_matrix_test_util.h"
 #include "dtensor/redistribute/planner.h"
+#include "tests/support/run_on_mesh.h"
 
 namespace dt {
 namespace {
@@ -192,8 +193,7 @@ TEST(Executor, UsesGroupIndexNotGlobalRankOnPermutedMeshes) {
   DeviceMesh mesh({2, 2}, {0, 2, 1, 3});  // dim-1 groups [0,2] and [1,3]
   Tensor full = exact_random({9, 5}, DType::f32, 3);
   std::vector<Tensor> outs(4);
-  run_ranks(4, [&](ProcessGroup& world) {
-    auto groups = MeshGroups::create(world, mesh);
+  run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
     DTensor x = distribute_tensor(full, groups, parse_placements("S(0),S(1)"));
     outs[size_t(groups->global_rank())] = x.redistribute(parse_placements("S(1),S(0)")).to_local();
   });
@@ -203,8 +203,7 @@ TEST(Executor, UsesGroupIndexNotGlobalRankOnPermutedMeshes) {
 TEST(Executor, NeverModifiesOrAliasesTheInput) {
   DeviceMesh mesh({4});
   Tensor full = exact_random({8, 4}, DType::f32, 4);
-  run_ranks(4, [&](ProcessGroup& world) {
-    auto groups = MeshGroups::create(world, mesh);
+  run_on_mesh(mesh, [&](const MeshGroupsPtr& groups) {
     DTensor x = distribute_tensor(full, groups, parse_placements("P(sum)"));
     std::vector<double> before = x.to_local().to_doubles();
     DTensor y = x.redistribute(parse_placements("R"));

@@ -276,7 +276,7 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
         if (c == here) continue;
         auto tr = rules.step(m, cand[size_t(c)]);
         if (!tr) continue;
-        double t = is_collective(tr->kind) ? model_.collective_us(tr->bytes) : 0.0;
+        double t = step_time_us(model_, mesh_shape, 1u << m, tr->kind, tr->bytes);
         Label next{label.time_us + t, label.bytes + tr->bytes, label.steps + 1};
         int64_t nid = id + (c - here) * stride;
         if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) continue;
@@ -293,7 +293,7 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
       int64_t s = 1;
       for (size_t k = 0; k < dims.size(); ++k, s *= K)
         if (mask >> dims[k] & 1u) nid += (to_code - (id / s) % K) * s;
-      double t = model_.collective_us(tr->bytes);
+      double t = step_time_us(model_, mesh_shape, mask, tr->kind, tr->bytes);
       Label next{label.time_us + t, label.bytes + tr->bytes, label.steps + 1};
       if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) return;
       seen[size_t(nid)] = 1;

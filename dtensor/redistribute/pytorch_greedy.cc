@@ -56,7 +56,7 @@ std::optional<RedistributePlan> pytorch_greedy_plan(const Shape& mesh_shape, con
     TransitionRules rules(mesh_shape, state.data(), shape, itemsize(dtype));
     auto tr = rules.step(mv.mesh_dim, mv.to);
     if (!tr) return std::nullopt;
-    double t = is_collective(tr->kind) ? model.collective_us(tr->bytes) : 0.0;
+    double t = step_time_us(model, mesh_shape, 1u << mv.mesh_dim, tr->kind, tr->bytes);
     plan.steps.push_back({mv.mesh_dim, tr->kind, mv.from, mv.to, tr->bytes, t});
     plan.total_bytes += tr->bytes;
     plan.total_time_us += t;

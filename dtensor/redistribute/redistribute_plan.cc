@@ -24,6 +24,22 @@ bool is_collective(StepKind kind) {
          kind == StepKind::all_to_all;
 }
 
+double step_time_us(const CostModel& model, const Shape& mesh_shape, uint32_t mesh_dims_mask, StepKind kind,
+                    int64_t bytes) {
+  if (!is_collective(kind)) return 0.0;
+  // Row-major rank order: mesh dim m's neighbours are stride(m) ranks apart.
+  GroupExtent g;
+  int64_t stride = 1;
+  for (size_t m = mesh_shape.size(); m-- > 0;) {
+    if (mesh_dims_mask >> m & 1u) {
+      g.size *= mesh_shape[m];
+      g.span += (mesh_shape[m] - 1) * stride;
+    }
+    stride *= mesh_shape[m];
+  }
+  return model.collective_us(step_kind_name(kind), bytes, g);
+}
+
 std::vector<int64_t> mesh_dims_of(uint32_t mask) {
   std::vector<int64_t> dims;
   for (int64_t m = 0; m < 32; ++m)

@@ -11,6 +11,7 @@
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
 #include "dtensor/layout/placement.h"
+#include "dtensor/redistribute/cost_model.h"
 
 namespace dt {
 
@@ -42,6 +43,11 @@ inline constexpr int kNumStepKinds = 7;
 
 std::string_view step_kind_name(StepKind kind);
 bool is_collective(StepKind kind);
+// The cost model's time of a step of `kind` moving `bytes` per rank over the mesh dims of
+// `mesh_dims_mask` (bit m: mesh dim m) of a mesh laid out row-major over the ranks: 0 for a
+// local step; a collective is priced for its kind, its group's size and whether it spans hosts.
+double step_time_us(const CostModel& model, const Shape& mesh_shape, uint32_t mesh_dims_mask, StepKind kind,
+                    int64_t bytes);
 
 struct RedistributeStep {
   int64_t mesh_dim = 0;  // the step's mesh dim; for a flattened step the lowest of its dims

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/json_text.h"
 #include "dtensor/core/input_file.h"
 #include "dtensor/ir/op_kind.h"
 #include "dtensor/ir/op_registry.h"
@@ -113,15 +114,7 @@ std::string module_of(const std::string& param_name) {
 ParallelPlan ParallelPlan::parse(const std::string& text, const std::string& source) {
   ParallelPlan plan;
   plan.source = source;
-  // A NUL is no part of JSON text (the parser would stop there and accept what follows).
-  if (size_t nul = text.find('\0'); nul != std::string::npos)
-    DT_THROW(ValueError) << source << ": not valid json: a NUL byte at offset " << nul;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    DT_THROW(ValueError) << source << ": not valid json: " << e.what();
-  }
+  json j = parse_json_text(text, source);
   if (!j.is_object()) DT_THROW(ValueError) << source << ": a plan is a json object";
   for (auto& [key, value] : j.items())
     if (key != "mesh_dims" && key != "modules" && key != "inputs" && key != "outputs" && key != "description" &&

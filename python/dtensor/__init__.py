@@ -49,6 +49,13 @@ class Placement:
     def is_partial(self) -> bool:
         return False
 
+    # A placement is its text ("S(0)", "R", "P(sum)"): equal texts are equal placements.
+    def __eq__(self, other):
+        return isinstance(other, Placement) and other._text() == self._text()
+
+    def __hash__(self):
+        return hash(self._text())
+
 
 class Shard(Placement):
     """Sharded on tensor dim `dim` (split like torch.chunk: the last ranks may hold less)."""
@@ -62,12 +69,6 @@ class Shard(Placement):
 
     def is_shard(self, dim: int | None = None) -> bool:
         return dim is None or dim == self.dim
-
-    def __eq__(self, other):
-        return isinstance(other, Shard) and other.dim == self.dim
-
-    def __hash__(self):
-        return hash(("S", self.dim))
 
     def __repr__(self):
         return f"Shard(dim={self.dim})"
@@ -83,12 +84,6 @@ class Replicate(Placement):
 
     def is_replicate(self) -> bool:
         return True
-
-    def __eq__(self, other):
-        return isinstance(other, Replicate)
-
-    def __hash__(self):
-        return hash("R")
 
     def __repr__(self):
         return "Replicate()"
@@ -111,12 +106,6 @@ class Partial(Placement):
 
     def is_partial(self) -> bool:
         return True
-
-    def __eq__(self, other):
-        return isinstance(other, Partial) and other.reduce_op == self.reduce_op
-
-    def __hash__(self):
-        return hash(("P", self.reduce_op))
 
     def __repr__(self):
         return f"Partial({self.reduce_op})"

@@ -25,11 +25,13 @@
 #include "dtensor/ir/printer.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "tests/sharding/sharded_run.h"
+#include "tests/support/ops_test_util.h"
 
 namespace dt::io {
 namespace {
 
 namespace fs = std::filesystem;
+using test::expect_error;
 
 const std::string kReference = std::string(DTENSOR_REFERENCE_DIR) + "/onnx";
 
@@ -296,16 +298,6 @@ onnx::ModelProto tiny(const std::string& op, int64_t opset = 17, int64_t ir_vers
   n->add_output("y");
   g->add_output()->set_name("y");
   return m;
-}
-
-template <typename E>
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const E& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
-  }
 }
 
 TEST(OnnxImportErrors, EachIsClearAndNamesTheNode) {

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/kernels/ops.h"
 #include "dtensor/kernels/ops_grad.h"
+#include "tests/support/ops_test_util.h"
 
 namespace dt::test {
 
@@ -88,6 +91,17 @@ inline std::vector<AttentionDims> attention_test_dims() {
   dims.push_back({7, 257, 16, 5});  // more keys than queries
   dims.push_back({257, 7, 16, 5});  // more queries than keys
   return dims;
+}
+
+// The masks the grouped-query tests try at sequence length s and batch `batch`, by name: none, a
+// bool keep-mask of the full [B, 1, S, S], and float masks broadcast from [S, S] and [8, 1, S]
+// (seeded from `seed`, which advances).
+inline std::vector<std::pair<std::string, Tensor>> attention_test_masks(int64_t batch, int64_t s, uint64_t& seed) {
+  const Tensor keep = gt(uniform({batch, 1, s, s}, DType::f32, seed++, 0, 1), Tensor::full({}, 0.3));
+  std::vector<std::pair<std::string, Tensor>> masks = {{"none", Tensor()}, {"bool [B,1,S,S]", keep}};
+  masks.emplace_back("float [S,S]", uniform({s, s}, DType::f32, seed++, -2, 2));
+  masks.emplace_back("float [8,1,S]", uniform({8, 1, s}, DType::f32, seed++, -2, 2));
+  return masks;
 }
 
 }  // namespace dt::test

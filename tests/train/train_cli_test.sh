@@ -188,4 +188,23 @@ out=$(timeout 600 "$DT" train "$t/small.dt" --weights "$t/sw.safetensors" --data
 expect_error "beta1 1" "beta1 must be in \[0, 1), got 1" train "$t/small.dt" --weights "$t/sw.safetensors" \
   --data "$t/sd.safetensors" --optimizer adamw --beta1 1
 
+# Pipeline parallelism: examples/gpt_pp_dp_tp.json on 2x2x2 (2 stages, dp 2 and tp 2 within each,
+# 2 micro-batches in the 1F1B order) gives the single-device losses; its --save writes full tensors.
+"$DT" example gpt --hidden 64 --heads 4 --layers 4 --vocab 128 --batch 4 --seq 16 --loss -o "$t/pp.dt" \
+  --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" >/dev/null 2>&1 || FAIL "example gpt for the pipeline"
+single=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --steps 3 \
+  --json 2>&1) || FAIL "single-device train of the pipeline's model: $single"
+out=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --steps 3 --json \
+  --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" --save "$t/pp_trained.safetensors" 2>&1) ||
+  FAIL "pp x dp x tp train: $out"
+same_losses "pp x dp x tp" "$out" "$single" 1e-6
+[ -s "$t/pp_trained.safetensors" ] || FAIL "pp x dp x tp --save wrote nothing"
+expect_error "pipeline sharded save" "a pipeline plan saves the full tensors" train "$t/pp.dt" \
+  --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" \
+  --save "$t/pp_ckdir"
+# Forward only (`run`, the same plan): the single-device outputs.
+out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" --mesh 2x2x2 \
+  --plan "$SRC/examples/gpt_pp_dp_tp.json" 2>&1) || FAIL "pp x dp x tp run: $out"
+echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "pp x dp x tp run differs: $out"
+
 finish

@@ -27,13 +27,6 @@ int mpi_count(size_t count, std::string_view what) {
   return int(count);
 }
 
-std::string mpi_error_text(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  return std::string(text, len);
-}
-
 // Largest all_reduce routed through the shared arena (its segments grow to this size).
 constexpr size_t kMaxSharedBytes = size_t(1) << 30;
 
@@ -155,10 +148,7 @@ WorkContext MpiProcessGroup::begin(CollectiveDesc desc, bool collective) {
 WorkPtr MpiProcessGroup::finish(WorkContext context, int rc, std::vector<MPI_Request> requests,
                                 std::function<void()> on_complete, std::shared_ptr<void> keepalive) {
   if (rc != MPI_SUCCESS) {
-    std::string message =
-        fmt::format("{} collective #{} on group {} failed on rank {}: {}", context.desc.str(),
-                    context.seq, ranks_str(global_ranks_), context.my_global_rank, mpi_error_text(rc));
-    DT_THROW(CommError) << record_failure(context, message);
+    DT_THROW(CommError) << record_failure(context, failure_message(context, rc));
   }
   flight_recorder().record_started(context.flight_id);
   return std::make_shared<MpiWork>(std::move(context), std::move(requests), std::move(on_complete),

@@ -42,12 +42,16 @@ MpiCallGuard::~MpiCallGuard() {
   if (locked_) g_mpi_mutex.unlock();
 }
 
-void check_mpi(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
+std::string mpi_error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  DT_THROW(CommError) << what << " failed: " << std::string(text, len);
+  return std::string(text, len);
+}
+
+void check_mpi(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  DT_THROW(CommError) << what << " failed: " << mpi_error_text(rc);
 }
 
 void mark_comm_fault() { g_fault = true; }

@@ -78,6 +78,8 @@ class MpiCallGuard {
   bool locked_ = false;
 };
 
+// MPI's text for the error code rc.
+std::string mpi_error_text(int rc);
 // Throws CommError "<what>: <MPI error string>" when rc is not MPI_SUCCESS.
 void check_mpi(int rc, const std::string& what);
 

@@ -21,24 +21,20 @@ Duration query_grace(Duration timeout) {
   return std::clamp(timeout / 4, Duration(200), Duration(2000));
 }
 
+// MPI_Testall under the MPI lock: sets `done`, returns MPI's error code.
+int test_all(std::vector<MPI_Request>& requests, int& done) {
+  MpiCallGuard guard;
+  return MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+}
+
 // Polls MPI_Testall until done or the deadline, spinning first and then backing off to bounded
 // sleeps (dtensor/comm/backoff.h); returns false on timeout. Throws on MPI errors.
 bool test_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, const WorkContext& c) {
   Backoff backoff;
   for (;;) {
     int done = 0;
-    {
-      MpiCallGuard guard;
-      int rc = MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        throw CommError(fmt::format("{} collective #{} on group {} failed on rank {}: {}", c.desc.str(), c.seq,
-                                    ranks_str(c.group->global_ranks), c.my_global_rank, std::string(text, len)),
-                        int64_t(c.seq), c.group->global_ranks);
-      }
-    }
+    if (int rc = test_all(requests, done); rc != MPI_SUCCESS)
+      throw CommError(failure_message(c, rc), int64_t(c.seq), c.group->global_ranks);
     if (done) return true;
     // Every poll checks the deadline: once the back-off sleeps, 64 polls can take 64 ms, and
     // ranks that time out together must report together (the first to abort ends the job).
@@ -92,6 +88,11 @@ void wait_requests(const WorkContext& c, std::vector<MPI_Request>& requests, Dur
   throw CommError(timeout_message(c, timeout), int64_t(c.seq), c.group->global_ranks);
 }
 
+std::string failure_message(const WorkContext& c, int rc) {
+  return fmt::format("{} collective #{} on group {} failed on rank {}: {}", c.desc.str(), c.seq,
+                     ranks_str(c.group->global_ranks), c.my_global_rank, mpi_error_text(rc));
+}
+
 MpiWork::MpiWork(WorkContext context, std::vector<MPI_Request> requests, std::function<void()> finish,
                  Duration default_timeout, std::shared_ptr<void> keepalive)
     : context_(std::move(context)),
@@ -105,19 +106,7 @@ MpiWork::~MpiWork() = default;
 bool MpiWork::poll_locked() {
   if (done_) return true;
   int done = 0;
-  {
-    MpiCallGuard guard;
-    int rc = MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING];
-      int len = 0;
-      MPI_Error_string(rc, text, &len);
-      fail_locked(fmt::format("{} collective #{} on group {} failed on rank {}: {}",
-                              context_.desc.str(), context_.seq,
-                              ranks_str(context_.group->global_ranks), context_.my_global_rank,
-                              std::string(text, len)));
-    }
-  }
+  if (int rc = test_all(requests_, done); rc != MPI_SUCCESS) fail_locked(failure_message(context_, rc));
   if (!done) return false;
   if (finish_) finish_();
   done_ = true;

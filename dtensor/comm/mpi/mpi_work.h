@@ -34,6 +34,9 @@ struct WorkContext {
   uint64_t flight_id = 0;  // entry in the process's flight recorder
 };
 
+// "<collective> #<seq> on group [...] failed on rank <r>: <MPI's text for rc>".
+std::string failure_message(const WorkContext& c, int rc);
+
 class MpiWork final : public Work {
  public:
   // finish runs once after the requests complete (e.g. the division of avg); keepalive holds

@@ -35,6 +35,7 @@ struct AlgorithmContext {
   int size() const { return rv.size(); }
   const Participant& part(int i) const { return rv.participant(i); }
   const Participant& mine() const { return rv.participant(me); }
+  const CollectiveDesc& desc() const { return mine().desc; }
   void barrier() const { rv.barrier(options.timeout); }
 
   // Calls copy(begin, len) for each chunk of `chunk` bytes of [0, nbytes), with a barrier after

@@ -24,9 +24,8 @@
 namespace dt::threads {
 
 void all_gather(AlgorithmContext& ctx) {
-  const CollectiveDesc& desc = ctx.mine().desc;
-  int n = ctx.size();
-  size_t block = desc.count * itemsize(desc.dtype);
+  const int n = ctx.size();
+  const size_t block = ctx.desc().bytes();
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
   ctx.paced_chunks(block, kAllGatherChunkBytes, [&](size_t begin, size_t len) {

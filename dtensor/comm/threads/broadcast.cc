@@ -14,8 +14,8 @@
 namespace dt::threads {
 
 void broadcast(AlgorithmContext& ctx) {
-  const CollectiveDesc& desc = ctx.mine().desc;
-  size_t nbytes = desc.count * itemsize(desc.dtype);
+  const CollectiveDesc& desc = ctx.desc();
+  const size_t nbytes = desc.bytes();
   if (nbytes == 0 || ctx.size() == 1) return;
   auto* dst = static_cast<std::byte*>(ctx.mine().out);
   const auto* src = static_cast<const std::byte*>(ctx.part(desc.root).out);

@@ -55,43 +55,43 @@ TEST(Faults, RankThrowsBeforeCollective) {
   }
 }
 
-TEST(Faults, LaterCollectivesAfterFailureFailToo) {
+// Runs 3 ranks where rank 1 throws ValueError("bad input") at once and the others call
+// all_reduce `calls` times, handing check(error, i) each call's CommError (i from 0); returns how
+// many calls failed.
+template <typename Check>
+int all_reduces_after_rank1_fails(int calls, Check check) {
   std::atomic<int> failures{0};
   EXPECT_THROW(run_ranks(3, [&](ProcessGroup& pg) {
                  if (pg.rank() == 1) throw ValueError("bad input");
                  float x = 1;
-                 for (int i = 0; i < 3; ++i) {
+                 for (int i = 0; i < calls; ++i) {
                    try {
                      pg.all_reduce(&x, 1, DType::f32, ReduceOp::sum)->wait();
                    } catch (const CommError& e) {
-                     EXPECT_TRUE(contains(e.what(), "all_reduce #" + std::to_string(i + 1))) << e.what();
-                     EXPECT_TRUE(contains(e.what(), "rank 1 failed")) << e.what();
+                     check(e, i);
                      ++failures;
                    }
                  }
                }),
                ValueError);
-  EXPECT_EQ(failures.load(), 6);
+  return failures.load();
+}
+
+TEST(Faults, LaterCollectivesAfterFailureFailToo) {
+  const int failures = all_reduces_after_rank1_fails(3, [](const CommError& e, int i) {
+    EXPECT_TRUE(contains(e.what(), "all_reduce #" + std::to_string(i + 1))) << e.what();
+    EXPECT_TRUE(contains(e.what(), "rank 1 failed")) << e.what();
+  });
+  EXPECT_EQ(failures, 6);
 }
 
 // The failed collective's sequence number and group are fields of the CommError, not only text.
 TEST(Faults, CommErrorCarriesSequenceAndRanks) {
-  std::atomic<int> checked{0};
-  EXPECT_THROW(run_ranks(3, [&](ProcessGroup& pg) {
-                 if (pg.rank() == 1) throw ValueError("bad input");
-                 float x = 1;
-                 for (int i = 0; i < 2; ++i) {
-                   try {
-                     pg.all_reduce(&x, 1, DType::f32, ReduceOp::sum)->wait();
-                   } catch (const CommError& e) {
-                     EXPECT_EQ(e.sequence(), i + 1) << e.what();
-                     EXPECT_EQ(e.ranks(), (std::vector<int>{0, 1, 2})) << e.what();
-                     ++checked;
-                   }
-                 }
-               }),
-               ValueError);
-  EXPECT_EQ(checked.load(), 4);
+  const int failures = all_reduces_after_rank1_fails(2, [](const CommError& e, int i) {
+    EXPECT_EQ(e.sequence(), i + 1) << e.what();
+    EXPECT_EQ(e.ranks(), (std::vector<int>{0, 1, 2})) << e.what();
+  });
+  EXPECT_EQ(failures, 4);
 }
 
 TEST(Faults, RankNeverArrivesTimesOut) {

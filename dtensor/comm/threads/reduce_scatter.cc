@@ -15,9 +15,9 @@
 namespace dt::threads {
 
 void reduce_scatter(AlgorithmContext& ctx) {
-  const CollectiveDesc& desc = ctx.mine().desc;
+  const CollectiveDesc& desc = ctx.desc();
   int n = ctx.size();
-  size_t block = desc.count * itemsize(desc.dtype);
+  const size_t block = desc.bytes();
   if (block == 0) return;
   std::vector<const void*> blocks(static_cast<size_t>(n));
   for (int s = 0; s < n; ++s)

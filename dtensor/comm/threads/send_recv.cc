@@ -15,8 +15,8 @@
 namespace dt::threads {
 
 void send_recv(AlgorithmContext& ctx) {
-  const CollectiveDesc& desc = ctx.mine().desc;
-  size_t nbytes = desc.count * itemsize(desc.dtype);
+  const CollectiveDesc& desc = ctx.desc();
+  const size_t nbytes = desc.bytes();
   if (nbytes == 0) return;
   if (ctx.me == 1) std::memcpy(ctx.mine().out, ctx.part(0).in, nbytes);
   ctx.barrier();
