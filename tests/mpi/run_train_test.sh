@@ -19,10 +19,7 @@ status=$?
 [[ $status == 124 ]] && fail "mpirun did not finish within 180 s"
 [[ $status == 0 ]] || fail "exit status $status, expected 0"
 [[ $(grep -c '^trained ' "$out/stdout") == 1 ]] || fail "expected one report (rank 0's)"
-paste <(grep -o 'loss [0-9.e+-]*' "$out/threads" | head -3 | cut -d' ' -f2) \
-      <(grep -o 'loss [0-9.e+-]*' "$out/stdout" | head -3 | cut -d' ' -f2) |
-  awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) { print "step " n ": " $1 " vs " $2; bad = 1 } }
-       END { exit (n == 3 && !bad) ? 0 : 1 }' || fail "mpi losses differ from the threads backend's"
+same_losses "$out/threads" "$out/stdout" 3 || fail "mpi losses differ from the threads backend's"
 # --recompute blocks under mpirun: the recomputed block's collectives run in the same order on every
 # process (a hang fails here) and the losses are the threads backend's without recomputation.
 timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${args[@]}" --backend mpi \
@@ -30,10 +27,7 @@ timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${a
 status=$?
 [[ $status == 124 ]] && fail "mpirun --recompute blocks did not finish within 180 s"
 [[ $status == 0 ]] || fail "--recompute blocks: exit status $status, expected 0"
-paste <(grep -o 'loss [0-9.e+-]*' "$out/threads" | head -3 | cut -d' ' -f2) \
-      <(grep -o 'loss [0-9.e+-]*' "$out/stdout" | head -3 | cut -d' ' -f2) |
-  awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) { print "step " n ": " $1 " vs " $2; bad = 1 } }
-       END { exit (n == 3 && !bad) ? 0 : 1 }' || fail "mpi --recompute blocks losses differ from the threads backend's"
+same_losses "$out/threads" "$out/stdout" 3 || fail "mpi --recompute blocks losses differ from the threads backend's"
 # --save FILE, --save DIR and --grads-out under mpirun: rank 0 gathers the shards (trained weights
 # and state) and the first step's gradients; they equal the threads backend's files within 1e-5 of
 # each tensor's largest magnitude, and DIR holds one file per rank.
