@@ -94,6 +94,17 @@ struct ExpandContext {
   std::function<Value*(OpKind op, std::vector<Value*> operands, const NamedAttrs& attrs, const TensorType& type,
                        const std::string& suffix)>
       append;
+  // Ops with several results (the attention backward): each result's type on this rank
+  // (local_result is the first's), and the local values of results 1.. that the expansion leaves
+  // here (it returns result 0's).
+  std::vector<TensorType> local_results;
+  std::vector<Value*> other_results;
+  // As append, with a result per entry of `types`: result j named after the node's result
+  // names[j].first, with suffix names[j].second (the same rule).
+  std::function<std::vector<Value*>(OpKind op, std::vector<Value*> operands, const NamedAttrs& attrs,
+                                    const std::vector<TensorType>& types,
+                                    const std::vector<std::pair<int, std::string>>& names)>
+      append_results;
   // `local` is a statistic per row of operand `operand` (shape [its local dim 0]) computed from
   // this rank's block of that operand's dim `dim`: returns it reduced with `op` over the mesh dims
   // sharding that dim (the rows stay sharded as the operand's dim 0 is).

@@ -117,6 +117,8 @@ std::vector<RuleEntry> attention_sharding_rules();
 // scaled_dot_product_attention_backward's rule, beside the forward's (sharding_attention.cc);
 // grad_sharding_rules lists it.
 OpShardingRule attention_backward_rule(const Node& node);
+// Its local form in the grouped-query alternative mapping (q heads sharded, k/v whole).
+Value* expand_grouped_attention_backward(ExpandContext& ctx);
 // cross_entropy_backward's loss-parallel expansion, beside the forward's (sharding_loss.cc);
 // grad_sharding_rules lists it.
 Value* expand_cross_entropy_backward(ExpandContext& ctx);

@@ -120,7 +120,7 @@ std::vector<RuleEntry> grad_sharding_rules() {
           {OpKind::softmax_backward, softmax_backward},
           {OpKind::layer_norm_backward, norm_backward},
           {OpKind::rms_norm_backward, norm_backward},
-          {OpKind::scaled_dot_product_attention_backward, attention_backward_rule},
+          {OpKind::scaled_dot_product_attention_backward, attention_backward_rule, expand_grouped_attention_backward},
           {OpKind::embedding_backward, embedding_backward},
           {OpKind::mse_loss_backward, mse_backward},
           {OpKind::cross_entropy_backward, cross_entropy_backward, expand_cross_entropy_backward},

@@ -104,10 +104,20 @@ class RankPartitioner {
   bool expand(const Node& n, const NodeSharding& ns, const std::vector<Value*>& operands) {
     const ir::ExpandFn fn = ir::op_def(n.op).expand;
     if (!fn) return false;
+    auto name = [&](int result, const std::string& suffix) {
+      const std::string& base = n.results[size_t(result)]->name;
+      return suffix.empty() ? base : ctx_.fresh(base + suffix);
+    };
     auto append = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs, const ir::TensorType& type,
                       const std::string& suffix) {
-      const std::string name = suffix.empty() ? n.result()->name : ctx_.fresh(n.result()->name + suffix);
-      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {type}, {name}, n.loc)->results[0];
+      return out_.append(op, std::move(in), ir::complete_attrs(op, attrs), {type}, {name(0, suffix)}, n.loc)->results[0];
+    };
+    auto append_results = [&](ir::OpKind op, std::vector<Value*> in, const ir::NamedAttrs& attrs,
+                              const std::vector<ir::TensorType>& types, const std::vector<std::pair<int, std::string>>& names) {
+      std::vector<std::string> named;
+      for (const auto& [result, suffix] : names) named.push_back(name(result, suffix));
+      const auto& rs = out_.append(op, std::move(in), ir::complete_attrs(op, attrs), types, named, n.loc)->results;
+      return std::vector<Value*>(rs.begin(), rs.end());
     };
     auto reduce_over = [&](Value* local, ReduceOp op, int k, int d) {
       // From a partial on the mesh dims sharding dim d to the rows' own placements.
@@ -121,16 +131,24 @@ class RankPartitioner {
       auto plan = planner_.plan(s_.mesh.shape(), partial, rows, stat, local->type.dtype);
       return lower_redistribution(ctx_, local, *plan);
     };
+    std::vector<ir::TensorType> local_results;
+    for (const Value* r : n.results) local_results.push_back(local_type(r));
     ir::ExpandContext ctx{.node = n,
                           .operands = operands,
-                          .local_result = local_type(n.result()),
+                          .local_result = local_results[0],
                           .shard_start = [&](int k, int d) { return shard_start(n, ns, k, d); },
                           .append = append,
+                          .local_results = local_results,
+                          .other_results = {},
+                          .append_results = append_results,
                           .reduce_over = reduce_over,
                           .kept = kept_};
     Value* result = fn(ctx);
     if (!result) return false;
+    DT_CHECK(ctx.other_results.size() + 1 == n.results.size()) << ir::op_name(n.op) << "'s expansion left "
+                                                                << ctx.other_results.size() + 1 << " results";
     local_[size_t(n.result()->id)] = result;
+    for (size_t r = 1; r < n.results.size(); ++r) local_[size_t(n.results[r]->id)] = ctx.other_results[r - 1];
     return true;
   }
 

@@ -99,6 +99,24 @@ std::vector<OpCase> cases() {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {1, 4, 3, 4}), in(b, 1, {1, 2, 5, 4}), in(b, 2, {1, 2, 5, 3}),
                                               false, in(b, 3, {4, 1, 5}))});
   });
+  // Its backward with grouped-query k/v, in both mappings: q's heads alone sharded (from grad or q
+  // S(1)) give dk, dv as partial sums, on heads that split the groups (not dividing: each rank
+  // repeats the kv heads it reads) and with a mask (dscores, a 4th result).
+  auto sdpa_backward = [](Builder& b, Shape q, Shape k, Shape v, bool causal, Value* mask) {
+    Shape g = q;
+    g.back() = v.back();
+    std::vector<Value*> in_ = {in(b, 0, g), in(b, 1, q), in(b, 2, k), in(b, 3, v)};
+    if (mask) in_.push_back(mask);
+    auto r = b.record(OpKind::scaled_dot_product_attention_backward, in_, {{"causal", causal}});
+    b.outputs(std::vector<Value*>(r.begin(), r.end()));
+  };
+  add("sdpa_backward gqa", [=](Builder& b) { sdpa_backward(b, {2, 4, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 3}, false, nullptr); });
+  add("sdpa_backward gqa heads not dividing", [=](Builder& b) {
+    sdpa_backward(b, {1, 6, 3, 4}, {1, 3, 5, 4}, {1, 3, 5, 2}, false, nullptr);
+  });
+  add("sdpa_backward gqa mask", [=](Builder& b) {
+    sdpa_backward(b, {1, 4, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 3}, false, in(b, 4, {4, 1, 5}));
+  });
   add("sdpa causal mask", [](Builder& b) {
     b.outputs({b.scaled_dot_product_attention(in(b, 0, {2, 3, 5, 4}), in(b, 1, {2, 3, 5, 4}), in(b, 2, {2, 3, 5, 2}),
                                               true, in(b, 3, {5, 5}), 0.4)});

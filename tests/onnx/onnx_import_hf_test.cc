@@ -14,10 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
+#include "dtensor/ir/op_registry.h"
 #include "dtensor/io/safetensors.h"
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/sharding/parallel_plan.h"
@@ -222,20 +224,15 @@ INSTANTIATE_TEST_SUITE_P(Models, HfSharding,
                                            HfShardCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}}),
                          [](const auto& info) { return info.param.model; });
 
-// The imported Llama with a loss trains on tp 2 (hf_llama_tp.json) to PyTorch's 5 SGD losses
-// within 1e-6, as on one device.
-TEST(HfTraining, LlamaOnTp2TrainsToPyTorchsLosses) {
+// Trains the imported Llama with a loss (`step`, from hf_llama_train.onnx) 5 SGD steps on `mesh`
+// with the plan `plan_file`, each loss within 1e-6 of PyTorch's; returns the compiled step.
+sharding::CompiledModel train_llama_to_pytorchs_losses(const autodiff::TrainStep& step, const TensorMap& weights,
+                                                       const DeviceMesh& mesh, const std::string& plan_file) {
   const TensorMap io = read_safetensors(kReference + "/hf_llama_train_io.safetensors");
-  OnnxImportResult im = import_onnx(kReference + "/hf_llama_train.onnx");
-  autodiff::OptimizerConfig sgd;
-  sgd.lr = 0.1;
-  autodiff::TrainStep step = autodiff::make_train_step(std::move(im.graph), sgd);
   const ir::Graph& g = step.graph;
-  const DeviceMesh mesh(Shape{2});
-  const sharding::CompiledModel c = sharding::compile_train_step(
-      step, sharding::ParallelPlan::load(kReference + "/hf_llama_tp.json"), mesh);
+  sharding::CompiledModel c = sharding::compile_train_step(step, sharding::ParallelPlan::load(kReference + "/" + plan_file), mesh);
   EXPECT_TRUE(c.sharding.warnings.empty()) << c.sharding.warnings.front();
-  TensorMap full = im.weights;
+  TensorMap full = weights;
   const TensorMap data = {{"input_ids", io.at("input_ids")}, {"targets", io.at("targets")}};
   const std::vector<double> want = io.at("losses").to_doubles();
   std::vector<const ir::Graph*> programs;
@@ -254,9 +251,62 @@ TEST(HfTraining, LlamaOnTp2TrainsToPyTorchsLosses) {
       return sharding::assemble_tensor(locals, mesh, c.sharding.outputs[k], g.outputs()[k]->type.shape);
     };
     const double loss = output(0).to_doubles()[0];
-    std::printf("tp 2 step %zu: loss %.9f PyTorch %.9f\n", s, loss, want[s]);
-    EXPECT_NEAR(loss, want[s], 1e-6) << "step " << s;
+    std::printf("%s step %zu: loss %.9f PyTorch %.9f (diff %.2g)\n", mesh.str().c_str(), s, loss, want[s], loss - want[s]);
+    EXPECT_NEAR(loss, want[s], 1e-6) << mesh.str() << " step " << s;
     for (size_t k = 0; k < step.updates.size(); ++k) full[step.updates[k]] = output(k + 1);
+  }
+  return c;
+}
+
+autodiff::TrainStep llama_train_step(OnnxImportResult& im) {
+  autodiff::OptimizerConfig sgd;
+  sgd.lr = 0.1;
+  return autodiff::make_train_step(std::move(im.graph), sgd);
+}
+
+// The imported Llama with a loss trains on tp 2 (hf_llama_tp.json) to PyTorch's 5 SGD losses
+// within 1e-6, as on one device.
+TEST(HfTraining, LlamaOnTp2TrainsToPyTorchsLosses) {
+  OnnxImportResult im = import_onnx(kReference + "/hf_llama_train.onnx");
+  const autodiff::TrainStep step = llama_train_step(im);
+  train_llama_to_pytorchs_losses(step, im.weights, DeviceMesh(Shape{2}), "hf_llama_tp.json");
+}
+
+// On tp 4 (hf_llama_tp4.json: 2 kv heads on 4 ranks, k/v projections replicated) the attention
+// backward shards as its forward does, by query heads with k/v whole: each rank's backward reads
+// its one q head and the one kv head it read, and gives dk, dv as partial sums. No rank gathers
+// anything (the tp collectives are all_reduces), and the 5 losses still match PyTorch's.
+TEST(HfTraining, LlamaOnTp4ShardsTheAttentionBackwardByQueryHeadsWithoutGathers) {
+  OnnxImportResult im = import_onnx(kReference + "/hf_llama_train.onnx");
+  const autodiff::TrainStep step = llama_train_step(im);
+  const sharding::CompiledModel c = train_llama_to_pytorchs_losses(step, im.weights, DeviceMesh(Shape{4}), "hf_llama_tp4.json");
+  const ir::Graph& g = step.graph;
+  int backward = 0;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = *g.nodes()[i];
+    if (n.op != ir::OpKind::scaled_dot_product_attention_backward) continue;
+    ++backward;
+    const sharding::NodeSharding& ns = c.sharding.nodes[i];
+    EXPECT_TRUE(ns.operands[0][0].is_shard(1) && ns.operands[1][0].is_shard(1)) << "grad and q by heads";
+    EXPECT_TRUE(ns.operands[2][0].is_replicate() && ns.operands[3][0].is_replicate()) << "k and v whole";
+    EXPECT_TRUE(c.sharding.values[size_t(n.result(0)->id)][0].is_shard(1)) << "dq by heads";
+    for (int r : {1, 2})
+      EXPECT_TRUE(c.sharding.values[size_t(n.result(r)->id)][0].is_partial()) << "dk, dv partial";
+  }
+  EXPECT_EQ(backward, 2);
+  for (size_t r = 0; r < c.programs.size(); ++r) {
+    std::map<ir::OpKind, int> collectives;
+    for (const auto& n : c.programs[r].nodes()) {
+      if (ir::op_def(n->op).is_collective()) ++collectives[n->op];
+      if (n->op == ir::OpKind::scaled_dot_product_attention_backward) {
+        EXPECT_EQ(n->operands[1]->type.shape[1], 1) << "rank " << r << ": one query head";
+        EXPECT_EQ(n->operands[2]->type.shape[1], 1) << "rank " << r << ": one key/value head";
+      }
+    }
+    if (r == 0)
+      for (const auto& [op, count] : collectives) std::printf("tp 4 rank 0: %d %s\n", count, std::string(ir::op_name(op)).c_str());
+    EXPECT_EQ(collectives[ir::OpKind::all_gather_into_tensor], 0) << "rank " << r;
+    EXPECT_EQ(collectives[ir::OpKind::all_to_all_single], 0) << "rank " << r;
   }
 }
 
