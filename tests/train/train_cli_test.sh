@@ -189,7 +189,7 @@ expect_error "beta1 1" "beta1 must be in \[0, 1), got 1" train "$t/small.dt" --w
   --data "$t/sd.safetensors" --optimizer adamw --beta1 1
 
 # Pipeline parallelism: examples/gpt_pp_dp_tp.json on 2x2x2 (2 stages, dp 2 and tp 2 within each,
-# 2 micro-batches in the 1F1B order) gives the single-device losses; its --save writes full tensors.
+# 2 micro-batches in the 1F1B order) gives the single-device losses; its --save FILE writes full tensors.
 "$DT" example gpt --hidden 64 --heads 4 --layers 4 --vocab 128 --batch 4 --seq 16 --loss -o "$t/pp.dt" \
   --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" >/dev/null 2>&1 || FAIL "example gpt for the pipeline"
 single=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --steps 3 \
@@ -199,9 +199,27 @@ out=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "
   FAIL "pp x dp x tp train: $out"
 same_losses "pp x dp x tp" "$out" "$single" 1e-6
 [ -s "$t/pp_trained.safetensors" ] || FAIL "pp x dp x tp --save wrote nothing"
-expect_error "pipeline sharded save" "a pipeline plan saves the full tensors" train "$t/pp.dt" \
-  --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" \
-  --save "$t/pp_ckdir"
+# --save DIR: the pipeline's sharded checkpoint (each stage's tensors on its sub-mesh's ranks, format
+# version 3). 2 momentum steps saved, then 1 resumed step on the same pipeline, on one device, and
+# from `checkpoint consolidate`'s file, give the uninterrupted 3-step run's 3rd loss; `run` loads it.
+pp=(--mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json")
+ppargs=(train "$t/pp.dt" --data "$t/ppd.safetensors" --momentum 0.9 --lr 0.05 --json)
+out=$(timeout 600 "$DT" "${ppargs[@]}" --weights "$t/ppw.safetensors" --steps 3 "${pp[@]}" 2>&1) ||
+  FAIL "3 pipeline momentum steps: $out"
+pp_third=$(losses "$out" | sed -n 3p)
+out=$(timeout 600 "$DT" "${ppargs[@]}" --weights "$t/ppw.safetensors" --steps 2 "${pp[@]}" --save "$t/pp_ckdir" 2>&1) ||
+  FAIL "pipeline --save DIR: $out"
+grep -q '"version": 3' "$t/pp_ckdir/checkpoint.json" || FAIL "the pipeline's checkpoint is not format version 3"
+out=$("$DT" checkpoint consolidate "$t/pp_ckdir" -o "$t/pp_consolidated.safetensors" 2>&1) ||
+  FAIL "consolidate the pipeline's checkpoint: $out"
+for from in "$t/pp_ckdir ${pp[*]}" "$t/pp_ckdir" "$t/pp_consolidated.safetensors"; do
+  read -r -a resume <<<"$from"
+  out=$(timeout 600 "$DT" "${ppargs[@]}" --steps 1 --weights "${resume[@]}" 2>&1) || FAIL "resume from $from: $out"
+  near "$pp_third" "$(losses "$out" | head -1)" 1e-5 || FAIL "step resumed from $from differs from step 3 $pp_third: $out"
+done
+out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/pp_ckdir" --inputs "$t/ppd.safetensors" "${pp[@]}" 2>&1) ||
+  FAIL "run from the pipeline's checkpoint: $out"
+echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "run from the pipeline's checkpoint: $out"
 # Forward only (`run`, the same plan): the single-device outputs.
 out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" --mesh 2x2x2 \
   --plan "$SRC/examples/gpt_pp_dp_tp.json" 2>&1) || FAIL "pp x dp x tp run: $out"
