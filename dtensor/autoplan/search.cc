@@ -226,7 +226,9 @@ class Searcher {
     passes::PassManager pm;
     pm.add(passes::parse_pipeline(opt_.pipeline, po));
     passes::RankPipelineOptions ro;
-    ro.check_ranks = false;  // the job checks its programs; the search only measures them
+    // The same proof the job runs: a candidate whose programs stop matching across ranks after a
+    // pass is a bug, raised here (InternalError) rather than returned as a plan that cannot compile.
+    ro.check_ranks = true;
     ro.orbits = &cm.orbits;
     passes::run_rank_pipelines(pm, cm.programs, cm.ranks, ro);
     for (const ir::Graph& p : cm.programs) add_memory(p, est);
