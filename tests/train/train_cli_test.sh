@@ -224,5 +224,30 @@ echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "run 
 out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" --mesh 2x2x2 \
   --plan "$SRC/examples/gpt_pp_dp_tp.json" 2>&1) || FAIL "pp x dp x tp run: $out"
 echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "pp x dp x tp run differs: $out"
+# compile of the pipeline: every rank's stage program (the forward, what `run` runs) and the report
+# per stage: its ranks and layers, and the activation bytes crossing the boundary per step, which
+# are the batch rows one dp rank holds (batch 4 / dp 2) x seq 16 x hidden 64 x 4 bytes.
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --json 2>&1) || FAIL "compile --json of the pipeline: $out"
+echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert (j["stages"], j["microbatches"], j["schedule"]) == (2, 2, "1f1b"), j
+s0, s1 = j["stage"]
+assert s0["ranks"] == [0, 1, 2, 3] and s1["ranks"] == [4, 5, 6, 7], (s0["ranks"], s1["ranks"])
+assert s0["layers"][0] == "wte" and "h.0" in s0["layers"] and s1["layers"][-1] == "lm_head", (s0["layers"], s1["layers"])
+assert len(set(s0["layers"]) | set(s1["layers"])) == len(s0["layers"]) + len(s1["layers"]), "a layer on two stages"
+crossing = 4 // 2 * 16 * 64 * 4
+assert s0["boundary_bytes_sent"] == s1["boundary_bytes_received"] == crossing, (s0, s1)
+assert s1["boundary_bytes_sent"] == s0["boundary_bytes_received"] == 0, (s0, s1)
+assert s1["program"]["collectives_per_kind"]["recv"] == 2, s1["program"]["collectives_per_kind"]
+' || FAIL "compile --json of the pipeline: $out"
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --report 2>&1) || FAIL "compile --report of the pipeline: $out"
+echo "$out" | grep -q "^stage 1: ranks \[4,5,6,7\]; layers h.2, h.3, ln_f, lm_head;" ||
+  FAIL "compile --report does not list stage 1: $out"
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --rank 5 2>&1) || FAIL "compile --rank 5 of the pipeline: $out"
+echo "$out" | grep -q "group pp0_1 = \[1, 5\]" && echo "$out" | grep -q " recv" ||
+  FAIL "rank 5's program has no link to rank 1 or no recv: $out"
+expect_error "compile --rank --report of a pipeline" "a pipeline's report is per stage" compile "$t/pp.dt" "${pp[@]}" \
+  --rank 5 --report
 
 finish
