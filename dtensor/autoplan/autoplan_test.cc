@@ -231,6 +231,26 @@ TEST(PlanSearch, ImpossibleLimitNamesTheSmallestFeasible) {
   }
 }
 
+// The mlp's few module classes leave few enough plans to cost every one: the search says it is
+// exact, and no plan coordinate descent finds (the same search with enumeration off) is cheaper.
+// The gpt's twelve classes are too many: descent, not exact.
+TEST(PlanSearch, SmallSearchSpacesAreSolvedExactly) {
+  const Model m = mlp();
+  for (const std::string mesh_text : {"2", "4", "2x2"}) {
+    SCOPED_TRACE("mlp mesh " + mesh_text);
+    const DeviceMesh mesh = DeviceMesh::parse(mesh_text);
+    const SearchResult exact = search(m.graph, mesh);
+    SearchOptions descent_only;
+    descent_only.exact_max_states = 0;
+    const SearchResult descent = search(m.graph, mesh, descent_only);
+    EXPECT_TRUE(exact.exact);
+    EXPECT_FALSE(descent.exact);
+    EXPECT_LE(exact.estimate.step_us, descent.estimate.step_us + 1e-9) << explain(exact) << explain(descent);
+    EXPECT_GE(exact.evaluated, descent.evaluated);
+  }
+  EXPECT_FALSE(search(gpt().graph, DeviceMesh::parse("2")).exact);
+}
+
 TEST(PlanSearch, Deterministic) {
   const Model m = gpt();
   for (const std::string mesh : {"4", "2x2"}) {

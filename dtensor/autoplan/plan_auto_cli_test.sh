@@ -36,4 +36,9 @@ peak=$(grep -m1 '"estimated_peak_bytes"' report.json | tr -dc 0-9)
   --rounds 1 --repeat 1 --json >vs.json
 grep '"auto_over_best_hand"' vs.json >/dev/null
 [ "$(grep -c '"gpt_[a-z_]*.json": ' vs.json)" = 4 ]
+# The same for the training step (--train: the search with --train, SGD steps).
+"$DT" bench auto-vs-hand --examples "$EXAMPLES" --hidden 32 --heads 2 --layers 1 --vocab 64 --batch 4 --seq 8 \
+  --rounds 1 --repeat 1 --train --json >vs_train.json
+grep '"auto_over_best_hand"' vs_train.json >/dev/null
+[ "$(grep -c '"gpt_[a-z_]*.json": ' vs_train.json)" = 4 ]
 echo ok
