@@ -8,6 +8,8 @@
 # - checkpoint consolidate / reshard: the checkpoint as one file, or on tp 2, resumes to that step;
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
+# - pipelines (examples/gpt_pp_dp_tp.json on 2x2x2): the single-device losses, --save DIR resumed on
+#   the pipeline, on one device and consolidated, `run` and `compile` (programs and per-stage report);
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
 # - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
 #   over an input, data of the wrong shape.
