@@ -249,6 +249,8 @@ echo "$out" | grep -q "^stage 1: ranks \[4,5,6,7\]; layers h.2, h.3, ln_f, lm_he
 out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --rank 5 2>&1) || FAIL "compile --rank 5 of the pipeline: $out"
 echo "$out" | grep -q "group pp0_1 = \[1, 5\]" && echo "$out" | grep -q " recv" ||
   FAIL "rank 5's program has no link to rank 1 or no recv: $out"
+expect_error "profile of a pipeline" "profile of a pipeline plan is not supported yet" profile "$t/pp.dt" \
+  --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}"
 expect_error "compile --rank --report of a pipeline" "a pipeline's report is per stage" compile "$t/pp.dt" "${pp[@]}" \
   --rank 5 --report
 
