@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/atomic_file.h"
@@ -21,6 +22,7 @@
 #include "dtensor/ir/printer.h"
 #include "dtensor/job/job.h"
 #include "dtensor/job/report.h"
+#include "dtensor/job/train_pipeline.h"
 #include "dtensor/sharding/compiler.h"
 #include "tools/byte_units.h"
 #include "tools/command.h"
@@ -121,6 +123,43 @@ void print_report(const nlohmann::json& j) {
   }
 }
 
+// Prints (or with -o writes, one file per rank) the programs of `ranks`.
+void emit_programs(const CompileCliOptions& opt, const std::vector<int>& ranks,
+                   const std::function<const ir::Graph&(int rank)>& program);
+
+// Prints the report of a pipeline: one line per stage.
+void print_pipeline_report(const nlohmann::json& j, const CompileCliOptions& opt) {
+  std::printf("pipeline of %d stages, %d micro-batches per step, %s schedule (plan %s on mesh %s)\n", j["stages"].get<int>(),
+              j["microbatches"].get<int>(), j["schedule"].get<std::string>().c_str(), opt.mesh.plan.c_str(),
+              opt.mesh.mesh.c_str());
+  for (const auto& s : j["stage"]) {
+    const nlohmann::json& p = s["program"];
+    std::string layers;
+    for (const auto& l : s["layers"]) layers += (layers.empty() ? "" : ", ") + l.get<std::string>();
+    std::printf("stage %d: ranks %s; layers %s; per rank: %zu nodes, parameters %s, sends %s and receives %s across "
+                "stage boundaries, %s sent in all per step\n",
+                s["stage"].get<int>(), s["ranks"].dump().c_str(), layers.c_str(), p["nodes"].get<size_t>(),
+                bytes_text(p["param_bytes"].get<double>()).c_str(), bytes_text(s["boundary_bytes_sent"].get<double>()).c_str(),
+                bytes_text(s["boundary_bytes_received"].get<double>()).c_str(),
+                bytes_text(p["bytes_sent"].get<double>()).c_str());
+  }
+}
+
+// compile of a pipeline plan: the stage programs of the forward (what `run` runs), or their report.
+void compile_pipeline_command(const CompileCliOptions& opt, const job::Job& job) {
+  if (opt.report || opt.json) {
+    if (opt.rank >= 0) DT_THROW(ValueError) << "--rank with --report or --json: a pipeline's report is per stage; drop --rank";
+    const nlohmann::json j = job::pipeline_report_json(*job.pipeline(), *job.options().plan.pipeline);
+    if (opt.json) std::printf("%s\n", j.dump(2).c_str());
+    else print_pipeline_report(j, opt);
+    return;
+  }
+  const std::vector<const ir::Graph*> programs = job.pipeline()->programs_by_rank(int(job.mesh().size()));
+  if (opt.rank >= int(programs.size())) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << job.mesh().str();
+  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks(),
+                [&](int r) -> const ir::Graph& { return *programs[size_t(r)]; });
+}
+
 void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
   // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
@@ -129,6 +168,10 @@ void compile_command(const CompileCliOptions& opt) {
   if (opt.rank >= 0) jo.ranks = {opt.rank};
   else if (opt.report || opt.json) jo.ranks = {jo.mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));
+  if (job.pipeline()) {
+    compile_pipeline_command(opt, job);
+    return;
+  }
   const sharding::CompiledModel& c = job.compiled();
   for (const auto& w : c.sharding.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (opt.report || opt.json) {
@@ -140,11 +183,16 @@ void compile_command(const CompileCliOptions& opt) {
     return;
   }
   // The programs asked for: --rank's, or every rank's (the job then built them all).
-  const std::vector<int> ranks = opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks();
+  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks(),
+                [&](int r) -> const ir::Graph& { return job.program(r); });
+}
+
+void emit_programs(const CompileCliOptions& opt, const std::vector<int>& ranks,
+                   const std::function<const ir::Graph&(int rank)>& program) {
   // The per-rank files appear together or not at all (dtensor/core/atomic_file.h).
   StagedFiles files;
   for (int r : ranks) {
-    const std::string text = ir::print(job.program(r));
+    const std::string text = ir::print(program(r));
     if (!opt.output.empty()) {
       const std::string path = opt.rank >= 0 ? opt.output : rank_path(opt.output, r);
       refuse_output_over_input(path, {{"model", opt.files.model}, {"plan", opt.mesh.plan}});

@@ -122,11 +122,6 @@ void train_command(TrainCliOptions opt) {
   } else {
     job::ShardedTrainOptions so;
     so.job = job_options(opt.mesh, opt.passes, model, &opt.optimizer);
-    // A pipeline's stages hold their parameters on different sub-meshes: no one mesh and placement
-    // describes them, so it saves the full tensors.
-    if (so.job.plan.pipeline && !opt.save.empty() && io::is_sharded_checkpoint_path(opt.save))
-      DT_THROW(ValueError) << "--save " << opt.save << ": a pipeline plan saves the full tensors to a .safetensors "
-                              "file, not a sharded checkpoint directory";
     so.job.comm.timeout = timeout;
     so.gather_state = !opt.save.empty();  // mpi: rank 0 receives every rank's shards and writes
     r = job::train_sharded(std::move(model), weights, data, to, so);
@@ -145,7 +140,8 @@ void train_command(TrainCliOptions opt) {
   }
   if (!opt.save.empty()) {
     if (sharded && io::is_sharded_checkpoint_path(opt.save)) {
-      io::ShardedCheckpoint ckpt{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}};
+      // A pipeline's tensors are each on its stage's sub-mesh (sub_meshes).
+      io::ShardedCheckpoint ckpt{DeviceMesh::parse(opt.mesh.mesh), opt.mesh.plan, {}, r.placements, {}, r.sub_meshes};
       for (auto& rank : r.rank_state) ckpt.local.emplace_back(rank.begin(), rank.end());
       for (const auto& [name, t] : r.state) ckpt.shapes[name] = t.shape();
       io::write_sharded_checkpoint(opt.save, ckpt);

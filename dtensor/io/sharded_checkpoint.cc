@@ -30,7 +30,8 @@ using json = nlohmann::json;
 constexpr const char* kManifest = "checkpoint.json";  // the commit marker
 constexpr const char* kLock = ".dtensor-lock";
 constexpr const char* kFormat = "dtensor sharded checkpoint";
-constexpr int kVersion = 2;
+constexpr int kVersion = 2;          // written unless some tensor lives on a sub-mesh
+constexpr int kSubMeshVersion = 3;   // ... then this: a version 2 reader cannot assemble it
 constexpr int kReadAttempts = 20;  // new generations committed while one reader reads
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -133,8 +134,10 @@ Manifest read_manifest(const std::string& dir, const std::string& flag) {
   Manifest m;
   try {
     const json j = json::parse(text);
-    if (j.at("format").get<std::string>() != kFormat || j.at("version").get<int>() != kVersion)
-      DT_THROW(IoError) << path << " is not a version " << kVersion << " " << kFormat << " manifest";
+    const int version = j.at("format").get<std::string>() == kFormat ? j.at("version").get<int>() : 0;
+    if (version != kVersion && version != kSubMeshVersion)
+      DT_THROW(IoError) << path << " is not a version " << kVersion << " or " << kSubMeshVersion << " " << kFormat
+                        << " manifest";
     m.save_id = j.at("save_id").get<std::string>();
     m.generation = j.at("generation").get<std::string>();
     if (!is_save_id(m.save_id) || m.generation != "gen-" + m.save_id)
@@ -169,8 +172,9 @@ std::optional<std::string> current_save_id(const std::string& dir) {
   }
 }
 
-Shape parse_shape(const std::string& text, const std::string& file, const std::string& name) {
-  Shape shape;
+// Returns the non-negative integers of comma-separated `text`, or nullopt when it holds anything else.
+std::optional<Shape> parse_ints(const std::string& text) {
+  Shape out;
   for (const std::string& d : split_commas(text)) {
     size_t used = 0;
     long long v = -1;
@@ -178,10 +182,16 @@ Shape parse_shape(const std::string& text, const std::string& file, const std::s
       v = std::stoll(d, &used);
     } catch (const std::exception&) {
     }
-    if (v < 0 || used != d.size()) DT_THROW(IoError) << file << " records a bad shape for " << name << ": " << text;
-    shape.push_back(v);
+    if (v < 0 || used != d.size()) return std::nullopt;
+    out.push_back(v);
   }
-  return shape;
+  return out;
+}
+
+Shape parse_shape(const std::string& text, const std::string& file, const std::string& name) {
+  const std::optional<Shape> shape = parse_ints(text);
+  if (!shape) DT_THROW(IoError) << file << " records a bad shape for " << name << ": " << text;
+  return *shape;
 }
 
 // Reads the generation `m` names: every file must have the listed size and hash and record the
@@ -223,6 +233,15 @@ ShardedCheckpoint read_generation(const std::string& dir, const Manifest& m) {
     auto s = meta0.find("shape." + name);
     if (s == meta0.end()) DT_THROW(IoError) << "checkpoint " << dir << " records no shape for " << name;
     ckpt.shapes[name] = parse_shape(s->second, dir, name);
+  }
+  for (const auto& [key, value] : meta0) {
+    if (key.rfind("submesh.", 0) != 0) continue;
+    const std::string name = key.substr(8);
+    const std::optional<Shape> at = parse_ints(value);  // "dim,index"
+    if (!at || at->size() != 2 || (*at)[0] >= m.mesh.ndim() || (*at)[1] >= m.mesh.size((*at)[0]) ||
+        !ckpt.placements.count(name))
+      DT_THROW(IoError) << "checkpoint " << dir << " records a bad sub-mesh for " << name << ": " << value;
+    ckpt.sub_meshes[name] = {(*at)[0], (*at)[1]};
   }
   for (size_t i = 0; i < ckpt.local.size(); ++i)
     for (const auto& [name, t] : ckpt.local[i])
@@ -279,6 +298,10 @@ void write_sharded_checkpoint(const std::string& dir, const ShardedCheckpoint& c
     const Shape& s = it->second;
     meta["shape." + name] = fmt::format("{}", fmt::join(s.begin(), s.end(), ","));
   }
+  for (const auto& [name, sub] : ckpt.sub_meshes) {
+    DT_CHECK(ckpt.placements.count(name)) << "a sub-mesh but no placements for " << name;
+    meta["submesh." + name] = fmt::format("{},{}", sub.dim, sub.index);
+  }
   json files = json::array();
   StagedFiles staged;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -291,7 +314,8 @@ void write_sharded_checkpoint(const std::string& dir, const ShardedCheckpoint& c
   }
   staged.commit();
 
-  const json manifest = {{"format", kFormat}, {"version", kVersion}, {"save_id", id},
+  const json manifest = {{"format", kFormat}, {"version", ckpt.sub_meshes.empty() ? kVersion : kSubMeshVersion},
+                         {"save_id", id},
                          {"generation", generation}, {"mesh", ckpt.mesh.str()}, {"plan", ckpt.plan},
                          {"hash", "xxh64"}, {"files", files}};
   StagedFiles marker;

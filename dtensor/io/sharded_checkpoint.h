@@ -16,6 +16,14 @@
 
 namespace dt::io {
 
+// Where a tensor of a pipeline's checkpoint lives: on one stage's ranks, the sub-mesh at `index` of
+// mesh dim `dim` (DeviceMesh::sub_mesh), with its placements over that sub-mesh's dims; only those
+// ranks' files hold it.
+struct SubMesh {
+  int64_t dim = 0, index = 0;
+  bool operator==(const SubMesh&) const = default;
+};
+
 // A directory of per-rank safetensors files: each rank's local shards plus the metadata needed
 // to assemble them (mesh, plan, placements text per tensor, full shapes).
 struct ShardedCheckpoint {
@@ -24,6 +32,9 @@ struct ShardedCheckpoint {
   std::vector<TensorMap> local;                   // per rank, in mesh.ranks() order: name -> local shard
   std::map<std::string, std::string> placements;  // name -> placements text, e.g. "[S(0), R]"
   std::map<std::string, Shape> shapes;            // name -> full shape
+  // name -> its stage's sub-mesh, for the tensors of a pipeline (absent: on the whole mesh). A
+  // checkpoint with any is written as format version 3, which older readers refuse.
+  std::map<std::string, SubMesh> sub_meshes;
 };
 
 // True when `path` is (or, not existing, is meant as) a checkpoint directory: anything not ending

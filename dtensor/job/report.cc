@@ -2,6 +2,7 @@
 
 #include "dtensor/autoplan/estimate.h"
 #include "dtensor/core/error.h"
+#include "dtensor/job/train_pipeline.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/buffer_planner.h"
 #include "dtensor/passes/memory_estimate.h"
@@ -20,7 +21,8 @@ nlohmann::json program_json(const ir::Graph& p, int rank) {
     colls.push_back({{"value", n->result()->name},
                      {"kind", std::string(ir::op_name(n->op))},
                      {"group", n->attr_str("group")},
-                     {"input", ir::type_str(n->operands[0]->type)}});
+                     // A recv (a pipeline's) reads nothing: its result's type.
+                     {"input", ir::type_str((n->operands.empty() ? n->result() : n->operands[0])->type)}});
   }
   return {{"rank", rank},
           {"nodes", p.nodes().size()},
@@ -86,6 +88,55 @@ nlohmann::json report_json(const sharding::CompiledModel& c, const ir::Graph& mo
           {"partition_ms", c.partition_ms},
           {"orbits", orbit_list},
           {"ranks", ranks}};
+}
+
+namespace {
+
+// The block a parameter's module belongs to: up to its first numbered part (h.3.attn.q_proj -> h.3),
+// else its first part (lm_head).
+std::string block_of(const std::string& module) {
+  size_t at = 0;
+  while (at < module.size()) {
+    const size_t end = std::min(module.find('.', at), module.size());
+    const std::string part = module.substr(at, end - at);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) return module.substr(0, end);
+    at = end + 1;
+  }
+  return module.substr(0, module.find('.'));
+}
+
+}  // namespace
+
+nlohmann::json pipeline_report_json(const PipelinePrograms& pp, const sharding::PipelinePlan& plan) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < pp.split.stages; ++s) {
+    std::vector<int> ranks;
+    const pipeline::StageProgram* first = nullptr;
+    for (const pipeline::StageProgram& sp : pp.programs)
+      if (sp.stage == s) {
+        ranks.push_back(sp.rank);
+        if (!first) first = &sp;
+      }
+    DT_CHECK(first) << "stage " << s << " has no rank";
+    std::vector<std::string> layers;
+    for (const ir::Value* p : pp.graphs[size_t(s)].params) {
+      const std::string block = block_of(sharding::module_of(p->name));
+      if (std::find(layers.begin(), layers.end(), block) == layers.end()) layers.push_back(block);
+    }
+    int64_t sent = 0, received = 0;
+    for (const auto& n : first->step.graph.nodes()) {
+      if (n->op == ir::OpKind::send) sent += int64_t(n->operands[0]->type.nbytes());
+      if (n->op == ir::OpKind::recv) received += int64_t(n->result()->type.nbytes());
+    }
+    stages.push_back({{"stage", s},
+                      {"ranks", ranks},
+                      {"layers", layers},
+                      {"boundary_bytes_sent", sent},
+                      {"boundary_bytes_received", received},
+                      {"program", program_json(first->step.graph, first->rank)}});
+  }
+  return {{"stages", pp.split.stages}, {"microbatches", pp.split.microbatches}, {"schedule", plan.schedule},
+          {"stage", stages}};
 }
 
 }  // namespace dt::job

@@ -20,4 +20,10 @@ nlohmann::json report_json(const sharding::CompiledModel& compiled, const ir::Gr
 nlohmann::json program_json(const ir::Graph& p, int rank);
 inline nlohmann::json report_json(const Job& job) { return report_json(job.compiled(), job.graph()); }
 
+// Returns the report of a pipeline (train_pipeline.h) cut by `plan`: its stage count, micro-batches
+// and schedule, and per stage its ranks, its layers (the blocks whose parameters it owns: wte, h.0,
+// ..., lm_head), the bytes its rank program sends and receives across the stage boundaries per
+// step, and its first rank's program_json (nodes, collectives within the stage, parameter memory).
+nlohmann::json pipeline_report_json(const PipelinePrograms& pp, const sharding::PipelinePlan& plan);
+
 }  // namespace dt::job

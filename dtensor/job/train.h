@@ -14,6 +14,7 @@
 
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/core/tensor.h"
+#include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/job/job.h"
 
@@ -58,6 +59,8 @@ struct TrainResult {
   // collectives of rank 0's step program by op name.
   std::vector<std::map<std::string, Tensor>> rank_state;
   std::map<std::string, std::string> placements;  // of each state tensor, "S(0),R" (sharded runs)
+  // Pipelines: each state tensor's stage, as the sub-mesh its placements are over.
+  std::map<std::string, io::SubMesh> sub_meshes;
   std::vector<int64_t> bytes_sent_per_step;
   std::map<std::string, int> collectives;
   bool root = true;  // false on the processes of an mpi run other than rank 0

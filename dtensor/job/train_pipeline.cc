@@ -74,18 +74,11 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     for (const auto& [dim, pl] : by_dim)
       for (size_t m = 0; m < plan.mesh_dims.size(); ++m)
         if (plan.mesh_dims[m] == dim && int64_t(m) != pp_dim && pl.is_shard(0)) batch_dim[m] = true;
-  Shape sub_shape;
-  for (int64_t m = 0; m < mesh.ndim(); ++m)
-    if (m != pp_dim) sub_shape.push_back(mesh.size(m));
-  if (sub_shape.empty()) sub_shape = {1};
   std::vector<std::vector<pipeline::StageWork>> work;
   std::vector<std::vector<int>> ranks;
   for (int s = 0; s < out.split.stages; ++s) {
     const pipeline::StageGraph& sg = out.graphs[size_t(s)];
-    std::vector<int> members;
-    for (int r : mesh.ranks())
-      if ((*mesh.coordinate(r))[size_t(pp_dim)] == s) members.push_back(r);
-    out.meshes.emplace_back(sub_shape, members);
+    out.meshes.push_back(mesh.sub_mesh(pp_dim, s));
     const sharding::ParallelPlan sub = stage_plan(plan, sg.graph);
     sharding::CompileOptions co;
     co.adjust_plan = [&](sharding::ResolvedPlan& r) {
@@ -314,6 +307,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
   const int n = int(sharded.job.mesh.size());
   pp.programs_by_rank(n);  // every rank has a stage
+  const std::vector<std::string>& dims = sharded.job.plan.mesh_dims;
+  const int64_t pp_dim = std::find(dims.begin(), dims.end(), sharded.job.plan.pipeline->mesh_dim) - dims.begin();
   for (const ir::Value* v : forward.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
   TrainResult result;
@@ -397,7 +392,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
           shape = {};
           placements = Placements(placements.size());
         }
-        result.placements[name] = placements_str(placements) + " on stage " + std::to_string(sp.stage);
+        result.placements[name] = placements_str(placements);
+        result.sub_meshes[name] = {pp_dim, sp.stage};
         full[name] = sharding::assemble_tensor(shards, pp.meshes[size_t(sp.stage)], placements, shape);
       }
     };

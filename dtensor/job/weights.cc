@@ -48,6 +48,7 @@ const TensorMap& Weights::full_tensors() const {
 
 bool Weights::matches(const ir::Graph& graph, const sharding::Sharding& sharding, const DeviceMesh& mesh) const {
   if (!checkpoint_ || checkpoint_->mesh.str() != mesh.str() || checkpoint_->mesh.ranks() != mesh.ranks()) return false;
+  if (!checkpoint_->sub_meshes.empty()) return false;  // a pipeline's: its stages' tensors are assembled
   for (const ir::Value* p : graph.params()) {
     auto it = checkpoint_->placements.find(p->name);
     if (it == checkpoint_->placements.end() || parse_placements(it->second) != sharding.values[size_t(p->id)])

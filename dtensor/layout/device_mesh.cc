@@ -119,6 +119,20 @@ std::vector<int> DeviceMesh::group_ranks(int64_t mesh_dim, int global_rank) cons
   return out;
 }
 
+DeviceMesh DeviceMesh::sub_mesh(int64_t mesh_dim, int64_t index) const {
+  checked_mesh_dim(mesh_dim);
+  if (index < 0 || index >= size(mesh_dim))
+    DT_THROW(ValueError) << "index " << index << " is outside dim " << mesh_dim << " of mesh " << str();
+  Shape shape;
+  for (int64_t m = 0; m < ndim(); ++m)
+    if (m != mesh_dim) shape.push_back(shape_[size_t(m)]);
+  if (shape.empty()) shape = {1};
+  std::vector<int> members;
+  for (int r : ranks_)
+    if ((*coordinate(r))[size_t(mesh_dim)] == index) members.push_back(r);
+  return DeviceMesh(shape, members);
+}
+
 std::vector<int> DeviceMesh::flat_group_ranks(uint32_t dims_mask, int global_rank) const {
   if (dims_mask >> ndim() != 0)
     DT_THROW(ValueError) << "flattened group mask " << dims_mask << " names a dim outside mesh " << str();

@@ -63,6 +63,10 @@ class DeviceMesh {
   int64_t flat_group_index(uint32_t dims_mask, const std::vector<int64_t>& coordinate) const;
   // Returns every group of a mesh dim (dim 0 of 2x4 -> [0,4] [1,5] [2,6] [3,7]).
   std::vector<std::vector<int>> all_groups(int64_t mesh_dim) const;
+  // Returns the ranks at index `index` of mesh dim `mesh_dim` as a mesh of the other dims, in their
+  // order (a pipeline stage's sub-mesh: dim 0 of 2x2x2, index 1 -> 2x2[4,5,6,7]); a 1-d mesh's is
+  // the one rank, shape [1]. Throws ValueError for a dim or index outside the mesh.
+  DeviceMesh sub_mesh(int64_t mesh_dim, int64_t index) const;
   // Throws ValueError when the mesh needs a rank outside a world of `world_size` ranks.
   void check_fits(int world_size) const;
 

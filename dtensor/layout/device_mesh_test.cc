@@ -17,6 +17,18 @@ TEST(DeviceMesh, ParsesShapeAndDefaultRanks) {
   EXPECT_EQ(m.str(), "2x4");
 }
 
+TEST(DeviceMesh, SubMeshIsTheRanksAtOneIndexOfADim) {
+  const DeviceMesh m = DeviceMesh::parse("2x2x2");
+  EXPECT_EQ(m.sub_mesh(0, 1), DeviceMesh(Shape{2, 2}, {4, 5, 6, 7}));
+  EXPECT_EQ(m.sub_mesh(1, 0), DeviceMesh(Shape{2, 2}, {0, 1, 4, 5}));
+  EXPECT_EQ(m.sub_mesh(2, 1), DeviceMesh(Shape{2, 2}, {1, 3, 5, 7}));
+  EXPECT_EQ(DeviceMesh::parse("4").sub_mesh(0, 3), DeviceMesh(Shape{1}, {3}));  // one rank
+  EXPECT_EQ(DeviceMesh(Shape{2, 2}, {3, 2, 1, 0}).sub_mesh(0, 0), DeviceMesh(Shape{2}, {3, 2}));
+  EXPECT_THROW(m.sub_mesh(3, 0), DimError);
+  EXPECT_THROW(m.sub_mesh(0, 2), ValueError);
+  EXPECT_THROW(m.sub_mesh(0, -1), ValueError);
+}
+
 TEST(DeviceMesh, RejectsBadText) {
   for (const char* text : {"", "x", "2x", "0x4", "2x-1", "a", "2y4"})
     EXPECT_THROW(DeviceMesh::parse(text), ValueError) << text;

@@ -140,13 +140,21 @@ TensorMap assemble_checkpoint(const io::ShardedCheckpoint& ckpt) {
   for (const auto& [name, text] : ckpt.placements) {
     auto shape = ckpt.shapes.find(name);
     if (shape == ckpt.shapes.end()) DT_THROW(IoError) << "the checkpoint records no full shape for " << name;
+    // A pipeline stage's tensor: on its sub-mesh's ranks only.
+    auto sub = ckpt.sub_meshes.find(name);
+    const DeviceMesh mesh = sub == ckpt.sub_meshes.end() ? ckpt.mesh : ckpt.mesh.sub_mesh(sub->second.dim, sub->second.index);
     std::vector<Tensor> locals(size_t(max_rank) + 1);  // assemble_tensor indexes by global rank
     for (size_t i = 0; i < ranks.size(); ++i) {
+      if (!mesh.contains(ranks[i])) continue;
       auto t = ckpt.local[i].find(name);
       if (t == ckpt.local[i].end()) DT_THROW(IoError) << "rank " << ranks[i] << " of the checkpoint holds no " << name;
       locals[size_t(ranks[i])] = t->second;
     }
-    full[name] = assemble_tensor(locals, ckpt.mesh, parse_placements(text), shape->second);
+    const Placements placements = parse_placements(text);
+    if (int64_t(placements.size()) != mesh.ndim())
+      DT_THROW(IoError) << "the checkpoint records " << placements.size() << " placements for " << name << " on mesh "
+                        << mesh.str();
+    full[name] = assemble_tensor(locals, mesh, placements, shape->second);
   }
   return full;
 }

@@ -33,8 +33,9 @@ TensorMap shard_weights(const ir::Graph& graph, const Sharding& sharding, const 
 // Same for the graph's data inputs (extra tensors in `full` are ignored).
 TensorMap shard_inputs(const ir::Graph& graph, const Sharding& sharding, const TensorMap& full, int rank);
 
-// Returns every tensor of a sharded checkpoint assembled from the ranks' shards (IoError naming a
-// tensor whose placements, full shape or shard is missing or does not fit the mesh).
+// Returns every tensor of a sharded checkpoint assembled from the ranks' shards, a pipeline stage's
+// from its sub-mesh's (IoError naming a tensor whose placements, full shape or shard is missing or
+// does not fit the mesh).
 TensorMap assemble_checkpoint(const io::ShardedCheckpoint& ckpt);
 
 }  // namespace dt::sharding

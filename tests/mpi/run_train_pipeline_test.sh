@@ -3,8 +3,9 @@
 # - training the example gpt (4 layers) on pp 2 (gpipe m 2, 1f1b m 8) and pp 4 (gpipe m 4, 1f1b m 4)
 #   gives the single device's losses within 1e-6 relative, and only rank 0 reports;
 # - examples/gpt_pp_dp_tp.json on 2x2x2 (8 processes: 2 stages of dp 2 x tp 2, 1f1b m 2) gives the
-#   single device's losses, and its --save FILE and --grads-out (gathered to rank 0) equal the
-#   single device's files (within 1e-5 of each tensor's largest value plus 1e-7);
+#   single device's losses, and its --save DIR (a sharded checkpoint, consolidated) and --grads-out
+#   (gathered to rank 0) equal the single device's files (within 1e-5 of each tensor's largest value
+#   plus 1e-7);
 # - `run` (forward only) on pp 2 and on 2x2x2 gives the single device's outputs.
 # - the acceptance run: hidden 512, 5 steps, 2x2x2 gives the single device's losses.
 # Small shapes (hidden 64) elsewhere for CI time. `timeout 180` around mpirun so a hang fails.
@@ -49,9 +50,10 @@ for run in "2 gpipe 2" "2 1f1b 8" "4 gpipe 4" "4 1f1b 4"; do
   same_json_losses "pp $np $schedule m $m"
 done
 pp_dp_tp=(--mesh 2x2x2 --plan "$src/examples/gpt_pp_dp_tp.json")
-mpi 8 "${args[@]}" "${pp_dp_tp[@]}" --save "$out/pp.safetensors" --grads-out "$out/pp_grads.safetensors"
+mpi 8 "${args[@]}" "${pp_dp_tp[@]}" --save "$out/pp_dir" --grads-out "$out/pp_grads.safetensors"
 same_json_losses "pp x dp x tp 2x2x2"
-compare_safetensors "$out/single.safetensors" "$out/pp.safetensors" 1e-7 || fail "2x2x2 --save differs from the single device's"
+"$dtensor" checkpoint consolidate "$out/pp_dir" -o "$out/pp.safetensors" >/dev/null || fail "consolidate the 2x2x2 --save DIR"
+compare_safetensors "$out/single.safetensors" "$out/pp.safetensors" 1e-7 || fail "2x2x2 --save DIR differs from the single device's --save"
 compare_safetensors "$out/single_grads.safetensors" "$out/pp_grads.safetensors" 1e-7 ||
   fail "2x2x2 --grads-out differs from the single device's"
 # Forward only: rank 0 compares the last stage's outputs with a single-device run.

@@ -8,6 +8,8 @@
 # - checkpoint consolidate / reshard: the checkpoint as one file, or on tp 2, resumes to that step;
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
+# - pipelines (examples/gpt_pp_dp_tp.json on 2x2x2): the single-device losses, --save DIR resumed on
+#   the pipeline, on one device and consolidated, `run` and `compile` (programs and per-stage report);
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
 # - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
 #   over an input, data of the wrong shape.
@@ -189,7 +191,7 @@ expect_error "beta1 1" "beta1 must be in \[0, 1), got 1" train "$t/small.dt" --w
   --data "$t/sd.safetensors" --optimizer adamw --beta1 1
 
 # Pipeline parallelism: examples/gpt_pp_dp_tp.json on 2x2x2 (2 stages, dp 2 and tp 2 within each,
-# 2 micro-batches in the 1F1B order) gives the single-device losses; its --save writes full tensors.
+# 2 micro-batches in the 1F1B order) gives the single-device losses; its --save FILE writes full tensors.
 "$DT" example gpt --hidden 64 --heads 4 --layers 4 --vocab 128 --batch 4 --seq 16 --loss -o "$t/pp.dt" \
   --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" >/dev/null 2>&1 || FAIL "example gpt for the pipeline"
 single=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --steps 3 \
@@ -199,12 +201,57 @@ out=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "
   FAIL "pp x dp x tp train: $out"
 same_losses "pp x dp x tp" "$out" "$single" 1e-6
 [ -s "$t/pp_trained.safetensors" ] || FAIL "pp x dp x tp --save wrote nothing"
-expect_error "pipeline sharded save" "a pipeline plan saves the full tensors" train "$t/pp.dt" \
-  --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" \
-  --save "$t/pp_ckdir"
+# --save DIR: the pipeline's sharded checkpoint (each stage's tensors on its sub-mesh's ranks, format
+# version 3). 2 momentum steps saved, then 1 resumed step on the same pipeline, on one device, and
+# from `checkpoint consolidate`'s file, give the uninterrupted 3-step run's 3rd loss; `run` loads it.
+pp=(--mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json")
+ppargs=(train "$t/pp.dt" --data "$t/ppd.safetensors" --momentum 0.9 --lr 0.05 --json)
+out=$(timeout 600 "$DT" "${ppargs[@]}" --weights "$t/ppw.safetensors" --steps 3 "${pp[@]}" 2>&1) ||
+  FAIL "3 pipeline momentum steps: $out"
+pp_third=$(losses "$out" | sed -n 3p)
+out=$(timeout 600 "$DT" "${ppargs[@]}" --weights "$t/ppw.safetensors" --steps 2 "${pp[@]}" --save "$t/pp_ckdir" 2>&1) ||
+  FAIL "pipeline --save DIR: $out"
+grep -q '"version": 3' "$t/pp_ckdir/checkpoint.json" || FAIL "the pipeline's checkpoint is not format version 3"
+out=$("$DT" checkpoint consolidate "$t/pp_ckdir" -o "$t/pp_consolidated.safetensors" 2>&1) ||
+  FAIL "consolidate the pipeline's checkpoint: $out"
+for from in "$t/pp_ckdir ${pp[*]}" "$t/pp_ckdir" "$t/pp_consolidated.safetensors"; do
+  read -r -a resume <<<"$from"
+  out=$(timeout 600 "$DT" "${ppargs[@]}" --steps 1 --weights "${resume[@]}" 2>&1) || FAIL "resume from $from: $out"
+  near "$pp_third" "$(losses "$out" | head -1)" 1e-5 || FAIL "step resumed from $from differs from step 3 $pp_third: $out"
+done
+out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/pp_ckdir" --inputs "$t/ppd.safetensors" "${pp[@]}" 2>&1) ||
+  FAIL "run from the pipeline's checkpoint: $out"
+echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "run from the pipeline's checkpoint: $out"
 # Forward only (`run`, the same plan): the single-device outputs.
 out=$(timeout 600 "$DT" run "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" --mesh 2x2x2 \
   --plan "$SRC/examples/gpt_pp_dp_tp.json" 2>&1) || FAIL "pp x dp x tp run: $out"
 echo "$out" | grep -q "compared with single-device run: .*: match" || FAIL "pp x dp x tp run differs: $out"
+# compile of the pipeline: every rank's stage program (the forward, what `run` runs) and the report
+# per stage: its ranks and layers, and the activation bytes crossing the boundary per step, which
+# are the batch rows one dp rank holds (batch 4 / dp 2) x seq 16 x hidden 64 x 4 bytes.
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --json 2>&1) || FAIL "compile --json of the pipeline: $out"
+echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert (j["stages"], j["microbatches"], j["schedule"]) == (2, 2, "1f1b"), j
+s0, s1 = j["stage"]
+assert s0["ranks"] == [0, 1, 2, 3] and s1["ranks"] == [4, 5, 6, 7], (s0["ranks"], s1["ranks"])
+assert s0["layers"][0] == "wte" and "h.0" in s0["layers"] and s1["layers"][-1] == "lm_head", (s0["layers"], s1["layers"])
+assert len(set(s0["layers"]) | set(s1["layers"])) == len(s0["layers"]) + len(s1["layers"]), "a layer on two stages"
+crossing = 4 // 2 * 16 * 64 * 4
+assert s0["boundary_bytes_sent"] == s1["boundary_bytes_received"] == crossing, (s0, s1)
+assert s1["boundary_bytes_sent"] == s0["boundary_bytes_received"] == 0, (s0, s1)
+assert s1["program"]["collectives_per_kind"]["recv"] == 2, s1["program"]["collectives_per_kind"]
+' || FAIL "compile --json of the pipeline: $out"
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --report 2>&1) || FAIL "compile --report of the pipeline: $out"
+echo "$out" | grep -q "^stage 1: ranks \[4,5,6,7\]; layers h.2, h.3, ln_f, lm_head;" ||
+  FAIL "compile --report does not list stage 1: $out"
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --rank 5 2>&1) || FAIL "compile --rank 5 of the pipeline: $out"
+echo "$out" | grep -q "group pp0_1 = \[1, 5\]" && echo "$out" | grep -q " recv" ||
+  FAIL "rank 5's program has no link to rank 1 or no recv: $out"
+expect_error "profile of a pipeline" "profile of a pipeline plan is not supported yet" profile "$t/pp.dt" \
+  --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}"
+expect_error "compile --rank --report of a pipeline" "a pipeline's report is per stage" compile "$t/pp.dt" "${pp[@]}" \
+  --rank 5 --report
 
 finish
