@@ -64,8 +64,10 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     DT_THROW(ValueError) << plan.source << ": plan names " << plan.mesh_dims.size() << " mesh dims but mesh "
                          << mesh.str() << " has " << mesh.ndim();
   const int64_t pp_dim = it - plan.mesh_dims.begin();
+  const int p = int(mesh.size(pp_dim));
+  pipeline::check_schedule(pipeline::parse_schedule(pp.schedule), p, pp.microbatches, pp.virtual_stages);
   PipelinePrograms out;
-  out.split = pipeline::split_stages(forward, pp, int(mesh.size(pp_dim)));
+  out.split = pipeline::split_stages(forward, pp, p);
   out.graphs = pipeline::build_stages(forward, out.split, options.training);
   // The mesh dims whose plan shards a data input on dim 0 carry the batch through every stage.
   std::vector<bool> batch_dim(size_t(mesh.ndim()), false);
@@ -83,7 +85,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     const pipeline::StageGraph& sg = out.graphs[size_t(s)];
     std::vector<int> members;
     for (int r : mesh.ranks())
-      if ((*mesh.coordinate(r))[size_t(pp_dim)] == s) members.push_back(r);
+      if ((*mesh.coordinate(r))[size_t(pp_dim)] == s % p) members.push_back(r);  // stage s runs on rank s mod p
     out.meshes.emplace_back(sub_shape, members);
     const sharding::ParallelPlan sub = stage_plan(plan, sg.graph);
     sharding::CompileOptions co;
@@ -119,6 +121,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   }
   pipeline::ProgramOptions po = options;
   po.schedule = pipeline::parse_schedule(pp.schedule);
+  po.virtual_stages = pp.virtual_stages;
   out.programs = pipeline::stage_programs(work, ranks, out.split.microbatches, po);
   std::vector<const ir::Graph*> programs;
   std::vector<int> program_ranks;
@@ -131,10 +134,16 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   return out;
 }
 
+int PipelinePrograms::stage_holding(const pipeline::StageProgram& sp, const std::string& name) const {
+  for (int x : sp.stages)
+    if (graphs[size_t(x)].graph.find(name)) return x;
+  return -1;
+}
+
 const Placements& PipelinePrograms::placements_of(const pipeline::StageProgram& sp, const std::string& name) const {
-  const ir::Value* v = graphs[size_t(sp.stage)].graph.find(name);
-  DT_CHECK(v) << name << " is not a value of stage " << sp.stage;
-  return compiled[size_t(sp.stage)].sharding.values[size_t(v->id)];
+  const int x = stage_holding(sp, name);
+  DT_CHECK(x >= 0) << name << " is not a value of pipeline rank " << sp.stage << "'s stages";
+  return compiled[size_t(x)].sharding.values[size_t(graphs[size_t(x)].graph.find(name)->id)];
 }
 
 std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
@@ -202,7 +211,7 @@ RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, con
   const std::vector<runtime::RankResult> res = runtime::launch(pp.programs_by_rank(n), bind, lo);
   RunResult out;
   for (const pipeline::StageProgram& sp : pp.programs)
-    if (sp.stage == pp.split.stages - 1 && out.outputs.empty()) out.outputs = res[size_t(sp.rank)].outputs;
+    if (sp.stages.back() == pp.split.stages - 1 && out.outputs.empty()) out.outputs = res[size_t(sp.rank)].outputs;
   for (int r = 0; r < n; ++r)
     out.ranks.push_back({r, res[size_t(r)].stats.seconds * 1e3, res[size_t(r)].stats.peak_bytes, 0, 0, 0});
   return out;
@@ -235,7 +244,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   const int last = pp.split.stages - 1;
   int loss_rank = -1;
   for (const pipeline::StageProgram& sp : pp.programs)
-    if (sp.stage == last && loss_rank < 0) loss_rank = sp.rank;
+    if (sp.stages.back() == last && loss_rank < 0) loss_rank = sp.rank;
   TrainResult result;
   std::map<std::string, std::vector<Tensor>> grad_locals;  // by global rank
   for (int s = 0; s < options.steps; ++s) {
@@ -282,7 +291,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   auto assemble = [&](const std::string& name, const std::vector<Tensor>& shards) {
     const pipeline::StageProgram& sp = *owner.at(name);
     // State tensors sit like their parameter (adamw's scalar step: replicated).
-    const std::string param = pp.graphs[size_t(sp.stage)].graph.find(name) ? name : name.substr(0, name.rfind('.'));
+    const std::string param = pp.stage_holding(sp, name) >= 0 ? name : name.substr(0, name.rfind('.'));
     const ir::Value* v = sp.step.graph.find(name);
     Shape shape = forward.find(param)->type.shape;
     Placements placements = pp.placements_of(sp, param);
@@ -290,7 +299,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
       shape = {};
       placements = Placements(placements.size());
     }
-    result.placements[name] = placements_str(placements) + " on stage " + std::to_string(sp.stage);
+    result.placements[name] = placements_str(placements) + " on stage " + std::to_string(pp.stage_holding(sp, param));
     return sharding::assemble_tensor(shards, pp.meshes[size_t(sp.stage)], placements, shape);
   };
   for (const auto& [name, shards] : locals) result.state[name] = assemble(name, shards);
