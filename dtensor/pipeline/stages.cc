@@ -115,7 +115,8 @@ StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& pl
   for (const Value* v : model.inputs())
     if (v->type.rank() > 0 && v->type.shape[0] % plan.microbatches != 0)
       DT_THROW(ValueError) << where << " has " << plan.microbatches << " micro-batches, which do not divide the batch "
-                           << v->type.shape[0] << " of input " << v->name << " " << ir::type_str(v->type);
+                           << v->type.shape[0] << " of input " << v->name << " " << ir::type_str(v->type)
+                           << ": micro-batches must be equal (PyTorch's PipelineStage refuses uneven ones too)";
   return split;
 }
 
