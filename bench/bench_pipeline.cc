@@ -1,5 +1,6 @@
-// `dtensor bench pipeline`: GPipe and 1F1B stage programs run for real on the threads backend, for
-// p = 2, 4 stages and m = 1, 2, 4, 8 micro-batches, against the schedules' theory.
+// `dtensor bench pipeline`: GPipe, 1F1B and interleaved 1F1B (v = 2 model chunks per rank) stage
+// programs run for real on the threads backend, for p = 2, 4 stages and m = 1, 2, 4, 8
+// micro-batches, against the schedules' theory.
 //
 // Each stage's program (tests/support/pipeline_stages.h) runs per micro-batch one [rows, width] x
 // [width, width] matmul forward and two backward (input and weight gradient: a backward costs about
@@ -9,15 +10,22 @@
 //   bubble_measured   per stage, 1 - busy / makespan, where busy is the time the stage's compute
 //                     nodes ran (every node but send, recv and wait) and the makespan runs from the
 //                     first node any stage starts to the last any stage ends; the mean over stages
-//   bubble_theory     (p-1)/(m+p-1), both schedules' idle fraction with free communication
-//   overhead_ms       per micro-batch slot, (makespan - (m+p-1) * t) / (m+p-1), t the mean compute
-//                     time of one micro-batch's forward + backward on one stage: what communication
-//                     and scheduling add to each of the m+p-1 slots of the ideal timeline
-//   activations_held  per stage, the most micro-batches whose forward ran and whose backward has not
-//                     (each holds its stage input until its backward): GPipe m on every stage, 1F1B
-//                     min(m, p - stage); peak_activation_bytes is that times one activation's bytes
-//   boundary_bytes    bytes the step's sends move across stage boundaries (each link carries m
-//                     activations and m gradients: 2 m (p-1) activations), next to that theory
+//   bubble_theory     (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v*m+p-1) interleaved: the idle
+//                     fraction with free communication
+//   overhead_ms       per slot, (makespan - S * t) / S with S = v*m+p-1 slots (v = 1 but
+//                     interleaved), t the mean compute time of one micro-batch's forward + backward
+//                     on one stage (one chunk when interleaved): what communication and scheduling
+//                     add to each slot of the ideal timeline
+//   activations_held  per rank, the most (micro-batch, chunk) forwards that ran and whose backward
+//                     has not (each holds its stage input until its backward): GPipe m on every
+//                     stage, 1F1B min(m, p - stage), interleaved up to (v-1)*m/rounds + 2(p-1-s) + 1
+//                     chunk inputs; peak_activation_bytes is that times one activation's bytes (in
+//                     this bench a chunk's input is as large as a stage's: in a model cut into p*v
+//                     chunks each chunk's compute is 1/v of a stage's, its input the same size)
+//   boundary_bytes    bytes the step's sends move across stage boundaries (each of the p*v-1 links
+//                     carries m activations and m gradients), next to that theory
+// Each interleaved chunk here runs the same matmul as a whole stage of the other schedules, so a
+// rank computes v times as much; the bubble is a fraction, the same for any cost per chunk.
 // With fewer cores than stages the stages' compute shares cores, so busy time stretches and the
 // measured bubble is not the schedule's: the report says how many cores there were.
 #include <fmt/format.h>
@@ -46,7 +54,7 @@ struct PipelineBenchOptions {
 
 struct PipelineResult {
   pipeline::Schedule schedule = pipeline::Schedule::gpipe;
-  int stages = 0, microbatches = 0;
+  int stages = 0, microbatches = 0, virtual_stages = 1;
   double makespan_ms = 0, slot_ms = 0;  // slot: mean forward + backward compute of one micro-batch
   std::vector<double> bubble;           // per stage
   std::vector<int> held;                // activations held, per stage
@@ -57,18 +65,20 @@ struct PipelineResult {
     for (double b : bubble) s += b;
     return s / double(bubble.size());
   }
-  double theory() const { return pipeline::theoretical_bubble(stages, microbatches); }
+  double theory() const { return pipeline::theoretical_bubble(stages, microbatches, virtual_stages); }
   double overhead_ms() const {
-    const double slots = microbatches + stages - 1;
+    const double slots = virtual_stages * microbatches + stages - 1;
     return (makespan_ms - slots * slot_ms) / slots;
   }
-  int64_t boundary_theory() const { return 2 * int64_t(microbatches) * (stages - 1) * activation_bytes; }
+  int64_t boundary_theory() const {
+    return 2 * int64_t(microbatches) * (stages * virtual_stages - 1) * activation_bytes;
+  }
 };
 
 // Returns the most micro-batches a stage holds between its forward and its backward.
-int activations_held(pipeline::Schedule schedule, int stages, int stage, int microbatches) {
+int activations_held(pipeline::Schedule schedule, int stages, int stage, int microbatches, int virtual_stages) {
   int live = 0, most = 0;
-  for (const pipeline::Action& a : pipeline::stage_actions(schedule, stages, stage, microbatches)) {
+  for (const pipeline::Action& a : pipeline::stage_actions(schedule, stages, stage, microbatches, virtual_stages)) {
     live += a.forward ? 1 : -1;
     most = std::max(most, live);
   }
@@ -81,15 +91,16 @@ struct StageTimes {
   double busy_s = 0;
 };
 
-PipelineResult measure(pipeline::Schedule schedule, int p, int m, const PipelineBenchOptions& o) {
+PipelineResult measure(pipeline::Schedule schedule, int p, int m, int v, const PipelineBenchOptions& o) {
   std::vector<ir::Graph> graphs;
   std::vector<const ir::Graph*> view;
   std::vector<runtime::Bindings> bindings(static_cast<size_t>(p));
-  PipelineResult r{.schedule = schedule, .stages = p, .microbatches = m};
+  PipelineResult r{.schedule = schedule, .stages = p, .microbatches = m, .virtual_stages = v};
   r.activation_bytes = o.rows * o.width * int64_t(sizeof(float));
   for (int s = 0; s < p; ++s)
     graphs.push_back(test_support::pipeline_stage_graph({.schedule = schedule, .stages = p, .stage = s,
-                                                         .microbatches = m, .rows = o.rows, .width = o.width,
+                                                         .microbatches = m, .virtual_stages = v,
+                                                         .rows = o.rows, .width = o.width,
                                                          .weight_gradient = true, .link_ranks = {},
                                                          .dp_group = "", .dp_ranks = {}}));
   for (int s = 0; s < p; ++s) {
@@ -98,7 +109,7 @@ PipelineResult measure(pipeline::Schedule schedule, int p, int m, const Pipeline
     bindings[size_t(s)]["w"] = Tensor::full({o.width, o.width}, 1.0 / double(o.width));
     for (const ir::Node* n : graphs[size_t(s)].nodes())
       if (n->op == ir::OpKind::send) r.boundary_bytes += n->operands[0]->type.numel() * int64_t(sizeof(float));
-    r.held.push_back(activations_held(schedule, p, s, m));
+    r.held.push_back(activations_held(schedule, p, s, m, v));
   }
   for (int k = 0; k < m; ++k) bindings[0]["mb" + std::to_string(k)] = Tensor::full({o.rows, o.width}, double(k + 1));
 
@@ -131,7 +142,7 @@ PipelineResult measure(pipeline::Schedule schedule, int p, int m, const Pipeline
     if (run == 0 || (best >= 0 && makespan >= best)) continue;
     best = makespan;
     r.makespan_ms = makespan * 1e3;
-    r.slot_ms = busy / double(p * m) * 1e3;
+    r.slot_ms = busy / double(p * m * v) * 1e3;
     r.bubble.clear();
     for (const StageTimes& t : times) r.bubble.push_back(1 - t.busy_s / makespan);
   }
@@ -144,6 +155,7 @@ nlohmann::json to_json(const PipelineResult& r) {
   return {{"schedule", pipeline::schedule_name(r.schedule)},
           {"stages", r.stages},
           {"microbatches", r.microbatches},
+          {"virtual_stages", r.virtual_stages},
           {"bubble_theory", r.theory()},
           {"bubble_measured", r.bubble_mean()},
           {"bubble_measured_per_stage", r.bubble},
@@ -161,9 +173,11 @@ void run_pipeline_bench(const PipelineBenchOptions& o) {
   set_threads_per_rank(1);  // one core's worth per stage: the stages are what runs in parallel
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<PipelineResult> results;
-  for (pipeline::Schedule schedule : {pipeline::Schedule::gpipe, pipeline::Schedule::one_f_one_b})
+  for (pipeline::Schedule schedule :
+       {pipeline::Schedule::gpipe, pipeline::Schedule::one_f_one_b, pipeline::Schedule::interleaved_1f1b})
     for (int p : {2, 4})
-      for (int m : {1, 2, 4, 8}) results.push_back(measure(schedule, p, m, o));
+      for (int m : {1, 2, 4, 8})
+        results.push_back(measure(schedule, p, m, schedule == pipeline::Schedule::interleaved_1f1b ? 2 : 1, o));
   if (o.json) {
     nlohmann::json runs = nlohmann::json::array();
     for (const PipelineResult& r : results) runs.push_back(to_json(r));
@@ -175,13 +189,13 @@ void run_pipeline_bench(const PipelineBenchOptions& o) {
   }
   fmt::print("pipeline on threads: micro-batch [{}, {}] x [{}, {}] f32, best of {} steps, {} cores\n", o.rows, o.width,
              o.width, o.width, o.repeat, cores);
-  fmt::print("{:<9} {:>2} {:>2} {:>8} {:>8} {:>10} {:>12} {:>13} {:>15} {:>15}\n", "schedule", "p", "m", "bubble",
+  fmt::print("{:<16} {:>2} {:>2} {:>2} {:>8} {:>8} {:>10} {:>12} {:>13} {:>15} {:>15}\n", "schedule", "p", "v", "m", "bubble",
              "theory", "mb_ms", "overhead_ms", "act_held", "peak_act_bytes", "boundary_bytes");
   for (const PipelineResult& r : results) {
     std::string held;
     for (int h : r.held) held += (held.empty() ? "" : ",") + std::to_string(h);
-    fmt::print("{:<9} {:>2} {:>2} {:>8.3f} {:>8.3f} {:>10.3f} {:>12.3f} {:>13} {:>15} {:>15}\n",
-               pipeline::schedule_name(r.schedule), r.stages, r.microbatches, r.bubble_mean(), r.theory(), r.slot_ms,
+    fmt::print("{:<16} {:>2} {:>2} {:>2} {:>8.3f} {:>8.3f} {:>10.3f} {:>12.3f} {:>13} {:>15} {:>15}\n",
+               pipeline::schedule_name(r.schedule), r.stages, r.virtual_stages, r.microbatches, r.bubble_mean(), r.theory(), r.slot_ms,
                r.overhead_ms(), held, *std::max_element(r.held.begin(), r.held.end()) * r.activation_bytes,
                r.boundary_bytes);
   }
@@ -190,7 +204,7 @@ void run_pipeline_bench(const PipelineBenchOptions& o) {
 
 BenchRegistrar reg("pipeline", [](CLI::App& bench) {
   auto opt = std::make_shared<PipelineBenchOptions>();
-  CLI::App* cmd = bench.add_subcommand("pipeline", "GPipe and 1F1B stage programs on threads: bubble vs theory, "
+  CLI::App* cmd = bench.add_subcommand("pipeline", "GPipe, 1F1B and interleaved 1F1B stage programs on threads: bubble vs theory, "
                                                    "activation memory, bytes across stage boundaries");
   const CLI::Range size(int64_t(1), int64_t(1) << 16);
   cmd->add_option("--rows", opt->rows, "Rows of one micro-batch's activation")->capture_default_str()->check(size);

@@ -65,8 +65,10 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     DT_THROW(ValueError) << plan.source << ": plan names " << plan.mesh_dims.size() << " mesh dims but mesh "
                          << mesh.str() << " has " << mesh.ndim();
   const int64_t pp_dim = it - plan.mesh_dims.begin();
+  const int p = int(mesh.size(pp_dim));
+  pipeline::check_schedule(pipeline::parse_schedule(pp.schedule), p, pp.microbatches, pp.virtual_stages);
   PipelinePrograms out;
-  out.split = pipeline::split_stages(forward, pp, int(mesh.size(pp_dim)));
+  out.split = pipeline::split_stages(forward, pp, p);
   out.graphs = pipeline::build_stages(forward, out.split, options.training);
   // The mesh dims whose plan shards a data input on dim 0 carry the batch through every stage.
   std::vector<bool> batch_dim(size_t(mesh.ndim()), false);
@@ -78,7 +80,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   std::vector<std::vector<int>> ranks;
   for (int s = 0; s < out.split.stages; ++s) {
     const pipeline::StageGraph& sg = out.graphs[size_t(s)];
-    out.meshes.push_back(mesh.sub_mesh(pp_dim, s));
+    out.meshes.push_back(mesh.sub_mesh(pp_dim, s % p));  // stage s runs on pipeline rank s mod p
     const sharding::ParallelPlan sub = stage_plan(plan, sg.graph);
     sharding::CompileOptions co;
     co.adjust_plan = [&](sharding::ResolvedPlan& r) {
@@ -113,6 +115,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   }
   pipeline::ProgramOptions po = options;
   po.schedule = pipeline::parse_schedule(pp.schedule);
+  po.virtual_stages = pp.virtual_stages;
   out.programs = pipeline::stage_programs(work, ranks, out.split.microbatches, po);
   std::vector<const ir::Graph*> programs;
   std::vector<int> program_ranks;
@@ -125,10 +128,16 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   return out;
 }
 
+int PipelinePrograms::stage_holding(const pipeline::StageProgram& sp, const std::string& name) const {
+  for (int x : sp.stages)
+    if (graphs[size_t(x)].graph.find(name)) return x;
+  return -1;
+}
+
 const Placements& PipelinePrograms::placements_of(const pipeline::StageProgram& sp, const std::string& name) const {
-  const ir::Value* v = graphs[size_t(sp.stage)].graph.find(name);
-  DT_CHECK(v) << name << " is not a value of stage " << sp.stage;
-  return compiled[size_t(sp.stage)].sharding.values[size_t(v->id)];
+  const int x = stage_holding(sp, name);
+  DT_CHECK(x >= 0) << name << " is not a value of pipeline rank " << sp.stage << "'s stages";
+  return compiled[size_t(x)].sharding.values[size_t(graphs[size_t(x)].graph.find(name)->id)];
 }
 
 std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
@@ -198,7 +207,7 @@ struct StageRanks {
   // The first rank of the last stage: it holds the loss and the model's outputs.
   int last_stage_rank() const {
     for (const pipeline::StageProgram& sp : pp.programs)
-      if (sp.stage == pp.split.stages - 1) return sp.rank;
+      if (sp.stages.back() == pp.split.stages - 1) return sp.rank;
     DT_CHECK(false) << "a pipeline without a last stage";
     return 0;
   }
@@ -384,7 +393,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
       for (const auto& [name, shards] : locals) {
         const pipeline::StageProgram& sp = *owner.at(name);
         // State tensors sit like their parameter (adamw's scalar step: replicated).
-        const std::string param = pp.graphs[size_t(sp.stage)].graph.find(name) ? name : name.substr(0, name.rfind('.'));
+        const std::string param = pp.stage_holding(sp, name) >= 0 ? name : name.substr(0, name.rfind('.'));
         const ir::Value* v = sp.step.graph.find(name);
         Shape shape = forward.find(param)->type.shape;
         Placements placements = pp.placements_of(sp, param);

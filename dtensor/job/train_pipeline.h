@@ -26,9 +26,11 @@ struct PipelinePrograms {
   std::vector<pipeline::StageGraph> graphs;       // [stage]
   std::vector<DeviceMesh> meshes;                 // [stage]: its sub-mesh
   std::vector<sharding::CompiledModel> compiled;  // [stage]: its graph partitioned on its sub-mesh
-  std::vector<pipeline::StageProgram> programs;   // by stage, then place
+  std::vector<pipeline::StageProgram> programs;   // by pipeline rank, then place
 
-  // The placements of stage graph value `name` on sp's stage.
+  // The stage among sp's (several when interleaved) whose graph has value `name`, -1 when none.
+  int stage_holding(const pipeline::StageProgram& sp, const std::string& name) const;
+  // The placements of stage graph value `name` on the sp stage holding it.
   const Placements& placements_of(const pipeline::StageProgram& sp, const std::string& name) const;
   // programs by rank for a mesh of n ranks (ValueError for a rank without a stage).
   std::vector<const ir::Graph*> programs_by_rank(int n) const;

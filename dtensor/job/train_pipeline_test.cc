@@ -136,6 +136,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"2x2", R"({"split_before": ["h.2"], "microbatches": 2, "schedule": "1f1b"})", 4, 64, "gpt_tp"},
         Case{"2x2", R"({"stages": 2, "microbatches": 4, "schedule": "gpipe"})", 5, 64, "gpt_tp"},
         Case{"4x2", R"({"stages": 4, "microbatches": 4, "schedule": "1f1b"})", 4, 64, "gpt_tp"},
+        // Interleaved 1F1B: v = 2 model chunks per rank (stage s on rank s mod p), m = 2, 4, 8;
+        // pp 4 cuts 8 layers into 8 stages; pp x tp within the chunks.
+        Case{"2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})"},
+        Case{"2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 4, "schedule": "interleaved-1f1b"})", 4, 512},
+        Case{"2", R"({"split_before": ["h.1", "h.2", "h.3"], "virtual_stages": 2, "microbatches": 8, "schedule": "interleaved-1f1b"})"},
+        Case{"4", R"({"stages": 4, "virtual_stages": 2, "microbatches": 4, "schedule": "interleaved-1f1b"})", 8},
+        Case{"4", R"({"stages": 4, "virtual_stages": 2, "microbatches": 8, "schedule": "interleaved-1f1b"})", 8, 512},
+        Case{"2x2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})", 4, 64, "gpt_tp"},
         // examples/gpt_pp_dp_tp.json as it is (its own pipeline section).
         Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"}));
 
@@ -153,6 +161,7 @@ TEST(PipelineRun, ForwardOnlyMatchesSingleDevice) {
   for (const auto& [mesh, example, pipeline] :
        {std::tuple<std::string, std::string, std::string>{"2", "", R"({"split_before": ["h.2"], "microbatches": 2})"},
         {"4", "", R"({"stages": 4, "microbatches": 4})"},
+        {"2", "", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})"},
         {"2x2", "gpt_tp", R"({"stages": 2, "microbatches": 2})"}}) {
     JobOptions jo = pipeline_options(mesh, example, pipeline).job;
     const Job job = Job::compile(g, jo);
@@ -203,6 +212,20 @@ TEST(PipelinePlanErrors, AreOneClearLine) {
   expect("2", plan_json(R"({"microbatches": 2})"), "needs split_before (module names) or stages");
   expect("2", plan_json(R"({"stages": 2, "microbatches": 0})"), "microbatches is 0, expected an integer in [1, 65536]");
   expect("2", plan_json(R"({"stages": 2, "virtual": 2})"), "pipeline has unknown key 'virtual'");
+  // Interleaved 1F1B's conditions (PyTorch's, and p >= 2 for chunks on other ranks).
+  expect("2", plan_json(R"({"stages": 2, "virtual_stages": 2, "schedule": "1f1b"})"),
+         "has virtual_stages 2 but schedule '1f1b': only interleaved-1f1b runs several stages per rank");
+  expect("2", plan_json(R"({"stages": 2, "virtual_stages": 0, "schedule": "interleaved-1f1b"})"),
+         "virtual_stages is 0, expected an integer in [1, 1024]");
+  expect("2", plan_json(R"({"stages": 2, "virtual_stages": 2, "microbatches": 5, "schedule": "interleaved-1f1b"})"),
+         "interleaved-1f1b needs the micro-batch count to be a multiple of its rounds max(1, m/p) = 2 (as PyTorch's "
+         "ScheduleInterleaved1F1B), got m = 5 on p = 2");
+  expect("1", plan_json(R"({"stages": 1, "virtual_stages": 2, "schedule": "interleaved-1f1b"})"),
+         "interleaved-1f1b needs at least 2 pipeline ranks");
+  expect("2", plan_json(R"({"stages": 2, "virtual_stages": 2, "schedule": "interleaved-1f1b"})"),
+         "asks for 4 stages (2 ranks x 2 virtual stages) but gpt has only 2 block boundaries");
+  expect("2", plan_json(R"({"split_before": ["h.1"], "virtual_stages": 2, "schedule": "interleaved-1f1b"})"),
+         "1 split points make 2 stages but mesh dim pp has 2 ranks x 2 virtual stages");
   expect("2x2", plan_json(R"({"stages": 2})", R"("mesh_dims": ["pp", "tp"], "modules": [{"pattern": "h.*.mlp.fc_in", "style": "colwise", "mesh_dim": "pp"}])"),
          "plan pattern 'h.*.mlp.fc_in' names the pipeline's mesh dim 'pp'");
   expect("2x2", plan_json(R"({"stages": 2})", R"("mesh_dims": ["pp", "tp"], "modules": [{"pattern": "h.*.mlp.fc_x", "style": "colwise", "mesh_dim": "tp"}])"),
@@ -210,10 +233,13 @@ TEST(PipelinePlanErrors, AreOneClearLine) {
 }
 
 TEST(PipelinePlan, RoundTripsThroughJson) {
-  const auto plan = sharding::ParallelPlan::parse(plan_json(R"({"split_before": ["h.2"], "microbatches": 4, "schedule": "1f1b"})"));
-  const auto again = sharding::ParallelPlan::parse(plan.to_json());
-  ASSERT_TRUE(again.pipeline);
-  EXPECT_EQ(*again.pipeline, *plan.pipeline);
+  for (const char* pipeline : {R"({"split_before": ["h.2"], "microbatches": 4, "schedule": "1f1b"})",
+                               R"({"stages": 2, "virtual_stages": 3, "microbatches": 4, "schedule": "interleaved-1f1b"})"}) {
+    const auto plan = sharding::ParallelPlan::parse(plan_json(pipeline));
+    const auto again = sharding::ParallelPlan::parse(plan.to_json());
+    ASSERT_TRUE(again.pipeline);
+    EXPECT_EQ(*again.pipeline, *plan.pipeline);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "dtensor/pipeline/program.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -19,57 +20,121 @@ Value* scalar(ir::Builder& b, double value, DType dtype) {
   return b.record(ir::OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", value}, {"dtype", dtype}})[0];
 }
 
-// Builds the program of the rank at place c of stage s.
+// The tags of each link's messages: links k and k+p join the same two ranks (a channel,
+// schedule.h), so each link gets its own range of 2 m * stride tags, stride the most values one of
+// its messages carries (activations of stage k, gradients of stage k+1).
+struct LinkTags {
+  std::vector<int64_t> base, stride;
+  int64_t tag(const Message& msg, size_t i) const {
+    const size_t l = size_t(msg.link());
+    return base[l] + (2 * int64_t(msg.microbatch) + (msg.activation ? 0 : 1)) * stride[l] + int64_t(i);
+  }
+};
+
+LinkTags link_tags(const std::vector<std::vector<StageWork>>& works, int p, int m) {
+  const int n = int(works.size());
+  LinkTags t;
+  std::vector<int64_t> next(size_t(p), 0);
+  for (int link = 0; link + 1 < n; ++link) {
+    t.stride.push_back(int64_t(
+        std::max(works[size_t(link)][0].outputs_to_next.size(), works[size_t(link + 1)][0].grads_to_prev.size())));
+    t.base.push_back(next[size_t(link % p)]);
+    next[size_t(link % p)] += 2 * int64_t(m) * t.stride.back();
+  }
+  return t;
+}
+
+// Builds the program of the rank at place c of pipeline rank s: its stages s, s + p, ... (one
+// unless interleaved).
 StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::vector<std::vector<int>>& ranks, int s,
                    int c, int m, const ProgramOptions& o) {
-  const int p = int(works.size());
-  const StageWork& sg = works[size_t(s)][size_t(c)];
-  const ir::Graph& t = *sg.graph;
+  const int n = int(works.size()), p = n / o.virtual_stages;
   StageProgram out;
   out.stage = s;
+  for (int x = s; x < n; x += p) out.stages.push_back(x);
   out.rank = ranks[size_t(s)][size_t(c)];
   out.place = c;
-  out.step.graph = ir::Graph(t.name() + ".rank" + std::to_string(out.rank));
+  auto work = [&](int x) -> const StageWork& { return works[size_t(x)][size_t(c)]; };
+  out.step.graph = ir::Graph(work(s).graph->name() + ".rank" + std::to_string(out.rank));
   ir::Graph& g = out.step.graph;
   ir::Builder b(g);
-  for (const ir::GroupDecl& d : t.groups()) b.group(d.name, d.ranks);  // the stage's collectives'
-  for (int link : {s - 1, s})
-    if (link >= 0 && link < p - 1)
-      b.group(link_group(link, c), {ranks[size_t(link)][size_t(c)], ranks[size_t(link + 1)][size_t(c)]});
-  ValueMap shared;  // the stage's parameters and seed, read by every micro-batch
-  for (const Value* v : t.params()) {
-    Value* copy = g.add_param(v->name, v->type);
-    copy->frozen = v->frozen;
-    shared[v] = copy;
+  ValueMap shared;  // the stages' parameters and seed, read by every micro-batch
+  std::vector<ValueMap> mb(static_cast<size_t>(m));  // each micro-batch's copies
+  std::map<std::string, std::vector<Value*>> data_inputs;  // by name: one input per micro-batch
+  std::vector<const Value*> params;  // every stage's trained parameters, stage by stage
+  std::map<int, size_t> first_param;  // by stage: where its parameters start in params
+  for (int x : out.stages) {
+    const StageWork& sg = work(x);
+    for (const ir::GroupDecl& d : sg.graph->groups())  // the stage's collectives'
+      if (!g.find_group(d.name)) b.group(d.name, d.ranks);
+    for (int link : {x - 1, x})
+      if (link >= 0 && link < n - 1)
+        b.group(link_group(link, c), {ranks[size_t(link)][size_t(c)], ranks[size_t(link + 1)][size_t(c)]});
+    for (const Value* v : sg.graph->params()) {
+      Value* copy = g.add_param(v->name, v->type);
+      copy->frozen = v->frozen;
+      shared[v] = copy;
+    }
+    if (sg.seed) {
+      shared[sg.seed] = g.add_input(sg.seed->name, sg.seed->type);
+      out.seed = sg.seed->name;
+    }
+    for (const Value* d : sg.data) {
+      std::vector<Value*>& inputs = data_inputs[d->name];
+      if (inputs.empty()) {
+        out.data.push_back(d->name);
+        for (int k = 0; k < m; ++k) inputs.push_back(g.add_input(microbatch_input(d->name, k), d->type));
+      }
+      for (int k = 0; k < m; ++k) mb[size_t(k)][d] = inputs[size_t(k)];
+    }
+    first_param[x] = params.size();
+    params.insert(params.end(), sg.params.begin(), sg.params.end());
   }
-  if (sg.seed) {
-    shared[sg.seed] = g.add_input(sg.seed->name, sg.seed->type);
-    out.seed = sg.seed->name;
-  }
-  std::vector<ValueMap> mb(size_t(m), shared);  // each micro-batch's copies
-  for (const Value* d : sg.data) {
-    out.data.push_back(d->name);
-    for (int k = 0; k < m; ++k) mb[size_t(k)][d] = g.add_input(microbatch_input(d->name, k), d->type);
-  }
+  for (ValueMap& map : mb) map.insert(shared.begin(), shared.end());
+  // This rank's end of a message: the stage that sends or receives it here.
+  auto local = [&](const Message& msg) { return msg.to % p == s ? msg.to : msg.from; };
   // The values a message carries, as the stage graph names them (sender's or receiver's side).
   auto carried = [&](const Message& msg) -> const std::vector<Value*>& {
-    if (msg.activation) return msg.to == s ? sg.inputs_from_prev : sg.outputs_to_next;
-    return msg.to == s ? sg.grads_from_next : sg.grads_to_prev;
+    const int x = local(msg);
+    const StageWork& sg = work(x);
+    if (msg.activation) return msg.to == x ? sg.inputs_from_prev : sg.outputs_to_next;
+    return msg.to == x ? sg.grads_from_next : sg.grads_to_prev;
   };
+  const LinkTags tags = link_tags(works, p, m);
   using Key = std::tuple<bool, int, int>;  // activation, micro-batch, sender
   auto key = [](const Message& msg) { return Key{msg.activation, msg.microbatch, msg.from}; };
   std::map<Key, std::vector<Value*>> posted;
-  std::vector<Value*> grads(sg.params.size(), nullptr), losses;
-  std::vector<std::vector<Value*>> outputs(sg.outputs.size());
-  const std::vector<Step> program =
-      o.training ? stage_program(o.schedule, p, s, m) : forward_program(p, s, m);
+  std::vector<Value*> grads(params.size(), nullptr), losses;
+  const StageWork& last = work(out.stages.back());
+  std::vector<std::vector<Value*>> outputs(out.stages.back() == n - 1 ? last.outputs.size() : 0);
+  const std::vector<Step> program = o.training ? stage_program(o.schedule, p, s, m, o.virtual_stages)
+                                               : forward_program(p, s, m, o.virtual_stages);
   for (const Step& step : program) {
     const Message& msg = step.message;
     const int k = msg.microbatch;
-    const std::vector<Value*>& values = step.kind == Step::run ? sg.data : carried(msg);
-    // Both ends number a message's tensors alike: (micro-batch, direction, index).
-    auto tag = [&](size_t i) { return int64_t((2 * k + (msg.activation ? 0 : 1)) * values.size() + i); };
-    const int64_t peer = msg.from == s ? (msg.to > s ? 1 : 0) : (msg.from > s ? 1 : 0);
+    if (step.kind == Step::run) {
+      const int x = step.action.chunk * p + s;
+      const StageWork& sg = work(x);
+      ValueMap& map = mb[size_t(step.action.microbatch)];
+      for (const ir::Node* node : step.action.forward ? sg.forward : sg.backward) copy_node(g, *node, map, false);
+      if (step.action.forward) {
+        if (x == n - 1)
+          for (size_t i = 0; i < sg.outputs.size(); ++i) outputs[i].push_back(map.at(sg.outputs[i]));
+        continue;
+      }
+      const size_t first = first_param.at(x);
+      for (size_t i = 0; i < sg.params.size(); ++i) {
+        Value* gk = map.at(sg.param_grads[i]);
+        grads[first + i] = grads[first + i] ? b.add(grads[first + i], gk) : gk;
+      }
+      if (sg.loss) losses.push_back(map.at(sg.loss));
+      continue;
+    }
+    const std::vector<Value*>& values = carried(msg);
+    const int x = local(msg);
+    // Both ends number a message's tensors alike: (link, micro-batch, direction, index).
+    auto tag = [&](size_t i) { return tags.tag(msg, i); };
+    const int64_t peer = (msg.from == x ? msg.to : msg.from) > x ? 1 : 0;
     switch (step.kind) {
       case Step::post_recv:
         for (size_t i = 0; i < values.size(); ++i)
@@ -83,24 +148,11 @@ StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::
         std::vector<Value*>& handles = posted.at(key(msg));
         for (size_t i = 0; i < handles.size(); ++i) {
           Value* arrived = b.wait_tensor(handles[i]);
-          if (msg.to == s) mb[size_t(k)][values[i]] = arrived;
+          if (msg.to == x) mb[size_t(k)][values[i]] = arrived;
         }
         break;
       }
-      case Step::run: {
-        ValueMap& map = mb[size_t(step.action.microbatch)];
-        for (const ir::Node* n : step.action.forward ? sg.forward : sg.backward) copy_node(g, *n, map, false);
-        if (step.action.forward) {
-          for (size_t i = 0; i < sg.outputs.size(); ++i) outputs[i].push_back(map.at(sg.outputs[i]));
-          break;
-        }
-        for (size_t i = 0; i < grads.size(); ++i) {
-          Value* gk = map.at(sg.param_grads[i]);
-          grads[i] = grads[i] ? b.add(grads[i], gk) : gk;
-        }
-        if (sg.loss) losses.push_back(map.at(sg.loss));
-        break;
-      }
+      case Step::run: break;
     }
   }
   // Sums in micro-batch order (the loss's and forward outputs') and their mean.
@@ -116,16 +168,16 @@ StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::
     g.set_outputs(std::move(results));
     return out;
   }
-  if (sg.loss) {
+  if (!losses.empty()) {
     results.push_back(mean(losses));
     out.first_update = 1;
   }
-  std::vector<Value*> params;
+  std::vector<Value*> trained;
   for (size_t i = 0; i < grads.size(); ++i) {
-    params.push_back(shared.at(sg.params[i]));
+    trained.push_back(shared.at(params[i]));
     if (m > 1) grads[i] = b.mul(grads[i], scalar(b, 1.0 / m, grads[i]->type.dtype));
   }
-  std::vector<Value*> updated = autodiff::append_optimizer_updates(g, params, grads, o.optimizer, out.step);
+  std::vector<Value*> updated = autodiff::append_optimizer_updates(g, trained, grads, o.optimizer, out.step);
   results.insert(results.end(), updated.begin(), updated.end());
   out.step.grads_begin = results.size();
   if (o.with_grads) results.insert(results.end(), grads.begin(), grads.end());
@@ -185,8 +237,10 @@ std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork
                                          const std::vector<std::vector<int>>& ranks, int microbatches,
                                          const ProgramOptions& options) {
   DT_CHECK(work.size() == ranks.size()) << ranks.size() << " rank lists for " << work.size() << " stages";
+  DT_CHECK(options.virtual_stages >= 1 && work.size() % size_t(options.virtual_stages) == 0)
+      << work.size() << " stages for " << options.virtual_stages << " virtual stages per rank";
   std::vector<StageProgram> out;
-  for (int s = 0; s < int(work.size()); ++s)
+  for (int s = 0; s < int(work.size()) / options.virtual_stages; ++s)
     for (int c = 0; c < int(work[size_t(s)].size()); ++c)
       out.push_back(build(work, ranks, s, c, microbatches, options));
   return out;

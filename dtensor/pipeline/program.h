@@ -37,13 +37,15 @@ StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool traini
 
 struct ProgramOptions {
   Schedule schedule = Schedule::gpipe;
+  int virtual_stages = 1;  // stages per rank: stage x runs on pipeline rank x mod (stages / v)
   bool training = true;
   autodiff::OptimizerConfig optimizer;  // training
   bool with_grads = false;              // training: append every parameter's gradient to the outputs
 };
 
 struct StageProgram {
-  int stage = 0, rank = 0;
+  int stage = 0, rank = 0;  // stage: the rank's index along the pipeline dim
+  std::vector<int> stages;  // the stages it runs: stage, stage + p, ... (several when interleaved)
   int place = 0;  // the rank's index in its stage's sub-mesh
   // graph: the rank's program. Training: params, state and updates as a TrainStep's (output k +
   // first_update replaces the binding updates[k]); grads_begin: where the gradients start.
@@ -56,7 +58,8 @@ struct StageProgram {
 // Returns the name micro-batch k of data input `name` is bound as.
 std::string microbatch_input(const std::string& name, int k);
 
-// Builds rank ranks[s][c]'s program from work[s][c] (the file comment). Forward only
+// Builds rank ranks[s][c]'s program from work[s][c], work[s+p][c], ... (the file comment; p =
+// work.size() / options.virtual_stages). Forward only
 // (options.training false): the last stage's outputs are the model's outputs, each micro-batch's
 // concatenated on dim 0 (scalars averaged).
 std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,

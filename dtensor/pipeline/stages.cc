@@ -52,13 +52,19 @@ double node_cost(const ir::Node& n) {
 
 }  // namespace
 
-StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& plan, int stages) {
+StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& plan, int ranks) {
   const std::string where = "the plan's pipeline";
-  if (plan.stages > 0 && plan.stages != stages)
+  if (plan.stages > 0 && plan.stages != ranks)
     DT_THROW(ValueError) << where << " asks for " << plan.stages << " stages but mesh dim " << plan.mesh_dim << " has "
-                         << stages << " ranks";
+                         << ranks << " ranks";
+  // Interleaved: v model chunks per rank, p * v stages in all (stage x on rank x mod p).
+  const int stages = ranks * plan.virtual_stages;
+  const std::string count = plan.virtual_stages > 1 ? std::to_string(ranks) + " ranks x " +
+                                                          std::to_string(plan.virtual_stages) + " virtual stages"
+                                                    : std::to_string(ranks) + " ranks";
   StageSplit split;
   split.stages = stages;
+  split.virtual_stages = plan.virtual_stages;
   split.microbatches = plan.microbatches;
   split.first_node = {0};
   split.first_module = {""};
@@ -67,7 +73,7 @@ StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& pl
     if (int(plan.split_before.size()) + 1 != stages)
       DT_THROW(ValueError) << where << "'s " << plan.split_before.size() << " split points make "
                            << plan.split_before.size() + 1 << " stages but mesh dim " << plan.mesh_dim << " has "
-                           << stages << " ranks";
+                           << count;
     for (const std::string& name : plan.split_before) {
       size_t at = std::numeric_limits<size_t>::max();
       for (const auto& [p, pos] : first)
@@ -90,7 +96,7 @@ StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& pl
     std::sort(cuts.begin(), cuts.end());
     if (!cuts.empty() && cuts.front().first == 0) cuts.erase(cuts.begin());
     if (int(cuts.size()) < stages - 1)
-      DT_THROW(ValueError) << where << " asks for " << stages << " stages but " << model.name() << " has only "
+      DT_THROW(ValueError) << where << " asks for " << stages << " stages" << (plan.virtual_stages > 1 ? " (" + count + ")" : "") << " but " << model.name() << " has only "
                            << cuts.size() << " block boundaries (numbered modules such as h.1) to cut at";
     std::vector<double> prefix{0};
     for (const ir::Node* n : model.nodes()) prefix.push_back(prefix.back() + node_cost(*n));
@@ -109,7 +115,8 @@ StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& pl
   for (const Value* v : model.inputs())
     if (v->type.rank() > 0 && v->type.shape[0] % plan.microbatches != 0)
       DT_THROW(ValueError) << where << " has " << plan.microbatches << " micro-batches, which do not divide the batch "
-                           << v->type.shape[0] << " of input " << v->name << " " << ir::type_str(v->type);
+                           << v->type.shape[0] << " of input " << v->name << " " << ir::type_str(v->type)
+                           << ": micro-batches must be equal (PyTorch's PipelineStage refuses uneven ones too)";
   return split;
 }
 

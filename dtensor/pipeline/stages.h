@@ -33,16 +33,19 @@ namespace dt::pipeline {
 
 // The plan's pipeline section checked against a model and a pp dim of `stages` ranks.
 struct StageSplit {
-  int stages = 1;
+  int stages = 1;          // stage graphs: the pp size p times virtual_stages
+  int virtual_stages = 1;  // stages per rank (interleaved-1f1b): stage x runs on pipeline rank x mod p
+  int ranks() const { return stages / virtual_stages; }
   int microbatches = 1;
   std::vector<size_t> first_node;  // [stage]: the index in the model's nodes() where it starts
   std::vector<std::string> first_module;  // [stage]: its first module ("" for stage 0)
 };
 
-// Throws ValueError for a split_before naming no module, splits out of order, a split count that
-// does not match `stages`, too few block boundaries for `stages`, and a data input whose dim 0 the
-// micro-batch count does not divide.
-StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& plan, int stages);
+// Cuts the model into `ranks` (the pp size) times plan.virtual_stages stages. Throws ValueError for
+// a split_before naming no module, splits out of order, a split count that does not match the
+// stages, too few block boundaries for them, and a data input whose dim 0 the micro-batch count
+// does not divide.
+StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& plan, int ranks);
 
 // Returns `model` with every data input's dim 0 divided by `microbatches` and every shape that a
 // view or reshape gives the batch scaled to match (ValueError when one cannot be).

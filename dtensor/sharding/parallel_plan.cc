@@ -62,17 +62,23 @@ PipelinePlan parse_pipeline(const json& j, const std::string& source) {
   const std::string where = source + ": pipeline";
   if (!j.is_object()) DT_THROW(ValueError) << where << " is a json object";
   for (auto& [key, value] : j.items())
-    if (key != "split_before" && key != "stages" && key != "microbatches" && key != "schedule" && key != "mesh_dim")
+    if (key != "split_before" && key != "stages" && key != "microbatches" && key != "schedule" && key != "mesh_dim" &&
+        key != "virtual_stages")
       DT_THROW(ValueError) << where << " has unknown key '" << key
-                           << "' (expected split_before or stages, microbatches, schedule, mesh_dim)";
+                           << "' (expected split_before or stages, microbatches, schedule, virtual_stages, mesh_dim)";
   PipelinePlan p;
   if (j.contains("mesh_dim")) p.mesh_dim = j["mesh_dim"].get<std::string>();
   if (j.contains("split_before")) p.split_before = j["split_before"].get<std::vector<std::string>>();
   p.stages = bounded_int(j, "stages", 1, 1 << 16, 0, where);
   p.microbatches = bounded_int(j, "microbatches", 1, 1 << 16, 1, where);
   if (j.contains("schedule")) p.schedule = j["schedule"].get<std::string>();
-  if (p.schedule != "gpipe" && p.schedule != "1f1b")
-    DT_THROW(ValueError) << where << ": unknown schedule '" << p.schedule << "' (expected gpipe or 1f1b)";
+  if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved-1f1b")
+    DT_THROW(ValueError) << where << ": unknown schedule '" << p.schedule
+                         << "' (expected gpipe, 1f1b or interleaved-1f1b)";
+  p.virtual_stages = bounded_int(j, "virtual_stages", 1, 1 << 10, 1, where);
+  if (p.virtual_stages > 1 && p.schedule != "interleaved-1f1b")
+    DT_THROW(ValueError) << where << " has virtual_stages " << p.virtual_stages << " but schedule '" << p.schedule
+                         << "': only interleaved-1f1b runs several stages per rank";
   if (p.stages > 0 && !p.split_before.empty())
     DT_THROW(ValueError) << where << " has both stages and split_before: give one";
   if (p.stages == 0 && p.split_before.empty())
@@ -190,6 +196,7 @@ std::string ParallelPlan::to_json() const {
   if (pipeline) {
     json p = {{"mesh_dim", pipeline->mesh_dim}, {"microbatches", pipeline->microbatches},
               {"schedule", pipeline->schedule}};
+    if (pipeline->virtual_stages > 1) p["virtual_stages"] = pipeline->virtual_stages;
     if (pipeline->stages > 0) p["stages"] = pipeline->stages;
     else p["split_before"] = pipeline->split_before;
     j["pipeline"] = p;

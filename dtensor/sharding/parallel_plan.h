@@ -62,7 +62,8 @@ struct PipelinePlan {
   std::vector<std::string> split_before;  // module names, each starting a stage after the first
   int stages = 0;                         // or a stage count (0: split_before decides)
   int microbatches = 1;
-  std::string schedule = "gpipe";  // gpipe | 1f1b (pipeline/schedule.h)
+  std::string schedule = "gpipe";  // gpipe | 1f1b | interleaved-1f1b (pipeline/schedule.h)
+  int virtual_stages = 1;          // model chunks per rank (interleaved-1f1b)
   bool operator==(const PipelinePlan&) const = default;
 };
 

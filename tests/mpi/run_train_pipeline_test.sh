@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pipelines under mpirun (issue 32), one rank per process, each running its own stage's program:
-# - training the example gpt (4 layers) on pp 2 (gpipe m 2, 1f1b m 8) and pp 4 (gpipe m 4, 1f1b m 4)
+# - training the example gpt (4 layers) on pp 2 (gpipe m 2, 1f1b m 8, interleaved-1f1b v 2 m 4) and
+#   pp 4 (gpipe m 4, 1f1b m 4)
 #   gives the single device's losses within 1e-6 relative, and only rank 0 reports;
 # - examples/gpt_pp_dp_tp.json on 2x2x2 (8 processes: 2 stages of dp 2 x tp 2, 1f1b m 2) gives the
 #   single device's losses, and its --save DIR (a sharded checkpoint, consolidated) and --grads-out
@@ -41,9 +42,9 @@ for i, (x, y) in enumerate(zip(a, b)):
 PY
   echo "$1: the single device's losses"
 }
-for run in "2 gpipe 2" "2 1f1b 8" "4 gpipe 4" "4 1f1b 4"; do
-  read -r np schedule m <<<"$run"
-  echo "{\"mesh_dims\": [\"pp\"], \"pipeline\": {\"stages\": $np, \"microbatches\": $m, \"schedule\": \"$schedule\"}}" \
+for run in "2 gpipe 2 1" "2 1f1b 8 1" "4 gpipe 4 1" "4 1f1b 4 1" "2 interleaved-1f1b 4 2"; do
+  read -r np schedule m v <<<"$run"
+  echo "{\"mesh_dims\": [\"pp\"], \"pipeline\": {\"stages\": $np, \"microbatches\": $m, \"schedule\": \"$schedule\", \"virtual_stages\": $v}}" \
     > "$out/plan.json"
   mpi "$np" "${args[@]}" --mesh "$np" --plan "$out/plan.json"
   [[ $(grep -c '"losses"' "$out/stdout") == 1 ]] || fail "pp $np $schedule m $m: expected one report (rank 0's)"

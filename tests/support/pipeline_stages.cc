@@ -14,13 +14,14 @@ int64_t pipeline_tag(const pipeline::Message& message) {
 ir::Graph pipeline_stage_graph(const PipelineStageOptions& o) {
   using pipeline::Message;
   using pipeline::Step;
-  const int s = o.stage, p = o.stages;
+  const int s = o.stage, p = o.stages, n = p * o.virtual_stages;
   ir::Graph g("stage" + std::to_string(s));
   ir::Builder b(g);
   auto link_name = [](int k) { return "link" + std::to_string(k); };
-  auto link_ranks = [&](int k) { return o.link_ranks ? o.link_ranks(k) : std::vector<int>{k, k + 1}; };
-  if (s > 0) b.group(link_name(s - 1), link_ranks(s - 1));
-  if (s < p - 1) b.group(link_name(s), link_ranks(s));
+  auto link_ranks = [&](int k) { return o.link_ranks ? o.link_ranks(k) : std::vector<int>{k % p, (k + 1) % p}; };
+  for (int c = s; c < n; c += p)
+    for (int link : {c - 1, c})
+      if (link >= 0 && link < n - 1) b.group(link_name(link), link_ranks(link));
   if (!o.dp_group.empty()) b.group(o.dp_group, o.dp_ranks);
   const Shape act{o.rows, o.width};
   ir::Value* w = b.input("w", DType::f32, {o.width, o.width});
@@ -29,43 +30,45 @@ ir::Graph pipeline_stage_graph(const PipelineStageOptions& o) {
     for (int k = 0; k < o.microbatches; ++k) mbs.push_back(b.input("mb" + std::to_string(k), DType::f32, act));
   using Key = std::tuple<bool, int, int, int>;
   auto key = [](const Message& msg) { return Key{msg.activation, msg.microbatch, msg.from, msg.to}; };
+  // Links k and k+p join the same two ranks (one message order): their tags differ.
+  auto tag = [&](const Message& msg) { return pipeline_tag(msg) + 2 * int64_t(o.microbatches) * (msg.link() / p); };
   std::map<Key, ir::Value*> posted, arrived;
-  const size_t m = size_t(o.microbatches);
-  std::vector<ir::Value*> input(m), forward(m), backward(m), outputs;
+  std::map<std::pair<int, int>, ir::Value*> input, forward, backward;  // by (stage, micro-batch)
+  std::vector<ir::Value*> outputs;
   ir::Value* grad = nullptr;
-  for (const Step& step : pipeline::stage_program(o.schedule, p, s, o.microbatches)) {
+  for (const Step& step : pipeline::stage_program(o.schedule, p, s, o.microbatches, o.virtual_stages)) {
     const Message& msg = step.message;
     switch (step.kind) {
       case Step::post_recv:
-        posted[key(msg)] = b.recv(link_name(msg.link()), msg.from > msg.to ? 1 : 0, DType::f32, act, pipeline_tag(msg));
+        posted[key(msg)] = b.recv(link_name(msg.link()), msg.from > msg.to ? 1 : 0, DType::f32, act, tag(msg));
         break;
       case Step::post_send: {
-        ir::Value* v = msg.activation ? forward[size_t(msg.microbatch)] : backward[size_t(msg.microbatch)];
-        posted[key(msg)] = b.send(v, link_name(msg.link()), msg.to > msg.from ? 1 : 0, pipeline_tag(msg));
+        ir::Value* v = (msg.activation ? forward : backward).at({msg.from, msg.microbatch});
+        posted[key(msg)] = b.send(v, link_name(msg.link()), msg.to > msg.from ? 1 : 0, tag(msg));
         break;
       }
       case Step::wait:
         arrived[key(msg)] = b.wait_tensor(posted.at(key(msg)));
         break;
       case Step::run: {
-        const size_t k = size_t(step.action.microbatch);
+        const int k = step.action.microbatch, c = step.action.chunk * p + s;
         if (step.action.forward) {
-          input[k] = s == 0 ? mbs[k] : arrived.at(Key{true, int(k), s - 1, s});
-          forward[k] = b.matmul(input[k], w);
+          ir::Value* in = input[{c, k}] = c == 0 ? mbs[size_t(k)] : arrived.at(Key{true, k, c - 1, c});
+          forward[{c, k}] = b.matmul(in, w);
           break;
         }
-        ir::Value* in = s == p - 1 ? forward[k] : arrived.at(Key{false, int(k), s + 1, s});
-        backward[k] = b.matmul(in, w);
+        ir::Value* in = c == n - 1 ? forward.at({c, k}) : arrived.at(Key{false, k, c + 1, c});
+        ir::Value* back = backward[{c, k}] = b.matmul(in, w);
+        if (c == 0) outputs.push_back(back);
         if (!o.weight_gradient) break;
-        ir::Value* dw = b.matmul(b.transpose(input[k], 0, 1), in);
+        ir::Value* dw = b.matmul(b.transpose(input.at({c, k}), 0, 1), in);
         if (!o.dp_group.empty()) dw = b.wait_tensor(b.all_reduce(dw, o.dp_group));
         grad = grad ? b.add(grad, dw) : dw;
         break;
       }
     }
   }
-  if (s == 0) outputs = backward;
-  else outputs.push_back(grad ? grad : w);
+  if (s != 0) outputs = {grad ? grad : w};
   b.outputs(outputs);
   return g;
 }
