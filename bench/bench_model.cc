@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/parallel.h"
 #include "dtensor/core/rng.h"
@@ -151,6 +152,7 @@ void bench(const BenchModelOptions& o) {
   j["rounds"] = rounds;
   j["forward_ms"] = one;
   j["forward_threads2_ms"] = two;
+  j["blas_kernels"] = blas_kernels();  // OpenBLAS's core: a slow choice shows here (blas_kernels.h)
   j["forward_tp_ms"] = tp;
   j["threads2_speedup"] = one / two;
   j["tp_efficiency"] = one / (tp * o.tp);
@@ -174,6 +176,7 @@ void bench(const BenchModelOptions& o) {
   std::printf("gpt vocab %lld hidden %lld heads %lld layers %lld batch %lld seq %lld: fastest of %d per round, %d round(s)\n",
               (long long)m.vocab, (long long)m.hidden, (long long)m.heads, (long long)m.layers, (long long)m.batch,
               (long long)m.seq, o.repeat, o.rounds);
+  std::printf("BLAS kernels: OpenBLAS %s\n", j["blas_kernels"].get<std::string>().c_str());
   for (size_t i = 0; i < rounds.size(); ++i) {
     const auto& r = rounds[i];
     std::printf("  round %zu: dtensor %.1f ms%s, --threads 2 %.1f ms, tp %d %.1f ms%s\n", i, r["dtensor_ms"].get<double>(),

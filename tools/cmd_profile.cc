@@ -36,6 +36,7 @@
 
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/autodiff/train_step.h"
+#include "dtensor/core/blas_kernels.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/kernels/ops.h"
@@ -358,6 +359,7 @@ void print_text(const nlohmann::json& j) {
                    : "1 device",
               j["threads"].get<int>(), j["fusion"].get<bool>() ? "" : ", fusion off", j["time_ms"].get<double>(),
               j["repeat"].get<int>(), double(j["peak_bytes"].get<size_t>()) / (1 << 20));
+  std::printf("BLAS kernels: OpenBLAS %s\n", j["blas_kernels"].get<std::string>().c_str());
   const auto& u = j["usage"];
   std::printf("per run (mean of %d): wall %.3f ms, CPU %.3f ms (%.2f cores busy), context switches %.1f voluntary, "
               "%.1f involuntary\n",
@@ -411,7 +413,8 @@ void profile_command(const ProfileOptions& opt) {
   int ranks = 1;
   if (!opt.mesh.mesh.empty()) ranks = int(DeviceMesh::parse(opt.mesh.mesh).size());
   const int threads = apply_threads_option(opt.threads, ranks);
-  const nlohmann::json j = mesh ? profile_mesh(opt, threads) : profile_one_device(opt, threads);
+  nlohmann::json j = mesh ? profile_mesh(opt, threads) : profile_one_device(opt, threads);
+  j["blas_kernels"] = blas_kernels();  // OpenBLAS's core: a slow choice shows here (blas_kernels.h)
   if (opt.json)
     std::printf("%s\n", j.dump(2).c_str());
   else

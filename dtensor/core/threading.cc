@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/error.h"
 
 namespace dt {
@@ -24,6 +25,7 @@ void set_compute_threads(int n) {
 int compute_threads() { return g_threads; }
 
 void init_compute_threads() {
+  (void)blas_kernels_rechosen();  // links the kernel choice made at load (blas_kernels.h)
   std::call_once(g_init, [] { openblas_set_num_threads(g_threads.load()); });
 }
 

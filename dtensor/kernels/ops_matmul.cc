@@ -20,14 +20,22 @@ namespace dt {
 
 namespace {
 
-// A GEMM is split over the rank's threads only into panels of at least this much work: smaller
-// panels lose more to packing the shared operand than threads win.
-// Panel edges fall on multiples of kGemmPanelQuantum rows. OpenBLAS computes the rows
-// of C in tiles of its kernel's unroll and the ragged last tile with a different edge kernel, whose
-// sums round differently; so a panel edge off a tile edge changes results. Measured with Debian's
-// OpenBLAS 0.3.21 on this project's AMD EPYC host: edges at multiples of 16, 32 or 64 rows changed
-// up to 4% of the elements, multiples of 48 none (the kernel's tile is 24 rows); 48 is also a
-// multiple of the 16-row tiles of OpenBLAS's other x86 sgemm kernels. parallel_test checks it.
+// A GEMM is split over the rank's threads only into panels of at least kGemmPanelFlops: smaller
+// panels lose more to packing the shared operand than threads win. The floor is also what keeps
+// results the same for any thread count: OpenBLAS's SkylakeX/Cooperlake cores (0.3.21) multiply a
+// product of M*N*K <= 100^3 with their "small matrix" kernels, which round differently from the
+// blocked ones, so a panel below that size differs from the same rows in a whole call (a 4-row
+// ragged panel of a 100-row conv weight gradient did). Every panel, the ragged last one included,
+// holds at least 2^21 = 2.1 M multiply-adds, twice that limit.
+// Panel edges fall on multiples of kGemmPanelQuantum rows. OpenBLAS computes the rows of C in
+// tiles of its kernel's unroll and the ragged last tile with a different edge kernel, whose sums
+// round differently; so a panel edge off a tile edge changes results. Measured with Debian's
+// OpenBLAS 0.3.21 on an AMD EPYC host: edges at multiples of 16, 32 or 64 rows changed up to 4% of
+// the elements, multiples of 48 none (that kernel's tile is 24 rows); 48 is also a multiple of the
+// 4-, 8- and 16-row tiles of OpenBLAS's other x86 sgemm kernels. Re-measured on the Xeon host with
+// the Cooperlake, SkylakeX, Haswell and Prescott cores: 287 random shapes (both transposes, beta 0
+// and 1) split for 2, 3 and 4 threads by this rule, all bitwise equal to the whole call.
+// parallel_test checks it.
 constexpr int64_t kGemmPanelFlops = int64_t(1) << 22;
 constexpr int64_t kGemmPanelQuantum = 48;
 
@@ -108,14 +116,24 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
     epilogue(r0, r1);
   };
   // On the rank's threads (parallel.h) C is split into row panels of whole kGemmPanelQuantum
-  // multiples. K is never split, and each panel tiles its rows as the whole call would, so each
-  // element of C is the same dot product whichever panel holds it (parallel_test checks it). C is
-  // never split by columns: with Debian's OpenBLAS, splitting the columns of a 128-row product
-  // changed results at every split point tried (multiples of 8 to 480), so a GEMM with fewer than
-  // two panels of rows (decode) runs on one thread.
-  const int64_t q = kGemmPanelQuantum, units = (m + q - 1) / q;
+  // multiples (the last unit takes the remainder, so no panel is a small ragged tail). K is never
+  // split, and each panel tiles its rows as the whole call would, so each element of C is the same
+  // dot product whichever panel holds it (parallel_test checks it). C is never split by columns:
+  // with Debian's OpenBLAS, splitting the columns of a 128-row product changed results at every
+  // split point tried (multiples of 8 to 480), so a GEMM with fewer than two panels of rows
+  // (decode) runs on one thread. The panel count is fixed here, at most the rank's threads and each
+  // panel at least `grain` units; parallel_for then hands out whole panels.
+  const int64_t q = kGemmPanelQuantum, units = std::max<int64_t>(1, m / q);
   const int64_t grain = std::max<int64_t>(1, kGemmPanelFlops / std::max<int64_t>(2 * n * k * q, 1));
-  parallel_for(units, grain, [&](int64_t u0, int64_t u1) { panel(u0 * q, std::min(u1 * q, m)); });
+  const int64_t panels = std::min<int64_t>(units / grain, threads_per_rank());
+  auto unit_row = [&](int64_t u) { return u == units ? m : u * q; };
+  if (panels <= 1) {
+    panel(0, m);
+    return;
+  }
+  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    panel(unit_row(units * p0 / panels), unit_row(units * p1 / panels));
+  });
 }
 
 // The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).

@@ -1,9 +1,11 @@
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
 
 #include "tests/support/ops_test_util.h"
+#include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/threading.h"
 
 namespace dt {
@@ -65,6 +67,21 @@ TEST(OpsMatmul, MmMatchesReferenceAcrossLayoutsDtypesAndEmptyDims) {
       }
     }
   }
+}
+
+// OpenBLAS runs kernels as wide as the CPU's vectors (blas_kernels.h): 0.3.21 chose its SSE3
+// kernels on this host's AVX-512 Xeon, a fifth of the GEMM speed, until they were chosen again at
+// load. And a GEMM runs after the choice.
+TEST(OpsMatmul, BlasRunsKernelsAsWideAsTheCpu) {
+  const Tensor a = uniform({160, 300}, DType::f32, 30), b = uniform({300, 120}, DType::f32, 31);
+  expect_values(mm(a, b), ref_bmm(a.to_doubles(), b.to_doubles(), 1, 160, 300, 120), 1e-5, 1e-4);
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE chooses the kernels";
+  if (!blas_dynamic_arch()) GTEST_SKIP() << "OpenBLAS built for one core (no DYNAMIC_ARCH): its kernels are fixed";
+  const std::string core = blas_kernels();
+  if (blas_core_isa(core) == BlasIsa::unknown) GTEST_SKIP() << "core " << core << " is newer than the table";
+  EXPECT_GE(int(blas_core_isa(core)), int(cpu_isa())) << "OpenBLAS runs " << core;
+  EXPECT_EQ(blas_core_isa("Prescott"), BlasIsa::pre_avx2);
+  EXPECT_EQ(blas_core_isa("Cooperlake"), BlasIsa::avx512);
 }
 
 TEST(OpsMatmul, LargerSeededMatrices) {

@@ -174,10 +174,11 @@ TEST(ParallelKernels, AttentionBackwardBitwiseAcrossThreadCounts) {
   }
 }
 
-// GEMMs split into row panels of 48-row multiples of at least 4 MFLOP: these shapes make 2-3
-// panels with ragged last panels, transposed operands included. 1001 rows in 2 panels is the case
-// that failed with 16-row panels (split at row 496); 128 x 512 x 1000 is the gpt test's logits
-// GEMM, which failed with column panels.
+// GEMMs split into row panels of 48-row multiples of at least 4 MFLOP, the last one taking the
+// ragged rows: these shapes make 2-3 panels, transposed operands included. 1001 rows in 2 panels
+// is the case that failed with 16-row panels (split at row 496); 128 x 512 x 1000 is the gpt
+// test's logits GEMM, which failed with column panels; 100 x 1536 x 72 (48 + 52 rows) failed with
+// the SkylakeX kernels when its 4 ragged rows were a panel of their own (a small-matrix kernel).
 TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   const Tensor a = uniform({1001, 301}, DType::f32, 12), b = uniform({301, 517}, DType::f32, 13);
   const Tensor w = uniform({517, 301}, DType::f32, 14), bias = uniform({517}, DType::f32, 15);
@@ -187,15 +188,19 @@ TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   expect_same_for_thread_counts("mm of a transpose", [&] { return mm(b.transpose(0, 1), a.transpose(0, 1)); });
   const Tensor h = uniform({128, 512}, DType::f32, 16), lm = uniform({1000, 512}, DType::f32, 17);
   expect_same_for_thread_counts("linear 128 rows", [&] { return linear(h, lm); });
+  const Tensor tall = uniform({100, 1536}, DType::f32, 18), narrow = uniform({1536, 72}, DType::f32, 19);
+  expect_same_for_thread_counts("mm 100 rows, narrow", [&] { return mm(tall, narrow); });
+  expect_same_for_thread_counts("mm 100 rows, both transposed",
+                                [&] { return mm(tall.transpose(0, 1).contiguous().transpose(0, 1), narrow.transpose(0, 1).contiguous().transpose(0, 1)); });
   // The fused epilogue: seeded, multiplied and activated per panel (1001 rows: 21 panels of 48).
   expect_same_for_thread_counts("linear + gelu", [&] { return linear_act(a, w, bias, Activation::gelu_tanh); });
   expect_same_for_thread_counts("linear + silu", [&] { return linear_act(a, w, Tensor(), Activation::silu); });
 }
 
 TEST(ParallelKernels, ConvBitwiseAcrossThreadCounts) {
-  // A patch embedding whose 200 output channels make 5 GEMM row units of 48 (4 full, 1 ragged) per
-  // image, 3 units of work a range (grain: 2^22 flops / (2 · 64 positions · 192 taps · 48)); and a
-  // padded 3x3 conv in 2 groups of 100 rows through im2col and col2im (grain 1 unit).
+  // A patch embedding whose 200 output channels make 4 GEMM row units of 48 (the last with 56 rows)
+  // per image, 3 units a panel (grain: 2^22 flops / (2 · 64 positions · 192 taps · 48)), so at
+  // most one split; and a padded 3x3 conv in 2 groups of 100 rows through im2col and col2im.
   const Tensor x = uniform({2, 3, 64, 64}, DType::f32, 21), w = uniform({200, 3, 8, 8}, DType::f32, 22);
   const Tensor bias = uniform({200}, DType::f32, 23);
   const ConvParams patch{{8, 8}, {0, 0, 0, 0}, {1, 1}, 1};

@@ -26,6 +26,8 @@ u = j["usage"]
 assert u["runs"] == 2 and u["wall_ms"] >= j["time_ms"] * 0.999 and u["cpu_ms"] > 0, u
 assert abs(u["cores_busy"] - u["cpu_ms"] / u["wall_ms"]) < 1e-9 and u["cores_busy"] < 2.5, u
 assert u["voluntary_switches"] >= 0 and u["involuntary_switches"] >= 0, u
+# the BLAS kernels in use are named, so a slow choice shows (OpenBLAS names a core it runs)
+assert isinstance(j["blas_kernels"], str) and j["blas_kernels"], j.get("blas_kernels")
 kinds = {k["op"]: k for k in j["op_kinds"]}
 # 2 layers x 6 linears + lm_head, fc_in fused with its gelu; 2 attention nodes; no collectives
 assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds

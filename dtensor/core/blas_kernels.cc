@@ -1,0 +1,108 @@
+#include "dtensor/core/blas_kernels.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+// OpenBLAS's run-time kernel selection (DYNAMIC_ARCH builds): quit + init re-reads
+// OPENBLAS_CORETYPE. The gotoblas_<CORE> tables tell which cores the build holds. Weak: a build
+// without them leaves them null and nothing changes.
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
+extern "C" char gotoblas_COOPERLAKE __attribute__((weak));
+extern "C" char gotoblas_SKYLAKEX __attribute__((weak));
+extern "C" char gotoblas_HASWELL __attribute__((weak));
+
+namespace dt {
+
+namespace {
+
+bool has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  // libgcc's checks include the OS's support (XCR0), not only CPUID.
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+bool has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+bool has_avx512_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 11
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+// The newest core this build holds for the CPU's ISA, or null (nothing better to choose).
+const char* best_core_for_cpu() {
+  const BlasIsa cpu = cpu_isa();
+  if (cpu == BlasIsa::avx512) {
+    if (has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
+    if (&gotoblas_SKYLAKEX) return "SkylakeX";
+  }
+  if (cpu >= BlasIsa::avx2 && &gotoblas_HASWELL) return "Haswell";
+  return nullptr;
+}
+
+// Runs while the program (or the Python extension) loads: a static initializer, after OpenBLAS's
+// own constructor (a shared library's constructors run before those of the objects that link it)
+// and before any BLAS call. OpenBLAS's pthread build has by then started its idle worker threads;
+// they hold no core-specific state (kernels and block sizes are read from the core's table at each
+// call, and their buffers are of one build-wide size), which is also why OPENBLAS_CORETYPE works.
+// setenv runs while no other thread of ours exists; the variable is removed again so that child
+// processes choose for themselves.
+bool choose_blas_kernels() {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return false;
+  const BlasIsa chosen = blas_core_isa(openblas_get_corename());
+  if (chosen == BlasIsa::unknown || chosen >= cpu_isa()) return false;  // a newer core than we know, or right
+  const char* core = best_core_for_cpu();
+  if (!core || blas_core_isa(core) <= chosen) return false;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  return true;
+}
+
+const bool g_rechosen = choose_blas_kernels();
+
+}  // namespace
+
+std::string blas_kernels() { return openblas_get_corename(); }
+
+bool blas_dynamic_arch() { return std::strstr(openblas_get_config(), "DYNAMIC_ARCH") != nullptr; }
+
+BlasIsa blas_core_isa(std::string_view core) {
+  for (std::string_view c : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (core == c) return BlasIsa::avx512;
+  for (std::string_view c : {"Haswell", "Zen"})
+    if (core == c) return BlasIsa::avx2;
+  // "Unknown" is OpenBLAS's name for a table it cannot name: treat it as the baseline.
+  for (std::string_view c : {"Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2",
+                             "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron", "Opteron_SSE3", "Barcelona",
+                             "Nano", "Sandybridge", "Bobcat", "Bulldozer", "Piledriver", "Steamroller", "Excavator"})
+    if (core == c) return BlasIsa::pre_avx2;
+  return BlasIsa::unknown;
+}
+
+BlasIsa cpu_isa() {
+  if (has_avx512()) return BlasIsa::avx512;
+  if (has_avx2()) return BlasIsa::avx2;
+  return BlasIsa::pre_avx2;
+}
+
+bool blas_kernels_rechosen() { return g_rechosen; }
+
+}  // namespace dt

@@ -1,0 +1,32 @@
+// Which kernels OpenBLAS runs on this CPU, and the choice made when OpenBLAS's own is too old.
+//
+// A DYNAMIC_ARCH OpenBLAS (Debian's) picks its kernels ("core") from the CPU model when it loads.
+// For a model newer than the release, 0.3.21 falls back to its SSE3 baseline ("Prescott"): on this
+// project's Xeon (model 207, AVX-512 + AVX512-BF16) sgemm then ran at ~31 GFLOP/s instead of
+// 134-154 (n = 1024, one thread). So when the library loads, blas_kernels.cc chooses again by the
+// CPU's features when the detected core uses narrower vectors than the CPU has, as
+// OPENBLAS_CORETYPE would. A user's own OPENBLAS_CORETYPE is left alone; so is an OpenBLAS built
+// for one core (no DYNAMIC_ARCH) and a CPU whose core OpenBLAS already knows.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dt {
+
+// The widest vector instructions a BLAS core's kernels use, or the CPU has.
+enum class BlasIsa { unknown = -1, pre_avx2 = 0, avx2 = 1, avx512 = 2 };
+
+// Returns the name of the kernels OpenBLAS runs ("Cooperlake", "SkylakeX", "Haswell", ...).
+std::string blas_kernels();
+// True when OpenBLAS chooses its kernels at run time (a DYNAMIC_ARCH build).
+bool blas_dynamic_arch();
+// Returns the vector ISA of an OpenBLAS core name (unknown for a name this table lacks).
+BlasIsa blas_core_isa(std::string_view core);
+// Returns the widest vector ISA this CPU and its OS support.
+BlasIsa cpu_isa();
+// True when the kernels were chosen again at load (OpenBLAS's own choice was older than the CPU).
+// Referenced by init_compute_threads so that every binary running a GEMM links the choice.
+bool blas_kernels_rechosen();
+
+}  // namespace dt
