@@ -8,8 +8,11 @@ CI never runs this script.
 Per CASE: CASE.onnx (torch.onnx.export, opset 17, default options) and CASE_io.safetensors with the
 inputs by name and PyTorch's outputs `output0`, `output1`, ... For the convolutions, whose weight and
 bias are initializers (parameters on import), also `r` (a random cotangent of the output's shape)
-and PyTorch's gradients of sum(output0 * r): `grad.x`, `grad.weight`, `grad.bias`. Small shapes,
-seeded: the same torch version writes the same files.
+and PyTorch's gradients of sum(output0 * r): `grad.x`, `grad.weight`, `grad.bias`; the same for
+scatternd_gradient (Hugging Face style writes into an activation, exported as ScatterND), with
+`grad.NAME` for its parameters and floating inputs. Small shapes,
+seeded: the same torch version writes the same files, except the convolutions, whose modules are
+built when the script loads, before the seed (a rerun rewrites their weights: keep the committed ones).
 """
 import argparse
 import os
@@ -55,6 +58,27 @@ class KvCacheUpdate(nn.Module):
         cache = cache.clone()
         cache[:, :, positions] = k
         return cache
+
+
+class IndexPutGradient(nn.Module):
+    """Writes into an activation the way Hugging Face code does, between projections whose weights
+    are parameters (Conv1D style, x @ w + b), so gradients flow through both ScatterNDs to the data
+    (the positions not written) and to the updates: `h[:, idx] = ...` (indices [n, 1] after the
+    exporter's transpose; a static cache's write) then `h[b, s] = ...` (index tuples [n, 2]), the
+    second overwriting some of the first's positions."""
+
+    def __init__(self, d_in=4, hidden=6, d_out=5):
+        super().__init__()
+        self.w_in = nn.Parameter(torch.randn(d_in, hidden) * 0.5)
+        self.b_in = nn.Parameter(torch.randn(hidden) * 0.1)
+        self.w_upd = nn.Parameter(torch.randn(d_in, hidden) * 0.5)
+        self.w_out = nn.Parameter(torch.randn(hidden, d_out) * 0.5)
+
+    def forward(self, x, idx, v, b, s, c):
+        h = x @ self.w_in + self.b_in
+        h[:, idx] = v @ self.w_upd
+        h[b, s] = c * 2.0
+        return torch.tanh(h) @ self.w_out
 
 
 class RowsUpdate(nn.Module):
@@ -143,6 +167,23 @@ def main():
     t = export(RowsUpdate(), "scatternd_rows",
                {"x": torch.randn(6, 3), "idx": torch.tensor([4, 0, 3]), "v": torch.randn(3, 3)}, args.out)
     save_file(t, os.path.join(args.out, "scatternd_rows_io.safetensors"))
+    # Gradients through ScatterND: of sum(output0 * r) for the parameters (grad.NAME) and the
+    # floating inputs x, v, c (grad.x, ...).
+    model = IndexPutGradient()
+    inputs = {"x": torch.randn(2, 7, 4), "idx": torch.tensor([5, 1, 3]), "v": torch.randn(2, 3, 4),
+              "b": torch.tensor([1, 0, 1]), "s": torch.tensor([1, 6, 2]), "c": torch.randn(3, 6)}
+    t = export(model, "scatternd_gradient", inputs, args.out)
+    leaves = {k: v.clone().requires_grad_(True) if v.is_floating_point() else v for k, v in inputs.items()}
+    y = model(*leaves.values())
+    r = torch.randn(y.shape)
+    (y * r).sum().backward()
+    t["r"] = r
+    for k, v in leaves.items():
+        if v.is_floating_point():
+            t["grad." + k] = v.grad
+    for k, p in model.named_parameters():
+        t["grad." + k] = p.grad
+    save_file(t, os.path.join(args.out, "scatternd_gradient_io.safetensors"))
     print("wrote", len(os.listdir(args.out)), "files to", args.out)
 
 

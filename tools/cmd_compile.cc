@@ -6,7 +6,7 @@
 // estimate of peak activation memory per rank, identical ranks in one block, and the cost model's
 // communication time; --json prints that report as JSON (every rank in full up to kListedRanks
 // ranks, else one entry per distinct program). Only the distinct programs of the job (orbits,
-// ir/rank_orbits.h) and the --rank one are compiled for --rank and the reports, so a 65,536-rank
+// ir/program_orbits.h) and the --rank one are compiled for --rank and the reports, so a 65,536-rank
 // job compiles and reports as fast as a 4-rank one; printing every rank's program builds them all.
 #include <fmt/format.h>
 

@@ -290,6 +290,30 @@ std::vector<Case> cases() {
                                                     {"dtype", DType::i64}})[0];
          return V{b.record(OpKind::gather_elements, {p(b, "x", {3, 5}), i}, {{"dim", int64_t(1)}})[0]};
        }},
+      {"gather_nd", {OpKind::gather_nd},
+       [](Builder& b) {
+         // Tuples over the first two dims of a [3, 4, 2] (a negative and a repeated one, whose
+         // gradients accumulate), and rows of a [5, 3] by a [2, 2, 1] batch of tuples.
+         Value* i2 = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{3, 2}},
+                                                     {"values", std::vector<double>{2, -1, 0, 1, 2, 3}},
+                                                     {"dtype", DType::i64}})[0];
+         return V{b.record(OpKind::gather_nd, {p(b, "x", {3, 4, 2}), i2})[0],
+                  b.record(OpKind::gather_nd, {p(b, "y", {5, 3}), b.input("rows", DType::i64, {2, 2, 1})})[0]};
+       }},
+      // Distinct tuples: of repeated ones only the last write reaches the result, where the rule,
+      // as PyTorch's index_put_, gives each of them the gradient (ONNX leaves repeats undefined).
+      {"scatter_nd", {OpKind::scatter_nd},
+       [](Builder& b) {
+         Value* rows = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{2, 1}},
+                                                       {"values", std::vector<double>{3, -5}},
+                                                       {"dtype", DType::i64}})[0];
+         Value* cells = b.record(OpKind::constant, {}, {{"shape", std::vector<int64_t>{3, 2}},
+                                                        {"values", std::vector<double>{0, 1, 4, 2, 2, 0}},
+                                                        {"dtype", DType::i64}})[0];
+         Value* x = p(b, "x", {5, 3});
+         return V{b.record(OpKind::scatter_nd, {x, rows, p(b, "u", {2, 3})})[0],
+                  b.record(OpKind::scatter_nd, {b.mul(x, x), cells, p(b, "v", {3})})[0]};
+       }},
       {"cumsum", {OpKind::cumsum},
        [](Builder& b) {
          Value* x = p(b, "x", {3, 4});

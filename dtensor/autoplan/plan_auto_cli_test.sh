@@ -27,10 +27,18 @@ set -e
 "$DT" compile g.dt --mesh 4 --plan auto --max-memory-per-rank 1000000 --report --json >report.json
 peak=$(grep -m1 '"estimated_peak_bytes"' report.json | tr -dc 0-9)
 [ -n "$peak" ] && [ "$peak" -le 1000000 ]
+# examples/gpt.dt on 4 ranks under 800,000 bytes: the plan gathers an fsdp bias that only tp index
+# 0 adds; every rank must still issue that gather (this once failed the cross-rank check).
+"$DT" compile "$EXAMPLES/gpt.dt" --mesh 4 --plan auto --max-memory-per-rank 800000 --report >/dev/null
 "$DT" plan-search g.dt --mesh 2x2 --json | grep "\"estimated_step_us\"" >/dev/null
 # bench auto-vs-hand runs the auto plan and every 1-d/2-d hand plan of examples/ (4 here) once.
 "$DT" bench auto-vs-hand --examples "$EXAMPLES" --hidden 32 --heads 2 --layers 1 --vocab 64 --batch 4 --seq 8 \
   --rounds 1 --repeat 1 --json >vs.json
 grep '"auto_over_best_hand"' vs.json >/dev/null
 [ "$(grep -c '"gpt_[a-z_]*.json": ' vs.json)" = 4 ]
+# The same for the training step (--train: the search with --train, SGD steps).
+"$DT" bench auto-vs-hand --examples "$EXAMPLES" --hidden 32 --heads 2 --layers 1 --vocab 64 --batch 4 --seq 8 \
+  --rounds 1 --repeat 1 --train --json >vs_train.json
+grep '"auto_over_best_hand"' vs_train.json >/dev/null
+[ "$(grep -c '"gpt_[a-z_]*.json": ' vs_train.json)" = 4 ]
 echo ok

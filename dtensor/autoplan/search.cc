@@ -226,7 +226,9 @@ class Searcher {
     passes::PassManager pm;
     pm.add(passes::parse_pipeline(opt_.pipeline, po));
     passes::RankPipelineOptions ro;
-    ro.check_ranks = false;  // the job checks its programs; the search only measures them
+    // The same proof the job runs: a candidate whose programs stop matching across ranks after a
+    // pass is a bug, raised here (InternalError) rather than returned as a plan that cannot compile.
+    ro.check_ranks = true;
     ro.orbits = &cm.orbits;
     passes::run_rank_pipelines(pm, cm.programs, cm.ranks, ro);
     for (const ir::Graph& p : cm.programs) add_memory(p, est);
@@ -268,6 +270,38 @@ class Searcher {
       if (!improved) break;
     }
     return s;
+  }
+
+  // Every state of the current roles in a fixed order (mixed radix over (class, mesh dim), the last
+  // digit fastest) when there are at most SearchOptions::exact_max_states of them: the best (the
+  // first on ties). nullopt when there are more (the caller descends instead).
+  std::optional<State> enumerate() {
+    std::vector<std::pair<size_t, size_t>> digits;  // (class, mesh dim) with a choice
+    double states = 1;
+    for (size_t c = 0; c < classes_.size(); ++c)
+      for (size_t m = 0; m < roles_.size(); ++m)
+        if (mesh_.size(int64_t(m)) > 1) {
+          digits.emplace_back(c, m);
+          states *= double(role_styles(roles_[m]).size());
+        }
+    if (states > double(opt_.exact_max_states)) return std::nullopt;
+    State s(classes_.size(), std::vector<int>(roles_.size(), 0)), best = s;
+    Eval cur = eval(s);
+    while (true) {
+      size_t k = digits.size();
+      while (k > 0) {  // next state: increment the last digit, carrying
+        auto [c, m] = digits[k - 1];
+        if (++s[c][m] < int(role_styles(roles_[m]).size())) break;
+        s[c][m] = 0;
+        --k;
+      }
+      if (k == 0) return best;
+      const Eval& e = eval(s);
+      if (better(e, cur)) {
+        cur = e;
+        best = s;
+      }
+    }
   }
 
   std::vector<std::vector<std::string>> role_assignments() const {
@@ -344,14 +378,20 @@ SearchResult Searcher::run() {
       best.role_alternatives.emplace_back(label, alt);
       continue;
     }
-    // Two starts: nothing sharded, and every module fsdp on every mesh dim (the least parameter
-    // memory, from where a tight limit is met first); the better end wins (the first on ties).
-    State s = descend(State(classes_.size(), std::vector<int>(roles_.size(), 0)));
-    State all_fsdp(classes_.size(), std::vector<int>(roles_.size(), 0));
-    for (auto& row : all_fsdp)
-      for (size_t m = 0; m < roles.size(); ++m) row[m] = fsdp_index(roles[m]);
-    State t = descend(all_fsdp);
-    if (better(eval(t), eval(s))) s = t;
+    State s;
+    if (std::optional<State> all = enumerate()) {
+      s = std::move(*all);
+    } else {
+      // Two starts: nothing sharded, and every module fsdp on every mesh dim (the least parameter
+      // memory, from where a tight limit is met first); the better end wins (the first on ties).
+      best.exact = false;
+      s = descend(State(classes_.size(), std::vector<int>(roles_.size(), 0)));
+      State all_fsdp(classes_.size(), std::vector<int>(roles_.size(), 0));
+      for (auto& row : all_fsdp)
+        for (size_t m = 0; m < roles.size(); ++m) row[m] = fsdp_index(roles[m]);
+      State t = descend(all_fsdp);
+      if (better(eval(t), eval(s))) s = t;
+    }
     const Eval e = eval(s);
     alt.step_us = e.est.step_us;
     alt.peak_bytes = e.est.peak_bytes;
@@ -418,7 +458,9 @@ std::string explain(const SearchResult& r) {
     out += fmt::format("per-rank memory: {} (parameters {}, activations {}; after the passes, memory budget {})\n",
                        bytes_str(e.peak_bytes), bytes_str(e.param_bytes), bytes_str(e.activation_bytes),
                        bytes_str(int64_t(r.pass_options.memory_budget_bytes)));
-  out += fmt::format("candidates costed: {}\n", r.evaluated);
+  out += fmt::format("candidates costed: {} ({})\n", r.evaluated,
+                     r.exact ? "every plan of the search space: the optimum under the cost model"
+                             : "coordinate descent: a local optimum, judge it by the lower bound");
   out += "mesh roles tried:\n";
   for (const auto& [label, a] : r.role_alternatives)
     out += fmt::format("  {:<12} {}\n", label,
@@ -458,6 +500,7 @@ std::string to_json(const SearchResult& r) {
   est["lower_bound_us"] = r.lower_bound_us;
   j["estimate"] = est;
   j["candidates_costed"] = r.evaluated;
+  j["exact"] = r.exact;
   ordered_json roles = ordered_json::array();
   for (const auto& [label, a] : r.role_alternatives) {
     ordered_json x;

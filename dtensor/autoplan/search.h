@@ -18,11 +18,13 @@
 // must run them with for its programs to be the ones estimated. A candidate that makes
 // propagation fall back (an op with no strategy) is rejected.
 //
-// Method. For each role assignment, coordinate descent over (module class, mesh dim): every style
-// of the role is tried in a fixed order and kept when it lowers (memory excess over the limit,
-// then step time); sweeps repeat until none improves (at most kMaxSweeps). The best role
-// assignment wins; ties keep the earlier candidate, so the same input gives the same plan.
-// This is a local search, not exact: SearchResult::lower_bound_us is a certified lower bound of
+// Method. For each role assignment with at most SearchOptions::exact_max_states plans (the mlp, a
+// model of few module classes), every plan is costed: exact under the cost model. Otherwise
+// coordinate descent over (module class, mesh dim): every style of the role is tried in a fixed
+// order and kept when it lowers (memory excess over the limit, then step time); sweeps repeat
+// until none improves (at most kMaxSweeps). The best role assignment wins; ties keep the earlier
+// candidate, so the same input gives the same plan. Descent is a local search, not exact
+// (SearchResult::exact says which): SearchResult::lower_bound_us is a certified lower bound of
 // any plan's step time (all FLOPs split over every rank, no communication) to judge it by.
 #pragma once
 
@@ -48,6 +50,9 @@ struct SearchOptions {
   // each candidate's programs go through it before their memory is estimated.
   std::string pipeline = "default";
   passes::PassOptions pass_options;
+  // A role assignment with at most this many plans (styles per (module class, mesh dim),
+  // multiplied) is solved exactly by costing every one; larger ones by coordinate descent.
+  int64_t exact_max_states = 4096;
 };
 
 // One (module class, mesh dim) decision and what the alternatives would have cost.
@@ -70,6 +75,9 @@ struct SearchResult {
   // Other role assignments tried, with their best step time ("" rejected when feasible).
   std::vector<std::pair<std::string, Alternative>> role_alternatives;
   double lower_bound_us = 0;
+  // Every role assignment was solved exactly (every plan of the search space costed): the plan is
+  // the optimum under the cost model. Otherwise lower_bound_us is what to judge it by.
+  bool exact = true;
   int evaluated = 0;  // candidate plans costed
   // The pass options the plan's memory was estimated under: SearchOptions::pass_options with, under
   // a limit and no budget of the caller's, memory_budget_bytes = the limit less the plan's

@@ -1,5 +1,5 @@
 // Converters of the ONNX ops indexed by position along an axis (ir/ops/index.cc) and the logical
-// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, ScatterND, And, Or, Xor.
+// ops: Gather, GatherElements, ArgMax, ArgMin, CumSum, Trilu, TopK, ScatterND, GatherND, And, Or, Xor.
 #include <algorithm>
 
 #include "dtensor/core/error.h"
@@ -90,6 +90,15 @@ void conv_scatter_nd(Importer& im, const onnx::NodeProto&) {
   im.set_out(0, rec(im, OpKind::scatter_nd, {im.in(0), im.in(1), im.in(2)}));
 }
 
+// GatherND(data, indices) {batch_dims = 0}: the IR's gather_nd (the gradient of ScatterND's
+// updates); batch_dims > 0 is refused by name.
+void conv_gather_nd(Importer& im, const onnx::NodeProto&) {
+  const int64_t batch_dims = im.attr_int("batch_dims", 0);
+  if (batch_dims != 0)
+    DT_THROW(ValueError) << im.where() << ": GatherND with batch_dims " << batch_dims << " is not supported (only 0)";
+  im.set_out(0, rec(im, OpKind::gather_nd, {im.in(0), im.in(1)}));
+}
+
 }  // namespace
 
 void add_index_converters(ConverterTable& t) {
@@ -103,6 +112,7 @@ void add_index_converters(ConverterTable& t) {
   t["Trilu"] = conv_trilu;
   t["TopK"] = conv_topk;
   t["ScatterND"] = conv_scatter_nd;
+  t["GatherND"] = conv_gather_nd;
   t["And"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_and); };
   t["Or"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_or); };
   t["Xor"] = [](Importer& im, const onnx::NodeProto&) { binary(im, OpKind::logical_xor); };

@@ -49,7 +49,9 @@ namespace dt::ir {
   /* ops_index.cc (the gathers' backward ops beside them); the logical ops: ops_elementwise.cc */   \
   X(gather) X(gather_backward) X(gather_elements) X(gather_elements_backward) X(argmax) X(argmin)     \
   X(cumsum) X(triu) X(tril) X(topk)                                                                    \
-  X(logical_and) X(logical_or) X(logical_xor) X(scatter_nd)                                          \
+  X(logical_and) X(logical_or) X(logical_xor)                                                        \
+  /* ops/index.cc too: by index tuples over the leading dims (ONNX ScatterND, GatherND) */            \
+  X(scatter_nd) X(gather_nd) X(gather_nd_backward)                                                    \
   /* ops/p2p.cc: point-to-point transfers between two ranks of a group (pipelines) */                 \
   X(send) X(recv)                                                                                     \
   /* ops/conv.cc (its gradients beside it) */                                                         \

@@ -113,10 +113,7 @@ TEST(OpRegistry, EveryDifferentiableOpHasAGradientRule) {
       OpKind::rms_norm_backward, OpKind::softmax_backward, OpKind::scaled_dot_product_attention_backward,
       OpKind::embedding_backward, OpKind::mse_loss_backward, OpKind::cross_entropy_backward,
       OpKind::slice_backward, OpKind::gather_backward, OpKind::gather_elements_backward,
-      OpKind::conv_backward_input, OpKind::conv_backward_weight,
-      // Not yet: scatter_nd's updates need a gather_nd for their gradient (ir/ops/index.cc), so
-      // autodiff through it is refused by name.
-      OpKind::scatter_nd,
+      OpKind::conv_backward_input, OpKind::conv_backward_weight, OpKind::gather_nd_backward,
       // Optimizer updates: they consume gradients.
       OpKind::sgd_update, OpKind::adamw_update};
   for (size_t i = 0; i < kNumOps; ++i) {

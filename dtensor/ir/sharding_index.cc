@@ -8,6 +8,9 @@
 //   gather_elements (and its backward): see elements_rule.
 //   argmax/argmin: integer results, nothing partial. cumsum, triu, tril: linear (P → P).
 //   triu/tril keep their last two dims replicated (the mask depends on the global row and column).
+//   scatter_nd, gather_nd and its backward: see nd_factors.
+#include <optional>
+
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/sharding_factors.h"
 
@@ -109,25 +112,49 @@ OpShardingRule topk_rule(const Node& n) {
 OpShardingRule cumsum_rule(const Node& n) { return along_dims_rule(n, {n.attr_int("dim")}, true); }
 OpShardingRule triangle_rule(const Node& n) { return along_dims_rule(n, {-2, -1}, true); }
 
-// scatter_nd(data [d0, .., d(r-1)], indices [.., k], updates [.., dk, .., d(r-1)]) -> data's shape:
-// the dims of data past the k indexed ones pass through, with the trailing dims of updates; the
-// indexed dims and the indices' own dims stay replicated (a write may land on any rank's rows).
+// The nd ops: data [d0, .., d(r-1)], indices [i0, .., i(q-2), k], slices [i0, .., i(q-2), dk, ..,
+// d(r-1)]. The dims of data past the k indexed ones are shared with the slices' trailing dims (a
+// size-1 dim gets no factor); the indexed dims stay replicated (a tuple may name any rank's rows),
+// as does the tuple dim k. The tuples' leading dims, shared by indices and slices, get factors of
+// `lead` (none: replicated).
+void nd_factors(OpShardingRule& r, const Shape& data, const Shape& idx, std::optional<FactorKind> lead,
+                TensorFactors& dataf, TensorFactors& idxf, TensorFactors& slicef) {
+  const size_t k = size_t(idx.back()), q = idx.size() - 1;
+  dataf.assign(data.size(), DimFactors{});
+  idxf.assign(idx.size(), DimFactors{});
+  slicef.assign(q + data.size() - k, DimFactors{});
+  for (size_t i = 0; lead && i < q; ++i)
+    if (idx[i] > 1) slicef[i] = idxf[i] = dim_of(r.add_factor(idx[i], *lead));
+  for (size_t i = k; i < data.size(); ++i)
+    if (data[i] > 1) slicef[q + i - k] = dataf[i] = dim_of(r.add_factor(data[i]));
+}
+
+// scatter_nd(data, indices, updates) -> data's shape: the trailing dims pass through; the tuples'
+// dims stay replicated (every rank writes every update, so no partial result either).
 OpShardingRule scatter_nd_rule(const Node& n) {
-  const Shape& data = n.operands[0]->type.shape;
-  const Shape& idx = n.operands[1]->type.shape;
-  const Shape& upd = n.operands[2]->type.shape;
-  const size_t k = size_t(idx.back()), lead = idx.size() - 1;
   OpShardingRule r;
-  TensorFactors d(data.size()), u(upd.size());
-  for (size_t i = k; i < data.size(); ++i) {
-    const int f = data[i] > 1 ? r.add_factor(data[i]) : -1;
-    d[i] = dim_of(f);
-    u[lead + i - k] = dim_of(f);
-  }
-  r.operands = {d, TensorFactors(idx.size()), u};
+  TensorFactors d, i, u;
+  nd_factors(r, n.operands[0]->type.shape, n.operands[1]->type.shape, std::nullopt, d, i, u);
+  r.operands = {d, i, u};
   r.results = {d};
   return r;
 }
+
+// gather_nd(data, indices) -> slices: as gather, the tuples' dims pass through to the slices
+// (batch-sharded indices give batch-sharded slices) and the op is linear in data (P → P).
+// gather_nd_backward(grad, indices) {shape} -> data's shape: the tuples' dims are reductions (each
+// shard of the tuples adds its slices into the whole data: P(sum)), linear in grad.
+OpShardingRule gather_nd_rule(const Node& n, const Shape& data, bool backward) {
+  OpShardingRule r;
+  TensorFactors d, i, s;
+  nd_factors(r, data, n.operands[1]->type.shape, backward ? FactorKind::reduction : FactorKind::pass_through, d, i, s);
+  r.operands = {backward ? s : d, i};
+  r.results = {backward ? d : s};
+  r.partial_one_of = 0b01;
+  return r;
+}
+OpShardingRule gather_nd_forward_rule(const Node& n) { return gather_nd_rule(n, n.operands[0]->type.shape, false); }
+OpShardingRule gather_nd_backward_rule(const Node& n) { return gather_nd_rule(n, n.result()->type.shape, true); }
 
 }  // namespace
 
@@ -137,7 +164,8 @@ std::vector<RuleEntry> index_sharding_rules() {
           {OpKind::gather_elements_backward, gather_elements_backward_rule},
           {OpKind::argmax, arg_rule},      {OpKind::argmin, arg_rule},  {OpKind::topk, topk_rule},
           {OpKind::cumsum, cumsum_rule},   {OpKind::triu, triangle_rule},
-          {OpKind::tril, triangle_rule},   {OpKind::scatter_nd, scatter_nd_rule}};
+          {OpKind::tril, triangle_rule},   {OpKind::scatter_nd, scatter_nd_rule},
+          {OpKind::gather_nd, gather_nd_forward_rule}, {OpKind::gather_nd_backward, gather_nd_backward_rule}};
 }
 
 }  // namespace dt::ir

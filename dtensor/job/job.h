@@ -119,7 +119,7 @@ class Job {
   RankStats rank_stats(int rank, const runtime::RunStats& stats) const;
 
   // The pipeline's programs when the plan has a pipeline section (forward only), else null: such a
-  // job only runs (threads backend).
+  // job only runs (threads or mpi backend: train_pipeline.h's run_pipeline).
   const PipelinePrograms* pipeline() const { return pipeline_.get(); }
 
   // Runs every rank: on threads all in this process, on mpi this process's rank (under mpirun

@@ -1,6 +1,7 @@
 // Job::run: every rank's program on the threads backend, or this process's rank under mpirun with
 // the outputs and per-rank numbers gathered to every process.
 #include <cstring>
+#include <functional>
 
 #include "dtensor/core/error.h"
 #include "dtensor/job/job.h"
@@ -83,23 +84,15 @@ RunResult run_threads(const Job& job, const Weights& weights, const TensorMap& i
   return out;
 }
 
-RunResult run_mpi(const Job& job, const Weights& weights, const TensorMap& inputs, const RunOptions& options) {
+// Runs body(world) on this process's rank of the MPI world, then RunOptions::in_world with rank 0's
+// verdict sent to every rank, so that they all exit alike.
+RunResult run_in_world(const Job& job, const RunOptions& options, const std::function<RunResult(ProcessGroup&)>& body) {
   RunResult out;
   runtime::run_world(
       runtime::Backend::mpi, int(job.mesh().size()),
       [&](ProcessGroup& world) {
-        const int r = world.rank();
-        runtime::LaunchOptions lo = launch_options(job.options(), options);
-        // Every process records its own rank's track from the same moment.
-        if (lo.node_hook) world.barrier()->wait();
-        const runtime::RankResult res = runtime::run_rank(job.program(r), job.bindings(r, weights, inputs), world, lo);
-        out.ranks = gather_stats(job.rank_stats(r, res.stats), world);
-        out.locals = gather_outputs(job, res.outputs, world);
-        out.collectives_per_kind = sharding::collective_stats(job.program(0), 0).count;
-        out.root = r == 0;
-        assemble_outputs(job, out);
+        out = body(world);
         if (!options.in_world) return;
-        // Rank 0's verdict goes to every rank, so that they all exit alike.
         const bool mine = options.in_world(out, world);
         double verdict = mine ? 1 : 0;
         world.broadcast(&verdict, 1, DType::f64, /*root=*/0)->wait();
@@ -109,12 +102,36 @@ RunResult run_mpi(const Job& job, const Weights& weights, const TensorMap& input
   return out;
 }
 
+RunResult run_mpi(const Job& job, const Weights& weights, const TensorMap& inputs, const RunOptions& options) {
+  return run_in_world(job, options, [&](ProcessGroup& world) {
+    RunResult out;
+    const int r = world.rank();
+    runtime::LaunchOptions lo = launch_options(job.options(), options);
+    // Every process records its own rank's track from the same moment.
+    if (lo.node_hook) world.barrier()->wait();
+    const runtime::RankResult res = runtime::run_rank(job.program(r), job.bindings(r, weights, inputs), world, lo);
+    out.ranks = gather_stats(job.rank_stats(r, res.stats), world);
+    out.locals = gather_outputs(job, res.outputs, world);
+    out.collectives_per_kind = sharding::collective_stats(job.program(0), 0).count;
+    out.root = r == 0;
+    assemble_outputs(job, out);
+    return out;
+  });
+}
+
 }  // namespace
 
 RunResult Job::run(const Weights& weights, const TensorMap& inputs, const RunOptions& options) const {
   if (!options_.ranks.empty())
     DT_THROW(ValueError) << "this job was compiled for some ranks only; compile it for every rank to run it";
-  if (pipeline_) return run_pipeline(*pipeline_, graph_, weights.full_tensors(), inputs, options_);
+  if (pipeline_) {
+    const std::map<std::string, Tensor> full = weights.full_tensors();
+    if (options_.backend != runtime::Backend::mpi)
+      return run_pipeline(*pipeline_, graph_, full, inputs, options_, options, nullptr);
+    return run_in_world(*this, options, [&](ProcessGroup& world) {
+      return run_pipeline(*pipeline_, graph_, full, inputs, options_, options, &world);
+    });
+  }
   programs_by_rank();  // checks that the mesh's ranks are the runtime's 0..size-1
   if (options_.backend == runtime::Backend::mpi) return run_mpi(*this, weights, inputs, options);
   return run_threads(*this, weights, inputs, options);

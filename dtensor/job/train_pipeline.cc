@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
@@ -146,11 +147,12 @@ std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
 }
 
 std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
-                                        const std::map<std::string, Tensor>& weights) {
+                                        const std::map<std::string, Tensor>& weights, int only_rank) {
   int n = 0;
   for (const pipeline::StageProgram& sp : pp.programs) n = std::max(n, sp.rank + 1);
   std::vector<Bindings> bind(static_cast<size_t>(n));
   for (const pipeline::StageProgram& sp : pp.programs) {
+    if (only_rank >= 0 && sp.rank != only_rank) continue;
     Bindings& b = bind[size_t(sp.rank)];
     const std::map<std::string, Tensor> fresh = autodiff::fresh_state(sp.step);
     for (const ir::Value* v : sp.step.graph.params()) {
@@ -173,14 +175,14 @@ std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Gr
 }
 
 void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
-                       std::vector<Bindings>& bind) {
+                       std::vector<Bindings>& bind, int only_rank) {
   const int m = pp.split.microbatches;
   for (const ir::Value* v : forward.inputs()) {
     auto it = batch.find(v->name);
     if (it == batch.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
     const int64_t rows = v->type.rank() > 0 ? v->type.shape[0] / m : 0;
     for (const pipeline::StageProgram& sp : pp.programs)
-      if (std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
+      if ((only_rank < 0 || sp.rank == only_rank) && std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
         for (int k = 0; k < m; ++k) {
           const Tensor micro = v->type.rank() > 0 ? it->second.narrow(0, k * rows, rows) : it->second;
           bind[size_t(sp.rank)][pipeline::microbatch_input(v->name, k)] =
@@ -189,22 +191,112 @@ void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, con
   }
 }
 
-RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
-                       const TensorMap& inputs, const JobOptions& job) {
-  if (job.backend != runtime::Backend::threads)
-    DT_THROW(ValueError) << "a pipeline runs on the threads backend so far";
-  const int n = int(job.mesh.size());
-  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights);
-  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind);
+namespace {
+
+// Where a pipeline's ranks run: every rank as a thread of this process (world null), or, under
+// mpi, this process's rank of `world` alone, with what every process must know exchanged.
+struct StageRanks {
+  const PipelinePrograms& pp;
+  int n = 0;
+  ProcessGroup* world = nullptr;
+
+  int me() const { return world ? world->rank() : -1; }  // -1: every rank is here
+  bool here(int rank) const { return !world || world->rank() == rank; }
+  // The first rank of the last stage: it holds the loss and the model's outputs.
+  int last_stage_rank() const {
+    for (const pipeline::StageProgram& sp : pp.programs)
+      if (sp.stage == pp.split.stages - 1) return sp.rank;
+    DT_CHECK(false) << "a pipeline without a last stage";
+    return 0;
+  }
+  // Runs every rank here (threads: all of them; mpi: this process's; the others' results empty).
+  std::vector<runtime::RankResult> run(const std::vector<Bindings>& bind, const runtime::LaunchOptions& lo) const {
+    const std::vector<const ir::Graph*> programs = pp.programs_by_rank(n);
+    if (!world) return runtime::launch(programs, bind, lo);
+    std::vector<runtime::RankResult> res(static_cast<size_t>(n));
+    const int r = world->rank();
+    res[size_t(r)] = runtime::run_rank(*programs[size_t(r)], bind[size_t(r)], *world, lo);
+    return res;
+  }
+  // Returns every rank's row(rank) (as f64, equal lengths): under mpi each process computes its
+  // own and all_gathers them.
+  std::vector<std::vector<double>> rows(const std::function<std::vector<double>(int rank)>& row) const {
+    std::vector<std::vector<double>> out(static_cast<size_t>(n));
+    if (!world) {
+      for (int r = 0; r < n; ++r) out[size_t(r)] = row(r);
+      return out;
+    }
+    const std::vector<double> mine = row(world->rank());
+    std::vector<double> all(mine.size() * size_t(n));
+    world->all_gather(mine.data(), all.data(), mine.size(), DType::f64)->wait();
+    for (int r = 0; r < n; ++r)
+      out[size_t(r)].assign(all.begin() + std::ptrdiff_t(size_t(r) * mine.size()),
+                            all.begin() + std::ptrdiff_t(size_t(r + 1) * mine.size()));
+    return out;
+  }
+  // Under mpi: `root`'s tensors of `types` (known to every process) broadcast to every process.
+  void broadcast(std::vector<Tensor>& tensors, const std::vector<ir::TensorType>& types, int root) const {
+    if (!world) return;
+    if (world->rank() != root) {
+      tensors.clear();
+      for (const ir::TensorType& t : types) tensors.push_back(Tensor::uninitialized(t.shape, t.dtype));
+    }
+    for (Tensor& t : tensors) {
+      t = t.contiguous();
+      if (t.numel() > 0) world->broadcast(t.raw_data(), size_t(t.numel()), t.dtype(), root)->wait();
+    }
+  }
+  // Under mpi: rank 0 receives every other rank's tensors named by names_of(its program) into
+  // by_rank[rank] (types from the programs, which every process has; point to point, rank by rank).
+  using Named = std::vector<std::pair<std::string, ir::TensorType>>;
+  void gather_to_root(std::vector<std::map<std::string, Tensor>>& by_rank,
+                      const std::function<Named(const pipeline::StageProgram&)>& names_of) const {
+    if (!world) return;
+    const int me = world->rank();
+    for (const pipeline::StageProgram& sp : pp.programs) {
+      if (sp.rank == 0 || (me != 0 && me != sp.rank)) continue;
+      for (const auto& [name, type] : names_of(sp)) {
+        Tensor t = me == 0 ? Tensor::uninitialized(type.shape, type.dtype) : by_rank[size_t(me)].at(name).contiguous();
+        if (t.numel() > 0) {
+          if (me == 0) world->recv(t.raw_data(), size_t(t.numel()), t.dtype(), sp.rank)->wait();
+          else world->send(t.raw_data(), size_t(t.numel()), t.dtype(), 0)->wait();
+        }
+        if (me == 0) by_rank[size_t(sp.rank)][name] = t;
+      }
+    }
+  }
+};
+
+runtime::LaunchOptions launch_options(const JobOptions& job) {
   runtime::LaunchOptions lo;
   lo.comm = job.comm;
   lo.comm_arena = job.comm_arena;
-  const std::vector<runtime::RankResult> res = runtime::launch(pp.programs_by_rank(n), bind, lo);
+  return lo;
+}
+
+}  // namespace
+
+RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
+                       const TensorMap& inputs, const JobOptions& job, const RunOptions& run, ProcessGroup* world) {
+  const StageRanks ranks{pp, int(job.mesh.size()), world};
+  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
+  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind, ranks.me());
+  runtime::LaunchOptions lo = launch_options(job);
+  lo.repeat = run.repeat;
+  lo.node_hook = run.node_hook;
+  const std::vector<runtime::RankResult> res = ranks.run(bind, lo);
+  const int last = ranks.last_stage_rank();
   RunResult out;
-  for (const pipeline::StageProgram& sp : pp.programs)
-    if (sp.stage == pp.split.stages - 1 && out.outputs.empty()) out.outputs = res[size_t(sp.rank)].outputs;
-  for (int r = 0; r < n; ++r)
-    out.ranks.push_back({r, res[size_t(r)].stats.seconds * 1e3, res[size_t(r)].stats.peak_bytes, 0, 0, 0});
+  out.root = ranks.me() <= 0;
+  out.outputs = res[size_t(last)].outputs;
+  std::vector<ir::TensorType> types;
+  for (const ir::Value* v : pp.programs_by_rank(ranks.n)[size_t(last)]->outputs()) types.push_back(v->type);
+  ranks.broadcast(out.outputs, types, last);
+  const auto rows = ranks.rows([&](int r) {
+    const runtime::RunStats& s = res[size_t(r)].stats;
+    return std::vector<double>{s.seconds * 1e3, double(s.peak_bytes)};
+  });
+  for (int r = 0; r < ranks.n; ++r) out.ranks.push_back({r, rows[size_t(r)][0], size_t(rows[size_t(r)][1]), 0, 0, 0});
   return out;
 }
 
@@ -214,8 +306,6 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
   if (options.recompute != autodiff::Recompute::none)
     DT_THROW(ValueError) << "recompute is not supported with a pipeline plan yet";
-  if (sharded.job.backend != runtime::Backend::threads)
-    DT_THROW(ValueError) << "pipeline training runs on the threads backend so far";
   autodiff::validate(options.optimizer);
   pipeline::ProgramOptions po;
   po.training = true;
@@ -223,78 +313,105 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   po.with_grads = options.keep_first_grads;
   const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
   const int n = int(sharded.job.mesh.size());
+  pp.programs_by_rank(n);  // every rank has a stage
   for (const ir::Value* v : forward.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
-
-  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights);
-  std::vector<const ir::Graph*> programs = pp.programs_by_rank(n);
-  runtime::LaunchOptions lo;
-  lo.comm = sharded.job.comm;
-  lo.comm_arena = sharded.job.comm_arena;
-  lo.update_params_in_place = true;
-  const int last = pp.split.stages - 1;
-  int loss_rank = -1;
-  for (const pipeline::StageProgram& sp : pp.programs)
-    if (sp.stage == last && loss_rank < 0) loss_rank = sp.rank;
   TrainResult result;
-  std::map<std::string, std::vector<Tensor>> grad_locals;  // by global rank
-  for (int s = 0; s < options.steps; ++s) {
-    std::map<std::string, Tensor> batch;
-    for (const ir::Value* v : forward.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
-    bind_microbatches(pp, forward, batch, bind);
-    std::vector<runtime::RankResult> res = runtime::launch(programs, bind, lo);
-    const double loss = res[size_t(loss_rank)].outputs[0].item();
-    result.losses.push_back(loss);
-    if (!std::isfinite(loss) && options.stop_on_non_finite) {
-      result.non_finite_step = s + 1;  // the updates below are not applied
-      break;
+  auto train = [&](ProcessGroup* world) {
+    const StageRanks ranks{pp, n, world};
+    std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
+    runtime::LaunchOptions lo = launch_options(sharded.job);
+    lo.update_params_in_place = true;
+    const int loss_rank = ranks.last_stage_rank();
+    std::vector<std::map<std::string, Tensor>> grads(static_cast<size_t>(n));  // the first step's, by rank
+    for (int s = 0; s < options.steps; ++s) {
+      std::map<std::string, Tensor> batch;
+      for (const ir::Value* v : forward.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
+      bind_microbatches(pp, forward, batch, bind, ranks.me());
+      const std::vector<runtime::RankResult> res = ranks.run(bind, lo);
+      const auto rows = ranks.rows([&](int r) {
+        const runtime::RankResult& rr = res[size_t(r)];
+        return std::vector<double>{r == loss_rank ? rr.outputs[0].item() : 0.0, rr.stats.seconds * 1e3,
+                                   double(rr.stats.peak_bytes)};
+      });
+      const double loss = rows[size_t(loss_rank)][0];
+      result.losses.push_back(loss);
+      if (!std::isfinite(loss) && options.stop_on_non_finite) {  // every rank stops at the same step
+        result.non_finite_step = s + 1;  // the updates below are not applied
+        break;
+      }
+      double ms = 0;
+      for (const std::vector<double>& row : rows) {
+        ms = std::max(ms, row[1]);
+        result.peak_bytes = std::max(result.peak_bytes, size_t(row[2]));
+      }
+      result.step_ms.push_back(ms);
+      for (const pipeline::StageProgram& sp : pp.programs) {
+        if (!ranks.here(sp.rank)) continue;
+        const std::vector<Tensor>& outs = res[size_t(sp.rank)].outputs;
+        for (size_t k = 0; k < sp.step.updates.size(); ++k) bind[size_t(sp.rank)][sp.step.updates[k]] = outs[sp.first_update + k];
+        if (s == 0 && options.keep_first_grads)
+          for (size_t i = 0; i < sp.step.params.size(); ++i) grads[size_t(sp.rank)][sp.step.params[i]] = outs[sp.step.grads_begin + i];
+      }
+      if (options.on_step && ranks.me() <= 0) options.on_step(s + 1, loss, ms);
     }
-    double ms = 0;
-    for (const runtime::RankResult& rr : res) {
-      ms = std::max(ms, rr.stats.seconds * 1e3);
-      result.peak_bytes = std::max(result.peak_bytes, rr.stats.peak_bytes);
-    }
-    result.step_ms.push_back(ms);
-    for (const pipeline::StageProgram& sp : pp.programs) {
-      const std::vector<Tensor>& outs = res[size_t(sp.rank)].outputs;
-      for (size_t k = 0; k < sp.step.updates.size(); ++k) bind[size_t(sp.rank)][sp.step.updates[k]] = outs[sp.first_update + k];
-      if (s == 0 && options.keep_first_grads)
-        for (size_t i = 0; i < sp.step.params.size(); ++i) {
-          auto& locals = grad_locals[sp.step.params[i]];
-          locals.resize(size_t(n));
-          locals[size_t(sp.rank)] = outs[sp.step.grads_begin + i];
+    result.root = ranks.me() <= 0;
+    std::vector<std::map<std::string, Tensor>> state(static_cast<size_t>(n));
+    for (const pipeline::StageProgram& sp : pp.programs)
+      if (ranks.here(sp.rank))
+        for (const ir::Value* v : sp.step.graph.params()) state[size_t(sp.rank)][v->name] = bind[size_t(sp.rank)].at(v->name);
+    const bool want_state = !world || sharded.gather_state, want_grads = options.keep_first_grads;
+    if (want_state)
+      ranks.gather_to_root(state, [](const pipeline::StageProgram& sp) {
+        StageRanks::Named out;
+        for (const ir::Value* v : sp.step.graph.params()) out.emplace_back(v->name, v->type);
+        return out;
+      });
+    if (want_grads)
+      ranks.gather_to_root(grads, [](const pipeline::StageProgram& sp) {
+        StageRanks::Named out;
+        for (size_t i = 0; i < sp.step.params.size(); ++i)
+          out.emplace_back(sp.step.params[i], sp.step.graph.outputs()[sp.step.grads_begin + i]->type);
+        return out;
+      });
+    if (!result.root) return;
+    // The trained values: each rank's shards and the full tensors assembled from each stage's.
+    std::map<std::string, const pipeline::StageProgram*> owner;
+    for (const pipeline::StageProgram& sp : pp.programs)
+      for (const ir::Value* v : sp.step.graph.params()) owner[v->name] = &sp;
+    auto assemble = [&](const std::vector<std::map<std::string, Tensor>>& by_rank, std::map<std::string, Tensor>& full) {
+      std::map<std::string, std::vector<Tensor>> locals;
+      for (int r = 0; r < n; ++r)
+        for (const auto& [name, t] : by_rank[size_t(r)]) {
+          locals[name].resize(static_cast<size_t>(n));
+          locals[name][size_t(r)] = t;
         }
+      for (const auto& [name, shards] : locals) {
+        const pipeline::StageProgram& sp = *owner.at(name);
+        // State tensors sit like their parameter (adamw's scalar step: replicated).
+        const std::string param = pp.graphs[size_t(sp.stage)].graph.find(name) ? name : name.substr(0, name.rfind('.'));
+        const ir::Value* v = sp.step.graph.find(name);
+        Shape shape = forward.find(param)->type.shape;
+        Placements placements = pp.placements_of(sp, param);
+        if (v->type.rank() == 0) {
+          shape = {};
+          placements = Placements(placements.size());
+        }
+        result.placements[name] = placements_str(placements) + " on stage " + std::to_string(sp.stage);
+        full[name] = sharding::assemble_tensor(shards, pp.meshes[size_t(sp.stage)], placements, shape);
+      }
+    };
+    if (want_state) {
+      result.rank_state = state;
+      assemble(state, result.state);
     }
-    if (options.on_step) options.on_step(s + 1, loss, ms);
-  }
-  // The trained values: each rank's shards and the full tensors assembled from each stage's.
-  result.rank_state.resize(size_t(n));
-  std::map<std::string, std::vector<Tensor>> locals;
-  std::map<std::string, const pipeline::StageProgram*> owner;
-  for (const pipeline::StageProgram& sp : pp.programs)
-    for (const ir::Value* v : sp.step.graph.params()) {
-      const Tensor& t = bind[size_t(sp.rank)].at(v->name);
-      result.rank_state[size_t(sp.rank)][v->name] = t;
-      locals[v->name].resize(size_t(n));
-      locals[v->name][size_t(sp.rank)] = t;
-      owner[v->name] = &sp;
-    }
-  auto assemble = [&](const std::string& name, const std::vector<Tensor>& shards) {
-    const pipeline::StageProgram& sp = *owner.at(name);
-    // State tensors sit like their parameter (adamw's scalar step: replicated).
-    const std::string param = pp.graphs[size_t(sp.stage)].graph.find(name) ? name : name.substr(0, name.rfind('.'));
-    const ir::Value* v = sp.step.graph.find(name);
-    Shape shape = forward.find(param)->type.shape;
-    Placements placements = pp.placements_of(sp, param);
-    if (v->type.rank() == 0) {
-      shape = {};
-      placements = Placements(placements.size());
-    }
-    result.placements[name] = placements_str(placements) + " on stage " + std::to_string(sp.stage);
-    return sharding::assemble_tensor(shards, pp.meshes[size_t(sp.stage)], placements, shape);
+    if (want_grads) assemble(grads, result.first_grads);
   };
-  for (const auto& [name, shards] : locals) result.state[name] = assemble(name, shards);
-  for (const auto& [name, shards] : grad_locals) result.first_grads[name] = assemble(name, shards);
+  if (sharded.job.backend != runtime::Backend::mpi) {
+    train(nullptr);
+    return result;
+  }
+  runtime::run_world(runtime::Backend::mpi, n, [&](ProcessGroup& world) { train(&world); }, sharded.job.comm);
   return result;
 }
 

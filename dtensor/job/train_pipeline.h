@@ -36,18 +36,26 @@ struct PipelinePrograms {
 PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
                                   const pipeline::ProgramOptions& options);
 
-// Every rank's bindings of its shards of its stage's parameters (and zero optimizer state).
+// Every rank's bindings of its shards of its stage's parameters (and zero optimizer state); with
+// `only_rank` >= 0 (an mpi process) that rank's alone, the others left empty.
 std::vector<runtime::Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
-                                                 const std::map<std::string, Tensor>& weights);
-// Binds each micro-batch of `batch` (one batch of every data input) on the ranks that read it.
+                                                 const std::map<std::string, Tensor>& weights, int only_rank = -1);
+// Binds each micro-batch of `batch` (one batch of every data input) on the ranks that read it
+// (`only_rank` >= 0: on that rank alone).
 void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
-                       std::vector<runtime::Bindings>& bind);
+                       std::vector<runtime::Bindings>& bind, int only_rank = -1);
 
 // Job::run of a pipeline (compiled with options.training false): the model's outputs from the last
-// stage, every micro-batch's concatenated on dim 0 (scalars averaged); threads backend only.
+// stage, every micro-batch's concatenated on dim 0 (scalars averaged), and every rank's numbers.
+// `world` null: every rank on the threads backend; else (mpi) this process's rank of `world`, the
+// outputs broadcast from the last stage and the numbers gathered, so every process holds them.
 RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
-                       const TensorMap& inputs, const JobOptions& job);
+                       const TensorMap& inputs, const JobOptions& job, const RunOptions& run, ProcessGroup* world);
 
+// Trains the pipeline. On the mpi backend (sharded.job.backend) each process runs its own rank's
+// stage program; every process gets the losses (the last stage's, broadcast) and rank 0 reports;
+// rank 0 receives every rank's trained shards when sharded.gather_state asks and the first step's
+// gradients when options.keep_first_grads does, and assembles them as the threads backend does.
 TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor>& weights,
                            const std::map<std::string, Tensor>& data, const TrainOptions& options,
                            const ShardedTrainOptions& sharded);

@@ -178,14 +178,22 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive = false, bool reverse
 // j - i <= diagonal (tril), zeroes the rest. Rank >= 2.
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
+// ---- ops indexed by tuples over data's leading dims (ops_index_nd.cc) ----
+// data [d0, .., d(r-1)], indices [i0, .., i(q-2), k] (i64 or i32, 1 <= k <= r): each index tuple
+// indices[i0, .., :] names the slice data[t0, .., t(k-1)] of shape [dk, .., d(r-1)]. Negative
+// positions count from the end; one out of range throws ValueError. nd_slices_shape returns the
+// shape [i0, .., i(q-2), dk, .., d(r-1)] of the slices (ShapeError naming `op` when indices do not
+// fit data).
+Shape nd_slices_shape(const char* op, const Shape& data, const Shape& indices);
 // ONNX ScatterND with reduction none (PyTorch exports `x[idx] = v` and static-cache writes as
-// it): a copy of data whose slices data[indices[i0, .., :]] are replaced by updates[i0, ..]:
-//   data [d0, .., d(r-1)], indices [i0, .., i(q-2), k] (k <= r), updates [i0, .., i(q-2), dk, ..]
-// Negative indices count from the end; of repeated indices the last write wins (ONNX leaves it
-// undefined). scatter_nd_updates_shape returns the shape updates must have (ShapeError when
-// indices do not fit data).
-Shape scatter_nd_updates_shape(const Shape& data, const Shape& indices);
+// it): a copy of data whose slices are replaced by updates (of the slices' shape); of repeated
+// tuples the last write wins (ONNX leaves it undefined).
 Tensor scatter_nd(const Tensor& data, const Tensor& indices, const Tensor& updates);
+// ONNX GatherND with batch_dims 0: the slices, in the tuples' order.
+Tensor gather_nd(const Tensor& data, const Tensor& indices);
+// gather_nd's gradient: zeros of `shape` (data's) with each grad slice added at its tuple
+// (repeated tuples accumulate), summed in double.
+Tensor gather_nd_backward(const Tensor& grad, const Tensor& indices, const Shape& shape);
 
 // ---- convolution (ops_conv.cc) ----
 // Convolution over the 1 or 2 trailing dims (torch.nn.functional.conv1d / conv2d, ONNX Conv):

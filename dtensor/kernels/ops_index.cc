@@ -288,45 +288,4 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool exclusive, bool reverse) {
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, true); }
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, false); }
 
-Shape scatter_nd_updates_shape(const Shape& data, const Shape& indices) {
-  if (indices.empty() || indices.back() < 1 || indices.back() > int64_t(data.size()))
-    DT_THROW(ShapeError) << "scatter_nd: indices " << shape_str(indices) << " must end in a dim of 1 to "
-                         << data.size() << " (the rank of data " << shape_str(data) << ")";
-  Shape u(indices.begin(), indices.end() - 1);
-  u.insert(u.end(), data.begin() + indices.back(), data.end());
-  return u;
-}
-
-Tensor scatter_nd(const Tensor& data, const Tensor& indices, const Tensor& updates) {
-  const Shape want = scatter_nd_updates_shape(data.shape(), indices.shape());
-  if (updates.shape() != want)
-    DT_THROW(ShapeError) << "scatter_nd: updates " << shape_str(updates.shape()) << " must be " << shape_str(want)
-                         << " for data " << shape_str(data.shape()) << " and indices " << shape_str(indices.shape());
-  if (updates.dtype() != data.dtype())
-    DT_THROW(DTypeError) << "scatter_nd: updates " << dtype_name(updates.dtype()) << " differ from data " << dtype_name(data.dtype());
-  const int64_t k = indices.shape().back();
-  if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)
-    DT_THROW(DTypeError) << "scatter_nd: indices must be i64 or i32, got " << dtype_name(indices.dtype());
-  const std::vector<int64_t> idx = indices.to(DType::i64).to_vector<int64_t>();
-  Tensor out = data.clone();
-  const Tensor u = updates.contiguous();
-  int64_t slice = 1;  // elements of one data[i0, .., i(k-1)] slice
-  for (size_t d = size_t(k); d < data.shape().size(); ++d) slice *= data.shape()[d];
-  const size_t bytes = size_t(slice) * itemsize(data.dtype());
-  char* dst = static_cast<char*>(out.raw_data());
-  const char* src = static_cast<const char*>(u.raw_data());
-  for (size_t m = 0; m * size_t(k) < idx.size(); ++m) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      const int64_t len = data.shape()[size_t(d)];
-      int64_t i = idx[m * size_t(k) + size_t(d)];
-      if (i < -len || i >= len)
-        DT_THROW(ValueError) << "scatter_nd: index " << i << " is out of range for dim " << d << " of size " << len;
-      offset = offset * len + (i < 0 ? i + len : i);
-    }
-    std::memcpy(dst + size_t(offset) * bytes, src + m * bytes, bytes);
-  }
-  return out;
-}
-
 }  // namespace dt

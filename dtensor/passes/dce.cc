@@ -1,8 +1,11 @@
-// Dead-code elimination: removes every node none of whose results reaches a graph output. Ops
-// are pure (collectives included: a collective whose waited result nobody reads moves data for
-// nothing); since every rank runs the same pipeline on the same program structure, every rank
-// drops the same collectives, so the ranks stay matched. Point-to-point transfers are the
-// exception: their effect is the peer's, so a send or recv and its wait are always live.
+// Dead-code elimination: removes every node none of whose results reaches a graph output. Compute
+// ops are pure. Communication is not, seen from one rank: a collective's effect is its group's,
+// and a send's or recv's is the peer's, so a collective, a transfer and the wait completing one
+// are always live. Per-rank programs are not alike: a linear whose result is P(sum) adds its bias
+// on group index 0 only (sharding/partitioner.h), yet every rank gathers that bias, so the gather
+// is read on rank 0 and dead on the others. Dropping it there left rank 0 alone in the gather
+// (an fsdp bias under a colwise-rowwise pair; the programs would hang). Which members read a
+// collective is not known to one rank's program, so none is dropped.
 #include "dtensor/ir/graph_edit.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/passes/pass.h"
@@ -13,13 +16,10 @@ using ir::GraphEdit;
 
 namespace {
 
-// Returns true for a send or recv, and for the wait_tensor completing one.
-bool is_point_to_point(const ir::Node& n) {
-  if (n.op == ir::OpKind::wait_tensor) {
-    const ir::Node* p = n.operands[0]->producer;
-    return p && ir::op_def(p->op).point_to_point;
-  }
-  return ir::op_def(n.op).point_to_point;
+// Returns true for a collective (sends and recvs included) and the wait_tensor completing one.
+bool communicates(const ir::Node& n) {
+  const ir::Node* c = n.op == ir::OpKind::wait_tensor ? n.operands[0]->producer : &n;
+  return c && ir::op_def(c->op).is_collective();
 }
 
 // Drops every node none of whose results is live, sweeping backwards (a dead chain goes at once).
@@ -31,7 +31,7 @@ bool drop_dead_nodes(ir::Graph& graph) {
   const auto& nodes = graph.nodes();
   for (size_t i = nodes.size(); i-- > 0;) {
     const ir::Node& n = *nodes[i];
-    bool used = is_point_to_point(n);
+    bool used = communicates(n);
     for (const ir::Value* r : n.results) used = used || live[size_t(r->id)];
     if (!used) {
       edit.drop(&n);

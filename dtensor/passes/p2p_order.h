@@ -19,7 +19,7 @@
 //
 // The work is linear in the programs' comm ops; it runs only when some program has a transfer.
 //
-// By orbit (ir/rank_orbits.h): the ranks of one orbit run one program up to renaming, so the proof
+// By orbit (ir/program_orbits.h): the ranks of one orbit run one program up to renaming, so the proof
 // runs one participant per orbit, its representative's program standing for every member, with
 // each transfer's peer orbit derived from the peer rank (the group's member at the `peer` index).
 // This is the same proof when every orbit that transfers on a group holds one rank of it (a
@@ -36,7 +36,7 @@
 #include <string_view>
 
 #include "dtensor/ir/graph.h"
-#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/ir/program_orbits.h"
 
 namespace dt::passes {
 

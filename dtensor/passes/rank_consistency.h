@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "dtensor/ir/graph.h"
-#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/ir/program_orbits.h"
 
 namespace dt::passes {
 
@@ -35,7 +35,7 @@ std::string collective_signature(const ir::Node& node, bool with_count = true);
 void check_rank_consistency(std::span<const ir::Graph* const> programs, std::span<const int> ranks,
                             std::string_view stage);
 
-// The same proof for a whole job from one program per orbit (ir/rank_orbits.h): representatives[o]
+// The same proof for a whole job from one program per orbit (ir/program_orbits.h): representatives[o]
 // is the program that stands for orbit o (its representative's, or with RankOrbit::same_as the
 // equal one of another orbit; the messages then name orbit o's real group through
 // RankOrbits::group_ranks). Members of one orbit issue the same collectives (their

@@ -3,7 +3,7 @@
 // the cross-rank comm-buffer plan (buffer_planner.h), so that `dtensor compile`, `dtensor run` on
 // threads and under mpirun, and library users all get the same programs.
 //
-// With the job's orbits (ir/rank_orbits.h, from sharding::compile with `orbits`), the programs
+// With the job's orbits (ir/program_orbits.h, from sharding::compile with `orbits`), the programs
 // given need only be the ranks a caller wants plus one representative per orbit: the check runs
 // on the representatives (check_orbit_consistency, and check_p2p_order_by_orbit when they have
 // transfers), every other program is checked to be its
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "dtensor/ir/graph.h"
-#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/ir/program_orbits.h"
 #include "dtensor/passes/pass_manager.h"
 
 namespace dt::passes {

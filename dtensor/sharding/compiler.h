@@ -9,7 +9,7 @@
 
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/ir/graph.h"
-#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/ir/program_orbits.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/partitioner.h"

@@ -37,10 +37,13 @@ class RankPartitioner {
       const NodeSharding& ns = s_.nodes[i];
       operands.clear();
       for (size_t k = 0; k < n.operands.size(); ++k) {
-        // Redistribute even a skipped operand: every rank must issue the same collectives.
-        Value* x = moved(n.operands[k], ns.operands[k]);
-        if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) continue;
-        operands.push_back(x);
+        if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) {
+          // Skipped here, but redistributed when the move's collectives span a mesh dim whose
+          // index 0 adds it: every member of a group must issue them (dce keeps them, unread).
+          if (spans_dims(n.operands[k], ns.operands[k], ns.drop_added_once)) moved(n.operands[k], ns.operands[k]);
+          continue;
+        }
+        operands.push_back(moved(n.operands[k], ns.operands[k]));
       }
       if (expand(n, ns, operands)) {
         weight_row_shard(n, ns);
@@ -82,6 +85,20 @@ class RankPartitioner {
   bool skips_added_once(uint32_t mask) const {
     for (size_t m = 0; m < ctx_.coord.size(); ++m)
       if (((mask >> m) & 1u) && ctx_.coord[m] != 0) return true;
+    return false;
+  }
+
+  // True when moving `v` to `dst` issues a collective over a mesh dim in `mask`. A collective over
+  // the other dims only has members with this rank's coordinates on the masked dims, which all
+  // skip the operand alike, so it is left out on them all.
+  bool spans_dims(const Value* v, const Placements& dst, uint32_t mask) {
+    const Placements& src = s_.values[size_t(v->id)];
+    if (src == dst) return false;
+    auto plan = planner_.plan(s_.mesh.shape(), src, dst, v->type.shape, v->type.dtype);
+    for (const RedistributeStep& step : plan->steps)
+      if (is_collective(step.kind))
+        for (int64_t m : step.mesh_dims())
+          if ((mask >> m) & 1u) return true;
     return false;
   }
 

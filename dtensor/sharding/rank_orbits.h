@@ -1,4 +1,4 @@
-// Which ranks of a sharded job get the same program up to renaming (ir/rank_orbits.h), found from
+// Which ranks of a sharded job get the same program up to renaming (ir/program_orbits.h), found from
 // the sharding alone, without partitioning every rank.
 //
 // A rank's program depends on its mesh coordinate only through (partitioner.cc,
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "dtensor/ir/graph.h"
-#include "dtensor/ir/rank_orbits.h"
+#include "dtensor/ir/program_orbits.h"
 #include "dtensor/sharding/propagation.h"
 
 namespace dt::sharding {

@@ -194,6 +194,20 @@ std::vector<OpCase> cases() {
     b.outputs({b.record(OpKind::gather_elements_backward, {in(b, 0, {3, 4}), in(b, 1, {3, 4}, DType::i64)},
                         {{"dim", int64_t(1)}, {"shape", std::vector<int64_t>{3, 5}}})[0]});
   });
+  // The nd ops (index tuples over the leading dims): indexed dims of size 5, trailing ones uneven.
+  add("gather_nd", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_nd, {in(b, 0, {5, 5, 3}), in(b, 1, {4, 2}, DType::i64)})[0]});
+  });
+  add("gather_nd batch of tuples k 1", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_nd, {in(b, 0, {5, 7}), in(b, 1, {3, 2, 1}, DType::i64)})[0]});
+  });
+  add("gather_nd_backward", [](Builder& b) {
+    b.outputs({b.record(OpKind::gather_nd_backward, {in(b, 0, {4, 3}), in(b, 1, {4, 2}, DType::i64)},
+                        {{"shape", std::vector<int64_t>{5, 5, 3}}})[0]});
+  });
+  add("scatter_nd", [](Builder& b) {
+    b.outputs({b.record(OpKind::scatter_nd, {in(b, 0, {5, 3}), in(b, 1, {2, 1}, DType::i64), in(b, 2, {2, 3})})[0]});
+  });
   for (OpKind k : {OpKind::argmax, OpKind::argmin})
     for (bool keep : {false, true})
       add(std::string(ir::op_name(k)) + (keep ? " keepdim" : ""), [k, keep](Builder& b) {

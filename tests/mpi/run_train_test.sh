@@ -39,37 +39,13 @@ timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${a
 timeout 180 "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$dtensor" "${args[@]}" --backend mpi \
   --momentum 0.9 --save "$out/mdir" >"$out/stdout" 2>"$out/stderr" || fail "mpi --save DIR"
 "$dtensor" "${args[@]}" --backend threads --momentum 0.9 --save "$out/tdir" >/dev/null 2>&1 || fail "threads --save DIR"
-compare() {  # compare A B: same tensor names, shapes and f32 values within 1e-5 of the largest |value|
-  python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n]); h.pop('__metadata__', None)
-    out = {}
-    for k, v in h.items():
-        s, e = v['data_offsets']
-        raw = b[8 + n + s:8 + n + e]
-        assert v['dtype'] == 'F32', (k, v['dtype'])
-        out[k] = (v['shape'], struct.unpack('<%df' % (len(raw) // 4), raw))
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-for k in a:
-    assert a[k][0] == b[k][0], (k, a[k][0], b[k][0])
-    scale = max([abs(x) for x in a[k][1]] + [1e-30])
-    d = max([abs(x - y) for x, y in zip(a[k][1], b[k][1])] + [0])
-    assert d <= 1e-5 * scale, '%s: max |diff| %g of max |value| %g' % (k, d, scale)
-print('%s: %d tensors match' % (sys.argv[2].split('/')[-1], len(a)))
-PY
-}
-compare "$out/t.safetensors" "$out/m.safetensors" || fail "mpi --save FILE differs from the threads backend's"
-compare "$out/tg.safetensors" "$out/mg.safetensors" || fail "mpi --grads-out differs from the threads backend's"
+compare_safetensors "$out/t.safetensors" "$out/m.safetensors" || fail "mpi --save FILE differs from the threads backend's"
+compare_safetensors "$out/tg.safetensors" "$out/mg.safetensors" || fail "mpi --grads-out differs from the threads backend's"
 # Each checkpoint's manifest (io/sharded_checkpoint.h) names its generation directory.
 generation() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' "$1/checkpoint.json"; }
 tgen=$(generation "$out/tdir") && mgen=$(generation "$out/mdir") || fail "no checkpoint.json in the --save DIRs"
 for r in 0 1 2 3; do
-  compare "$out/tdir/$tgen/rank$r.safetensors" "$out/mdir/$mgen/rank$r.safetensors" || fail "mpi --save DIR rank $r differs"
+  compare_safetensors "$out/tdir/$tgen/rank$r.safetensors" "$out/mdir/$mgen/rank$r.safetensors" || fail "mpi --save DIR rank $r differs"
 done
 cat "$out/threads"
 echo "PASS"

@@ -197,7 +197,9 @@ TEST(EmptyShards, MeshLargerThanAColwiseDim) {
     const ParallelPlan plan = ParallelPlan::parse(R"({"modules": [{"pattern": "fc", "style": "colwise"}]})");
     for (int64_t tp : {2, 4}) {
       testing::ShardedRun run = testing::run_sharded(g, plan, DeviceMesh({tp}), w, in);
-      if (out < tp) EXPECT_EQ(run.compiled.programs.back().find("fc.weight")->type.shape[0], 0) << out << " on " << tp;
+      if (out < tp) {
+        EXPECT_EQ(run.compiled.programs.back().find("fc.weight")->type.shape[0], 0) << out << " on " << tp;
+      }
       expect_close(run.outputs[0], single[0], "out " + std::to_string(out) + " on tp " + std::to_string(tp));
     }
   }

@@ -10,13 +10,17 @@
 //       into x's shape (gather_elements_backward)
 //   cumsum(x) {dim, exclusive, reverse}  as ONNX CumSum
 //   triu(x) / tril(x) {diagonal}        as torch.triu / torch.tril on the last two dims
+// and by index tuples over the leading dims (kernels in kernels/ops_index_nd.cc):
 //   scatter_nd(data, indices, updates)   as ONNX ScatterND with reduction none: data with the slices
-//       the index tuples name replaced by updates (PyTorch's `x[idx] = v`, static-cache writes);
-//       no gradient rule yet (the updates' gradient needs a gather_nd)
-// Gradients: gather's is gather_backward, gather_elements' gather_elements_backward (the indices
-// get none); cumsum's is the cumsum of the
+//       the index tuples name replaced by updates (PyTorch's `x[idx] = v`, static-cache writes)
+//   gather_nd(data, indices)             as ONNX GatherND with batch_dims 0: those slices
+//   gather_nd_backward(grad, indices) {shape} -> zeros of `shape` with grad's slices added at the tuples
+// Gradients: gather's is gather_backward, gather_elements' gather_elements_backward, gather_nd's
+// gather_nd_backward (the indices get none); cumsum's is the cumsum of the
 // gradient in the other direction (exclusive stays exclusive); triu's and tril's are the same mask
-// applied to the gradient. The backward ops have none (no second derivatives).
+// applied to the gradient; scatter_nd's (PyTorch's index_put_ backward): data gets the gradient
+// with the written slices zeroed, updates get gather_nd of the gradient (every one of repeated
+// tuples, as PyTorch's), the indices none. The backward ops have none (no second derivatives).
 #include <algorithm>
 
 #include "dtensor/kernels/ops.h"
@@ -212,17 +216,47 @@ void infer_scatter_nd(const Node& node, const Graph&, std::vector<TensorType>& o
   const TensorType& data = node.operands[0]->type;
   const TensorType& idx = node.operands[1]->type;
   const TensorType& upd = node.operands[2]->type;
-  if (idx.dtype != DType::i64 && idx.dtype != DType::i32)
-    DT_THROW(DTypeError) << "scatter_nd indices must be i64 or i32, got " << type_str(idx);
+  require_indices(node, 1);
   if (upd.dtype != data.dtype)
     DT_THROW(DTypeError) << "scatter_nd updates " << type_str(upd) << " differ in dtype from data " << type_str(data);
-  const Shape want = dt::scatter_nd_updates_shape(data.shape, idx.shape);
+  const Shape want = dt::nd_slices_shape("scatter_nd", data.shape, idx.shape);
   if (upd.shape != want)
     DT_THROW(ShapeError) << "scatter_nd updates " << type_str(upd) << " must be " << shape_str(want) << " for data "
                          << type_str(data) << " and indices " << type_str(idx);
   out.push_back(data);
 }
+void infer_gather_nd(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  require_indices(node, 1);
+  const TensorType& data = node.operands[0]->type;
+  out.push_back({data.dtype, dt::nd_slices_shape("gather_nd", data.shape, node.operands[1]->type.shape)});
+}
+void infer_gather_nd_backward(const Node& node, const Graph&, std::vector<TensorType>& out) {
+  infer_util::require_floating(node, 0);
+  require_indices(node, 1);
+  const Shape shape = checked_shape_attr(node);
+  const Shape want = dt::nd_slices_shape("gather_nd_backward", shape, node.operands[1]->type.shape);
+  if (node.operands[0]->type.shape != want)
+    DT_THROW(ShapeError) << "gather_nd_backward grad " << type_str(node.operands[0]->type) << " is not the gather_nd "
+                         << shape_str(want) << " of " << shape_str(shape);
+  out.push_back({node.operands[0]->type.dtype, shape});
+}
 void run_scatter_nd(const KernelArgs& a) { a.out[0] = dt::scatter_nd(a.in[0], a.in[1], a.in[2]); }
+void run_gather_nd(const KernelArgs& a) { a.out[0] = dt::gather_nd(a.in[0], a.in[1]); }
+void run_gather_nd_backward(const KernelArgs& a) {
+  const auto& s = a.node.attr_ints("shape");
+  a.out[0] = dt::gather_nd_backward(a.in[0], a.in[1], Shape(s.begin(), s.end()));
+}
+// y = data with the tuples' slices replaced: those slices of data do not reach y (zeroed in its
+// gradient) and each update reaches y at its tuple.
+void grad_scatter_nd(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.b().record(OpKind::scatter_nd, {c.grad(), c.operand(1), c.full(c.operand(2)->type, 0.0)})[0]);
+  if (c.wants(2)) c.set(2, c.b().record(OpKind::gather_nd, {c.grad(), c.operand(1)})[0]);
+}
+void grad_gather_nd(GradContext& c) {
+  const Shape& x = c.operand(0)->type.shape;
+  c.set(0, c.b().record(OpKind::gather_nd_backward, {c.grad(), c.operand(1)},
+                        {{"shape", std::vector<int64_t>(x.begin(), x.end())}})[0]);
+}
 
 }  // namespace
 
@@ -252,9 +286,16 @@ void register_index_ops(OpTable& t) {
   for (auto [k, kernel] : {std::pair<OpKind, KernelFn>{OpKind::triu, run_triu}, {OpKind::tril, run_tril}})
     t.add({.kind = k, .operands = {{"x"}}, .attrs = {{"diagonal", AttrKind::i64, Attr(int64_t(0))}},
            .infer = infer_triangle, .kernel = kernel, .grad = grad_triangle});
+  // The nd ops move bytes and do no arithmetic: no `flops` (estimates price them by the bytes
+  // they write, as every indexing op).
   t.add({.kind = OpKind::scatter_nd, .operands = {{"data"}, {"indices"}, {"updates"}}, .attrs = {},
-         .infer = infer_scatter_nd, .kernel = run_scatter_nd});
-  for (OpKind k : {OpKind::scatter_nd, OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
+         .infer = infer_scatter_nd, .kernel = run_scatter_nd, .grad = grad_scatter_nd});
+  t.add({.kind = OpKind::gather_nd, .operands = {{"data"}, {"indices"}}, .attrs = {}, .infer = infer_gather_nd,
+         .kernel = run_gather_nd, .grad = grad_gather_nd});
+  t.add({.kind = OpKind::gather_nd_backward, .operands = {{"grad"}, {"indices"}},
+         .attrs = {{"shape", AttrKind::ints, std::nullopt}}, .infer = infer_gather_nd_backward,
+         .kernel = run_gather_nd_backward, .localize_attrs = localize_util::shape_attr});
+  for (OpKind k : {OpKind::scatter_nd, OpKind::gather_nd, OpKind::gather_nd_backward, OpKind::gather, OpKind::gather_backward, OpKind::gather_elements, OpKind::gather_elements_backward, OpKind::argmax, OpKind::argmin, OpKind::cumsum,
                    OpKind::triu, OpKind::tril, OpKind::topk})
     t.at(k).fresh_result = true;
   t.set_sharding_rules(index_sharding_rules());
