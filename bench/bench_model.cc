@@ -1,8 +1,11 @@
 // `dtensor bench model [--vocab 4096 --hidden 512 --heads 8 --layers 4 --batch 4 --seq 256]
-// [--rounds 3] [--repeat 5] [--tp 2] [--vs-torch] [--json]`: the example gpt's forward (the anchor
+// [--rounds 3] [--repeat 5] [--tp 2] [--vs-torch] [--bf16] [--json]`: the example gpt's forward (the anchor
 // config by default) measured in one run: one device at one thread, at two threads, tensor
 // parallel on --tp ranks (threads backend, one thread per rank, examples/gpt_tp.json or --plan,
 // e.g. examples/gpt_sp.json for sequence parallelism), and the fraction of the one-thread GEMM rate the forward reaches (runtime/gemm_reference.h).
+//
+// --bf16: the same model with bf16 parameters and activations (GptConfig::dtype; the weights are
+// the f32 ones rounded) at one thread in the same rounds, and its speed-up over the f32 forward.
 //
 // --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
 // (bench/torch_gpt_forward.py: one thread, and hand-written Megatron tp on gloo) runs in the same
@@ -40,7 +43,7 @@ namespace {
 struct BenchModelOptions {
   ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256};
   int rounds = 3, repeat = 5, tp = 2;
-  bool vs_torch = false, json = false;
+  bool vs_torch = false, bf16 = false, json = false;
   std::string examples = "examples", plan, torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
 };
 
@@ -123,13 +126,22 @@ void bench(const BenchModelOptions& o) {
   const std::vector<const ir::Graph*> tp_programs = tp_job.programs_by_rank();
   const std::vector<runtime::Bindings> tp_bindings = tp_job.bindings_by_rank(job::Weights::full(bind), bind);
 
-  double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf;
+  // The bf16 model: the same weights rounded to bf16 (same names, same seed).
+  ir::GptConfig m16 = fitted_max_seq(m);
+  m16.dtype = DType::bf16;
+  const ir::Graph g16 = o.bf16 ? ir::build_gpt(m16) : ir::Graph("unused");
+  runtime::Bindings bind16;
+  if (o.bf16)
+    for (const auto& [name, t] : bind) bind16[name] = t.dtype() == DType::f32 ? t.to(DType::bf16) : t;
+
+  double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf, one16 = kInf;
   nlohmann::json rounds = nlohmann::json::array();
   for (int round = 0; round < o.rounds; ++round) {
     nlohmann::json r;
     r["dtensor_ms"] = single_ms(g, bind, 1, o.repeat);
     if (with_torch)
       if (auto t = torch_ms(o, "single")) r["torch_ms"] = *t;
+    if (o.bf16) r["dtensor_bf16_ms"] = single_ms(g16, bind16, 1, o.repeat);
     r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
     r["dtensor_tp_ms"] = tp_ms(tp_programs, tp_bindings, o.repeat);
     if (with_torch)
@@ -137,6 +149,7 @@ void bench(const BenchModelOptions& o) {
     one = std::min(one, r["dtensor_ms"].get<double>());
     two = std::min(two, r["dtensor_threads2_ms"].get<double>());
     tp = std::min(tp, r["dtensor_tp_ms"].get<double>());
+    if (r.contains("dtensor_bf16_ms")) one16 = std::min(one16, r["dtensor_bf16_ms"].get<double>());
     if (r.contains("torch_ms")) t_one = std::min(t_one, r["torch_ms"].get<double>());
     if (r.contains("torch_tp_ms")) t_tp = std::min(t_tp, r["torch_tp_ms"].get<double>());
     rounds.push_back(r);
@@ -160,6 +173,10 @@ void bench(const BenchModelOptions& o) {
   j["gemm_only_ms"] = gemm_ms;
   j["gemm_rate_fraction"] = gemm_ms / one;
   if (!torch_note.empty()) j["torch"] = torch_note;
+  if (one16 < kInf) {
+    j["forward_bf16_ms"] = one16;
+    j["bf16_speedup"] = one / one16;
+  }
   if (t_one < kInf) {
     j["torch_forward_ms"] = t_one;
     j["torch_over_dtensor"] = t_one / one;
@@ -186,6 +203,7 @@ void bench(const BenchModelOptions& o) {
   }
   std::printf("forward, one thread: %.1f ms; its %.2f GFLOP of GEMMs alone take %.1f ms: %.0f%% of the GEMM rate\n", one,
               flops / 1e9, gemm_ms, 100 * gemm_ms / one);
+  if (one16 < kInf) std::printf("bf16, one thread: %.1f ms, %.2fx the f32 forward\n", one16, one / one16);
   std::printf("--threads 2: %.1f ms, %.2fx one thread\n", two, one / two);
   std::printf("tp %d (%s): %.1f ms, parallel efficiency %.0f%%\n", o.tp, plan.c_str(), tp, 100 * one / (tp * o.tp));
   if (j.contains("torch_over_dtensor"))
@@ -204,6 +222,7 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--repeat", opt.repeat, "forwards per measurement (the fastest counts)")->capture_default_str();
   cmd->add_option("--tp", opt.tp, "ranks of the tensor-parallel run")->capture_default_str();
   cmd->add_flag("--vs-torch", opt.vs_torch, "run the same model in PyTorch (/usr/bin/python3) in the same rounds");
+  cmd->add_flag("--bf16", opt.bf16, "also the forward in bf16 (one thread), in the same rounds");
   cmd->add_option("--torch-script", opt.torch_script, "the PyTorch side")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_option("--plan", opt.plan, "plan of the tensor-parallel run (default: gpt_tp.json in --examples)");

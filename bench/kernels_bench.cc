@@ -1,7 +1,8 @@
 // Microbenchmarks of the main CPU kernels (Google Benchmark).
 //
 //   GEMM:       dt::mm on f32 square matrices; reports FLOP/s (2 n^3 per product), with the
-//               default one BLAS thread and with two.
+//               default one BLAS thread and with two; and on bf16 ones. BM_PeakF32Fma /
+//               BM_PeakBf16Dot: the core's peak rates of the f32 FMA and the bf16 dot instruction.
 //   add vs memcpy at 64 MiB: bytes_per_second counts the 64 MiB output per iteration for both, so
 //               the two rates compare directly; dt::add also reads two inputs and allocates its
 //               output (memory traffic 3x vs memcpy's 2x), which is the honest cost of the op.
@@ -18,6 +19,7 @@
 //               unfused backward it replaced (ops_attention_reference.h), causal and not.
 //   conv:       a ViT-Base patch embedding's forward and both gradients, at 1 and 2 threads.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -39,7 +41,8 @@ void BM_Gemm(benchmark::State& state) {
   const int64_t n = state.range(0);
   dt::set_compute_threads(int(state.range(1)));
   dt::Generator gen(1);
-  dt::Tensor a = dt::rand({n, n}, gen), b = dt::rand({n, n}, gen);
+  const dt::DType dtype = state.range(2) ? dt::DType::bf16 : dt::DType::f32;
+  dt::Tensor a = dt::rand({n, n}, gen, dtype), b = dt::rand({n, n}, gen, dtype);
   for (auto _ : state) {
     dt::Tensor c = dt::mm(a, b);
     benchmark::DoNotOptimize(c.raw_data());
@@ -48,8 +51,45 @@ void BM_Gemm(benchmark::State& state) {
       benchmark::Counter(2.0 * double(n) * double(n) * double(n), benchmark::Counter::kIsIterationInvariantRate);
   dt::set_compute_threads(1);
 }
-BENCHMARK(BM_Gemm)->ArgNames({"n", "threads"})->Args({512, 1})->Args({1024, 1})->Args({1024, 2})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemm)->ArgNames({"n", "threads", "bf16"})->Args({512, 1, 0})->Args({1024, 1, 0})->Args({1024, 2, 0})
+    ->Args({1024, 1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The core's peak rates of the two multiply-add instructions a bf16 GEMM could use: AVX-512 f32
+// FMA (vfmadd231ps, 32 FLOP) and AVX512-BF16's pair dot product (vdpbf16ps, 64 FLOP: 16 lanes of
+// two bf16 products), 24 independent accumulators each. Where the bf16 one is not about twice the
+// f32 one, widening bf16 to f32 for sgemm beats a bf16 kernel (kernels/ops_matmul.cc, gemm_bf16).
+// Skipped on CPUs without the instructions.
+// The loop of both: `step` on 24 accumulators, 1000 times per iteration. A macro, not a lambda:
+// the intrinsics inline only into functions compiled for their target.
+#define DT_PEAK_LOOP(state, flops_per_step, init, step)                                                  \
+  __m512 acc[24];                                                                                        \
+  for (__m512& a : acc) a = init;                                                                        \
+  for (auto _ : state) {                                                                                 \
+    for (int rep = 0; rep < 1000; ++rep) {                                                               \
+      _Pragma("GCC unroll 24") for (__m512& a : acc) a = step; /* unrolled: acc stays in registers */    \
+    }                                                                                                    \
+    benchmark::DoNotOptimize(acc);                                                                       \
+  }                                                                                                      \
+  state.counters["FLOPS"] = benchmark::Counter((flops_per_step) * 24 * 1000, benchmark::Counter::kIsIterationInvariantRate)
+
+__attribute__((target("avx512f"))) void peak_f32_fma(benchmark::State& state) {
+  const __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f);
+  DT_PEAK_LOOP(state, 32, _mm512_set1_ps(0), _mm512_fmadd_ps(x, y, a));
+}
+__attribute__((target("avx512f,avx512bf16"))) void peak_bf16_dot(benchmark::State& state) {
+  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);  // (1, 1) bf16 pairs
+  DT_PEAK_LOOP(state, 64, _mm512_set1_ps(0), _mm512_dpbf16_ps(a, x, x));
+}
+void BM_PeakF32Fma(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512");
+  peak_f32_fma(state);
+}
+void BM_PeakBf16Dot(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512bf16")) return state.SkipWithError("no AVX512-BF16");
+  peak_bf16_dot(state);
+}
+BENCHMARK(BM_PeakF32Fma)->UseRealTime();
+BENCHMARK(BM_PeakBf16Dot)->UseRealTime();
 
 void BM_Add64MiB(benchmark::State& state) {
   const int64_t n = k64MiB / 4;

@@ -121,10 +121,15 @@ void setup(CLI::App& app) {
   CLI::App* g = example->add_subcommand("gpt", "decoder-only transformer (GPT-2 style, causal attention)");
   bench::add_gpt_options(g, gpt, /*with_max_seq=*/true);
   g->add_flag("--loss", gpt.loss, "add input `target` and output cross_entropy(logits, target)");
+  static std::string gpt_dtype = "f32";
+  g->add_option("--dtype", gpt_dtype, "parameters' and activations' dtype (bf16: stored in bf16, computed in f32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   add_common(g, gpt_opt);
   g->callback([g] {
     refuse_unless(g, !gpt_opt.weights.empty() || !gpt_opt.inputs.empty(), {"--seed"},
                   "seeds the random weights and inputs: add --weights or --inputs");
+    gpt.dtype = parse_dtype(gpt_dtype);
     write_example(ir::build_gpt(gpt), gpt_opt, /*int_high=*/gpt.vocab);
   });
 }

@@ -16,14 +16,15 @@ void require_positive(int64_t v, const char* name) {
 }
 
 // Declares `<prefix>.weight [out, in]` and `<prefix>.bias [out]` and returns them.
-std::pair<Value*, Value*> linear_params(Builder& b, const std::string& prefix, int64_t in, int64_t out, bool bias = true) {
-  Value* w = b.param(prefix + ".weight", DType::f32, {out, in});
-  Value* bb = bias ? b.param(prefix + ".bias", DType::f32, {out}) : nullptr;
+std::pair<Value*, Value*> linear_params(Builder& b, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
+                                        DType dtype = DType::f32) {
+  Value* w = b.param(prefix + ".weight", dtype, {out, in});
+  Value* bb = bias ? b.param(prefix + ".bias", dtype, {out}) : nullptr;
   return {w, bb};
 }
 
-std::pair<Value*, Value*> norm_params(Builder& b, const std::string& prefix, int64_t h) {
-  return {b.param(prefix + ".weight", DType::f32, {h}), b.param(prefix + ".bias", DType::f32, {h})};
+std::pair<Value*, Value*> norm_params(Builder& b, const std::string& prefix, int64_t h, DType dtype = DType::f32) {
+  return {b.param(prefix + ".weight", dtype, {h}), b.param(prefix + ".bias", dtype, {h})};
 }
 
 }  // namespace
@@ -60,26 +61,29 @@ Graph build_gpt(const GptConfig& c) {
   if (c.hidden % c.heads != 0)
     DT_THROW(ValueError) << "hidden " << c.hidden << " is not divisible by heads " << c.heads;
   if (c.seq > c.max_seq) DT_THROW(ValueError) << "seq " << c.seq << " exceeds max-seq " << c.max_seq;
+  if (c.dtype != DType::f32 && c.dtype != DType::bf16)
+    DT_THROW(DTypeError) << "the gpt's dtype must be f32 or bf16, got " << dtype_name(c.dtype);
+  const DType dt = c.dtype;
   const int64_t B = c.batch, S = c.seq, H = c.hidden, NH = c.heads, D = H / NH;
   Graph g("gpt");
   Builder b(g);
   Value* ids = b.input("input", DType::i64, {B, S});
   Value* target = c.loss ? b.input("target", DType::i64, {B, S}) : nullptr;
-  Value* wte = b.param("wte.weight", DType::f32, {c.vocab, H});
-  Value* wpe = b.param("wpe.weight", DType::f32, {c.max_seq, H});
+  Value* wte = b.param("wte.weight", dt, {c.vocab, H});
+  Value* wpe = b.param("wpe.weight", dt, {c.max_seq, H});
   Value* pos = b.named("pos").arange(S);
   Value* tok = b.embedding(ids, wte);                   // [B, S, H]
   Value* x = b.add(tok, b.embedding(pos, wpe));         // + [S, H], broadcast over the batch
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("h.{}", i);
-    auto [ln1_w, ln1_b] = norm_params(b, p + ".ln_1", H);
-    auto [q_w, q_b] = linear_params(b, p + ".attn.q_proj", H, H);
-    auto [k_w, k_b] = linear_params(b, p + ".attn.k_proj", H, H);
-    auto [v_w, v_b] = linear_params(b, p + ".attn.v_proj", H, H);
-    auto [o_w, o_b] = linear_params(b, p + ".attn.o_proj", H, H);
-    auto [ln2_w, ln2_b] = norm_params(b, p + ".ln_2", H);
-    auto [in_w, in_b] = linear_params(b, p + ".mlp.fc_in", H, 4 * H);
-    auto [out_w, out_b] = linear_params(b, p + ".mlp.fc_out", 4 * H, H);
+    auto [ln1_w, ln1_b] = norm_params(b, p + ".ln_1", H, dt);
+    auto [q_w, q_b] = linear_params(b, p + ".attn.q_proj", H, H, true, dt);
+    auto [k_w, k_b] = linear_params(b, p + ".attn.k_proj", H, H, true, dt);
+    auto [v_w, v_b] = linear_params(b, p + ".attn.v_proj", H, H, true, dt);
+    auto [o_w, o_b] = linear_params(b, p + ".attn.o_proj", H, H, true, dt);
+    auto [ln2_w, ln2_b] = norm_params(b, p + ".ln_2", H, dt);
+    auto [in_w, in_b] = linear_params(b, p + ".mlp.fc_in", H, 4 * H, true, dt);
+    auto [out_w, out_b] = linear_params(b, p + ".mlp.fc_out", 4 * H, H, true, dt);
 
     Value* hn = b.layer_norm(x, {H}, ln1_w, ln1_b, 1e-5);
     // [B, S, H] -> [B, S, heads, D] -> [B, heads, S, D]
@@ -96,8 +100,8 @@ Graph build_gpt(const GptConfig& c) {
     m = b.linear(b.gelu(b.linear(m, in_w, in_b), "tanh"), out_w, out_b);
     x = b.named(p + ".out").add(x, m);
   }
-  auto [lnf_w, lnf_b] = norm_params(b, "ln_f", H);
-  Value* lm_head = b.param("lm_head.weight", DType::f32, {c.vocab, H});
+  auto [lnf_w, lnf_b] = norm_params(b, "ln_f", H, dt);
+  Value* lm_head = b.param("lm_head.weight", dt, {c.vocab, H});
   Value* xf = b.layer_norm(x, {H}, lnf_w, lnf_b, 1e-5);
   Value* logits = b.named("logits").linear(xf, lm_head);
   if (c.loss) {

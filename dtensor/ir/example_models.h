@@ -34,6 +34,8 @@ struct GptConfig {
   int64_t batch = 2;
   int64_t seq = 32;
   bool loss = false;  // add data input `target` [batch, seq] (i64) and output 1 = cross_entropy
+  // Parameters' (and so activations') dtype: f32 or bf16 (a storage dtype: kernels compute in f32).
+  DType dtype = DType::f32;
 };
 Graph build_gpt(const GptConfig& config);
 

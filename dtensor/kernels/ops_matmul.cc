@@ -3,7 +3,7 @@
 // gemm() takes 2-d operands in any layout: a row-major view (unit column stride) is passed as is,
 // a plain transpose (unit row stride) with the transposed flag, anything else (expanded, sliced
 // with steps) is first copied contiguous. f32/f64 call cblas_sgemm/cblas_dgemm; bf16/f16 operands
-// are converted to f32, multiplied, and the result rounded once on store. With one BLAS thread
+// are converted to f32, multiplied, and the result rounded once on store (bf16: gemm_bf16 below). With one BLAS thread
 // (threading.h) OpenBLAS's result depends only on the operands and shapes, so results are
 // bitwise reproducible and ranks calling concurrently do not interfere.
 #include <cblas.h>
@@ -62,17 +62,32 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
   return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
 }
 
+// bf16 <-> f32 over contiguous runs: plain loops the compiler vectorises (a 16-bit shift one way,
+// round to nearest even the other, dtype.h), unlike the strided, dtype-dispatched Tensor::copy_.
+void widen_from_bf16(const bf16* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
+}
+void narrow_to_bf16(const float* src, bf16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16(src[i]);
+}
+// Rounds f32 values to the nearest bf16 in place (still stored as f32).
+void round_through_bf16(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = float(bf16(p[i]));
+}
+
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
 // all of the same floating dtype T in {float, double}; `init` ([m, n], any layout and dtype) is
 // read only when beta != 0 (undefined: c's own contents are the seed). Each row panel is seeded from init, multiplied and activated in turn
 // (the epilogue), so the output is visited once while in cache rather than once per step. act is
-// none unless T is float.
+// none unless T is float. With `round_to` (T float only), each finished row panel is also rounded
+// into round_to's [m, n] bf16 rows while in cache; an activation then applies to the rounded values
+// and rounds again, exactly as a bf16 linear followed by the bf16 activation op would.
 template <typename T>
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
-          Activation act) {
+          Activation act, bf16* round_to = nullptr) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
-  DT_CHECK((act == Activation::none || std::is_same_v<T, float>)) << "gemm epilogue on a non-f32 output";
+  DT_CHECK(((act == Activation::none && !round_to) || std::is_same_v<T, float>)) << "gemm epilogue on a non-f32 output";
   T* cp = static_cast<T*>(c.raw_data());
   const bool seed = init.defined() && beta != 0;
   // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
@@ -80,7 +95,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
     if (seed) c.narrow(0, r0, r1 - r0).copy_(init.narrow(0, r0, r1 - r0));
   };
   auto epilogue = [&](int64_t r0, int64_t r1) {
-    if constexpr (std::is_same_v<T, float>) apply_activation(act, cp + r0 * n, (r1 - r0) * n);
+    if constexpr (std::is_same_v<T, float>) {
+      float* p = cp + r0 * n;
+      const int64_t len = (r1 - r0) * n;
+      if (round_to && act != Activation::none) round_through_bf16(p, len);
+      apply_activation(act, p, len);
+      if (round_to) narrow_to_bf16(p, round_to + r0 * n, len);
+    }
   };
   if (k == 0) {  // empty sum: c = beta * c (beta == 0 ignores c, as BLAS does)
     seed_rows(0, m);
@@ -136,6 +157,59 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
   });
 }
 
+// bf16 GEMM. The widened operands and the f32 product live in scratch buffers of the calling
+// thread, kept between calls: fresh multi-MB buffers cost a page fault per 4 KiB touched (a sixth
+// of the bf16 gpt forward's time went to the kernel zeroing pages). They hold at most the largest
+// GEMM's operands and product in f32 (32 MB per thread for the anchor gpt's lm_head).
+struct Bf16Scratch {
+  std::shared_ptr<Storage> slot[3];
+  // Returns a contiguous f32 tensor of `shape` over slot i (grown when too small). Valid until the
+  // next call with the same i on this thread.
+  Tensor get(int i, const Shape& shape) {
+    const size_t bytes = size_t(std::max<int64_t>(numel(shape), 1)) * sizeof(float);
+    if (!slot[i] || slot[i]->nbytes() < bytes) slot[i] = Storage::allocate_uninitialized(bytes);
+    return Tensor::from_storage(slot[i], DType::f32, shape, contiguous_strides(shape), 0);
+  }
+};
+thread_local Bf16Scratch g_bf16_scratch;
+
+// Returns the 2-d bf16 view t widened to f32 in scratch slot i, in a layout BLAS reads in place:
+// row-major rows stay rows, a transposed view (a linear's weight.T) stays a transposed view of
+// its widened storage, anything else is widened from a contiguous copy.
+Tensor widen_operand(const Tensor& t, int i) {
+  const int64_t rows = t.shape()[0], cols = t.shape()[1];
+  const auto op = blas_operand(rows, cols, t.strides()[0], t.strides()[1]);
+  const Tensor v = op ? t : t.contiguous();
+  const bool trans = op && op->trans == CblasTrans;
+  const int64_t ld = op ? op->ld : cols;
+  // The stored matrix: [rows, cols] row-major, or [cols, rows] when transposed; ld apart.
+  const int64_t outer = trans ? cols : rows, inner = trans ? rows : cols;
+  Tensor w = g_bf16_scratch.get(i, {outer, inner});
+  const bf16* src = static_cast<const bf16*>(v.raw_data());
+  float* dst = static_cast<float*>(w.raw_data());
+  for (int64_t r = 0; r < outer; ++r) widen_from_bf16(src + r * ld, dst + r * inner, inner);
+  return trans ? w.transpose(0, 1) : w;
+}
+
+// act(alpha * a @ b + beta * init) for 2-d bf16 a and b, rounded once to bf16. The products of
+// bf16 values are exact in f32 and the sum accumulates in f32, as PyTorch's CPU bf16 matmul does.
+// Not AVX512-BF16's dot product (vdpbf16ps): on this project's host (a Xeon with AVX512-BF16, no
+// AMX exposed) it retires at half the f32 FMA rate, 86 vs 175 GFLOP/s (kernels_bench
+// BM_PeakBf16Dot / BM_PeakF32Fma), so sgemm on the widened operands is the faster bf16 GEMM there;
+// and Debian's OpenBLAS 0.3.21 declares cblas_sbgemm but is built without it.
+Tensor gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta, Activation act) {
+  const int64_t m = a.shape()[0], n = b.shape()[1];
+  Tensor out = Tensor::uninitialized({m, n}, DType::bf16);
+  if (m == 0 || n == 0) return out;
+  const Tensor aw = widen_operand(a, 0), bw = widen_operand(b, 1);
+  // A bias (a row expanded over m) is widened once; other seeds are read through copy_.
+  Tensor seed = init;
+  if (init.defined() && beta != 0 && init.strides()[0] == 0 && init.strides()[1] == 1)
+    seed = init.narrow(0, 0, 1).to(DType::f32).expand({m, n});
+  gemm<float>(aw, bw, g_bf16_scratch.get(2, {m, n}), seed, alpha, beta, act, static_cast<bf16*>(out.raw_data()));
+  return out;
+}
+
 // The dtype a GEMM runs in for operands of dtype t (f32 for bf16/f16).
 DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
@@ -144,6 +218,7 @@ DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 // output. act must be none unless a is f32.
 Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta,
                Activation act = Activation::none) {
+  if (a.dtype() == DType::bf16) return gemm_bf16(a, b, init, alpha, beta, act);
   const DType dt = a.dtype(), gt = gemm_dtype(dt);
   const int64_t m = a.shape()[0], n = b.shape()[1];
   Tensor c = Tensor::uninitialized({m, n}, gt);
@@ -322,8 +397,8 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
   Tensor x2 = fold_to_2d(x);
   // weight.T is a plain transpose: BLAS reads it in place with the transposed flag.
   Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
-  if (act != Activation::none && x.dtype() != DType::f32)
-    DT_THROW(DTypeError) << "linear with a fused activation supports f32 only, got " << dtype_name(x.dtype());
+  if (act != Activation::none && x.dtype() != DType::f32 && x.dtype() != DType::bf16)
+    DT_THROW(DTypeError) << "linear with a fused activation supports f32 and bf16 only, got " << dtype_name(x.dtype());
   return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act).view(out_shape);
 }
 

@@ -164,11 +164,10 @@ TEST(OpsMatmul, LinearMatchesReference) {
             std::vector<double>(6, 1.0));
 }
 
-// linear_act is bitwise relu/gelu/silu of linear for f32 (one multiply, then the same activation
-// loop on the same values), at an uneven 3-d size, with and without bias, and refuses other dtypes.
-TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
-  const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2), w = uniform({53, 29}, DType::f32, 22, -1, 1);
-  const Tensor bias = uniform({53}, DType::f32, 23);
+// Checks linear_act(x, w, b, act) == act(linear(x, w, b)) bitwise in `dtype`.
+void expect_linear_act_is_activation_of_linear(DType dtype) {
+  const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2).to(dtype), w = uniform({53, 29}, DType::f32, 22, -1, 1).to(dtype);
+  const Tensor bias = uniform({53}, DType::f32, 23).to(dtype);
   const std::vector<std::pair<Activation, std::function<Tensor(const Tensor&)>>> acts = {
       {Activation::relu, [](const Tensor& t) { return relu(t); }},
       {Activation::gelu, [](const Tensor& t) { return gelu(t); }},
@@ -179,11 +178,54 @@ TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
     for (const Tensor& b : {bias, Tensor()}) {
       const Tensor want = f(linear(x, w, b)), got = linear_act(x, w, b, act);
       ASSERT_EQ(got.shape(), want.shape());
-      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * 4), 0) << int(act);
+      ASSERT_EQ(got.dtype(), dtype);
+      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * itemsize(dtype)), 0) << int(act);
     }
   }
-  EXPECT_THROW(linear_act(x.to(DType::bf16), w.to(DType::bf16), Tensor(), Activation::gelu), DTypeError);
 }
+
+// linear_act is bitwise relu/gelu/silu of linear for f32 (one multiply, then the same activation
+// loop on the same values) and for bf16 (the product rounded to bf16 before the activation and
+// after it, as the two bf16 ops round), at an uneven 3-d size, with and without bias, and refuses
+// other dtypes.
+TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    expect_linear_act_is_activation_of_linear(dtype);
+  }
+  const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2), w = uniform({53, 29}, DType::f32, 22, -1, 1);
+  EXPECT_THROW(linear_act(x.to(DType::f16), w.to(DType::f16), Tensor(), Activation::gelu), DTypeError);
+}
+
+// bf16 GEMMs are the f32 GEMMs of the widened operands (exact: every bf16 is an f32) rounded once
+// to bf16, bit for bit: plain, transposed (a linear's weight) and strided operands, with a bias,
+// alpha and beta, a 1-d operand and an empty sum.
+TEST(OpsMatmul, Bf16GemmIsTheF32GemmOfTheWidenedOperandsRoundedOnce) {
+  const auto bf = [](const Tensor& t) { return t.to(DType::bf16); };
+  const auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
+  const Tensor a = bf(uniform({70, 131}, DType::f32, 31, -2, 2)), b = bf(uniform({131, 45}, DType::f32, 32, -1, 1));
+  const Tensor w = bf(uniform({45, 131}, DType::f32, 33, -1, 1)), bias = bf(uniform({45}, DType::f32, 34));
+  const Tensor self = bf(uniform({70, 45}, DType::f32, 35));
+  const auto same = [](const Tensor& got, const Tensor& want) {
+    ASSERT_EQ(got.dtype(), DType::bf16);
+    ASSERT_EQ(got.shape(), want.shape());
+    const Tensor g = got.contiguous(), w = want.contiguous();
+    EXPECT_EQ(std::memcmp(g.raw_data(), w.raw_data(), size_t(w.numel()) * 2), 0);
+  };
+  same(mm(a, b), bf(mm(f32(a), f32(b))));
+  same(linear(a, w, bias), bf(linear(f32(a), f32(w), f32(bias))));
+  same(linear(a, w), bf(linear(f32(a), f32(w))));
+  same(mm(b.transpose(0, 1), a.transpose(0, 1)), bf(mm(f32(b).transpose(0, 1), f32(a).transpose(0, 1))));
+  const Tensor strided = a.slice(1, 0, 131, 2);  // [70, 66] every other column: copied first
+  same(mm(strided, b.slice(0, 0, 131, 2)), bf(mm(f32(strided), f32(b).slice(0, 0, 131, 2))));
+  same(addmm(self, a, b, 0.5, 2.0), bf(addmm(f32(self), f32(a), f32(b), 0.5, 2.0)));
+  same(matmul(a.select(0, 3), b), bf(matmul(f32(a).select(0, 3), f32(b))));
+  same(matmul(a, b.select(1, 7)), bf(matmul(f32(a), f32(b).select(1, 7))));
+  same(linear(Tensor::zeros({4, 0}, DType::bf16), Tensor::zeros({3, 0}, DType::bf16), bf(Tensor::ones({3}))),
+       bf(Tensor::ones({4, 3})));
+  EXPECT_EQ(mm(Tensor::zeros({0, 5}, DType::bf16), bf(Tensor::ones({5, 2}))).shape(), (Shape{0, 2}));
+}
+
 
 TEST(OpsMatmul, IsDeterministicAndSafeAcrossThreads) {
   Tensor a = uniform({64, 48}, DType::f32, 1), b = uniform({48, 40}, DType::f32, 2);

@@ -195,6 +195,10 @@ TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   // The fused epilogue: seeded, multiplied and activated per panel (1001 rows: 21 panels of 48).
   expect_same_for_thread_counts("linear + gelu", [&] { return linear_act(a, w, bias, Activation::gelu_tanh); });
   expect_same_for_thread_counts("linear + silu", [&] { return linear_act(a, w, Tensor(), Activation::silu); });
+  // bf16: widened to f32, the same panels, each rounded to bf16 (and activated) in its panel.
+  const Tensor ab = a.to(DType::bf16), wb = w.to(DType::bf16), bb = bias.to(DType::bf16);
+  expect_same_for_thread_counts("linear bf16", [&] { return linear(ab, wb, bb); });
+  expect_same_for_thread_counts("linear + gelu bf16", [&] { return linear_act(ab, wb, bb, Activation::gelu_tanh); });
 }
 
 TEST(ParallelKernels, ConvBitwiseAcrossThreadCounts) {

@@ -29,7 +29,8 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const 
     if (n.op != ir::OpKind::linear || n.results.size() != 1 || arena_offset[i] >= 0) continue;
     const ir::Value& r = *n.result();
     const ir::Node* only = uses.sole_user(&r);
-    if (r.type.dtype != DType::f32 || !only) continue;
+    // bf16 too: its epilogue rounds before and after the activation, as the two ops would.
+    if ((r.type.dtype != DType::f32 && r.type.dtype != DType::bf16) || !only) continue;
     const int j = int(position(only));
     const ir::Node& t = *only;
     const std::optional<Activation> act = activation_of(t);

@@ -12,7 +12,7 @@
 // together they are 1 % of the forward.
 //
 // A linear node fuses with the activation node reading its result when that activation is the
-// result's only reader, the result is f32 (the dtype for which the fused kernel is bitwise equal
+// result's only reader, the result is f32 or bf16 (the dtypes for which the fused kernel is bitwise equal
 // to the two ops), not a graph output and neither node's result goes to the comm arena.
 // Autodiff graphs read the pre-activation value again (gelu_backward), so they keep both nodes.
 #pragma once

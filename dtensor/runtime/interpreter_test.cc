@@ -85,8 +85,8 @@ TEST(Interpreter, FusesLinearAndActivationBitwise) {
   EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the activation writes into the linear's buffer
 }
 
-// Fusion needs the activation to be the linear result's only reader, an f32 result and a
-// non-output; each chain below breaks one condition and keeps its two nodes, and relu/silu fuse.
+// Fusion needs the activation to be the linear result's only reader, an f32 or bf16 result and a
+// non-output; each chain below breaks one condition and keeps its two nodes, and relu/silu/bf16 gelu fuse.
 TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
   Graph g("chains");
   Builder b(g);
@@ -100,15 +100,16 @@ TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
   Value* r = b.add(b.relu(l1), l1);
   Value* l2 = b.linear(x, w);  // an output: kept
   Value* r2 = b.relu(l2);
-  Value* l3 = b.linear(xh, wh);  // bf16: kept
+  Value* l3 = b.linear(xh, wh);  // bf16: fused
   Value* r3 = b.gelu(l3);
   Value* l4 = b.linear(x, w);  // relu: fused
   Value* r4 = b.relu(l4);
   b.outputs({s, r, l2, r2, r3, r4});
   Interpreter interp(g);
-  ASSERT_EQ(interp.fusions().size(), 2u);
+  ASSERT_EQ(interp.fusions().size(), 3u);
   EXPECT_EQ(interp.fusions()[0].act, Activation::silu);
-  EXPECT_EQ(interp.fusions()[1].act, Activation::relu);
+  EXPECT_EQ(interp.fusions()[1].act, Activation::gelu);
+  EXPECT_EQ(interp.fusions()[2].act, Activation::relu);
   Bindings bind = {{"x", Tensor::arange(35, DType::f32).view({5, 7})}, {"w", Tensor::full({6, 7}, -0.25)}};
   bind["xh"] = bind["x"].to(DType::bf16);
   bind["wh"] = bind["w"].to(DType::bf16);

@@ -114,6 +114,32 @@ TEST(ReferenceModels, AttentionMatchesPyTorch) {
   }
 }
 
+// bf16 linear, linear + gelu (the fused epilogue and the two ops; torch's gelu in f32 rounded once) and mm against PyTorch 1.13's
+// bf16 results on CPU (scripts/make_bf16_matmul_reference.py), within torch.testing's bf16
+// tolerance (rtol 1.6e-2, atol 1e-5); and the results land within one bf16 rounding (2^-8
+// relative) of the exact products of the same bf16 values, plus 1e-4 absolute for the f32 sums'
+// rounding near zero (300 terms of |x·w| up to ~1: 300 · 2^-24 · a few).
+TEST(ReferenceModels, Bf16MatmulsMatchPyTorch) {
+  const io::TensorMap ref = io::read_safetensors(kRef + "/bf16_matmul.safetensors");
+  const Tensor &x = ref.at("x"), &w = ref.at("w"), &b = ref.at("b"), &m = ref.at("m");
+  ASSERT_EQ(x.dtype(), DType::bf16);
+  const std::vector<std::pair<std::string, Tensor>> cases = {
+      {"linear", linear(x, w, b)},
+      {"linear_gelu", linear_act(x, w, b, Activation::gelu_tanh)},
+      {"linear_gelu", gelu(linear(x, w, b), "tanh")},
+      {"mm", mm(x, m)}};
+  for (const auto& [name, got] : cases) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(got.dtype(), DType::bf16);
+    const DiffReport d = compare(got, ref.at(name), 1.6e-2, 1e-5);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "max_abs_diff " << d.max_abs_diff;
+  }
+  for (const auto& [got, exact] : {std::pair{linear(x, w, b), ref.at("linear_f64")}, {mm(x, m), ref.at("mm_f64")}}) {
+    const DiffReport d = compare(got.to(DType::f64), exact, 1.0 / 256, 1e-4);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << d.mismatches << " mismatches, max_abs_diff " << d.max_abs_diff;
+  }
+}
+
 TEST(ReferenceModels, MlpMatchesPyTorch) { expect_matches_pytorch(ir::build_mlp({.loss = true}), "mlp"); }
 
 TEST(ReferenceModels, GptMatchesPyTorch) { expect_matches_pytorch(ir::build_gpt({.loss = true}), "gpt"); }

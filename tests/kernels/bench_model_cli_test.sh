@@ -22,6 +22,13 @@ for path, plan in ((sys.argv[1], "examples/gpt_tp.json"), (sys.argv[2], "example
         assert j[key] > 0, key
     assert len(j["rounds"]) == 1 and "torch_forward_ms" not in j
 PY
+# --bf16: the bf16 forward in the same rounds, and the example gpt written in bf16.
+timeout 300 "$DT" bench model "${tiny[@]}" --bf16 --json > "$t/bf16.json" || FAIL "bench model --bf16"
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["forward_bf16_ms"] > 0 and j["bf16_speedup"] > 0 and "dtensor_bf16_ms" in j["rounds"][0], j' \
+  "$t/bf16.json" || FAIL "bench model --bf16 JSON"
+"$DT" example gpt --vocab 67 --hidden 32 --heads 4 --layers 1 --dtype bf16 -o "$t/g16.dt" && grep -q "bf16\[" "$t/g16.dt" ||
+  FAIL "example gpt --dtype bf16 writes bf16 parameters"
+expect_error "--dtype: f16 not in {f32,bf16}" example gpt --dtype f16
 "$DT" bench model "${tiny[@]}" --plan examples/gpt_sp.json | grep -q "tp 2 (examples/gpt_sp.json): " ||
   FAIL "the text report names the plan"
 
