@@ -7,9 +7,9 @@
 //   %z = wait_tensor(%r)
 //
 // becomes, for k chunks of the flattened rows (B·S; each output row of a GEMM depends on its own
-// input row only, and rows are summed over ranks one element at a time, so every element of %z
-// is the same sum of the same products as before: bitwise equal, whatever the GEMM's blocking
-// along K, which does not depend on the number of rows):
+// input row only, and rows are summed over ranks one element at a time in rank order, so every
+// element of %z is the same sum of the same products as before: bitwise equal, given chunks cut
+// where BLAS computes the rows as the whole call does, kernels/gemm_panels.h):
 //
 //   %x.rows = reshape(%x) {shape = [B·S, K]}
 //   %x.c0 = slice(%x.rows) {dim = 0, start = 0, end = m}   %y.c0 = linear(%x.c0, %w, %b)
@@ -32,6 +32,7 @@
 
 #include "dtensor/ir/graph_edit.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/kernels/gemm_panels.h"
 
 namespace dt::passes {
 
@@ -59,25 +60,36 @@ TpOverlapChoice choose_tp_overlap(double flops, int64_t rows, int64_t bytes, con
     c.reason = "off";
     return c;
   }
-  // Chunks of ceil(rows / k) rows; the smallest chunk's all_reduce must stay asynchronous.
-  auto async_ok = [&](int k) {
-    const int64_t per = (rows + k - 1) / k, last = rows - per * (k - 1);
-    return last > 0 && size_t(bytes / rows * last) > o.one_shot_threshold_bytes;
+  // Chunks of ceil(rows / k) rows rounded up to whole quanta (so fewer chunks may remain); the
+  // last, smallest one must stay above the one-shot threshold and the small-GEMM limit.
+  const double row_flops = flops / double(rows);
+  auto chunk_rows = [&](int k) {
+    const int64_t q = kGemmPanelQuantum;
+    return ((rows + k - 1) / k + q - 1) / q * q;
+  };
+  auto usable = [&](int64_t per, int k) {
+    const int64_t last = rows - per * (k - 1);
+    return k >= 2 && last > 0 && size_t(bytes / rows * last) > o.one_shot_threshold_bytes &&
+           row_flops * double(last) >= double(kGemmPanelFlops);
   };
   int best = 0;
+  int64_t best_per = 0;
   double best_us = 0;
   const int lo = o.tp_overlap_chunks > 0 ? o.tp_overlap_chunks : 2;
   const int hi = o.tp_overlap_chunks > 0 ? o.tp_overlap_chunks : kMaxTpOverlapChunks;
   for (int k = lo; k <= hi && k <= rows; ++k) {
-    if (!async_ok(k)) continue;
-    const double t = split_time_us(c.gemm_us, o.alpha_us, bytes_us, c.copy_us, k);
-    if (best == 0 || t < best_us) best = k, best_us = t;
+    const int64_t per = chunk_rows(k);
+    const int kk = int((rows + per - 1) / per);
+    if (!usable(per, kk)) continue;
+    const double t = split_time_us(c.gemm_us, o.alpha_us, bytes_us, c.copy_us, kk);
+    if (best == 0 || t < best_us) best = kk, best_per = per, best_us = t;
   }
   const std::string costs = fmt::format("gemm {:.0f} us, all_reduce {:.0f} us, concat {:.0f} us", c.gemm_us,
                                         c.all_reduce_us, c.copy_us);
   if (best == 0) {
-    c.reason = fmt::format("kept: no chunk count leaves a chunk above the one-shot threshold ({} bytes; {})",
-                           o.one_shot_threshold_bytes, costs);
+    c.reason = fmt::format("kept: no chunks of whole {}-row quanta of at least {} flops above the one-shot threshold "
+                           "({} bytes; {})",
+                           kGemmPanelQuantum, kGemmPanelFlops, o.one_shot_threshold_bytes, costs);
     return c;
   }
   const bool pays = best_us < c.plain_us;
@@ -87,6 +99,7 @@ TpOverlapChoice choose_tp_overlap(double flops, int64_t rows, int64_t bytes, con
     return c;
   }
   c.chunks = best;
+  c.chunk_rows = best_per;
   c.split_us = best_us;
   c.reason = fmt::format("{} chunks: {:.0f} us against {:.0f} us plain ({}){}", best, best_us, c.plain_us, costs,
                          pays ? "" : "; forced, the model says it does not pay");
@@ -134,7 +147,7 @@ class TpOverlapPass final : public Pass {
           choose_tp_overlap(ir::op_def(gemm->op).flops(*gemm), rows, int64_t(y->type.nbytes()), options_);
       log(fmt::format("tp-overlap: {} ({} rows on group {}): {}", ar->result()->name, rows, ar->attr_str("group"),
                       c.reason));
-      if (c.chunks > 1) split(edit, uses, gemm, ar, rows, c.chunks);
+      if (c.chunks > 1) split(edit, uses, gemm, ar, rows, c.chunks, c.chunk_rows);
     }
     return edit.commit();
   }
@@ -145,7 +158,7 @@ class TpOverlapPass final : public Pass {
   }
 
   static void split(GraphEdit& edit, const UseLists& uses, const ir::Node* gemm, const ir::Node* ar, int64_t rows,
-                    int k) {
+                    int k, int64_t per) {
     const ir::Node* wait = uses.users(ar->result())[0];
     const ir::Value* y = gemm->result();
     const Shape& xs = gemm->operands[0]->type.shape;
@@ -157,7 +170,6 @@ class TpOverlapPass final : public Pass {
     if (xs.size() > 2) x = edit.add(ir::OpKind::reshape, {x}, {{"shape", std::vector<int64_t>{rows, xs.back()}}}, g0 - 0.5, base + ".rows");
     std::vector<ir::Value*> rest;
     for (size_t j = 1; j < gemm->operands.size(); ++j) rest.push_back(edit.resolve(gemm->operands[j]));
-    const int64_t per = (rows + k - 1) / k;
     std::vector<ir::Value*> pieces;
     for (int c = 0; c < k; ++c) {
       const double key = g0 + step * double(3 * c);
