@@ -249,8 +249,19 @@ echo "$out" | grep -q "^stage 1: ranks \[4,5,6,7\]; layers h.2, h.3, ln_f, lm_he
 out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --rank 5 2>&1) || FAIL "compile --rank 5 of the pipeline: $out"
 echo "$out" | grep -q "group pp0_1 = \[1, 5\]" && echo "$out" | grep -q " recv" ||
   FAIL "rank 5's program has no link to rank 1 or no recv: $out"
-expect_error "profile of a pipeline" "profile of a pipeline plan is not supported yet" profile "$t/pp.dt" \
-  --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}"
+# profile of the 3-d pipeline: every rank's stage, its receives (stage 1's ranks: one activation
+# per micro-batch) and the tensor-parallel collectives within each stage.
+out=$(timeout 600 "$DT" profile "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}" \
+  --repeat 1 --threads 1 --json 2>&1) || FAIL "profile of the pipeline: $out"
+echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["pipeline"]["stages"] == 2 and len(j["per_rank"]) == 8, j["pipeline"]
+for r in j["per_rank"]:
+    first = r["rank"] < 4
+    assert r["stages"] == [0 if first else 1] and r["recvs"] == (0 if first else 2), r
+    assert r["sends"] == (2 if first else 0) and r["collective_ms"] > 0, r
+' || FAIL "profile --json of the pipeline: $out"
 expect_error "compile --rank --report of a pipeline" "a pipeline's report is per stage" compile "$t/pp.dt" "${pp[@]}" \
   --rank 5 --report
 
