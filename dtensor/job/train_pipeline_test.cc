@@ -70,14 +70,16 @@ double max_abs(const Tensor& t) {
 }
 
 struct Case {
-  Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "")
-      : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)) {}
+  Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "",
+       bool recompute = false)
+      : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)),
+        recompute(recompute) {}
   std::string mesh;
   std::string pipeline;
   int64_t layers;
   int64_t hidden;
   std::string example;  // the plan within the stages (pipeline_options)
-  bool recompute = false;  // the pipeline recomputes its stages' blocks in their backwards
+  bool recompute;  // the pipeline recomputes its stages' blocks in their backwards
 };
 
 class PipelineTraining : public ::testing::TestWithParam<Case> {};
