@@ -104,9 +104,14 @@ void bench(const BenchModelOptions& o) {
   const job::Job tp_job = compile_tp(0);
   const std::vector<const ir::Graph*> tp_programs = tp_job.programs_by_rank();
   const std::vector<runtime::Bindings> tp_bindings = tp_job.bindings_by_rank(job::Weights::full(bind), bind);
-  const job::Job ov_job = compile_tp(o.tp_overlap_chunks);
-  const std::vector<const ir::Graph*> ov_programs = ov_job.programs_by_rank();
-  const std::vector<runtime::Bindings> ov_bindings = ov_job.bindings_by_rank(job::Weights::full(bind), bind);
+  std::optional<job::Job> ov_job;
+  std::vector<const ir::Graph*> ov_programs;
+  std::vector<runtime::Bindings> ov_bindings;
+  if (o.tp_overlap_chunks > 0) {
+    ov_job.emplace(compile_tp(o.tp_overlap_chunks));
+    ov_programs = ov_job->programs_by_rank();
+    ov_bindings = ov_job->bindings_by_rank(job::Weights::full(bind), bind);
+  }
 
   // The bf16 model: the same weights rounded to bf16 (same names, same seed).
   ir::GptConfig m16 = fitted_max_seq(m);
