@@ -241,7 +241,7 @@ TEST(PlanSearch, SmallSearchSpacesAreSolvedExactly) {
     const DeviceMesh mesh = DeviceMesh::parse(mesh_text);
     const SearchResult exact = search(m.graph, mesh);
     SearchOptions descent_only;
-    descent_only.exact_max_states = 0;
+    descent_only.method = "descent";
     const SearchResult descent = search(m.graph, mesh, descent_only);
     EXPECT_TRUE(exact.exact);
     EXPECT_FALSE(descent.exact);

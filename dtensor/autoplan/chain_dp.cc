@@ -21,7 +21,7 @@ std::optional<ChainResult> chain_dp(const std::vector<int>& choices_per_step, co
       for (int c = 0; c < choices_per_step[k]; ++c) {
         choices.back() = c;
         ++made;
-        const ChainStepCost s = step(choices);
+        const ChainStepCost s = step(choices, key);
         if (!s.ok) continue;
         const double cost = path.cost + s.cost;
         auto it = next.find(s.key);

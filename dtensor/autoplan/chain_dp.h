@@ -24,8 +24,9 @@ struct ChainStepCost {
   double cost = 0;      // the step's cost
   std::string key;      // the state after the step
 };
-// choices.size() == k + 1: the path's choices of steps 0..k-1, then step k's candidate.
-using ChainStepFn = std::function<ChainStepCost(const std::vector<int>& choices)>;
+// choices.size() == k + 1: the path's choices of steps 0..k-1, then step k's candidate; state: the
+// key of the state the path reached ("" before step 0).
+using ChainStepFn = std::function<ChainStepCost(const std::vector<int>& choices, const std::string& state)>;
 
 struct ChainResult {
   std::vector<int> choices;  // one per step

@@ -31,7 +31,8 @@ TEST(ChainDp, FindsTheBruteForceOptimum) {
   const std::vector<double> t = table.to_doubles();
   auto cost = [&](int k, int prev, int c) { return t[size_t((k * (choices + 1) + prev + 1) * choices + c)]; };
   int64_t evals = 0;
-  const ChainStepFn step = [&](const std::vector<int>& ch) {
+  const ChainStepFn step = [&](const std::vector<int>& ch, const std::string& state) {
+    EXPECT_EQ(state, ch.size() == 1 ? "" : std::to_string(ch[ch.size() - 2]));
     const int k = int(ch.size()) - 1;
     // Rejected: choice 2 right after choice 2 (a path constraint the DP must respect).
     if (k > 0 && ch[size_t(k)] == 2 && ch[size_t(k - 1)] == 2) return ChainStepCost{};

@@ -13,6 +13,7 @@
 #include "dtensor/autoplan/chain_dp.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
+#include "dtensor/ir/printer.h"
 #include "dtensor/passes/pass_manager.h"
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/train_step_placement.h"
@@ -128,6 +129,7 @@ class Searcher {
       class_units_.emplace_back();
       for (const std::string& m : c.modules) {
         class_units_.back().push_back(units_.size());
+        class_of_.push_back(class_units_.size() - 1);
         units_.push_back(m);
       }
     }
@@ -414,6 +416,8 @@ class Searcher {
   std::vector<size_t> chain_units_, seg_start_;
   std::vector<std::vector<const ir::Value*>> cut_;
   std::map<std::string, size_t, std::less<>> node_of_result_;
+  std::vector<int> base_, sig_;      // per step: its module's first parameter id, its segment's signature
+  std::vector<size_t> class_of_;     // by unit
   std::map<int, size_t> unit_of_param_;  // by Value::id
   std::optional<autodiff::TrainStep> step_;
   const ir::Graph* graph_ = nullptr;
@@ -568,6 +572,41 @@ void Searcher::prepare_chain() {
         cut_.back().push_back(v);
     }
   }
+  // Signatures: segments of repeated blocks that are the same text once every value is named by its
+  // id less the segment's base (its module's first parameter id) get one signature, so a step
+  // costed in one block is reused in the others (the costs are local: the same incoming state and
+  // choice give the same cost and outgoing state).
+  std::map<std::string, const ir::Value*, std::less<>> by_name;
+  for (const ir::Value* v : values) by_name.emplace(v->name, v);
+  for (size_t u : chain_units_) {
+    int b = std::numeric_limits<int>::max();
+    for (const auto& [id, unit] : unit_of_param_)
+      if (unit == u) b = std::min(b, id);
+    base_.push_back(b);
+  }
+  auto relative = [&](const std::string& text, int base) {
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const size_t end = text[i] == '%' ? text.find_first_of(",() :=[]", i + 1) : i;
+      const auto it = end > i + 1 ? by_name.find(std::string_view(text).substr(i + 1, end - i - 1)) : by_name.end();
+      if (it == by_name.end()) {
+        out += text[i];
+        continue;
+      }
+      out += fmt::format("#{}", it->second->id - base);
+      i = end - 1;
+    }
+    return out;
+  };
+  std::map<std::string, int> interned;
+  for (size_t k = 0; k < chain_units_.size(); ++k) {
+    const bool last = k + 1 == chain_units_.size();
+    std::string sig = fmt::format("{}|{}|", class_of_[chain_units_[k]], last ? 0 : base_[k + 1] - base_[k]);
+    for (size_t i = seg_start_[k]; i < (last ? n : seg_start_[k + 1]); ++i) sig += relative(ir::print_node(*nodes[i]), base_[k]) + "\n";
+    for (size_t j = k == 0 ? 0 : k - 1; j <= k; ++j)
+      for (const ir::Value* v : cut_[j]) sig += fmt::format("{}:{};", v->id - base_[k], ir::type_str(v->type));
+    sig_.push_back(interned.emplace(sig, int(interned.size())).first->second);
+  }
 }
 
 // The exact optimum of the current roles under the cost model when the graph is a chain of local
@@ -599,14 +638,11 @@ std::optional<Searcher::State> Searcher::chain() {
         } catch (const dt::Error&) {
         }
       }
-  std::vector<size_t> class_of(units_.size());
-  for (size_t c = 0; c < classes_.size(); ++c)
-    for (size_t u : class_units_[c]) class_of[u] = c;
   std::vector<int> choices;
   double work = 0;
   for (size_t u : chain_units_) {
     int k = 1;
-    for (size_t m : dims) k *= std::max<int>(1, int(allowed[class_of[u]][m].size()));
+    for (size_t m : dims) k *= std::max<int>(1, int(allowed[class_of_[u]][m].size()));
     choices.push_back(k);
     work += double(k) * double(n);
   }
@@ -617,16 +653,23 @@ std::optional<Searcher::State> Searcher::chain() {
       const size_t u = chain_units_[j];
       int x = ch[j];
       for (size_t m : dims) {
-        const std::vector<int>& a = allowed[class_of[u]][m];
+        const std::vector<int>& a = allowed[class_of_[u]][m];
         t[u][m] = a.empty() ? 0 : a[size_t(x) % a.size()];
         x /= std::max<int>(1, int(a.size()));
       }
     }
     return t;
   };
-  const ChainStepFn step = [&](const std::vector<int>& ch) -> ChainStepCost {
+  // Keys name the cut's values relative to the next step's base, so that a repeated block's steps
+  // meet the same keys; memo: by (signature, the module's styles, incoming state).
+  std::map<std::string, ChainStepCost> memo;
+  const ChainStepFn step = [&](const std::vector<int>& ch, const std::string& state) -> ChainStepCost {
     const State t = state_of(ch);
     const size_t k = ch.size() - 1, end = k + 1 < chain_units_.size() ? seg_start_[k + 1] : n;
+    const int next_base = k + 1 < chain_units_.size() ? base_[k + 1] : 0;
+    const std::string memo_key = fmt::format("{}|{}|{}", sig_[k], digits(t[chain_units_[k]]), state);
+    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
+    ChainStepCost& out = memo[memo_key];
     ++evaluated_;
     try {
       std::optional<sharding::Sharding> sh;
@@ -639,11 +682,11 @@ std::optional<Searcher::State> Searcher::chain() {
       }
       std::vector<double> node_us;
       estimate_time(*graph_, *sh, opt_.machine, planner_, &node_us);
-      ChainStepCost out{true, 0, ""};
+      out.ok = true;
       for (size_t i = seg_start_[k]; i < end; ++i) out.cost += node_us[i];
       if (end == n) out.cost += node_us[n];
       for (const ir::Value* v : cut_[k]) {
-        out.key += fmt::format("{}:{}", v->id, placements_str(sh->values[size_t(v->id)]));
+        out.key += fmt::format("{}:{}", v->id - next_base, placements_str(sh->values[size_t(v->id)]));
         if (size_t(v->id) < sh->reads.size()) out.key += "/" + placements_str(sh->reads[size_t(v->id)]);
         if (auto p = unit_of_param_.find(v->id); p != unit_of_param_.end()) out.key += "=" + digits(t[p->second]);
         out.key += ";";
