@@ -9,11 +9,17 @@ std::optional<ChainResult> chain_dp(const std::vector<int>& choices_per_step, co
                                     int64_t max_evals, int64_t* evals) {
   int64_t made = 0;
   std::map<std::string, ChainResult> layer = {{"", ChainResult{}}};
+  double left = 0;  // choices of the steps not taken yet
+  for (int c : choices_per_step) left += c;
   for (size_t k = 0; k < choices_per_step.size(); ++k) {
-    if (made + int64_t(layer.size()) * choices_per_step[k] > max_evals) {
+    // Projected: as many states at every later step as at this one. Pessimistic (states swell
+    // where branches meet and shrink after), so a chain that would not fit stops early, not after
+    // spending the budget.
+    if (double(made) + double(layer.size()) * left > double(max_evals)) {
       if (evals) *evals = made;
       return std::nullopt;
     }
+    left -= choices_per_step[k];
     std::map<std::string, ChainResult> next;
     for (const auto& [key, path] : layer) {
       std::vector<int> choices = path.choices;

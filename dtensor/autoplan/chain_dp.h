@@ -33,10 +33,9 @@ struct ChainResult {
   double cost = 0;
 };
 
-// nullopt when every path is rejected, or when more than max_evals evaluations would be needed
-// (checked before each step: the evaluations made + the states reached x the step's choices; the
-// number of states swells inside a block, where branches meet, and shrinks at its end, so no
-// projection from the states of one step is fair), in which case *evals tells how many were made.
+// nullopt when every path is rejected, or when more than max_evals evaluations are projected
+// (before each step: the evaluations made + the states reached x the choices of every step left),
+// in which case *evals tells how many were made.
 std::optional<ChainResult> chain_dp(const std::vector<int>& choices_per_step, const ChainStepFn& step,
                                     int64_t max_evals, int64_t* evals = nullptr);
 

@@ -67,10 +67,11 @@ struct SearchOptions {
   // multiplied) is solved exactly by costing every one; larger ones by coordinate descent.
   int64_t exact_max_states = 4096;
   // The chain DP's budget in node visits (evaluations x graph nodes; one evaluation propagates
-  // the whole graph, ~2 us a node here): a chain projected past it is left to descent. The default
-  // keeps the 2-layer example gpt in the DP on meshes 2, 3 and 4, and the 32-layer
-  // Llama-3-8B-shaped one (bench plan-search) out of it without trying.
-  int64_t chain_max_work = 500000;
+  // the whole graph, ~2 us a node here): a chain projected past it (chain_dp.h) is left to
+  // descent. The default keeps the 2-layer example gpt in the DP on meshes 2, 3 and 4 (~0.5-0.9 s),
+  // gives up on its 2x2 mesh and on 4 layers after a few steps, and the 32-layer
+  // Llama-3-8B-shaped one (bench plan-search) out of it without preparing it.
+  int64_t chain_max_work = 1000000;
   // auto (the order above) or one method forced: exact (every plan, whatever their number),
   // chain-dp (descent where it does not apply), descent. Tests compare the methods with it.
   std::string method = "auto";
