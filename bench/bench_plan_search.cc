@@ -47,7 +47,7 @@ void bench(const BenchPlanSearchOptions& opt) {
   }
   nlohmann::json j = {{"layers", opt.gpt.layers}, {"hidden", opt.gpt.hidden}, {"heads", opt.gpt.heads},
                       {"vocab", opt.gpt.vocab},   {"nodes", g.nodes().size()}, {"mesh", mesh.str()},
-                      {"train", opt.train},       {"search_s", best},          {"candidates_costed", r.evaluated},
+                      {"train", opt.train},       {"search_s", best},          {"candidates_costed", r.evaluated}, {"method", r.method},
                       {"mesh_dims", r.plan.mesh_dims}, {"estimated_step_us", r.estimate.step_us},
                       {"lower_bound_us", r.lower_bound_us}};
   if (opt.json) {
@@ -55,10 +55,10 @@ void bench(const BenchPlanSearchOptions& opt) {
     return;
   }
   std::printf("gpt %lld layers, hidden %lld, %lld heads, vocab %lld (%zu nodes) on mesh %s%s: search %.3f s, "
-              "%d candidates costed\nchosen mesh dims %s, estimated step %.1f ms (lower bound %.1f ms)\n",
+              "%d candidates costed (method %s)\nchosen mesh dims %s, estimated step %.1f ms (lower bound %.1f ms)\n",
               (long long)opt.gpt.layers, (long long)opt.gpt.hidden, (long long)opt.gpt.heads, (long long)opt.gpt.vocab,
               g.nodes().size(), mesh.str().c_str(), opt.train ? " (training step)" : "", best, r.evaluated,
-              j["mesh_dims"].dump().c_str(), r.estimate.step_us / 1e3, r.lower_bound_us / 1e3);
+              r.method.c_str(), j["mesh_dims"].dump().c_str(), r.estimate.step_us / 1e3, r.lower_bound_us / 1e3);
 }
 
 BenchRegistrar reg("plan-search", [](CLI::App& app) {

@@ -27,29 +27,39 @@ double local_bytes(const DeviceMesh& mesh, const ir::Value& v, const Placements&
   return double(numel(s)) * double(itemsize(v.type.dtype));
 }
 
-void add_moves(const sharding::Sharding& sh, const ir::Value& v, const Placements& src, const Placements& dst,
-               RedistributePlanner& planner, Estimate& e) {
-  if (src.empty() || dst.empty() || src == dst) return;
+// Adds the collectives of moving v from src to dst; returns their time.
+double add_moves(const sharding::Sharding& sh, const ir::Value& v, const Placements& src, const Placements& dst,
+                 RedistributePlanner& planner, Estimate& e) {
+  if (src.empty() || dst.empty() || src == dst) return 0;
   auto plan = planner.plan(sh.mesh.shape(), src, dst, v.type.shape, v.type.dtype);
+  double us = 0;
   for (const RedistributeStep& step : plan->steps) {
     if (!is_collective(step.kind)) continue;
     e.comm_us[std::string(step_kind_name(step.kind))] += step.time_us;
-    e.comm_total_us += step.time_us;
+    us += step.time_us;
   }
+  e.comm_total_us += us;
+  return us;
 }
 
 }  // namespace
 
 Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, const MachineModel& machine,
-                       RedistributePlanner& planner) {
+                       RedistributePlanner& planner, std::vector<double>* node_us) {
   Estimate e;
+  const std::vector<ir::Node*>& nodes = graph.nodes();
+  if (node_us) node_us->assign(nodes.size() + 1, 0.0);
+  // Each node's share: what the step time grows by while visiting it.
+  auto charge = [&](size_t i, double before) {
+    if (node_us) (*node_us)[i] += e.compute_us + e.comm_total_us - before;
+  };
   auto produced = [&](const ir::Value* v) -> const Placements& {
     const size_t id = size_t(v->id);
     return id < sh.reads.size() && !sh.reads[id].empty() ? sh.reads[id] : sh.values[size_t(v->id)];
   };
-  const std::vector<ir::Node*>& nodes = graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& node = *nodes[i];
+    const double before = e.compute_us + e.comm_total_us;
     const ir::OpDef& def = ir::op_def(node.op);
     if (!node.results.empty()) {
       const Placements& out = sh.values[size_t(node.results[0]->id)];
@@ -63,13 +73,17 @@ Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, con
       for (const ir::Value* r : node.results)
         if (size_t(r->id) < sh.reads.size()) add_moves(sh, *r, sh.values[size_t(r->id)], sh.reads[size_t(r->id)], planner, e);
     }
-    if (i >= sh.nodes.size()) continue;
-    const sharding::NodeSharding& ns = sh.nodes[i];
-    for (size_t j = 0; j < node.operands.size() && j < ns.operands.size(); ++j)
-      add_moves(sh, *node.operands[j], produced(node.operands[j]), ns.operands[j], planner, e);
+    if (i < sh.nodes.size()) {
+      const sharding::NodeSharding& ns = sh.nodes[i];
+      for (size_t j = 0; j < node.operands.size() && j < ns.operands.size(); ++j)
+        add_moves(sh, *node.operands[j], produced(node.operands[j]), ns.operands[j], planner, e);
+    }
+    charge(i, before);
   }
+  const double before = e.compute_us + e.comm_total_us;
   for (size_t k = 0; k < graph.outputs().size() && k < sh.outputs.size(); ++k)
     add_moves(sh, *graph.outputs()[k], produced(graph.outputs()[k]), sh.outputs[k], planner, e);
+  charge(nodes.size(), before);
   e.step_us = e.compute_us + e.comm_total_us;
   return e;
 }

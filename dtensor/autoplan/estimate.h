@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "dtensor/ir/graph.h"
 #include "dtensor/redistribute/planner.h"
@@ -41,9 +42,12 @@ struct Estimate {
   int64_t param_bytes = -1, activation_bytes = -1, peak_bytes = -1;
 };
 
-// The time part from a propagated sharding of `graph` (memory left at -1).
+// The time part from a propagated sharding of `graph` (memory left at -1). node_us (optional): each
+// node's share of step_us, by node index (its compute, its results' moves after production and its
+// operands' moves to what it needs), then one entry for bringing the graph outputs to their
+// placements; they sum to step_us.
 Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sharding, const MachineModel& machine = {},
-                       RedistributePlanner& planner = default_planner());
+                       RedistributePlanner& planner = default_planner(), std::vector<double>* node_us = nullptr);
 // Per-rank memory of one rank's program: parameters + the activation estimate.
 void add_memory(const ir::Graph& program, Estimate& estimate);
 // A certified lower bound of estimate_time's step_us for any plan of `graph` on `ranks` ranks: each

@@ -18,14 +18,27 @@
 // must run them with for its programs to be the ones estimated. A candidate that makes
 // propagation fall back (an op with no strategy) is rejected.
 //
-// Method. For each role assignment with at most SearchOptions::exact_max_states plans (the mlp, a
-// model of few module classes), every plan is costed: exact under the cost model. Otherwise
-// coordinate descent over (module class, mesh dim): every style of the role is tried in a fixed
-// order and kept when it lowers (memory excess over the limit, then step time); sweeps repeat
-// until none improves (at most kMaxSweeps). The best role assignment wins; ties keep the earlier
-// candidate, so the same input gives the same plan. Descent is a local search, not exact
-// (SearchResult::exact says which): SearchResult::lower_bound_us is a certified lower bound of
-// any plan's step time (all FLOPs split over every rank, no communication) to judge it by.
+// Method, per role assignment (SearchResult::method, the weakest one used):
+// - exact: at most SearchOptions::exact_max_states plans (the mlp, a model of few module
+//   classes): every plan is costed.
+// - chain-dp: otherwise, for a forward program, a dynamic program over the chain of modules in
+//   the order the nodes read their parameters (chain_dp.h). Each module's segment of nodes is
+//   priced given the placements of the values crossing the cut before it (the state: e.g. the
+//   residual stream between two transformer blocks, plus q and k inside attention), every style
+//   combination of the module on the mesh dims is tried from every state reached, and the
+//   cheapest path to each state is kept: the exact optimum of the step time under the cost model
+//   over plans where every module decides alone (the modules of a class may then differ: the plan
+//   names them one by one where they do), so never worse than the exact search over classes. Used
+//   when (states reached x choices) x nodes stays under SearchOptions::chain_max_work, and when
+//   its plan is within the memory limit (the time optimum is then the constrained optimum too);
+//   otherwise descent. A training step is no chain (its backward follows the whole forward).
+// - descent: coordinate descent over (module class, mesh dim): every style of the role is tried
+//   in a fixed order and kept when it lowers (memory excess over the limit, then step time);
+//   sweeps repeat until none improves (at most kMaxSweeps). A local search, not exact:
+//   SearchResult::lower_bound_us is a certified lower bound of any plan's step time (all FLOPs
+//   split over every rank, no communication) to judge it by.
+// The best role assignment wins; ties keep the earlier candidate, so the same input gives the
+// same plan.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +66,21 @@ struct SearchOptions {
   // A role assignment with at most this many plans (styles per (module class, mesh dim),
   // multiplied) is solved exactly by costing every one; larger ones by coordinate descent.
   int64_t exact_max_states = 4096;
+  // The chain DP's budget in node visits (evaluations x graph nodes; one evaluation propagates
+  // the whole graph, ~2 us a node here): a chain projected past it (chain_dp.h) is left to
+  // descent. The default keeps the 2-layer example gpt in the DP on meshes 2, 3 and 4 (~0.5-0.9 s),
+  // gives up on its 2x2 mesh and on 4 layers after a few steps, and the 32-layer
+  // Llama-3-8B-shaped one (bench plan-search) out of it without preparing it.
+  int64_t chain_max_work = 1000000;
+  // auto (the order above) or one method forced: exact (every plan, whatever their number),
+  // chain-dp (descent where it does not apply), descent. Tests compare the methods with it.
+  std::string method = "auto";
+  // Modules of repeated blocks form one class (the default); false: every module its own class
+  // (exact search then costs every per-module plan).
+  bool group_blocks = true;
+  // The styles each role tries, in order (empty: the defaults, replicate first; a list must start
+  // with replicate, the starting point of the search).
+  std::vector<sharding::Style> tp_styles, dp_styles;
 };
 
 // One (module class, mesh dim) decision and what the alternatives would have cost.
@@ -61,6 +89,7 @@ struct Alternative {
   double step_us = 0;
   int64_t peak_bytes = -1;  // -1: not estimated (no memory limit)
   std::string rejected;      // why it cannot be used ("" when usable)
+  std::string method;        // role assignments: how their plan was found (exact | chain-dp | descent)
 };
 struct ModuleDecision {
   std::string pattern, mesh_dim, chosen;
@@ -78,6 +107,7 @@ struct SearchResult {
   // Every role assignment was solved exactly (every plan of the search space costed): the plan is
   // the optimum under the cost model. Otherwise lower_bound_us is what to judge it by.
   bool exact = true;
+  std::string method = "exact";  // exact | chain-dp | descent: the weakest used over the role assignments
   int evaluated = 0;  // candidate plans costed
   // The pass options the plan's memory was estimated under: SearchOptions::pass_options with, under
   // a limit and no budget of the caller's, memory_budget_bytes = the limit less the plan's
