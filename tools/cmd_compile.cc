@@ -30,7 +30,7 @@
 #include "dtensor/job/report.h"
 #include "dtensor/job/train_pipeline.h"
 #include "dtensor/sharding/compiler.h"
-#include "tools/byte_units.h"
+#include "dtensor/core/byte_units.h"
 #include "tools/command.h"
 #include "tools/load_program.h"
 #include "tools/mesh_options.h"
@@ -69,7 +69,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }
 
 // Prints the report: one block per distinct rank program (ranks whose programs report the same
-// nodes, collectives and sizes share a block), every size in one unit scheme (tools/byte_units.h).
+// nodes, collectives and sizes share a block), every size in one unit scheme (core/byte_units.h).
 void print_report(const nlohmann::json& j) {
   const size_t n_ranks = j["mesh_ranks"].get<size_t>();
   std::printf("model %s: %zu nodes on mesh %s (%zu %s, dims %s), propagation %.3f ms, partition %.3f ms\n",

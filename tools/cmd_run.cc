@@ -24,7 +24,7 @@
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/runtime/trace.h"
 #include "tools/command.h"
-#include "tools/byte_units.h"
+#include "dtensor/core/byte_units.h"
 #include "tools/output_check.h"
 #include "tools/load_program.h"
 #include "tools/run_report.h"

@@ -10,7 +10,7 @@
 #include "dtensor/core/error.h"
 #include "dtensor/io/sharded_checkpoint.h"
 #include "dtensor/runtime/launcher.h"
-#include "tools/byte_units.h"
+#include "dtensor/core/byte_units.h"
 #include "tools/output_check.h"
 
 namespace dt::tools {

@@ -11,6 +11,8 @@
 #include <cstdio>
 
 #include "dtensor/autoplan/chain_dp.h"
+#include "dtensor/autoplan/module_classes.h"
+#include "dtensor/core/byte_units.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/printer.h"
@@ -32,73 +34,6 @@ const std::vector<Style>& default_styles(const std::string& role) {
   return role == "tp" ? tp : dp;
 }
 
-// Shell glob with `*` crossing dots (the plan's pattern language).
-bool glob_match(std::string_view pat, std::string_view s) {
-  size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
-  while (i < s.size()) {
-    if (p < pat.size() && pat[p] != '*' && pat[p] == s[i]) { ++p; ++i; }
-    else if (p < pat.size() && pat[p] == '*') { star = p++; mark = i; }
-    else if (star != std::string_view::npos) { p = star + 1; i = ++mark; }
-    else return false;
-  }
-  while (p < pat.size() && pat[p] == '*') ++p;
-  return p == pat.size();
-}
-
-// A module name with every all-digit component replaced by `*` (h.3.attn -> h.*.attn).
-std::string block_pattern(const std::string& module) {
-  std::string out, part;
-  auto flush = [&] {
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    out += digits ? "*" : part;
-    part.clear();
-  };
-  for (char c : module) {
-    if (c == '.') { flush(); out += '.'; }
-    else part += c;
-  }
-  flush();
-  return out;
-}
-
-// Module classes: modules of repeated blocks with identical parameters, decided once.
-struct ModuleClass {
-  std::string pattern;
-  std::vector<std::string> modules;
-};
-
-std::vector<ModuleClass> module_classes(const ir::Graph& g, bool group) {
-  std::vector<std::string> order;                            // modules, first appearance
-  std::map<std::string, std::string> signature;              // module -> its params' suffixes and types
-  for (const ir::Value* p : g.params()) {
-    const std::string m = sharding::module_of(p->name);
-    if (!signature.count(m)) order.push_back(m);
-    signature[m] += p->name.substr(m.size()) + ":" + ir::type_str(p->type) + ";";
-  }
-  std::vector<ModuleClass> classes;
-  std::map<std::string, size_t> by_key;
-  for (const std::string& m : order) {
-    const std::string key = group ? block_pattern(m) + "|" + signature[m] : m;
-    auto [it, fresh] = by_key.emplace(key, classes.size());
-    if (fresh) classes.push_back({group ? block_pattern(m) : m, {}});
-    classes[it->second].modules.push_back(m);
-  }
-  // A glob that also matches modules outside its class (different shapes, or another block
-  // layout) is replaced by the class's names, one entry each.
-  std::vector<ModuleClass> out;
-  for (ModuleClass& c : classes) {
-    bool exact = true;
-    for (const std::string& m : order)
-      if (glob_match(c.pattern, m) && std::find(c.modules.begin(), c.modules.end(), m) == c.modules.end()) exact = false;
-    if (c.pattern.find('*') == std::string::npos || exact) {
-      out.push_back(std::move(c));
-      continue;
-    }
-    for (const std::string& m : c.modules) out.push_back({m, {m}});
-  }
-  return out;
-}
-
 struct Eval {
   bool ok = false;
   std::string why;  // rejected: the reason
@@ -111,13 +46,6 @@ bool better(const Eval& a, const Eval& b) {
   if (a.ok != b.ok) return a.ok;
   if (a.excess != b.excess) return a.excess < b.excess;
   return a.est.step_us < b.est.step_us - 1e-9;
-}
-
-std::string bytes_str(int64_t b) {
-  if (b >= (int64_t(1) << 30)) return fmt::format("{:.2f} GiB", double(b) / double(int64_t(1) << 30));
-  if (b >= (int64_t(1) << 20)) return fmt::format("{:.2f} MiB", double(b) / double(1 << 20));
-  if (b >= (int64_t(1) << 10)) return fmt::format("{:.1f} KiB", double(b) / 1024.0);
-  return fmt::format("{} B", b);
 }
 
 class Searcher {
@@ -449,7 +377,7 @@ SearchResult Searcher::run() {
     set_roles(roles);
     std::string label;
     for (size_t m = 0; m < roles.size(); ++m) label += (m ? "," : "") + names_[m];
-    Alternative alt{label, 0, -1, ""};
+    Alternative alt{label, 0, -1, "", ""};
     if (!dp_fits()) {
       alt.rejected = "the batch has fewer rows than the data-parallel ranks";
       best.role_alternatives.emplace_back(label, alt);
@@ -489,9 +417,9 @@ SearchResult Searcher::run() {
     DT_THROW(ValueError) << "--plan auto found no plan for mesh " << mesh_.str()
                          << (best_eval ? ": " + best_eval->why : std::string());
   if (best_eval->excess > 0)
-    DT_THROW(ValueError) << "no plan fits --max-memory-per-rank " << bytes_str(opt_.max_memory_per_rank) << " ("
+    DT_THROW(ValueError) << "no plan fits --max-memory-per-rank " << bytes_text(opt_.max_memory_per_rank) << " ("
                          << opt_.max_memory_per_rank << " bytes) on mesh " << mesh_.str()
-                         << ": the smallest per-rank memory found is " << bytes_str(smallest_) << " (" << smallest_
+                         << ": the smallest per-rank memory found is " << bytes_text(smallest_) << " (" << smallest_
                          << " bytes)";
   // Rebuild the winner's context and record each decision's alternatives.
   set_roles(best_roles);
@@ -509,7 +437,7 @@ SearchResult Searcher::run() {
         set(t, c, m, int(o));
         const Eval& e = eval(t);
         Alternative a{std::string(sharding::style_name(role_styles(roles_[m])[o])), e.est.step_us, e.est.peak_bytes,
-                      e.ok ? (e.excess > 0 ? "over the memory limit" : "") : e.why};
+                      e.ok ? (e.excess > 0 ? "over the memory limit" : "") : e.why, ""};
         d.alternatives.push_back(a);
       }
       best.decisions.push_back(std::move(d));
@@ -718,95 +646,6 @@ std::optional<Searcher::State> Searcher::chain() {
 SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh, const SearchOptions& options) {
   Searcher s(forward, mesh, options);
   return s.run();
-}
-
-std::string explain(const SearchResult& r) {
-  std::string out;
-  const Estimate& e = r.estimate;
-  out += fmt::format("roles: {}\n", fmt::join(r.plan.mesh_dims, " x "));
-  out += fmt::format("estimated step: {:.1f} us (compute {:.1f} us", e.step_us, e.compute_us);
-  for (const auto& [k, us] : e.comm_us) out += fmt::format(", {} {:.1f} us", k, us);
-  out += fmt::format("); lower bound {:.1f} us\n", r.lower_bound_us);
-  if (e.peak_bytes >= 0)
-    out += fmt::format("per-rank memory: {} (parameters {}, activations {}; after the passes, memory budget {})\n",
-                       bytes_str(e.peak_bytes), bytes_str(e.param_bytes), bytes_str(e.activation_bytes),
-                       bytes_str(int64_t(r.pass_options.memory_budget_bytes)));
-  out += fmt::format("candidates costed: {} (method {}: {})\n", r.evaluated, r.method,
-                     r.method == "exact"      ? "every plan of the search space: the optimum under the cost model"
-                     : r.method == "chain-dp" ? "dynamic program over the chain of modules: the optimum under the cost model"
-                                              : "coordinate descent: a local optimum, judge it by the lower bound");
-  out += "mesh roles tried:\n";
-  for (const auto& [label, a] : r.role_alternatives)
-    out += fmt::format("  {:<12} {} ({})\n", label,
-                       a.rejected.empty() ? fmt::format("{:.1f} us", a.step_us) : "rejected: " + a.rejected,
-                       a.method.empty() ? "not searched" : a.method);
-  out += "decisions (module, mesh dim: chosen; alternatives with the plan's step time):\n";
-  for (const ModuleDecision& d : r.decisions) {
-    out += fmt::format("  {} on {}: {}\n", d.pattern, d.mesh_dim, d.chosen);
-    for (const Alternative& a : d.alternatives) {
-      out += fmt::format("      {:<10} ", a.style);
-      if (!a.rejected.empty() && a.step_us == 0) out += "rejected: " + a.rejected;
-      else {
-        out += fmt::format("{:.1f} us", a.step_us);
-        if (a.peak_bytes >= 0) out += ", " + bytes_str(a.peak_bytes);
-        if (!a.rejected.empty()) out += " (" + a.rejected + ")";
-      }
-      out += "\n";
-    }
-  }
-  return out;
-}
-
-std::string to_json(const SearchResult& r) {
-  using nlohmann::ordered_json;
-  ordered_json j;
-  j["plan"] = ordered_json::parse(r.plan.to_json());
-  const Estimate& e = r.estimate;
-  ordered_json est;
-  est["estimated_step_us"] = e.step_us;
-  est["compute_us"] = e.compute_us;
-  est["comm_us"] = e.comm_us;
-  if (e.peak_bytes >= 0) {
-    est["estimated_peak_bytes"] = e.peak_bytes;
-    est["param_bytes"] = e.param_bytes;
-    est["activation_bytes"] = e.activation_bytes;
-    est["pass_memory_budget_bytes"] = r.pass_options.memory_budget_bytes;
-  }
-  est["lower_bound_us"] = r.lower_bound_us;
-  j["estimate"] = est;
-  j["candidates_costed"] = r.evaluated;
-  j["exact"] = r.exact;
-  j["method"] = r.method;
-  ordered_json roles = ordered_json::array();
-  for (const auto& [label, a] : r.role_alternatives) {
-    ordered_json x;
-    x["mesh_dims"] = label;
-    if (!a.method.empty()) x["method"] = a.method;
-    if (a.rejected.empty()) x["step_us"] = a.step_us;
-    else x["rejected"] = a.rejected;
-    roles.push_back(x);
-  }
-  j["roles_tried"] = roles;
-  ordered_json ds = ordered_json::array();
-  for (const ModuleDecision& d : r.decisions) {
-    ordered_json x;
-    x["pattern"] = d.pattern;
-    x["mesh_dim"] = d.mesh_dim;
-    x["chosen"] = d.chosen;
-    ordered_json alts = ordered_json::array();
-    for (const Alternative& a : d.alternatives) {
-      ordered_json y;
-      y["style"] = a.style;
-      y["step_us"] = a.step_us;
-      if (a.peak_bytes >= 0) y["peak_bytes"] = a.peak_bytes;
-      if (!a.rejected.empty()) y["rejected"] = a.rejected;
-      alts.push_back(y);
-    }
-    x["alternatives"] = alts;
-    ds.push_back(x);
-  }
-  j["decisions"] = ds;
-  return j.dump(2) + "\n";
 }
 
 }  // namespace dt::autoplan

@@ -86,10 +86,6 @@ PipelinePlan parse_pipeline(const json& j, const std::string& source) {
   return p;
 }
 
-bool glob_match(const std::string& pattern, const std::string& name) {
-  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
-}
-
 // Returns the index of mesh dim `name`, throwing for a pattern that names one that does not exist.
 int64_t mesh_dim_index(const ResolvedPlan& r, const std::string& name, const std::string& what) {
   for (size_t m = 0; m < r.mesh_dim_names.size(); ++m)
@@ -110,6 +106,10 @@ std::string_view style_name(Style style) {
     case Style::replicate: return "replicate";
   }
   return "?";
+}
+
+bool pattern_matches(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
 std::string module_of(const std::string& param_name) {
@@ -234,7 +234,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
     bool matched = false;
     for (const ir::Value* p : graph.params()) {
       const std::string module = module_of(p->name);
-      if (!glob_match(ms.pattern, module)) continue;
+      if (!pattern_matches(ms.pattern, module)) continue;
       // A const (a buffer or folded constant) stays replicated unless the pattern names it whole.
       if (p->frozen && ms.pattern != module && ms.pattern != p->name) continue;
       matched = true;

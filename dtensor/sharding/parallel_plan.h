@@ -109,4 +109,7 @@ ResolvedPlan resolve_plan(const ParallelPlan& plan, const ir::Graph& graph, cons
 // Returns the module of a parameter name ("h.0.attn.q_proj.weight" -> "h.0.attn.q_proj").
 std::string module_of(const std::string& param_name);
 
+// True when the plan's pattern (a shell glob, `*` also crossing dots) matches module `name`.
+bool pattern_matches(const std::string& pattern, const std::string& name);
+
 }  // namespace dt::sharding

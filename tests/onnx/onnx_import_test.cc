@@ -266,7 +266,9 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
   EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::matmul), 0);
   EXPECT_EQ(sharding::testing::count_ops(other.graph, ir::OpKind::rms_norm), 3);
   for (const ir::Node* n : other.graph.nodes())
-    if (n->op == ir::OpKind::scaled_dot_product_attention) EXPECT_FLOAT_EQ(float(n->attr_float("scale")), 1.f / 7);
+    if (n->op == ir::OpKind::scaled_dot_product_attention) {
+      EXPECT_FLOAT_EQ(float(n->attr_float("scale")), 1.f / 7);
+    }
   OnnxImportResult other_raw = import_onnx_bytes(scaled, "llama512.onnx", unfused);
   DiffReport dsc = compare(sharding::testing::run_single(other.graph, other.weights, inputs)[0],
                            sharding::testing::run_single(other_raw.graph, other_raw.weights, inputs)[0], 1e-5, 1e-5);

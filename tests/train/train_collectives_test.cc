@@ -264,7 +264,9 @@ TEST(TrainCollectives, FsdpGathersPerBucketForwardAndAgainInBackwardOneReduceSca
             times[m]++;
             of_params = true;
           }
-        if (only_params) EXPECT_TRUE(of_params) << where << ": " << ir::op_name(n->op) << " gathers %" << n->operands[0]->name;
+        if (only_params) {
+          EXPECT_TRUE(of_params) << where << ": " << ir::op_name(n->op) << " gathers %" << n->operands[0]->name;
+        }
         collectives += of_params;
       }
       return collectives;

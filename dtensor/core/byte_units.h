@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-namespace dt::tools {
+namespace dt {
 
 // Returns "512 B", "1.50 KiB", "27.54 MiB", "1.20 GiB".
 inline std::string bytes_text(double bytes) {
@@ -20,4 +20,4 @@ inline std::string bytes_text(double bytes) {
   return u == 0 ? fmt::format("{:.0f} B", v) : fmt::format("{:.2f} {}", v, units[u]);
 }
 
-}  // namespace dt::tools
+}  // namespace dt
