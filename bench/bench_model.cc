@@ -8,7 +8,7 @@
 // the f32 ones rounded) at one thread in the same rounds, and its speed-up over the f32 forward.
 //
 // --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
-// (bench/torch_gpt_forward.py: one thread, and hand-written Megatron tp on gloo) runs in the same
+// (bench/torch_gpt.py: one thread, and hand-written Megatron tp on gloo) runs in the same
 // rounds, alternating with ours so that a busy spell of the shared machine hits both; otherwise it
 // says so and skips. Each figure is the fastest of --repeat forwards per round, and the fastest
 // over the rounds; ratios are taken between those.
@@ -16,8 +16,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +33,7 @@
 #include "bench/bench_registry.h"
 #include "dtensor/runtime/gemm_reference.h"
 #include "bench/gpt_options.h"
+#include "bench/torch_reference.h"
 #include "dtensor/job/job.h"
 
 namespace dt::bench {
@@ -44,7 +43,8 @@ struct BenchModelOptions {
   ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256};
   int rounds = 3, repeat = 5, tp = 2;
   bool vs_torch = false, bf16 = false, json = false;
-  std::string examples = "examples", plan, torch_script = "bench/torch_gpt_forward.py", python = "/usr/bin/python3";
+  std::string examples = "examples", plan;
+  TorchScript torch;
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -73,42 +73,11 @@ double tp_ms(const std::vector<const ir::Graph*>& programs, const std::vector<ru
   return ms;
 }
 
-// Runs the PyTorch script's `part` and returns its min_ms, or nullopt (with the reason printed)
-// when it fails.
-std::optional<double> torch_ms(const BenchModelOptions& o, const std::string& part) {
-  const ir::GptConfig& m = o.gpt;
-  std::string cmd = fmt::format("{} {} {} {} {} {} {} {} {} {}", o.python, o.torch_script, part, m.vocab, m.hidden,
-                                m.heads, m.layers, m.batch, m.seq, o.repeat);
-  if (part == "tp") cmd += fmt::format(" {}", o.tp);
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  const int status = pclose(f);
-  const size_t brace = out.rfind("{\"part\"");
-  if (status != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "bench model: `%s` failed (status %d): %s\n", cmd.c_str(), status, out.c_str());
-    return std::nullopt;
-  }
-  return nlohmann::json::parse(out.substr(brace))["min_ms"].get<double>();
-}
-
-bool torch_importable(const BenchModelOptions& o) {
-  return std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", o.python).c_str()) == 0;
-}
-
 void bench(const BenchModelOptions& o) {
   if (o.rounds < 1 || o.repeat < 1) DT_THROW(ValueError) << "--rounds and --repeat must be >= 1";
   if (o.tp < 2) DT_THROW(ValueError) << "--tp must be >= 2, got " << o.tp;
-  bool with_torch = false;
-  std::string torch_note;
-  if (o.vs_torch) {
-    if (!std::filesystem::exists(o.torch_script))
-      DT_THROW(IoError) << "--vs-torch needs " << o.torch_script << " (run from the repository root or pass --torch-script)";
-    with_torch = torch_importable(o);
-    if (!with_torch) torch_note = o.python + " cannot import torch: skipping the PyTorch comparison";
-  }
+  const std::string torch_note = o.vs_torch ? torch_unavailable(o.torch, "bench model") : "";
+  const bool with_torch = o.vs_torch && torch_note.empty();
   if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
 
   const ir::GptConfig& m = o.gpt;
@@ -140,12 +109,12 @@ void bench(const BenchModelOptions& o) {
     nlohmann::json r;
     r["dtensor_ms"] = single_ms(g, bind, 1, o.repeat);
     if (with_torch)
-      if (auto t = torch_ms(o, "single")) r["torch_ms"] = *t;
+      if (auto t = torch_min_ms(o.torch, "single", o.gpt, o.repeat)) r["torch_ms"] = *t;
     if (o.bf16) r["dtensor_bf16_ms"] = single_ms(g16, bind16, 1, o.repeat);
     r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
     r["dtensor_tp_ms"] = tp_ms(tp_programs, tp_bindings, o.repeat);
     if (with_torch)
-      if (auto t = torch_ms(o, "tp")) r["torch_tp_ms"] = *t;
+      if (auto t = torch_min_ms(o.torch, "tp", o.gpt, o.repeat, o.tp)) r["torch_tp_ms"] = *t;
     one = std::min(one, r["dtensor_ms"].get<double>());
     two = std::min(two, r["dtensor_threads2_ms"].get<double>());
     tp = std::min(tp, r["dtensor_tp_ms"].get<double>());
@@ -223,7 +192,8 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--tp", opt.tp, "ranks of the tensor-parallel run")->capture_default_str();
   cmd->add_flag("--vs-torch", opt.vs_torch, "run the same model in PyTorch (/usr/bin/python3) in the same rounds");
   cmd->add_flag("--bf16", opt.bf16, "also the forward in bf16 (one thread), in the same rounds");
-  cmd->add_option("--torch-script", opt.torch_script, "the PyTorch side")->capture_default_str();
+  cmd->add_option("--torch-script", opt.torch.script, "the PyTorch side")->capture_default_str();
+  cmd->add_option("--python", opt.torch.python, "the Python that runs it")->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
   cmd->add_option("--plan", opt.plan, "plan of the tensor-parallel run (default: gpt_tp.json in --examples)");
 }

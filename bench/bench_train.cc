@@ -18,10 +18,19 @@
 // activations on 1/n of the batch, which sharding alone can reach. The one-device step is also
 // timed with recomputation (its step/forward and peak). --peak-breakdown K lists the K largest values live at
 // each fsdp run's estimated peak on rank 0 (passes/memory_estimate.h): what dominates it.
+//
+// --vs-torch [--rounds R]: when /usr/bin/python3 can import torch, the same model's training step in
+// PyTorch (bench/torch_gpt.py train: one thread, mean cross-entropy, plain SGD), alternating with
+// dtensor's one-device step for R rounds; the fastest of each is set against the other. Both use
+// the process's OpenBLAS: Debian's torch gets the narrow core OpenBLAS detects on some AVX-512 hosts
+// (core/blas_kernels.h), dtensor the wide one; OPENBLAS_CORETYPE=<core> in the environment gives
+// both the same kernels.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -35,6 +44,7 @@
 #include "dtensor/job/train.h"
 #include "bench/bench_registry.h"
 #include "bench/gpt_options.h"
+#include "bench/torch_reference.h"
 
 namespace dt::bench {
 namespace {
@@ -45,7 +55,9 @@ struct BenchTrainOptions {
   std::string meshes = "2,2x2", examples = "examples";
   std::string fsdp = "2,4";  // ranks of the fsdp memory-goal runs ("" to skip)
   int peak_breakdown = 0;  // list this many of the largest values live at each fsdp run's peak
-  bool json = false;
+  int rounds = 3;          // --vs-torch: alternating rounds
+  bool vs_torch = false, json = false;
+  TorchScript torch;
 };
 
 double fastest_after_first(const std::vector<double>& ms) {
@@ -158,8 +170,20 @@ void bench(const BenchTrainOptions& opt) {
   to.recompute = autodiff::Recompute::blocks;
   const job::TrainResult one_rec = job::train_single_device(g.clone(), weights, data, to);
   to.recompute = autodiff::Recompute::none;
-  const double f = fastest_after_first(fwd_ms), s1 = fastest_after_first(one.step_ms),
-               s1r = fastest_after_first(one_rec.step_ms);
+  const double f = fastest_after_first(fwd_ms), s1r = fastest_after_first(one_rec.step_ms);
+  double s1 = fastest_after_first(one.step_ms);
+  // PyTorch's step, alternating with ours: the first round's dtensor step is the one above.
+  const std::string torch_note = opt.vs_torch ? torch_unavailable(opt.torch, "bench train") : "";
+  nlohmann::json vs_torch = nlohmann::json::array();
+  double torch_step = std::numeric_limits<double>::infinity();
+  for (int round = 0; opt.vs_torch && torch_note.empty() && round < opt.rounds; ++round) {
+    const double ours = round == 0 ? s1 : fastest_after_first(job::train_single_device(g.clone(), weights, data, to).step_ms);
+    const std::optional<double> theirs = torch_min_ms(opt.torch, "train", cfg, opt.steps - 1);
+    if (!theirs) break;
+    s1 = std::min(s1, ours);
+    torch_step = std::min(torch_step, *theirs);
+    vs_torch.push_back({{"dtensor_step_ms", ours}, {"torch_step_ms", *theirs}});
+  }
   nlohmann::json j = {{"config", {{"hidden", cfg.hidden}, {"layers", cfg.layers}, {"heads", cfg.heads},
                                   {"vocab", cfg.vocab}, {"batch", cfg.batch}, {"seq", cfg.seq}}},
                       {"forward_ms", f},
@@ -170,6 +194,12 @@ void bench(const BenchTrainOptions& opt) {
                       {"recompute_step_ms", s1r},
                       {"recompute_step_over_forward", s1r / f},
                       {"recompute_step_peak_bytes", one_rec.peak_bytes}};
+  if (!torch_note.empty()) j["torch"] = torch_note;
+  if (!vs_torch.empty()) {
+    j["torch_rounds"] = vs_torch;
+    j["torch_step_ms"] = torch_step;
+    j["torch_step_over_dtensor_step"] = torch_step / s1;
+  }
   nlohmann::json meshes = nlohmann::json::array();
   std::stringstream ss(opt.meshes);
   std::string mesh_text;
@@ -201,6 +231,10 @@ void bench(const BenchTrainOptions& opt) {
               (long long)cfg.seq);
   std::printf("one device: forward %.1f ms, step %.1f ms (step/forward %.2f), peak %.1f MiB\n", f, s1, s1 / f,
               double(one.peak_bytes) / (1 << 20));
+  if (!torch_note.empty()) std::printf("%s\n", torch_note.c_str());
+  if (!vs_torch.empty())
+    std::printf("PyTorch one thread, %zu alternating rounds: step %.1f ms: dtensor's step is %.2fx PyTorch's speed\n",
+                vs_torch.size(), torch_step, torch_step / s1);
   std::printf("one device, recompute blocks: step %.1f ms (step/forward %.2f), peak %.1f MiB\n", s1r, s1r / f,
               double(one_rec.peak_bytes) / (1 << 20));
   std::printf("%-6s %-12s %10s %9s %16s %14s %10s\n", "mesh", "plan", "step_ms", "speedup", "bytes/rank/step",
@@ -256,6 +290,10 @@ void setup(CLI::App& bench_app) {
                   "list this many of the largest values live at the estimated peak of each fsdp run (rank 0)")
       ->capture_default_str();
   cmd->add_option("--examples", opt.examples, "directory of the example plans")->capture_default_str();
+  cmd->add_flag("--vs-torch", opt.vs_torch, "time the same step in PyTorch (/usr/bin/python3), alternating rounds");
+  cmd->add_option("--rounds", opt.rounds, "--vs-torch: alternating rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--torch-script", opt.torch.script, "the PyTorch side")->capture_default_str();
+  cmd->add_option("--python", opt.torch.python, "the Python that runs it")->capture_default_str();
 }
 
 BenchRegistrar reg("train", setup);

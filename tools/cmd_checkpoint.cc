@@ -66,7 +66,7 @@ void reshard(const CheckpointOptions& opt) {
   // The placements are the job's (the propagation `compile` partitions with).
   const job::Job job = placement_job(opt.mesh, model);
   const DeviceMesh& mesh = job.mesh();
-  io::ShardedCheckpoint out{mesh, opt.mesh.plan, std::vector<io::TensorMap>(size_t(mesh.size())), {}, {}};
+  io::ShardedCheckpoint out{mesh, opt.mesh.plan, std::vector<io::TensorMap>(size_t(mesh.size())), {}, {}, {}};
   for (const auto& [name, t] : full) {
     const ir::Value* p = owning_param(model, name);
     if (!p) DT_THROW(ValueError) << "the checkpoint holds " << name << ", which is neither a parameter of " << opt.model

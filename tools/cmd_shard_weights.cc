@@ -36,7 +36,7 @@ void shard_weights_command(const ShardWeightsOptions& opt) {
   const DeviceMesh& mesh = job.mesh();
   // --weights may itself be a checkpoint directory of another mesh or plan: it is resharded.
   const job::Weights weights = job::Weights::load(opt.files.weights);
-  io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}};
+  io::ShardedCheckpoint ckpt{mesh, opt.mesh.plan, {}, {}, {}, {}};
   for (const ir::Value* p : model.params()) {
     ckpt.placements[p->name] = sharding::placements_of(job.sharding(), p);
     ckpt.shapes[p->name] = p->type.shape;

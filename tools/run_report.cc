@@ -20,7 +20,7 @@ namespace {
 // (io/sharded_checkpoint.h), so that `--expect DIR` assembles them again.
 void save_rank_outputs(const std::string& dir, const RunOptions& opt, const job::Job& job,
                        const std::vector<std::vector<Tensor>>& locals) {
-  io::ShardedCheckpoint ckpt{job.mesh(), opt.mesh.plan, std::vector<io::TensorMap>(size_t(job.mesh().size())), {}, {}};
+  io::ShardedCheckpoint ckpt{job.mesh(), opt.mesh.plan, std::vector<io::TensorMap>(size_t(job.mesh().size())), {}, {}, {}};
   for (size_t k = 0; k < locals.size(); ++k) {
     const ir::Value* v = job.graph().outputs()[k];
     ckpt.placements[v->name] = placements_str(job.sharding().outputs[k]);

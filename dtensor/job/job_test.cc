@@ -79,7 +79,7 @@ TEST(Job, CheckpointOfThisLayoutIsUsedAsItIsAndOthersAreResharded) {
   const std::vector<Tensor> want = single_device(g);
   const Job tp4 = Job::compile(g.graph, options("4", "gpt_tp"));
   // A checkpoint written for tp 4, from the job's own shards.
-  io::ShardedCheckpoint ckpt{tp4.mesh(), "tp", {}, {}, {}};
+  io::ShardedCheckpoint ckpt{tp4.mesh(), "tp", {}, {}, {}, {}};
   const Weights full = Weights::full(g.weights);
   for (const ir::Value* p : g.graph.params()) {
     ckpt.placements[p->name] = sharding::placements_of(tp4.sharding(), p);

@@ -14,6 +14,7 @@
 #include "dtensor/runtime/interpreter.h"
 
 #include <tuple>
+#include <utility>
 
 namespace dt::job {
 namespace {
@@ -67,10 +68,12 @@ double max_abs(const Tensor& t) {
 }
 
 struct Case {
+  Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "")
+      : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)) {}
   std::string mesh;
   std::string pipeline;
-  int64_t layers = 4;
-  int64_t hidden = 64;
+  int64_t layers;
+  int64_t hidden;
   std::string example;  // the plan within the stages (pipeline_options)
 };
 

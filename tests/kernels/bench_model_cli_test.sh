@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `dtensor bench model`: the JSON report's structure (not its times) on a tiny gpt with the default
-# tensor-parallel plan and with --plan (sequence parallel), and the user errors (exit 2, one line).
-# PyTorch is not asked for (no --vs-torch), so the test never depends on it.
+# tensor-parallel plan and with --plan (sequence parallel), and the user errors (exit 2, one line);
+# `bench train --vs-torch` with a stand-in Python, so the test never depends on PyTorch.
 # Usage: bench_model_cli_test.sh path/to/dtensor
 set -u
 DT="$1"
@@ -33,5 +33,19 @@ expect_error "--dtype: f16 not in {f32,bf16}" example gpt --dtype f16
   FAIL "the text report names the plan"
 
 expect_error "cannot open plan $t/none.json" bench model "${tiny[@]}" --plan "$t/none.json"
+
+# bench train --vs-torch against a stand-in for /usr/bin/python3 (no torch needed): one that has
+# "torch" and prints a step time, one that has not, and a missing script.
+printf '#!/bin/sh\n[ "$1" = -c ] && exit 0\necho "{\\"part\\": \\"$2\\", \\"min_ms\\": 7.5}"\n' > "$t/python_torch"
+printf '#!/bin/sh\nexit 1\n' > "$t/python_none"
+chmod +x "$t/python_torch" "$t/python_none"
+small=(--vocab 67 --hidden 32 --heads 4 --layers 1 --batch 1 --seq 8 --steps 2 --meshes "" --fsdp "")
+timeout 300 "$DT" bench train "${small[@]}" --vs-torch --rounds 2 --python "$t/python_torch" --json > "$t/train.json" ||
+  FAIL "bench train --vs-torch"
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["torch_step_ms"] == 7.5 and len(j["torch_rounds"]) == 2 and abs(j["torch_step_over_dtensor_step"] * j["step_ms"] - 7.5) < 1e-9, j' \
+  "$t/train.json" || FAIL "bench train --vs-torch JSON"
+timeout 300 "$DT" bench train "${small[@]}" --vs-torch --python "$t/python_none" | grep -q "cannot import torch: skipping" ||
+  FAIL "bench train --vs-torch without torch says it skips"
+expect_error "bench train --vs-torch needs $t/none.py" bench train "${small[@]}" --vs-torch --torch-script "$t/none.py"
 expect_error "--tp must be >= 2" bench model "${tiny[@]}" --tp 1
 finish

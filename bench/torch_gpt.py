@@ -1,10 +1,12 @@
-"""The PyTorch side of `dtensor bench model --vs-torch`: the example gpt's architecture
-(dtensor/ir/example_models.cc: learned positions, pre-norm blocks, causal attention, tanh-gelu
-mlp, untied lm_head without bias) in eval mode under no_grad, one thread per process.
+"""The PyTorch side of `dtensor bench model --vs-torch` and `dtensor bench train --vs-torch`: the
+example gpt's architecture (dtensor/ir/example_models.cc: learned positions, pre-norm blocks,
+causal attention, tanh-gelu mlp, untied lm_head without bias), one thread per process. `single`
+and `tp` time the forward in eval mode under no_grad; `train` one training step as `dtensor train`
+takes it: forward, mean cross-entropy over every token, backward, plain SGD (lr 0.1).
 
-usage: /usr/bin/python3 torch_gpt_forward.py single|tp VOCAB HIDDEN HEADS LAYERS BATCH SEQ REPEAT [WORLD]
-Prints one JSON line: {"part", "min_ms"} (the fastest of REPEAT forwards after one warm-up; for
-tp, rank 0's). Tensor parallel is written by hand the Megatron way on gloo (q/k/v/fc_in
+usage: /usr/bin/python3 torch_gpt.py single|tp|train VOCAB HIDDEN HEADS LAYERS BATCH SEQ REPEAT [WORLD]
+Prints one JSON line: {"part", "min_ms"} (the fastest of REPEAT forwards or steps after one
+warm-up; for tp, rank 0's). Tensor parallel is written by hand the Megatron way on gloo (q/k/v/fc_in
 column-split, o/fc_out row-split + all_reduce): PyTorch 1.13 has no DTensor.
 """
 import json, math, os, sys, time
@@ -75,6 +77,24 @@ def fastest_ms(m, idx, repeat):
     return best
 
 
+def fastest_step_ms(m, idx, repeat):
+    target = torch.randint(0, m.lm_head.out_features, idx.shape, generator=torch.Generator().manual_seed(2))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = m(idx)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
+        opt.step()
+
+    m.train()
+    step()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter(); step(); best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
 def model(cfg, world):
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -100,6 +120,9 @@ if __name__ == "__main__":
     if part == "single":
         m, idx = model(cfg, 1)
         print(json.dumps(dict(part=part, min_ms=fastest_ms(m, idx, cfg[6]), torch=torch.__version__)), flush=True)
+    elif part == "train":
+        m, idx = model(cfg, 1)
+        print(json.dumps(dict(part=part, min_ms=fastest_step_ms(m, idx, cfg[6]), torch=torch.__version__)), flush=True)
     elif part == "tp":
         world = int(sys.argv[9])
         ctx = mp.get_context("spawn"); q = ctx.Queue()
@@ -110,4 +133,4 @@ if __name__ == "__main__":
         [p.join(timeout=60) for p in ps]
         print(json.dumps(dict(part=part, world=world, min_ms=ms, torch=torch.__version__)), flush=True)
     else:
-        sys.exit("part must be single or tp")
+        sys.exit("part must be single, tp or train")
