@@ -8,6 +8,11 @@
 // ranks, else one entry per distinct program). Only the distinct programs of the job (orbits,
 // ir/program_orbits.h) and the --rank one are compiled for --rank and the reports, so a 65,536-rank
 // job compiles and reports as fast as a 4-rank one; printing every rank's program builds them all.
+//
+// A pipeline plan prints its ranks' stage programs: the forward (what `run` runs), or with --train
+// the training step (what `train` runs: every micro-batch's forward and backward in schedule order
+// with their sends and receives, the gradients accumulated and one SGD update, lr 0.1; --recompute
+// blocks recomputes each stage's blocks in its backward), and --report / --json one line per stage.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "dtensor/autodiff/recompute.h"
 #include "dtensor/core/atomic_file.h"
 #include "dtensor/core/error.h"
 #include "dtensor/ir/parser.h"
@@ -38,7 +44,8 @@ struct CompileCliOptions {
   MeshCliOptions mesh = {.mesh = "1"};    // --mesh, --plan (required)
   std::string output;
   int rank = -1;
-  bool report = false, json = false;
+  bool report = false, json = false, train = false;
+  std::string recompute = "none";  // with --train: blocks | none
   PassCliOptions passes;
 };
 
@@ -129,9 +136,12 @@ void emit_programs(const CompileCliOptions& opt, const std::vector<int>& ranks,
 
 // Prints the report of a pipeline: one line per stage.
 void print_pipeline_report(const nlohmann::json& j, const CompileCliOptions& opt) {
-  std::printf("pipeline of %d stages, %d micro-batches per step, %s schedule (plan %s on mesh %s)\n", j["stages"].get<int>(),
-              j["microbatches"].get<int>(), j["schedule"].get<std::string>().c_str(), opt.mesh.plan.c_str(),
-              opt.mesh.mesh.c_str());
+  std::printf("pipeline of %d stages, %d micro-batches per step, %s schedule (plan %s on mesh %s)%s\n",
+              j["stages"].get<int>(), j["microbatches"].get<int>(), j["schedule"].get<std::string>().c_str(),
+              opt.mesh.plan.c_str(), opt.mesh.mesh.c_str(),
+              !opt.train                 ? ""
+              : opt.recompute == "none" ? ": the training step"
+                                         : ": the training step, blocks recomputed");
   for (const auto& s : j["stage"]) {
     const nlohmann::json& p = s["program"];
     std::string layers;
@@ -145,23 +155,45 @@ void print_pipeline_report(const nlohmann::json& j, const CompileCliOptions& opt
   }
 }
 
-// compile of a pipeline plan: the stage programs of the forward (what `run` runs), or their report.
-void compile_pipeline_command(const CompileCliOptions& opt, const job::Job& job) {
+// compile of a pipeline plan: its stage programs (the forward, or with --train the training step),
+// or their report.
+void compile_pipeline_command(const CompileCliOptions& opt, const job::PipelinePrograms& pp,
+                              const sharding::PipelinePlan& plan, const DeviceMesh& mesh) {
   if (opt.report || opt.json) {
     if (opt.rank >= 0) DT_THROW(ValueError) << "--rank with --report or --json: a pipeline's report is per stage; drop --rank";
-    const nlohmann::json j = job::pipeline_report_json(*job.pipeline(), *job.options().plan.pipeline);
+    nlohmann::json j = job::pipeline_report_json(pp, plan);
+    j["train"] = opt.train;
+    j["recompute"] = opt.recompute;
     if (opt.json) std::printf("%s\n", j.dump(2).c_str());
     else print_pipeline_report(j, opt);
     return;
   }
-  const std::vector<const ir::Graph*> programs = job.pipeline()->programs_by_rank(int(job.mesh().size()));
-  if (opt.rank >= int(programs.size())) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << job.mesh().str();
-  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : job.mesh().ranks(),
+  const std::vector<const ir::Graph*> programs = pp.programs_by_rank(int(mesh.size()));
+  if (opt.rank >= int(programs.size())) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
+  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : mesh.ranks(),
                 [&](int r) -> const ir::Graph& { return *programs[size_t(r)]; });
+}
+
+// compile --train: a pipeline plan's training step programs, as `train` compiles them
+// (job/train_pipeline.h; the step of other plans is compiled when `train` runs it).
+void compile_train_command(const CompileCliOptions& opt, const ir::Graph& model) {
+  const job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
+  if (!jo.plan.pipeline)
+    DT_THROW(ValueError) << "--train prints a pipeline plan's training step programs, and plan " << opt.mesh.plan
+                         << " has no pipeline section: drop --train";
+  pipeline::ProgramOptions po;
+  po.training = true;
+  po.recompute = autodiff::parse_recompute(opt.recompute);
+  const job::PipelinePrograms pp = job::compile_pipeline(model, jo.plan, jo.mesh, po);
+  compile_pipeline_command(opt, pp, *jo.plan.pipeline, jo.mesh);
 }
 
 void compile_command(const CompileCliOptions& opt) {
   const ir::Graph model = ir::parse_file(opt.files.model);
+  if (opt.train) {
+    compile_train_command(opt, model);
+    return;
+  }
   // The passes and the cross-rank check need one program per orbit (passes/rank_pipeline.h): with
   // --rank or a report only those (and the rank's own) are built, whatever the mesh size.
   job::JobOptions jo = job_options(opt.mesh, opt.passes, model);
@@ -169,7 +201,7 @@ void compile_command(const CompileCliOptions& opt) {
   else if (opt.report || opt.json) jo.ranks = {jo.mesh.ranks().front()};
   const job::Job job = job::Job::compile(model, std::move(jo));
   if (job.pipeline()) {
-    compile_pipeline_command(opt, job);
+    compile_pipeline_command(opt, *job.pipeline(), *job.options().plan.pipeline, job.mesh());
     return;
   }
   const sharding::CompiledModel& c = job.compiled();
@@ -214,10 +246,16 @@ void setup(CLI::App& app) {
   cmd->add_option("-o,--output", opt.output, "write the program(s) here (FILE.rank<r>.dt per rank without --rank)");
   cmd->add_flag("--report", opt.report, "print the inserted collectives and per-rank parameter memory instead");
   cmd->add_flag("--json", opt.json, "print the report as JSON");
+  cmd->add_flag("--train", opt.train,
+                "a pipeline plan: the training step's programs (every micro-batch's forward and backward, one SGD "
+                "update) instead of the forward's");
+  cmd->add_option("--recompute", opt.recompute, "with --train: blocks recomputes each stage's blocks in its backward")
+      ->capture_default_str();
   add_pass_options(cmd, opt.passes, /*with_print=*/true);
   cmd->callback([cmd] {
     refuse_unless(cmd, !opt.report && !opt.json, {"--output"},
                   "writes the programs, which --report and --json print a report instead of: drop one");
+    refuse_unless(cmd, opt.train, {"--recompute"}, "applies to the training step: add --train");
     compile_command(opt);
   });
 }

@@ -18,6 +18,10 @@
 // 0's tables in full, then per rank its time, the time its nodes spent issuing collectives and
 // blocked in wait_tensor, and its peak memory, and per op kind the spread (min/max ms) over ranks.
 // A rank's time runs from its first node's start to its last node's end in its fastest run.
+// A pipeline plan runs its forward-only stage programs (what `run` runs: every micro-batch through
+// every stage); per rank its stages, sends and receives, and its bubble: the time it spent blocked
+// on receives (waiting for the previous stage), as a fraction of its time, next to the schedule's
+// theoretical bubble.
 //
 // With --train (one device) the model's loss (autodiff::find_loss) is trained instead: the whole
 // step graph (autodiff/train_step.h: forward, backward, one SGD update per parameter, lr 0.1, no
@@ -53,6 +57,8 @@
 #include "dtensor/runtime/gemm_reference.h"
 #include "tools/load_program.h"
 #include "dtensor/job/job.h"
+#include "dtensor/job/train_pipeline.h"
+#include "dtensor/pipeline/schedule.h"
 #include "tools/mesh_options.h"
 #include "tools/threads_option.h"
 
@@ -143,10 +149,17 @@ nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::Epilog
   j["peak_bytes"] = run.peak_bytes;
 
   std::map<std::string, std::pair<int, double>> kinds;
-  double collective = 0, wait = 0;
+  double collective = 0, wait = 0, recv_wait = 0;  // recv_wait: blocked on a point-to-point receive
+  int sends = 0, recvs = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (ir::op_def(nodes[i]->op).is_collective()) collective += best[i];
-    if (nodes[i]->op == ir::OpKind::wait_tensor) wait += best[i];
+    sends += nodes[i]->op == ir::OpKind::send;
+    recvs += nodes[i]->op == ir::OpKind::recv;
+    if (nodes[i]->op == ir::OpKind::wait_tensor) {
+      wait += best[i];
+      const ir::Node* posted = nodes[i]->operands[0]->producer;
+      if (posted && posted->op == ir::OpKind::recv) recv_wait += best[i];
+    }
     if (label[i].empty()) continue;
     auto& [count, sec] = kinds[label[i]];
     ++count;
@@ -154,6 +167,9 @@ nlohmann::json rank_tables(const ir::Graph& g, const std::vector<runtime::Epilog
   }
   j["collective_ms"] = collective * 1e3;
   j["wait_ms"] = wait * 1e3;
+  j["recv_wait_ms"] = recv_wait * 1e3;
+  j["sends"] = sends;
+  j["recvs"] = recvs;
   std::vector<std::pair<std::string, std::pair<int, double>>> kv(kinds.begin(), kinds.end());
   std::sort(kv.begin(), kv.end(), [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
   j["op_kinds"] = nlohmann::json::array();
@@ -284,6 +300,24 @@ nlohmann::json profile_one_device(const ProfileOptions& opt, int threads) {
   return j;
 }
 
+// A pipeline's schedule, and per rank (added to per_rank, by rank) its stages, its sends and
+// receives and its bubble: the time its nodes spent blocked waiting for a receive (an activation
+// from the previous stage), as a fraction of its run, next to the schedule's theory
+// (pipeline/schedule.h; a forward-only run idles more: no backwards fill the gaps).
+nlohmann::json pipeline_table(const job::PipelinePrograms& pipe, const sharding::PipelinePlan& plan,
+                              const std::vector<nlohmann::json>& tables, nlohmann::json& per_rank) {
+  const int p = pipe.split.ranks(), m = pipe.split.microbatches, v = pipe.split.virtual_stages;
+  for (const pipeline::StageProgram& sp : pipe.programs) {
+    const nlohmann::json& t = tables[size_t(sp.rank)];
+    nlohmann::json& r = per_rank[size_t(sp.rank)];
+    const double ms = t["time_ms"].get<double>(), idle = t["recv_wait_ms"].get<double>();
+    r.update({{"stages", sp.stages}, {"place", sp.place}, {"sends", t["sends"]}, {"recvs", t["recvs"]},
+              {"recv_wait_ms", idle}, {"bubble", ms > 0 ? idle / ms : 0.0}});
+  }
+  return {{"schedule", plan.schedule}, {"pipeline_ranks", p}, {"stages", pipe.split.stages},
+          {"virtual_stages", v}, {"microbatches", m}, {"theoretical_bubble", pipeline::theoretical_bubble(p, m, v)}};
+}
+
 nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   if (opt.mesh.mesh.empty() || opt.mesh.plan.empty())
     DT_THROW(ValueError) << "profile needs both --mesh and --plan (or neither)";
@@ -293,25 +327,41 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   job::JobOptions jo = job_options(opt.mesh, PassCliOptions{}, p.graph);
   jo.backend = runtime::Backend::threads;  // every rank in this process, timed node by node
   const job::Job job = job::Job::compile(p.graph, std::move(jo));
-  // A pipeline's ranks run stage programs bound per micro-batch, which this per-node timing does not
-  // bind yet.
-  if (job.pipeline())
-    DT_THROW(ValueError) << "profile of a pipeline plan is not supported yet: `compile --report` shows its stages "
-                            "and `run --trace` times them";
   const DeviceMesh& mesh = job.mesh();
-  const std::vector<const ir::Graph*> programs = job.programs_by_rank();
-  // The loaded bindings hold the parameters and the data inputs: each rank takes its shards.
-  const std::vector<runtime::Bindings> bindings = job.bindings_by_rank(job::Weights::full(p.bindings), p.bindings);
   const int n = mesh.size();
+  const job::PipelinePrograms* pipe = job.pipeline();
+  const std::vector<const ir::Graph*> programs = pipe ? pipe->programs_by_rank(n) : job.programs_by_rank();
   std::vector<FastestRun> fastest;
   for (int r = 0; r < n; ++r) fastest.emplace_back(programs[size_t(r)]->nodes().size());
-  runtime::LaunchOptions lo;
-  lo.node_hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
-  runtime::launch(programs, bindings, lo);  // warms up; the hook keeps the fastest of all runs
-  lo.repeat = opt.repeat;
-  const runtime::ProcessUsage start = runtime::ProcessUsage::now();
-  const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
-  const runtime::ProcessUsage usage = runtime::ProcessUsage::now() - start;
+  const auto hook = [&](int rank) { return fastest[size_t(rank)].hook(); };
+  // Runs every rank --repeat times after one warm-up run (the hook keeps the fastest of all runs);
+  // returns each rank's peak memory.
+  std::vector<size_t> peak(static_cast<size_t>(n));
+  runtime::ProcessUsage usage;
+  if (pipe) {
+    // A pipeline's ranks run stage programs bound per micro-batch (job/train_pipeline.h): Job::run
+    // binds and launches them.
+    const job::Weights weights = job::Weights::full(p.bindings);
+    job::RunOptions ro;
+    ro.node_hook = hook;
+    job.run(weights, p.bindings, ro);
+    ro.repeat = opt.repeat;
+    const runtime::ProcessUsage start = runtime::ProcessUsage::now();
+    const job::RunResult res = job.run(weights, p.bindings, ro);
+    usage = runtime::ProcessUsage::now() - start;
+    for (int r = 0; r < n; ++r) peak[size_t(r)] = res.ranks[size_t(r)].peak_bytes;
+  } else {
+    // The loaded bindings hold the parameters and the data inputs: each rank takes its shards.
+    const std::vector<runtime::Bindings> bindings = job.bindings_by_rank(job::Weights::full(p.bindings), p.bindings);
+    runtime::LaunchOptions lo;
+    lo.node_hook = hook;
+    runtime::launch(programs, bindings, lo);
+    lo.repeat = opt.repeat;
+    const runtime::ProcessUsage start = runtime::ProcessUsage::now();
+    const std::vector<runtime::RankResult> results = runtime::launch(programs, bindings, lo);
+    usage = runtime::ProcessUsage::now() - start;
+    for (int r = 0; r < n; ++r) peak[size_t(r)] = results[size_t(r)].stats.peak_bytes;
+  }
   runtime::GemmTimes gemm_seconds;
   for (const ir::Graph* g : programs) runtime::time_gemms(*g, gemm_seconds);
 
@@ -323,7 +373,7 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
   for (int r = 0; r < n; ++r) {
     RankRun run = fastest[size_t(r)].best();
     run.rank = r;
-    run.peak_bytes = results[size_t(r)].stats.peak_bytes;
+    run.peak_bytes = peak[size_t(r)];
     per_rank.push_back(rank_tables(*programs[size_t(r)], runtime::find_epilogue_fusions(*programs[size_t(r)]), run,
                                    gemm_seconds));
   }
@@ -334,6 +384,7 @@ nlohmann::json profile_mesh(const ProfileOptions& opt, int threads) {
     j["per_rank"].push_back({{"rank", t["rank"]}, {"time_ms", t["time_ms"]}, {"collective_ms", t["collective_ms"]},
                              {"wait_ms", t["wait_ms"]}, {"peak_bytes", t["peak_bytes"]},
                              {"gemm_rate_ratio", t["overall"]["ratio"]}});
+  if (pipe) j["pipeline"] = pipeline_table(*pipe, *job.options().plan.pipeline, per_rank, j["per_rank"]);
   // Per op kind: min and max ms over the ranks (a kind a rank lacks counts 0 there).
   std::map<std::string, std::vector<double>> spread;
   for (size_t r = 0; r < per_rank.size(); ++r)
@@ -401,6 +452,19 @@ void print_text(const nlohmann::json& j) {
     std::printf("%-6d %10.3f %14.3f %10.3f %12.2f %9.0f%%\n", r["rank"].get<int>(), r["time_ms"].get<double>(),
                 r["collective_ms"].get<double>(), r["wait_ms"].get<double>(),
                 double(r["peak_bytes"].get<size_t>()) / (1 << 20), 100 * r["gemm_rate_ratio"].get<double>());
+  if (j.contains("pipeline")) {
+    const auto& pl = j["pipeline"];
+    std::printf("\npipeline %s: %d ranks along it, %d stages, %d micro-batches; theoretical bubble %.1f%%\n",
+                pl["schedule"].get<std::string>().c_str(), pl["pipeline_ranks"].get<int>(), pl["stages"].get<int>(),
+                pl["microbatches"].get<int>(), 100 * pl["theoretical_bubble"].get<double>());
+    std::printf("%-6s %-12s %6s %6s %14s %8s\n", "rank", "stages", "sends", "recvs", "recv wait ms", "bubble");
+    for (const auto& r : j["per_rank"]) {
+      std::string stages;
+      for (const auto& x : r["stages"]) stages += (stages.empty() ? "" : ",") + std::to_string(x.get<int>());
+      std::printf("%-6d %-12s %6d %6d %14.3f %7.1f%%\n", r["rank"].get<int>(), stages.c_str(), r["sends"].get<int>(),
+                  r["recvs"].get<int>(), r["recv_wait_ms"].get<double>(), 100 * r["bubble"].get<double>());
+    }
+  }
   std::printf("\n%-34s %10s %10s\n", "op kind over ranks", "min ms", "max ms");
   for (const auto& e : j["op_kind_spread"])
     std::printf("%-34s %10.3f %10.3f\n", e["op"].get<std::string>().c_str(), e["min_ms"].get<double>(),

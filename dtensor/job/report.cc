@@ -1,5 +1,7 @@
 #include "dtensor/job/report.h"
 
+#include <algorithm>
+
 #include "dtensor/autoplan/estimate.h"
 #include "dtensor/core/error.h"
 #include "dtensor/job/train_pipeline.h"
@@ -112,8 +114,8 @@ nlohmann::json pipeline_report_json(const PipelinePrograms& pp, const sharding::
   for (int s = 0; s < pp.split.stages; ++s) {
     std::vector<int> ranks;
     const pipeline::StageProgram* first = nullptr;
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if (sp.stage == s) {
+    for (const pipeline::StageProgram& sp : pp.programs)  // interleaved: a rank runs several stages
+      if (std::find(sp.stages.begin(), sp.stages.end(), s) != sp.stages.end()) {
         ranks.push_back(sp.rank);
         if (!first) first = &sp;
       }

@@ -24,6 +24,7 @@ inline nlohmann::json report_json(const Job& job) { return report_json(job.compi
 // and schedule, and per stage its ranks, its layers (the blocks whose parameters it owns: wte, h.0,
 // ..., lm_head), the bytes its rank program sends and receives across the stage boundaries per
 // step, and its first rank's program_json (nodes, collectives within the stage, parameter memory).
+// With virtual stages the numbers are of the rank's program, which runs every stage it holds.
 nlohmann::json pipeline_report_json(const PipelinePrograms& pp, const sharding::PipelinePlan& plan);
 
 }  // namespace dt::job

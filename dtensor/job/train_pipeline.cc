@@ -69,7 +69,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   pipeline::check_schedule(pipeline::parse_schedule(pp.schedule), p, pp.microbatches, pp.virtual_stages);
   PipelinePrograms out;
   out.split = pipeline::split_stages(forward, pp, p);
-  out.graphs = pipeline::build_stages(forward, out.split, options.training);
+  out.graphs = pipeline::build_stages(forward, out.split, options.training, options.recompute);
   // The mesh dims whose plan shards a data input on dim 0 carry the batch through every stage.
   std::vector<bool> batch_dim(size_t(mesh.ndim()), false);
   for (const auto& [name, by_dim] : plan.inputs)
@@ -306,13 +306,12 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
                            const std::map<std::string, Tensor>& data, const TrainOptions& options,
                            const ShardedTrainOptions& sharded) {
   if (options.steps < 1) DT_THROW(ValueError) << "steps must be >= 1, got " << options.steps;
-  if (options.recompute != autodiff::Recompute::none)
-    DT_THROW(ValueError) << "recompute is not supported with a pipeline plan yet";
   autodiff::validate(options.optimizer);
   pipeline::ProgramOptions po;
   po.training = true;
   po.optimizer = options.optimizer;
   po.with_grads = options.keep_first_grads;
+  po.recompute = options.recompute;
   const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
   const int n = int(sharded.job.mesh.size());
   pp.programs_by_rank(n);  // every rank has a stage

@@ -1,7 +1,8 @@
 // Pipeline-parallel training through the library's entry point (train_sharded with a plan that
 // has a `pipeline` section) against single-device training of the same model: the gpt example cut
 // into 2 and 4 stages, GPipe and 1F1B, 1, 2 and 4 micro-batches, even and uneven splits, gives the
-// same losses and first-step gradients (1e-6 relative); and every plan error is one clear line.
+// same losses and first-step gradients (1e-6 relative), also recomputing each stage's blocks (which
+// lowers every rank's estimated peak memory); and every plan error is one clear line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/job/train_pipeline.h"
 #include "dtensor/kernels/ops.h"
+#include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
 
 #include <tuple>
@@ -68,13 +70,16 @@ double max_abs(const Tensor& t) {
 }
 
 struct Case {
-  Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "")
-      : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)) {}
+  Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "",
+       bool recompute = false)
+      : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)),
+        recompute(recompute) {}
   std::string mesh;
   std::string pipeline;
   int64_t layers;
   int64_t hidden;
   std::string example;  // the plan within the stages (pipeline_options)
+  bool recompute;  // the pipeline recomputes its stages' blocks in their backwards
 };
 
 class PipelineTraining : public ::testing::TestWithParam<Case> {};
@@ -89,7 +94,10 @@ TEST_P(PipelineTraining, MatchesSingleDevice) {
   opt.optimizer.momentum = 0.9;  // state carried across steps
   opt.keep_first_grads = true;
   const TrainResult want = train_single_device(g.clone(), d.weights, d.data, opt);
-  const TrainResult got = train_sharded(g.clone(), d.weights, d.data, opt, pipeline_options(c.mesh, c.example, c.pipeline));
+  TrainOptions pipelined = opt;
+  if (c.recompute) pipelined.recompute = autodiff::Recompute::blocks;  // the same numbers as without
+  const TrainResult got =
+      train_sharded(g.clone(), d.weights, d.data, pipelined, pipeline_options(c.mesh, c.example, c.pipeline));
   ASSERT_EQ(got.losses.size(), want.losses.size());
   double loss_diff = 0, grad_diff = 0, scale = 0, param_diff = 0;
   for (size_t i = 0; i < want.losses.size(); ++i) {
@@ -113,8 +121,8 @@ TEST_P(PipelineTraining, MatchesSingleDevice) {
     EXPECT_NE(got.placements.at(w).find("S(0)"), std::string::npos) << got.placements.at(w);
     EXPECT_EQ(got.rank_state[0].at(w).size(0) * 2, want.state.at(w).size(0));
   }
-  std::printf("hidden %lld, %lld layers, mesh %s %s %s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
-              (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.example.c_str(), c.pipeline.c_str(), loss_diff, grad_diff, scale, param_diff);
+  std::printf("hidden %lld, %lld layers, mesh %s %s %s%s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
+              (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.example.c_str(), c.pipeline.c_str(), c.recompute ? " recompute" : "", loss_diff, grad_diff, scale, param_diff);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -148,7 +156,36 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"4", R"({"stages": 4, "virtual_stages": 2, "microbatches": 8, "schedule": "interleaved-1f1b"})", 8, 512},
         Case{"2x2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})", 4, 64, "gpt_tp"},
         // examples/gpt_pp_dp_tp.json as it is (its own pipeline section).
-        Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"}));
+        Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"},
+        // Recomputing each stage's blocks in its backward: 1F1B, interleaved, pp x tp.
+        Case{"2", R"({"stages": 2, "microbatches": 2, "schedule": "1f1b"})", 4, 64, "", true},
+        Case{"2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})", 4, 64, "", true},
+        Case{"2x2", R"({"stages": 2, "microbatches": 2, "schedule": "gpipe"})", 4, 64, "gpt_tp", true}));
+
+// Recomputation shrinks what each rank holds between a micro-batch's forward and its backward to
+// the blocks' inputs: every rank's estimated peak (passes/memory_estimate.h, bytes of live values
+// in program order) drops, GPipe's most (it holds all m micro-batches' activations at once).
+TEST(PipelineRecompute, LowersEveryRanksPeakMemory) {
+  const ir::GptConfig cfg = gpt_config(4);
+  const ir::Graph g = ir::build_gpt(cfg);
+  for (const char* pipeline : {R"({"stages": 2, "microbatches": 4, "schedule": "gpipe"})",
+                               R"({"stages": 2, "microbatches": 4, "schedule": "1f1b"})"}) {
+    const ShardedTrainOptions so = pipeline_options("2", "", pipeline);
+    std::vector<int64_t> peak[2];
+    for (const autodiff::Recompute r : {autodiff::Recompute::none, autodiff::Recompute::blocks}) {
+      pipeline::ProgramOptions po;
+      po.recompute = r;
+      for (const pipeline::StageProgram& sp : compile_pipeline(g, so.job.plan, so.job.mesh, po).programs)
+        peak[r == autodiff::Recompute::blocks].push_back(passes::estimate_peak_bytes(sp.step.graph));
+    }
+    ASSERT_EQ(peak[0].size(), 2u);
+    for (size_t rank = 0; rank < 2; ++rank) {
+      EXPECT_LT(peak[1][rank], peak[0][rank]) << pipeline << " rank " << rank;
+      std::printf("%s rank %zu: estimated peak %lld bytes, %lld with recompute\n", pipeline, rank,
+                  (long long)peak[0][rank], (long long)peak[1][rank]);
+    }
+  }
+}
 
 // Forward only (Job::run, as `dtensor run`): the logits (micro-batches concatenated) and the loss
 // (their mean) of the single-device run.

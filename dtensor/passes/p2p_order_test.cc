@@ -3,7 +3,8 @@
 // refused, and the pass pipeline runs the proof whenever a program has a transfer. By orbit: a
 // pipeline on a pp x dp mesh (stages joined by links, each backward's weight gradient all_reduced
 // on dp) is proved from one program per orbit with the verdict and message of the proof over every
-// rank, and at 4 x 16,384 ranks the proof reads 8 programs.
+// rank (also with 2 model chunks per rank, interleaved-1f1b), and at 4 x 16,384 ranks the proof
+// reads 8 programs.
 #include "dtensor/passes/p2p_order.h"
 
 #include <gtest/gtest.h>
@@ -183,13 +184,16 @@ TEST(P2pOrder, ThePassPipelineKeepsTransfersAndProvesThem) {
   EXPECT_THROW(run_rank_pipelines(none, crossed, std::vector<int>{0, 1}), InternalError);
 }
 
-// A pipeline of `stages` stages on a stages x dp mesh: rank s * dp + d is stage s at dp coordinate
-// d. Its orbits (dp coordinate 0 or not, per stage, as the partitioner's classes would give) and
-// the programs of the ranks asked for.
+// A pipeline of `stages` ranks along pp on a stages x dp mesh: rank s * dp + d is pipeline rank s
+// at dp coordinate d. With virtual_stages v (interleaved-1f1b) it holds model chunks s, s + p, ...
+// and link k (chunks k and k + 1) joins pipeline ranks k mod p and (k + 1) mod p. Its orbits (dp
+// coordinate 0 or not, per pipeline rank, as the partitioner's classes would give) and the
+// programs of the ranks asked for.
 struct PipelineMesh {
   int stages = 2, dp = 3, microbatches = 2;
   pipeline::Schedule schedule = pipeline::Schedule::one_f_one_b;
   int crossed_stage = -1;  // this stage's program swaps two link posts (a deadlock), -1: none
+  int virtual_stages = 1;
 
   int rank(int s, int d) const { return s * dp + d; }
   std::vector<int> group(int rank, const std::string& name) const {
@@ -200,8 +204,18 @@ struct PipelineMesh {
       return out;
     }
     const int link = std::stoi(name.substr(4));  // "link<k>"
-    if (link != s && link != s - 1) return {};
-    return {this->rank(link, d), this->rank(link + 1, d)};
+    const int from = link % stages, to = (link + 1) % stages;
+    if (s != from && s != to) return {};
+    return {this->rank(from, d), this->rank(to, d)};
+  }
+  // The links pipeline rank s's chunks touch.
+  std::vector<int> links(int s) const {
+    std::vector<int> out;
+    const int n = stages * virtual_stages;
+    for (int c = s; c < n; c += stages)
+      for (int link : {c - 1, c})
+        if (link >= 0 && link < n - 1) out.push_back(link);
+    return out;
   }
   ir::RankOrbits orbits() const {
     ir::RankOrbits out;
@@ -209,8 +223,7 @@ struct PipelineMesh {
       for (int rest = 0; rest < (dp > 1 ? 2 : 1); ++rest) {
         ir::RankOrbit o{.representative = rank(s, rest), .ranks = rest ? dp - 1 : 1, .same_as = -1, .peers = {}};
         std::vector<std::string> names{"dp"};
-        if (s > 0) names.push_back("link" + std::to_string(s - 1));
-        if (s < stages - 1) names.push_back("link" + std::to_string(s));
+        for (int link : links(s)) names.push_back("link" + std::to_string(link));
         for (const std::string& name : names) {
           std::vector<ir::OrbitPeer> peers;
           for (int r : group(o.representative, name)) {
@@ -229,18 +242,20 @@ struct PipelineMesh {
   int orbit_of(int r) const { return (dp > 1 ? 2 : 1) * (r / dp) + (dp > 1 && r % dp != 0); }
   ir::Graph program(int r) const {
     test_support::PipelineStageOptions o{.schedule = schedule, .stages = stages, .stage = r / dp,
-                                          .microbatches = microbatches, .rows = 2, .width = 2,
+                                          .microbatches = microbatches, .virtual_stages = virtual_stages,
+                                          .rows = 2, .width = 2,
                                           .weight_gradient = true, .link_ranks = {}, .dp_group = "dp",
                                           .dp_ranks = group(r, "dp")};
     o.link_ranks = [this, r](int link) { return group(r, "link" + std::to_string(link)); };
     ir::Graph g = test_support::pipeline_stage_graph(o);
-    if (o.stage == crossed_stage) wait_first_for_the_next_stage(g, o.stage, stages);
+    if (o.stage == crossed_stage) wait_first_for_the_next_stage(g, o.stage, stages * virtual_stages);
     return g;
   }
   // Makes the program start by waiting for a message from its neighbour on a link before anything
-  // else: the neighbour first waits for this stage's first message on that link (a cycle).
-  static void wait_first_for_the_next_stage(ir::Graph& g, int s, int p) {
-    const int link = s < p - 1 ? s : s - 1;
+  // else: the neighbour first waits for this stage's first message on that link (a cycle). n: the
+  // (virtual) stages.
+  static void wait_first_for_the_next_stage(ir::Graph& g, int s, int n) {
+    const int link = s < n - 1 ? s : s - 1;
     std::vector<ir::Node*> order(g.nodes().begin(), g.nodes().end());
     ir::Builder b(g);
     ir::Value* got = b.wait_tensor(b.recv("link" + std::to_string(link), link == s ? 1 : 0, DType::f32, {2, 2}, 99));
@@ -250,36 +265,53 @@ struct PipelineMesh {
   }
 };
 
+// Proves `mesh`'s programs over every rank and by orbit (reading one program per orbit): the same
+// verdict, and on a crossed order the same failure.
+void expect_the_same_verdict(const PipelineMesh& mesh) {
+  const int crossed = mesh.crossed_stage;
+  SCOPED_TRACE(std::string(pipeline::schedule_name(mesh.schedule)) + " p " + std::to_string(mesh.stages) + " v " +
+               std::to_string(mesh.virtual_stages) + " crossed stage " + std::to_string(crossed));
+  std::vector<ir::Graph> all;
+  std::vector<const ir::Graph*> view;
+  std::vector<int> ranks;
+  for (int r = 0; r < mesh.stages * mesh.dp; ++r) all.push_back(mesh.program(r));
+  for (int r = 0; r < mesh.stages * mesh.dp; ++r) {
+    view.push_back(&all[size_t(r)]);
+    ranks.push_back(r);
+  }
+  const ir::RankOrbits orbits = mesh.orbits();
+  std::vector<const ir::Graph*> reps;
+  for (const ir::RankOrbit& o : orbits.orbits) reps.push_back(&all[size_t(o.representative)]);
+  const std::string every = error_text<InternalError>([&] { check_p2p_order(view, ranks, "after test"); });
+  const std::string by_orbit = error_text<InternalError>(
+      [&] { EXPECT_EQ(check_p2p_order_by_orbit(reps, orbits, "after test"), orbits.orbits.size()); });
+  EXPECT_EQ(every == "no error", crossed < 0) << every;
+  EXPECT_EQ(by_orbit == "no error", crossed < 0) << by_orbit;
+  // The same failure (a waiting cycle, or the last stage's stray recv paired with a send of
+  // another tag), and the representatives' first line as the proof over every rank gives it.
+  if (crossed >= 0) {
+    for (const char* kind : {"can deadlock after test", "not rank-consistent after test"})
+      EXPECT_EQ(every.find(kind) == std::string::npos, by_orbit.find(kind) == std::string::npos) << kind;
+    const std::string first = by_orbit.substr(0, by_orbit.find(';'));
+    if (by_orbit.find("can deadlock") != std::string::npos) {
+      EXPECT_NE(every.find(first.substr(first.find("rank "))), std::string::npos) << every << "\n" << by_orbit;
+    }
+  }
+}
+
 TEST(P2pOrderByOrbit, GivesTheVerdictOfTheProofOverEveryRank) {
   for (int crossed : {-1, 0, 1, 2})
-    for (pipeline::Schedule sch : {pipeline::Schedule::gpipe, pipeline::Schedule::one_f_one_b}) {
-      PipelineMesh mesh{.stages = 3, .dp = 3, .microbatches = 4, .schedule = sch, .crossed_stage = crossed};
-      SCOPED_TRACE(std::string(pipeline::schedule_name(sch)) + " crossed stage " + std::to_string(crossed));
-      std::vector<ir::Graph> all;
-      std::vector<const ir::Graph*> view;
-      std::vector<int> ranks;
-      for (int r = 0; r < mesh.stages * mesh.dp; ++r) all.push_back(mesh.program(r));
-      for (int r = 0; r < mesh.stages * mesh.dp; ++r) {
-        view.push_back(&all[size_t(r)]);
-        ranks.push_back(r);
-      }
-      const ir::RankOrbits orbits = mesh.orbits();
-      std::vector<const ir::Graph*> reps;
-      for (const ir::RankOrbit& o : orbits.orbits) reps.push_back(&all[size_t(o.representative)]);
-      const std::string every = error_text<InternalError>([&] { check_p2p_order(view, ranks, "after test"); });
-      const std::string by_orbit = error_text<InternalError>([&] { EXPECT_EQ(check_p2p_order_by_orbit(reps, orbits, "after test"), 6u); });
-      EXPECT_EQ(every == "no error", crossed < 0) << every;
-      EXPECT_EQ(by_orbit == "no error", crossed < 0) << by_orbit;
-      // The same failure (a waiting cycle, or the last stage's stray recv paired with a send of
-      // another tag), and the representatives' first line as the proof over every rank gives it.
-      if (crossed >= 0) {
-        for (const char* kind : {"can deadlock after test", "not rank-consistent after test"})
-          EXPECT_EQ(every.find(kind) == std::string::npos, by_orbit.find(kind) == std::string::npos) << kind;
-        const std::string first = by_orbit.substr(0, by_orbit.find(';'));
-        if (by_orbit.find("can deadlock") != std::string::npos)
-          EXPECT_NE(every.find(first.substr(first.find("rank "))), std::string::npos) << every << "\n" << by_orbit;
-      }
-    }
+    for (pipeline::Schedule sch : {pipeline::Schedule::gpipe, pipeline::Schedule::one_f_one_b})
+      expect_the_same_verdict({.stages = 3, .dp = 3, .microbatches = 4, .schedule = sch, .crossed_stage = crossed});
+}
+
+TEST(P2pOrderByOrbit, GivesTheVerdictOfTheProofOverEveryRankWithVirtualStages) {
+  // interleaved-1f1b, 2 chunks per rank: links k and k + p join the same two ranks (one channel),
+  // and on p = 2 the last chunk's link wraps back to rank 0.
+  for (int p : {2, 3})
+    for (int crossed = -1; crossed < p; ++crossed)
+      expect_the_same_verdict({.stages = p, .dp = 3, .microbatches = 4, .schedule = pipeline::Schedule::interleaved_1f1b,
+                               .crossed_stage = crossed, .virtual_stages = 2});
 }
 
 TEST(P2pOrderByOrbit, ALargeMeshReadsOneProgramPerOrbit) {

@@ -221,15 +221,34 @@ StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool traini
   if (sg.loss && training) w.loss = take(1)[0];
   if (!training) w.outputs = take(sg.outputs.size());
   // The backward: every node that depends on the seed or a gradient from the next stage.
+  const auto& nodes = program.nodes();
   std::vector<bool> backward(program.num_values(), false);
   if (w.seed) backward[size_t(w.seed->id)] = true;
   for (const Value* v : w.grads_from_next) backward[size_t(v->id)] = true;
-  for (const ir::Node* n : program.nodes()) {
+  std::vector<bool> in_backward(nodes.size(), false);
+  size_t first = nodes.size();  // the first backward node
+  for (size_t i = 0; i < nodes.size(); ++i) {
     bool any = false;
-    for (const Value* o : n->operands) any = any || backward[size_t(o->id)];
-    for (const Value* r : n->results) backward[size_t(r->id)] = any;
-    (any ? w.backward : w.forward).push_back(n);
+    for (const Value* o : nodes[i]->operands) any = any || backward[size_t(o->id)];
+    for (const Value* r : nodes[i]->results) backward[size_t(r->id)] = any;
+    in_backward[i] = any;
+    if (any) first = std::min(first, i);
   }
+  // Recomputed blocks (stages.h): their clones depend on no seed or gy but belong to the backward,
+  // as does every node after the first backward one that the forward's products do not need.
+  if (sg.recomputed && training) {
+    std::vector<bool> needed(program.num_values(), false);
+    for (const Value* v : w.outputs_to_next) needed[size_t(v->id)] = true;
+    if (w.loss) needed[size_t(w.loss->id)] = true;
+    for (size_t i = nodes.size(); i-- > 0;) {
+      bool need = false;
+      for (const Value* r : nodes[i]->results) need = need || needed[size_t(r->id)];
+      if (need && !in_backward[i])
+        for (const Value* o : nodes[i]->operands) needed[size_t(o->id)] = true;
+      if (i > first && !need) in_backward[i] = true;
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) (in_backward[i] ? w.backward : w.forward).push_back(nodes[i]);
   return w;
 }
 

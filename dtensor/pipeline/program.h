@@ -40,6 +40,7 @@ struct ProgramOptions {
   int virtual_stages = 1;  // stages per rank: stage x runs on pipeline rank x mod (stages / v)
   bool training = true;
   autodiff::OptimizerConfig optimizer;  // training
+  autodiff::Recompute recompute = autodiff::Recompute::none;  // training: stages.h's build_stages
   bool with_grads = false;              // training: append every parameter's gradient to the outputs
 };
 

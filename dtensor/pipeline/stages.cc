@@ -157,7 +157,8 @@ ir::Graph rebatch(const ir::Graph& model, int64_t microbatches) {
   return g;
 }
 
-std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training) {
+std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training,
+                                     autodiff::Recompute recompute) {
   const ir::Graph g = rebatch(model, split.microbatches);
   const int p = split.stages;
   const auto& nodes = g.nodes();
@@ -278,6 +279,11 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
     if (sg.loss) outs.push_back(sg.loss);
     if (!training) outs.insert(outs.end(), sg.outputs.begin(), sg.outputs.end());
     t.set_outputs(std::move(outs));
+    // After the outputs are set: the values sent on and the loss are kept, not recomputed.
+    if (training && recompute == autodiff::Recompute::blocks) {
+      autodiff::recompute_blocks(t, sg.forward_nodes);
+      sg.recomputed = true;
+    }
     out.push_back(std::move(sg));
   }
   return out;

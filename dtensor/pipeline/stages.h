@@ -20,6 +20,14 @@
 // gradients the next stage sends back, so every gradient equals the whole model's chain rule term
 // for term (d/dy of that sum is gy exactly). The backward is then exactly the nodes that depend on
 // the seed or a gy, which stays true of the stage's programs after partitioning.
+//
+// Recomputation (autodiff/recompute.h, `recompute` blocks): each stage graph's blocks are
+// recomputed within its own backward as a whole training step's are, so a stage keeps each
+// micro-batch's block inputs (and the values it sends on) from its forward to its backward instead
+// of every activation: what a schedule holds in flight shrinks to those. The clones depend on no
+// seed or gy, so a recomputed stage's backward (program.h's stage_work) also takes every node after
+// its first seed- or gy-dependent node that the forward's products (the values sent on, the loss)
+// do not need.
 #pragma once
 
 #include <string>
@@ -68,13 +76,16 @@ struct StageGraph {
   std::vector<ir::Value*> outputs;            // the last stage's model outputs (forward only)
   // (forward value, its gradient) as autodiff::append_gradients gives them (training).
   std::vector<std::pair<int64_t, int64_t>> gradient_pairs;
+  bool recomputed = false;  // its blocks recompute their activations in the backward (file comment)
 };
 
 // The order of a stage graph's outputs: outputs_to_next, then training: grads_to_prev,
 // param_grads and the loss (last stage); forward only: the model's outputs (last stage).
 
 // Builds every stage's graph from `model` (at full batch: rebatched here). `training` appends the
-// backwards.
-std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training);
+// backwards; `recompute` blocks recomputes each stage's blocks in its backward (ValueError as
+// autodiff::recompute_blocks gives it, for a stage without blocks).
+std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training,
+                                     autodiff::Recompute recompute = autodiff::Recompute::none);
 
 }  // namespace dt::pipeline

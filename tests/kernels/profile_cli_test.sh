@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `dtensor profile`: the JSON report's structure (not its times) on a small gpt, fused and not, on
-# one device and on a tensor-parallel mesh of 2, the text report, and its user errors (exit 2, one
-# line).
+# one device, on a tensor-parallel mesh of 2 and on a 2-stage pipeline, the text report, and its
+# user errors (exit 2, one line).
 # Usage: profile_cli_test.sh path/to/dtensor
 set -u
 DT="$1"
@@ -32,7 +32,7 @@ kinds = {k["op"]: k for k in j["op_kinds"]}
 # 2 layers x 6 linears + lm_head, fc_in fused with its gelu; 2 attention nodes; no collectives
 assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds
 assert "gelu" not in kinds and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
-assert j["collective_ms"] == 0 and j["wait_ms"] == 0
+assert j["collective_ms"] == 0 and j["wait_ms"] == 0 and j["recv_wait_ms"] == 0 and j["sends"] == 0
 assert abs(sum(k["percent"] for k in j["op_kinds"]) - 100) < 25  # node times fill most of the run
 assert 1 <= len(j["top_nodes"]) <= 20
 ms = [n["ms"] for n in j["top_nodes"]]
@@ -87,6 +87,38 @@ out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs 
   --threads 1 --mesh 2 --plan "$ROOT/examples/gpt_tp.json" 2>&1) || FAIL "profile --mesh (text)"
 for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks" "cores busy), context switches"; do
   echo "$out" | grep -qF "$text" || FAIL "'$text' not in the mesh text report"
+done
+
+# A pipeline of 2 stages, 2 micro-batches (forward only, as `run` runs it): per rank its stages,
+# its sends and receives (each micro-batch's activation crosses once) and its bubble (the time
+# blocked on receives: only the second stage receives).
+echo '{"mesh_dims": ["pp"], "pipeline": {"stages": 2, "microbatches": 2, "schedule": "1f1b"}}' > "$t/pp.json"
+timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 2 --threads 1 \
+  --mesh 2 --plan "$t/pp.json" --json > "$t/pp_prof.json" || FAIL "profile of a pipeline"
+python3 - "$t/pp_prof.json" <<'PY' || FAIL "profile of a pipeline: JSON structure"
+import json, sys
+j = json.load(open(sys.argv[1]))
+pl = j["pipeline"]
+assert pl["schedule"] == "1f1b" and pl["pipeline_ranks"] == 2 and pl["stages"] == 2 and pl["microbatches"] == 2, pl
+assert abs(pl["theoretical_bubble"] - 1 / 3) < 1e-12, pl
+r0, r1 = j["per_rank"]
+assert r0["stages"] == [0] and r1["stages"] == [1], (r0, r1)
+# each micro-batch's activation (one tensor) goes from stage 0 to stage 1: m sends, m receives
+assert r0["sends"] == 2 and r0["recvs"] == 0 and r1["sends"] == 0 and r1["recvs"] == 2, (r0, r1)
+assert r0["recv_wait_ms"] == 0 and r0["bubble"] == 0, r0
+assert r1["recv_wait_ms"] >= 0 and abs(r1["bubble"] - r1["recv_wait_ms"] / r1["time_ms"]) < 1e-9, r1
+for r in (r0, r1):
+    # collective_ms counts issuing the sends and receives too (communication ops)
+    assert r["time_ms"] > 0 and r["peak_bytes"] > 0 and r["collective_ms"] >= 0, r
+kinds = {k["op"]: k for k in j["op_kinds"]}  # rank 0's: stage 0 (h.0) twice, one per micro-batch
+assert kinds["send"]["nodes"] == 2 and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
+assert j["usage"]["runs"] == 2 and j["usage"]["cpu_ms"] > 0, j["usage"]
+PY
+out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 \
+  --threads 1 --mesh 2 --plan "$t/pp.json" 2>&1) || FAIL "profile of a pipeline (text)"
+for text in "pipeline 1f1b: 2 ranks along it, 2 stages, 2 micro-batches; theoretical bubble 33.3%" "recv wait ms" \
+  "op kind over ranks"; do
+  echo "$out" | grep -qF "$text" || FAIL "'$text' not in the pipeline's text report"
 done
 
 out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 2>&1) ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pipelines under mpirun (issue 32), one rank per process, each running its own stage's program:
 # - training the example gpt (4 layers) on pp 2 (gpipe m 2, 1f1b m 8, interleaved-1f1b v 2 m 4) and
-#   pp 4 (gpipe m 4, 1f1b m 4)
+#   pp 4 (gpipe m 4, 1f1b m 4), and pp 2 (1f1b m 2) with --recompute blocks
 #   gives the single device's losses within 1e-6 relative, and only rank 0 reports;
 # - examples/gpt_pp_dp_tp.json on 2x2x2 (8 processes: 2 stages of dp 2 x tp 2, 1f1b m 2) gives the
 #   single device's losses, and its --save DIR (a sharded checkpoint, consolidated) and --grads-out
@@ -50,6 +50,10 @@ for run in "2 gpipe 2 1" "2 1f1b 8 1" "4 gpipe 4 1" "4 1f1b 4 1" "2 interleaved-
   [[ $(grep -c '"losses"' "$out/stdout") == 1 ]] || fail "pp $np $schedule m $m: expected one report (rank 0's)"
   same_json_losses "pp $np $schedule m $m"
 done
+# --recompute blocks: each stage recomputes its blocks within its backward, the same losses.
+echo '{"mesh_dims": ["pp"], "pipeline": {"stages": 2, "microbatches": 2, "schedule": "1f1b"}}' > "$out/plan.json"
+mpi 2 "${args[@]}" --mesh 2 --plan "$out/plan.json" --recompute blocks
+same_json_losses "pp 2 1f1b m 2, blocks recomputed"
 pp_dp_tp=(--mesh 2x2x2 --plan "$src/examples/gpt_pp_dp_tp.json")
 mpi 8 "${args[@]}" "${pp_dp_tp[@]}" --save "$out/pp_dir" --grads-out "$out/pp_grads.safetensors"
 same_json_losses "pp x dp x tp 2x2x2"

@@ -9,7 +9,8 @@
 # - --grads-out writes a gradient for every parameter, named like the weights;
 # - --recompute blocks: the single-device losses unchanged, sequence parallel on 4 and 2x2 within 1e-4;
 # - pipelines (examples/gpt_pp_dp_tp.json on 2x2x2): the single-device losses, --save DIR resumed on
-#   the pipeline, on one device and consolidated, `run` and `compile` (programs and per-stage report);
+#   the pipeline, on one device and consolidated, with --recompute blocks, `run`, `compile` (programs,
+#   the training step's with --train, and per-stage report) and `profile` (per rank stage and bubble);
 # - AdamW runs and lowers the loss; the text report names the files it wrote;
 # - clear errors (exit 2): --steps 0, --mesh without --plan, a model without a scalar loss, --save
 #   over an input, data of the wrong shape.
@@ -201,6 +202,10 @@ out=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "
   FAIL "pp x dp x tp train: $out"
 same_losses "pp x dp x tp" "$out" "$single" 1e-6
 [ -s "$t/pp_trained.safetensors" ] || FAIL "pp x dp x tp --save wrote nothing"
+out=$(timeout 600 "$DT" train "$t/pp.dt" --weights "$t/ppw.safetensors" --data "$t/ppd.safetensors" --steps 3 --json \
+  --mesh 2x2x2 --plan "$SRC/examples/gpt_pp_dp_tp.json" --recompute blocks 2>&1) ||
+  FAIL "pp x dp x tp train --recompute blocks: $out"
+same_losses "pp x dp x tp, blocks recomputed" "$out" "$single" 1e-6
 # --save DIR: the pipeline's sharded checkpoint (each stage's tensors on its sub-mesh's ranks, format
 # version 3). 2 momentum steps saved, then 1 resumed step on the same pipeline, on one device, and
 # from `checkpoint consolidate`'s file, give the uninterrupted 3-step run's 3rd loss; `run` loads it.
@@ -249,8 +254,55 @@ echo "$out" | grep -q "^stage 1: ranks \[4,5,6,7\]; layers h.2, h.3, ln_f, lm_he
 out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --rank 5 2>&1) || FAIL "compile --rank 5 of the pipeline: $out"
 echo "$out" | grep -q "group pp0_1 = \[1, 5\]" && echo "$out" | grep -q " recv" ||
   FAIL "rank 5's program has no link to rank 1 or no recv: $out"
-expect_error "profile of a pipeline" "profile of a pipeline plan is not supported yet" profile "$t/pp.dt" \
-  --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}"
+# compile --train: the training step's programs, as `train` runs them. Rank 5 (stage 1) receives
+# each micro-batch's activation, sends its gradient back and updates its parameter shards once.
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --train --rank 5 2>&1) || FAIL "compile --train --rank 5: $out"
+for op in " recv" " send" " sgd_update"; do
+  echo "$out" | grep -qF -- "$op" || FAIL "compile --train: rank 5's step has no$op: $out"
+done
+"$DT" compile "$t/pp.dt" "${pp[@]}" --train --json > "$t/pp_step.json" 2>&1 || FAIL "compile --train --json"
+"$DT" compile "$t/pp.dt" "${pp[@]}" --train --recompute blocks --json > "$t/pp_step_rc.json" 2>&1 ||
+  FAIL "compile --train --recompute blocks --json"
+python3 - "$t/pp_step.json" "$t/pp_step_rc.json" <<'PY' || FAIL "compile --train --json of the pipeline"
+import json, sys
+j, rc = (json.load(open(f)) for f in sys.argv[1:3])
+assert j["train"] and j["recompute"] == "none" and rc["recompute"] == "blocks", (j, rc)
+crossing = 4 // 2 * 16 * 64 * 4  # each way: the activations forward, their gradients back
+for s, r in zip(j["stage"], rc["stage"]):
+    assert s["boundary_bytes_sent"] == s["boundary_bytes_received"] == crossing, s
+    assert s["program"]["collectives_per_kind"]["send"] == 2 == s["program"]["collectives_per_kind"]["recv"], s
+    # every micro-batch's backward re-runs its stage's 2 blocks: more nodes, no larger estimated peak
+    assert r["program"]["nodes"] > s["program"]["nodes"], (r["program"]["nodes"], s["program"]["nodes"])
+    assert r["program"]["activation_bytes_estimate"] <= s["program"]["activation_bytes_estimate"], (r, s)
+PY
+out=$("$DT" compile "$t/pp.dt" "${pp[@]}" --train --report 2>&1) || FAIL "compile --train --report: $out"
+echo "$out" | grep -q "^pipeline of 2 stages, 2 micro-batches per step, 1f1b schedule .*: the training step$" ||
+  FAIL "compile --train --report's first line: $out"
+expect_error "compile --recompute without --train" "--recompute applies to the training step: add --train" compile \
+  "$t/pp.dt" "${pp[@]}" --recompute blocks
+expect_error "compile --train without a pipeline" "has no pipeline section: drop --train" compile "$t/pp.dt" \
+  --mesh 2 --plan "$SRC/examples/gpt_tp.json" --train
+# Interleaved (2 model chunks per rank): stage s runs on rank s mod 2, and the report lists all 4.
+echo '{"mesh_dims": ["pp"], "pipeline": {"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"}}' \
+  > "$t/pp_iv.json"
+out=$("$DT" compile "$t/pp.dt" --mesh 2 --plan "$t/pp_iv.json" --train --report 2>&1) ||
+  FAIL "compile --train --report of an interleaved pipeline: $out"
+for s in "stage 0: ranks \[0\]" "stage 1: ranks \[1\]" "stage 2: ranks \[0\]" "stage 3: ranks \[1\]"; do
+  echo "$out" | grep -q "^$s;" || FAIL "compile --report of the interleaved pipeline lacks '$s': $out"
+done
+# profile of the 3-d pipeline: every rank's stage, its receives (stage 1's ranks: one activation
+# per micro-batch) and the tensor-parallel collectives within each stage.
+out=$(timeout 600 "$DT" profile "$t/pp.dt" --weights "$t/ppw.safetensors" --inputs "$t/ppd.safetensors" "${pp[@]}" \
+  --repeat 1 --threads 1 --json 2>&1) || FAIL "profile of the pipeline: $out"
+echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["pipeline"]["stages"] == 2 and len(j["per_rank"]) == 8, j["pipeline"]
+for r in j["per_rank"]:
+    first = r["rank"] < 4
+    assert r["stages"] == [0 if first else 1] and r["recvs"] == (0 if first else 2), r
+    assert r["sends"] == (2 if first else 0) and r["collective_ms"] > 0, r
+' || FAIL "profile --json of the pipeline: $out"
 expect_error "compile --rank --report of a pipeline" "a pipeline's report is per stage" compile "$t/pp.dt" "${pp[@]}" \
   --rank 5 --report
 
