@@ -58,10 +58,13 @@ class Fuser {
   // The other operand of `v` = op(o, c) or op(c, o) when c is a scalar constant within 1e-6
   // (relative) of `want` and `v` is read only by the pattern; else null.
   Value* with_scalar(Value* v, OpKind op, double want) const;
+  // The same for node n itself (its result may have any readers).
+  Value* other_than_scalar(const Node* n, double want) const;
   bool match_rms(Node* n);
   bool match_attention(Node* n);
   bool match_gelu_tanh(Node* n);
   bool match_silu(Node* n);
+  bool match_gelu_erf(Node* n);
   // Records act(x) for an elementwise activation node `act` of `x` and puts it in `at`'s place.
   void replace_activation(Node* at, Value* x, const std::function<Value*(Value*)>& act);
   Value* unrepeated_heads(Value* r);
@@ -164,9 +167,12 @@ bool Fuser::match_rms(Node* n) {
 }
 
 Value* Fuser::with_scalar(Value* v, OpKind op, double want) const {
-  const Node* n = made_by(v, op);
-  if (!n || n->operands.size() != 2 || !single_use(v)) return nullptr;
-  for (int i = 0; i < 2; ++i) {
+  return single_use(v) ? other_than_scalar(made_by(v, op), want) : nullptr;
+}
+
+Value* Fuser::other_than_scalar(const Node* n, double want) const {
+  if (!n || n->operands.size() != 2) return nullptr;
+  for (int i = 0; i < (n->op == OpKind::div ? 1 : 2); ++i) {  // a div's constant is its divisor
     double c;
     if (scalar_of(n->operands[size_t(1 - i)], c) && std::fabs(c - want) <= 1e-6 * std::fabs(want))
       return n->operands[size_t(i)];
@@ -195,6 +201,27 @@ bool Fuser::match_gelu_tanh(Node* n) {
       replace_activation(n, x, [&](Value* v) { return b_.gelu(v, "tanh"); });
       return true;
     }
+  }
+  return false;
+}
+
+bool Fuser::match_gelu_erf(Node* n) {
+  // n: x * (1 + erf(x / sqrt(2))) * 0.5 (torch.nn.functional.gelu as PyTorch exports it: BERT),
+  // either way round at each mul and add; x / sqrt(2) also as x * (1 / sqrt(2)).
+  if (n->op != OpKind::mul) return false;
+  Value* prod = other_than_scalar(n, 0.5);
+  Node* m = prod && single_use(prod) ? made_by(prod, OpKind::mul) : nullptr;
+  for (int j = 0; m && j < 2; ++j) {
+    Value* x = m->operands[size_t(j)];
+    Value* t = with_scalar(m->operands[size_t(1 - j)], OpKind::add, 1.0);
+    Node* erf = t ? made_by(t, OpKind::erf) : nullptr;
+    if (!erf || !single_use(t)) continue;
+    Value* u = erf->operands[0];
+    if ((with_scalar(u, OpKind::div, M_SQRT2) != x && with_scalar(u, OpKind::mul, M_SQRT1_2) != x) ||
+        n->result()->type != x->type || !is_floating(x->type.dtype))
+      continue;
+    replace_activation(n, x, [&](Value* v) { return b_.gelu(v); });
+    return true;
   }
   return false;
 }
@@ -423,7 +450,7 @@ FusionCounts Fuser::run() {
   const std::vector<Node*> original = g_.nodes();
   for (Node* n : original) {
     if (match_attention(n)) continue;
-    if (match_gelu_tanh(n) || match_silu(n)) continue;
+    if (match_gelu_tanh(n) || match_gelu_erf(n) || match_silu(n)) continue;
     if (n->op == OpKind::mul || n->op == OpKind::div) match_rms(n);
   }
   // New nodes where their pattern ended, then drop what nothing reads.
@@ -443,8 +470,8 @@ FusionCounts Fuser::run() {
 
 PassPtr make_onnx_fusion_pass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) {
   return make_pass("onnx-fusion",
-                   "fuse an exporter's decomposed RMSNorm, attention, tanh-GELU and SiLU into rms_norm, "
-                   "scaled_dot_product_attention, gelu(tanh) and silu",
+                   "fuse an exporter's decomposed RMSNorm, attention, GELU and SiLU into rms_norm, "
+                   "scaled_dot_product_attention, gelu and silu",
                    [&weights, counts](ir::Graph& graph) {
                      const FusionCounts found = Fuser(graph, weights).run();
                      if (counts) {
