@@ -7,6 +7,9 @@
 // --bf16: the same model with bf16 parameters and activations (GptConfig::dtype; the weights are
 // the f32 ones rounded) at one thread in the same rounds, and its speed-up over the f32 forward.
 //
+// --tp-overlap-chunks K: also the tensor-parallel forward with the tp-overlap pass forced on at K
+// chunks (passes/tp_overlap.h), in the same rounds right after the plain one, and its time ratio.
+//
 // --vs-torch: when /usr/bin/python3 can import torch, the same architecture in PyTorch
 // (bench/torch_gpt.py: one thread, and hand-written Megatron tp on gloo) runs in the same
 // rounds, alternating with ours so that a busy spell of the shared machine hits both; otherwise it
@@ -42,6 +45,7 @@ namespace {
 struct BenchModelOptions {
   ir::GptConfig gpt = {.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .batch = 4, .seq = 256};
   int rounds = 3, repeat = 5, tp = 2;
+  int tp_overlap_chunks = 0;  // > 0: also the tp forward with tp-overlap on at this many chunks
   bool vs_torch = false, bf16 = false, json = false;
   std::string examples = "examples", plan;
   TorchScript torch;
@@ -88,12 +92,26 @@ void bench(const BenchModelOptions& o) {
 
   // The tensor-parallel programs, compiled and sharded as `dtensor run` does.
   const std::string plan = o.plan.empty() ? o.examples + "/gpt_tp.json" : o.plan;
-  job::JobOptions jo;
-  jo.mesh = DeviceMesh::parse(std::to_string(o.tp));
-  jo.plan = sharding::ParallelPlan::load(plan);
-  const job::Job tp_job = job::Job::compile(g, std::move(jo));
+  auto compile_tp = [&](int overlap_chunks) {
+    job::JobOptions jo;
+    jo.mesh = DeviceMesh::parse(std::to_string(o.tp));
+    jo.plan = sharding::ParallelPlan::load(plan);
+    using Mode = passes::PassOptions::TpOverlap;
+    jo.passes.options.tp_overlap = overlap_chunks > 0 ? Mode::on : Mode::off;
+    jo.passes.options.tp_overlap_chunks = overlap_chunks;
+    return job::Job::compile(g, std::move(jo));
+  };
+  const job::Job tp_job = compile_tp(0);
   const std::vector<const ir::Graph*> tp_programs = tp_job.programs_by_rank();
   const std::vector<runtime::Bindings> tp_bindings = tp_job.bindings_by_rank(job::Weights::full(bind), bind);
+  std::optional<job::Job> ov_job;
+  std::vector<const ir::Graph*> ov_programs;
+  std::vector<runtime::Bindings> ov_bindings;
+  if (o.tp_overlap_chunks > 0) {
+    ov_job.emplace(compile_tp(o.tp_overlap_chunks));
+    ov_programs = ov_job->programs_by_rank();
+    ov_bindings = ov_job->bindings_by_rank(job::Weights::full(bind), bind);
+  }
 
   // The bf16 model: the same weights rounded to bf16 (same names, same seed).
   ir::GptConfig m16 = fitted_max_seq(m);
@@ -103,7 +121,7 @@ void bench(const BenchModelOptions& o) {
   if (o.bf16)
     for (const auto& [name, t] : bind) bind16[name] = t.dtype() == DType::f32 ? t.to(DType::bf16) : t;
 
-  double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf, one16 = kInf;
+  double one = kInf, two = kInf, tp = kInf, t_one = kInf, t_tp = kInf, one16 = kInf, ov = kInf;
   nlohmann::json rounds = nlohmann::json::array();
   for (int round = 0; round < o.rounds; ++round) {
     nlohmann::json r;
@@ -113,6 +131,10 @@ void bench(const BenchModelOptions& o) {
     if (o.bf16) r["dtensor_bf16_ms"] = single_ms(g16, bind16, 1, o.repeat);
     r["dtensor_threads2_ms"] = single_ms(g, bind, 2, o.repeat);
     r["dtensor_tp_ms"] = tp_ms(tp_programs, tp_bindings, o.repeat);
+    if (o.tp_overlap_chunks > 0) {
+      r["dtensor_tp_overlap_ms"] = tp_ms(ov_programs, ov_bindings, o.repeat);
+      ov = std::min(ov, r["dtensor_tp_overlap_ms"].get<double>());
+    }
     if (with_torch)
       if (auto t = torch_min_ms(o.torch, "tp", o.gpt, o.repeat, o.tp)) r["torch_tp_ms"] = *t;
     one = std::min(one, r["dtensor_ms"].get<double>());
@@ -141,6 +163,10 @@ void bench(const BenchModelOptions& o) {
   j["matmul_gflop"] = flops / 1e9;
   j["gemm_only_ms"] = gemm_ms;
   j["gemm_rate_fraction"] = gemm_ms / one;
+  if (ov < kInf) {
+    j["forward_tp_overlap_ms"] = ov;
+    j["tp_overlap_speedup"] = tp / ov;
+  }
   if (!torch_note.empty()) j["torch"] = torch_note;
   if (one16 < kInf) {
     j["forward_bf16_ms"] = one16;
@@ -165,9 +191,12 @@ void bench(const BenchModelOptions& o) {
   std::printf("BLAS kernels: OpenBLAS %s\n", j["blas_kernels"].get<std::string>().c_str());
   for (size_t i = 0; i < rounds.size(); ++i) {
     const auto& r = rounds[i];
-    std::printf("  round %zu: dtensor %.1f ms%s, --threads 2 %.1f ms, tp %d %.1f ms%s\n", i, r["dtensor_ms"].get<double>(),
+    std::printf("  round %zu: dtensor %.1f ms%s, --threads 2 %.1f ms, tp %d %.1f ms%s%s\n", i, r["dtensor_ms"].get<double>(),
                 r.contains("torch_ms") ? fmt::format(" (torch {:.1f})", r["torch_ms"].get<double>()).c_str() : "",
                 r["dtensor_threads2_ms"].get<double>(), o.tp, r["dtensor_tp_ms"].get<double>(),
+                r.contains("dtensor_tp_overlap_ms")
+                    ? fmt::format(" (tp-overlap {:.1f})", r["dtensor_tp_overlap_ms"].get<double>()).c_str()
+                    : "",
                 r.contains("torch_tp_ms") ? fmt::format(" (torch {:.1f})", r["torch_tp_ms"].get<double>()).c_str() : "");
   }
   std::printf("forward, one thread: %.1f ms; its %.2f GFLOP of GEMMs alone take %.1f ms: %.0f%% of the GEMM rate\n", one,
@@ -175,6 +204,9 @@ void bench(const BenchModelOptions& o) {
   if (one16 < kInf) std::printf("bf16, one thread: %.1f ms, %.2fx the f32 forward\n", one16, one / one16);
   std::printf("--threads 2: %.1f ms, %.2fx one thread\n", two, one / two);
   std::printf("tp %d (%s): %.1f ms, parallel efficiency %.0f%%\n", o.tp, plan.c_str(), tp, 100 * one / (tp * o.tp));
+  if (ov < kInf)
+    std::printf("tp %d with tp-overlap at %d chunks: %.1f ms, %.3fx the plain order\n", o.tp, o.tp_overlap_chunks, ov,
+                tp / ov);
   if (j.contains("torch_over_dtensor"))
     std::printf("PyTorch one thread: %.1f ms: dtensor is %.2fx PyTorch's speed\n", t_one, t_one / one);
   if (j.contains("torch_tp_over_dtensor_tp"))
@@ -190,6 +222,10 @@ void setup(CLI::App& bench_app) {
   cmd->add_option("--rounds", opt.rounds, "alternating rounds")->capture_default_str();
   cmd->add_option("--repeat", opt.repeat, "forwards per measurement (the fastest counts)")->capture_default_str();
   cmd->add_option("--tp", opt.tp, "ranks of the tensor-parallel run")->capture_default_str();
+  cmd->add_option("--tp-overlap-chunks", opt.tp_overlap_chunks,
+                  "also the tp forward with the tp-overlap pass on at this many chunks, in the same rounds (0: not)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_flag("--vs-torch", opt.vs_torch, "run the same model in PyTorch (/usr/bin/python3) in the same rounds");
   cmd->add_flag("--bf16", opt.bf16, "also the forward in bf16 (one thread), in the same rounds");
   cmd->add_option("--torch-script", opt.torch.script, "the PyTorch side")->capture_default_str();

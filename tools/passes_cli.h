@@ -1,6 +1,6 @@
 // The pass-pipeline flags shared by `dtensor compile`, `run` and `train`: --passes,
 // --print-after-all, --bucket-cap-mb, --one-shot-threshold, --memory-budget,
-// --no-check-ranks.
+// --tp-overlap, --tp-overlap-chunks, --pass-log, --no-check-ranks.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,9 @@ struct PassCliOptions {
   size_t one_shot_threshold = 256 * 1024;
   size_t memory_budget = 0;  // bytes; 0: the passes' default (see PassOptions)
   bool bucket_mixed_dtypes = false;
+  std::string tp_overlap = "auto";  // auto | on | off (PassOptions::tp_overlap)
+  int tp_overlap_chunks = 0;
+  bool pass_log = false;  // the cost-model passes' decisions, on stderr
   bool print_after_all = false;
   bool check_ranks = true;  // cross-rank consistency after partitioning and every pass
 };

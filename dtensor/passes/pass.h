@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,18 @@ struct PassOptions {
   // the flat buffer holds each input's bytes and each piece is read back at its own dtype, so
   // the results are bitwise those of the separate gathers (bucketing.cc). Off: one key per dtype.
   bool bucket_mixed_dtypes = false;
+  // tp-overlap (tp_overlap.h): split a rowwise GEMM whose Partial result is all_reduced into row
+  // chunks and reduce chunk i while computing chunk i+1. auto: where the cost model says it pays;
+  // on: wherever a chunk's all_reduce stays asynchronous; off: never.
+  enum class TpOverlap { automatic, on, off };
+  TpOverlap tp_overlap = TpOverlap::automatic;
+  int tp_overlap_chunks = 0;  // > 0: split into this many chunks (0: the cost model's choice)
+  // The machine constants of the cost model: the plan search's defaults (autoplan/estimate.h
+  // MachineModel, redistribute/cost_model.h: α 10 us, β 10 GB/s, GEMM 20 GFLOP/s, copies 5 GB/s).
+  double alpha_us = 10.0, beta_gbs = 10.0, gemm_gflops = 20.0, mem_gbs = 5.0;
+  // Where passes that decide by a cost model write one line per decision (each distinct line once
+  // per pass, however many rank programs share it); null: nowhere.
+  std::ostream* log = nullptr;
 };
 
 class Pass {
@@ -54,6 +67,7 @@ PassPtr make_bucket_all_gather_pass(const PassOptions& options);
 PassPtr make_bucket_reduce_scatter_pass(const PassOptions& options);
 PassPtr make_bucket_all_reduce_pass(const PassOptions& options);
 PassPtr make_overlap_scheduling_pass(const PassOptions& options);
+PassPtr make_tp_overlap_pass(const PassOptions& options);  // tp_overlap.cc
 PassPtr make_comm_lowering_pass(const PassOptions& options);
 PassPtr make_dce_pass();
 PassPtr make_cse_pass();

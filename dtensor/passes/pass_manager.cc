@@ -53,7 +53,7 @@ const std::vector<PassInfo>& registered_passes() {
   static const std::vector<PassInfo> passes = [] {
     const std::vector<PassPtr (*)(const PassOptions&)> factories = {
         cse, dce, reshard_after_forward, make_bucket_all_gather_pass, make_bucket_reduce_scatter_pass, make_bucket_all_reduce_pass,
-        make_overlap_scheduling_pass, wait_placement, make_comm_lowering_pass, plan_comm_buffers};
+        make_tp_overlap_pass, make_overlap_scheduling_pass, wait_placement, make_comm_lowering_pass, plan_comm_buffers};
     std::vector<PassInfo> out;
     for (auto make : factories) {
       PassPtr pass = make(PassOptions{});
@@ -67,7 +67,7 @@ const std::vector<PassInfo>& registered_passes() {
 const std::vector<std::string_view>& default_pipeline() {
   static const std::vector<std::string_view> names = {
       "cse", "dce", "reshard-after-forward", "bucket-all-gather", "bucket-reduce-scatter", "bucket-all-reduce",
-      "overlap-scheduling", "wait-placement", "comm-lowering", "dce", "plan-comm-buffers"};
+      "tp-overlap", "overlap-scheduling", "wait-placement", "comm-lowering", "dce", "plan-comm-buffers"};
   return names;
 }
 

@@ -26,6 +26,10 @@ PY
 timeout 300 "$DT" bench model "${tiny[@]}" --bf16 --json > "$t/bf16.json" || FAIL "bench model --bf16"
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["forward_bf16_ms"] > 0 and j["bf16_speedup"] > 0 and "dtensor_bf16_ms" in j["rounds"][0], j' \
   "$t/bf16.json" || FAIL "bench model --bf16 JSON"
+# --tp-overlap-chunks: the tp forward with the tp-overlap pass forced on, in the same rounds.
+timeout 300 "$DT" bench model "${tiny[@]}" --tp-overlap-chunks 2 --json > "$t/ov.json" || FAIL "bench model --tp-overlap-chunks"
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["forward_tp_overlap_ms"] > 0 and j["tp_overlap_speedup"] > 0 and "dtensor_tp_overlap_ms" in j["rounds"][0], j' \
+  "$t/ov.json" || FAIL "bench model --tp-overlap-chunks JSON"
 "$DT" example gpt --vocab 67 --hidden 32 --heads 4 --layers 1 --dtype bf16 -o "$t/g16.dt" && grep -q "bf16\[" "$t/g16.dt" ||
   FAIL "example gpt --dtype bf16 writes bf16 parameters"
 expect_error "--dtype: f16 not in {f32,bf16}" example gpt --dtype f16

@@ -30,6 +30,10 @@ PassOptions parse_options(const std::string& text) {
     else if (flag == "--one-shot-threshold") o.one_shot_threshold_bytes = std::stoull(value);
     else if (flag == "--memory-budget") o.memory_budget_bytes = std::stoull(value);
     else if (flag == "--bucket-mixed-dtypes") o.bucket_mixed_dtypes = value == "true";
+    else if (flag == "--tp-overlap")
+      o.tp_overlap = value == "on" ? PassOptions::TpOverlap::on
+                     : value == "off" ? PassOptions::TpOverlap::off : PassOptions::TpOverlap::automatic;
+    else if (flag == "--tp-overlap-chunks") o.tp_overlap_chunks = std::stoi(value);
     else DT_THROW(ValueError) << "unknown golden option " << flag;
   }
   return o;
