@@ -57,7 +57,7 @@ void add_input_dtypes(OnnxImportOptions& options, const std::vector<std::string>
 
 std::string import_summary(const OnnxImportSummary& s) {
   return "fused: " + std::to_string(s.fused.attention) + " attention, " + std::to_string(s.fused.rms_norm) +
-         " rms_norm; frozen constants: " + std::to_string(s.frozen) + "; parameters: " + std::to_string(s.parameters);
+         " rms_norm, " + std::to_string(s.fused.activation) + " activation; frozen constants: " + std::to_string(s.frozen) + "; parameters: " + std::to_string(s.parameters);
 }
 
 }  // namespace dt::io

@@ -192,6 +192,10 @@ TEST(ParallelKernels, GemmBitwiseAcrossThreadCounts) {
   expect_same_for_thread_counts("mm 100 rows, narrow", [&] { return mm(tall, narrow); });
   expect_same_for_thread_counts("mm 100 rows, both transposed",
                                 [&] { return mm(tall.transpose(0, 1).contiguous().transpose(0, 1), narrow.transpose(0, 1).contiguous().transpose(0, 1)); });
+  // 1024 rows (21 units of 48, 64 ragged rows): panel edges at the unit nearest an even split
+  // (528 + 496 rows on 2 threads), not whole units split evenly.
+  const Tensor x1024 = uniform({1024, 64}, DType::f32, 20), w96 = uniform({96, 64}, DType::f32, 21);
+  expect_same_for_thread_counts("linear 1024 rows", [&] { return linear_act(x1024, w96, bias.narrow(0, 0, 96), Activation::gelu_tanh); });
   // The fused epilogue: seeded, multiplied and activated per panel (1001 rows: 21 panels of 48).
   expect_same_for_thread_counts("linear + gelu", [&] { return linear_act(a, w, bias, Activation::gelu_tanh); });
   expect_same_for_thread_counts("linear + silu", [&] { return linear_act(a, w, Tensor(), Activation::silu); });

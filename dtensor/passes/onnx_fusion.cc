@@ -55,8 +55,18 @@ class Fuser {
     x = t.to_doubles()[0];
     return true;
   }
+  // The other operand of `v` = op(o, c) or op(c, o) when c is a scalar constant within 1e-6
+  // (relative) of `want` and `v` is read only by the pattern; else null.
+  Value* with_scalar(Value* v, OpKind op, double want) const;
+  // The same for node n itself (its result may have any readers).
+  Value* other_than_scalar(const Node* n, double want) const;
   bool match_rms(Node* n);
   bool match_attention(Node* n);
+  bool match_gelu_tanh(Node* n);
+  bool match_silu(Node* n);
+  bool match_gelu_erf(Node* n);
+  // Records act(x) for an elementwise activation node `act` of `x` and puts it in `at`'s place.
+  void replace_activation(Node* at, Value* x, const std::function<Value*(Value*)>& act);
   Value* unrepeated_heads(Value* r);
   // Places the nodes recorded since `mark` before `at`, and makes `old`'s users read `now`.
   void replace(const Node* at, size_t mark, Value* old, Value* now);
@@ -154,6 +164,94 @@ bool Fuser::match_rms(Node* n) {
   replace(at, mark, at->result(), y);
   ++counts_.rms_norm;
   return true;
+}
+
+Value* Fuser::with_scalar(Value* v, OpKind op, double want) const {
+  return single_use(v) ? other_than_scalar(made_by(v, op), want) : nullptr;
+}
+
+Value* Fuser::other_than_scalar(const Node* n, double want) const {
+  if (!n || n->operands.size() != 2) return nullptr;
+  for (int i = 0; i < (n->op == OpKind::div ? 1 : 2); ++i) {  // a div's constant is its divisor
+    double c;
+    if (scalar_of(n->operands[size_t(1 - i)], c) && std::fabs(c - want) <= 1e-6 * std::fabs(want))
+      return n->operands[size_t(i)];
+  }
+  return nullptr;
+}
+
+bool Fuser::match_gelu_tanh(Node* n) {
+  // n: mul(0.5 * x, 1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), either way round at each
+  // mul and add: Hugging Face's gelu_new / NewGELUActivation, which PyTorch exports op by op.
+  if (n->op != OpKind::mul || n->operands.size() != 2) return false;
+  for (int i = 0; i < 2; ++i) {
+    Value* x = with_scalar(n->operands[size_t(i)], OpKind::mul, 0.5);
+    Value* t = with_scalar(n->operands[size_t(1 - i)], OpKind::add, 1.0);
+    Node* tanh = t ? made_by(t, OpKind::tanh) : nullptr;
+    if (!x || !tanh || !single_use(t)) continue;
+    Value* inner = with_scalar(tanh->operands[0], OpKind::mul, std::sqrt(2.0 / M_PI));
+    Node* add = inner ? made_by(inner, OpKind::add) : nullptr;
+    if (!add || !single_use(inner)) continue;
+    for (int j = 0; j < 2; ++j) {
+      Value* cube = with_scalar(add->operands[size_t(1 - j)], OpKind::mul, 0.044715);
+      Node* pow = cube ? made_by(cube, OpKind::pow) : nullptr;
+      if (add->operands[size_t(j)] != x || !pow || !single_use(cube) || pow->operands[0] != x ||
+          pow->attr_float("exponent") != 3.0 || n->result()->type != x->type || !is_floating(x->type.dtype))
+        continue;
+      replace_activation(n, x, [&](Value* v) { return b_.gelu(v, "tanh"); });
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Fuser::match_gelu_erf(Node* n) {
+  // n: x * (1 + erf(x / sqrt(2))) * 0.5 (torch.nn.functional.gelu as PyTorch exports it: BERT),
+  // either way round at each mul and add; x / sqrt(2) also as x * (1 / sqrt(2)).
+  if (n->op != OpKind::mul) return false;
+  Value* prod = other_than_scalar(n, 0.5);
+  Node* m = prod && single_use(prod) ? made_by(prod, OpKind::mul) : nullptr;
+  for (int j = 0; m && j < 2; ++j) {
+    Value* x = m->operands[size_t(j)];
+    Value* t = with_scalar(m->operands[size_t(1 - j)], OpKind::add, 1.0);
+    Node* erf = t ? made_by(t, OpKind::erf) : nullptr;
+    if (!erf || !single_use(t)) continue;
+    Value* u = erf->operands[0];
+    if ((with_scalar(u, OpKind::div, M_SQRT2) != x && with_scalar(u, OpKind::mul, M_SQRT1_2) != x) ||
+        n->result()->type != x->type || !is_floating(x->type.dtype))
+      continue;
+    replace_activation(n, x, [&](Value* v) { return b_.gelu(v); });
+    return true;
+  }
+  return false;
+}
+
+bool Fuser::match_silu(Node* n) {
+  // n: mul(x, sigmoid(x)) either way round (SiLU as exporters write it).
+  if (n->op != OpKind::mul || n->operands.size() != 2) return false;
+  for (int i = 0; i < 2; ++i) {
+    Value* x = n->operands[size_t(i)];
+    Value* s = n->operands[size_t(1 - i)];
+    Node* sig = made_by(s, OpKind::sigmoid);
+    if (!sig || sig->operands[0] != x || !single_use(s) || n->result()->type != x->type || !is_floating(x->type.dtype))
+      continue;
+    replace_activation(n, x, [&](Value* v) { return b_.silu(v); });
+    return true;
+  }
+  return false;
+}
+
+void Fuser::replace_activation(Node* at, Value* x, const std::function<Value*(Value*)>& act) {
+  const size_t mark = g_.nodes().size();
+  // An activation commutes with a reshape: when x only reshapes a linear's result, apply it to the
+  // linear's result (and reshape after), so that the runtime runs it as the linear's epilogue
+  // (runtime/interpreter_fusion.h wants the activation to be the linear's only reader).
+  Node* r = made_by(x, OpKind::reshape);
+  Value* y = r && made_by(r->operands[0], OpKind::linear) && single_use(r->operands[0])
+                 ? b_.reshape(act(r->operands[0]), x->type.shape)
+                 : act(x);
+  replace(at, mark, at->result(), y);
+  ++counts_.activation;
 }
 
 bool Fuser::match_attention(Node* n) {
@@ -352,6 +450,7 @@ FusionCounts Fuser::run() {
   const std::vector<Node*> original = g_.nodes();
   for (Node* n : original) {
     if (match_attention(n)) continue;
+    if (match_gelu_tanh(n) || match_gelu_erf(n) || match_silu(n)) continue;
     if (n->op == OpKind::mul || n->op == OpKind::div) match_rms(n);
   }
   // New nodes where their pattern ended, then drop what nothing reads.
@@ -371,14 +470,16 @@ FusionCounts Fuser::run() {
 
 PassPtr make_onnx_fusion_pass(const std::map<std::string, Tensor>& weights, FusionCounts* counts) {
   return make_pass("onnx-fusion",
-                   "fuse an exporter's decomposed RMSNorm and attention into rms_norm and scaled_dot_product_attention",
+                   "fuse an exporter's decomposed RMSNorm, attention, GELU and SiLU into rms_norm, "
+                   "scaled_dot_product_attention, gelu and silu",
                    [&weights, counts](ir::Graph& graph) {
                      const FusionCounts found = Fuser(graph, weights).run();
                      if (counts) {
                        counts->rms_norm += found.rms_norm;
                        counts->attention += found.attention;
+                       counts->activation += found.activation;
                      }
-                     return found.rms_norm + found.attention > 0;
+                     return found.rms_norm + found.attention + found.activation > 0;
                    });
 }
 

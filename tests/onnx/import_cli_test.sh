@@ -61,7 +61,7 @@ cmp -s "$R/gpt.onnx" "$t/copy.onnx" || FAIL "the model was modified"
 # named after their modules although the export was constant-folded.
 out=$("$DT" import "$R/hf_llama.onnx" -o "$t/hf.dt" --weights "$t/hf.safetensors" --input-shape input_ids=2x8 2>&1) ||
   FAIL "import hf_llama: $out"
-echo "$out" | grep -q "^fused: 2 attention, 5 rms_norm; frozen constants: [0-9]*; parameters: 21$" || FAIL "import summary: $out"
+echo "$out" | grep -q "^fused: 2 attention, 5 rms_norm, 2 activation; frozen constants: [0-9]*; parameters: 21$" || FAIL "import summary: $out"
 grep -q "^  param %layers.0.self_attn.q_proj.weight : f32\[32, 32\]" "$t/hf.dt" || FAIL "hf.dt lacks q_proj by its module name"
 out=$("$DT" run "$t/hf.dt" --weights "$t/hf.safetensors" --inputs "$R/hf_llama_io.safetensors" \
   --expect "$R/hf_llama_io.safetensors" 2>&1) || FAIL "hf_llama one device: $out"

@@ -24,6 +24,7 @@
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/train_step_placement.h"
+#include "dtensor/runtime/interpreter_fusion.h"
 #include "dtensor/runtime/launcher.h"
 #include "tests/sharding/sharded_run.h"
 
@@ -38,6 +39,7 @@ struct HfCase {
   std::string model;
   std::vector<std::string> inputs;
   int attention, rms_norm;
+  int activation;  // GELU (gelu_new, erf) or SiLU, each run as its linear's epilogue
 };
 
 class HfReference : public ::testing::TestWithParam<HfCase> {};
@@ -55,6 +57,8 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
   std::printf("%s: %s\n", c.model.c_str(), import_summary(im.summary).c_str());
   EXPECT_EQ(im.summary.fused.attention, c.attention);
   EXPECT_EQ(im.summary.fused.rms_norm, c.rms_norm);
+  EXPECT_EQ(im.summary.fused.activation, c.activation);
+  EXPECT_EQ(runtime::find_epilogue_fusions(im.graph).size(), size_t(c.activation));
   EXPECT_EQ(count_ops(im.graph, ir::OpKind::scaled_dot_product_attention), c.attention);
   EXPECT_EQ(count_ops(im.graph, ir::OpKind::matmul), 0);
   // Parameters: module paths only (no exporter-made names), each trainable one once.
@@ -84,9 +88,9 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfReference,
-                         ::testing::Values(HfCase{"hf_gpt2", {"input_ids", "attention_mask"}, 2, 0},
-                                           HfCase{"hf_llama", {"input_ids"}, 2, 5},
-                                           HfCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}, 2, 0}),
+                         ::testing::Values(HfCase{"hf_gpt2", {"input_ids", "attention_mask"}, 2, 0, 2},
+                                           HfCase{"hf_llama", {"input_ids"}, 2, 5, 2},
+                                           HfCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}, 2, 0, 2}),
                          [](const auto& info) { return info.param.model; });
 
 TEST(HfTraining, LlamaTrainsToPyTorchsLossesWithItsConstsFrozen) {

@@ -305,7 +305,7 @@ TEST(OnnxImportParameters, TrainableInitializersOnlyAndConstsAreFrozen) {
   EXPECT_FALSE(g.find("rotary.inv_freq"));
   EXPECT_EQ(r.summary.parameters, 2);
   EXPECT_EQ(r.summary.frozen, 1);
-  EXPECT_EQ(import_summary(r.summary), "fused: 0 attention, 0 rms_norm; frozen constants: 1; parameters: 2");
+  EXPECT_EQ(import_summary(r.summary), "fused: 0 attention, 0 rms_norm, 0 activation; frozen constants: 1; parameters: 2");
   // `const` survives print and parse.
   const std::string text = ir::print(g);
   EXPECT_NE(text.find("  const %"), std::string::npos) << text;

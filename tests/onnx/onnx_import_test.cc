@@ -23,6 +23,7 @@
 #include "dtensor/io/safetensors.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/ir/printer.h"
+#include "dtensor/runtime/interpreter_fusion.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "tests/sharding/sharded_run.h"
 #include "tests/support/ops_test_util.h"
@@ -236,6 +237,10 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::rms_norm), 3);  // all three spellings
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::matmul), 0);
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::linear), 8);
+  // SwiGLU's gate g * sigmoid(g) is one silu, run as the gate projection's epilogue.
+  EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::silu), 1);
+  EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::sigmoid), 0);
+  EXPECT_EQ(runtime::find_epilogue_fusions(im.graph).size(), 1u);
   std::mt19937 rng(3);
   std::vector<int64_t> ids(16);
   for (auto& i : ids) i = int64_t(rng() % 509);
@@ -273,6 +278,53 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
   DiffReport dsc = compare(sharding::testing::run_single(other.graph, other.weights, inputs)[0],
                            sharding::testing::run_single(other_raw.graph, other_raw.weights, inputs)[0], 1e-5, 1e-5);
   EXPECT_TRUE(dsc.shapes_match && dsc.mismatches == 0) << "scale 1/7 max_abs_diff " << dsc.max_abs_diff;
+}
+
+// Hugging Face's gelu_new as PyTorch exports it, on a linear's result h scaled to O(1)
+// (x = 40·h): 0.5·x·(1 + tanh(sqrt(2/pi)·(x + k·x³))). `swapped` writes every Mul and Add the
+// other way round; a k other than 0.044715, or a tanh that is also a graph output, must leave
+// the ops as exported.
+std::string gelu_new_model(bool swapped, float k = 0.044715f, bool tanh_output = false) {
+  ModelWriter w;
+  w.io("input_ids", "y");
+  auto op2 = [&](const std::string& type, const std::string& a, const std::string& b) {
+    return swapped ? w.op(type, {b, a}) : w.op(type, {a, b});
+  };
+  const std::string e = w.op("Gather", {w.randn("embed.weight", {61, 32}), "input_ids"});
+  const std::string x = op2("Mul", w.linear(e, w.randn("fc.weight", {64, 32})), w.scalar(40));
+  const std::string inner = op2("Mul", op2("Add", x, op2("Mul", w.op("Pow", {x, w.scalar(3)}), w.scalar(k))),
+                                w.scalar(0.7978845608f));
+  const std::string t = w.op("Tanh", {inner});
+  const std::string y = op2("Mul", op2("Mul", x, w.scalar(0.5f)), op2("Add", t, w.scalar(1)));
+  auto* g = w.model().mutable_graph();
+  g->mutable_node(g->node_size() - 1)->set_output(0, "y");
+  if (tanh_output) g->add_output()->set_name(t);
+  return w.model().SerializeAsString();
+}
+
+TEST(OnnxImportFusion, GeluNewBecomesOneTanhGeluThatComputesTheExportedOps) {
+  const TensorMap inputs = {{"input_ids", Tensor::from_vector<int64_t>({0, 5, 9, 60, 3, 3, 17, 42, 1, 2, 8, 13, 21, 34, 55, 59}, {2, 8})}};
+  OnnxImportOptions unfused;
+  unfused.fuse = false;
+  struct Case { bool swapped; float k; bool tanh_output; int fused; };
+  for (const Case c : {Case{false, 0.044715f, false, 1}, Case{true, 0.044715f, false, 1},
+                       Case{false, 0.05f, false, 0}, Case{false, 0.044715f, true, 0}}) {
+    const std::string bytes = gelu_new_model(c.swapped, c.k, c.tanh_output);
+    OnnxImportResult im = import_onnx_bytes(bytes, "gelu_new.onnx");
+    EXPECT_EQ(im.summary.fused.activation, c.fused) << c.swapped << " " << c.k << " " << c.tanh_output;
+    EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::gelu), c.fused);
+    EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::tanh), 1 - c.fused);
+    for (const ir::Node* n : im.graph.nodes())
+      if (n->op == ir::OpKind::gelu) EXPECT_EQ(n->attr_str("approximate"), "tanh");
+    OnnxImportResult raw = import_onnx_bytes(bytes, "gelu_new.onnx", unfused);
+    const Tensor fused = sharding::testing::run_single(im.graph, im.weights, inputs)[0];
+    const Tensor ref = sharding::testing::run_single(raw.graph, raw.weights, inputs)[0];
+    double largest = 0;
+    for (double v : ref.to_doubles()) largest = std::max(largest, std::fabs(v));
+    EXPECT_GT(largest, 1.0);  // the tanh's range, not only its linear part
+    const DiffReport d = compare(fused, ref, 1e-6, 1e-6);
+    EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "max_abs_diff " << d.max_abs_diff;
+  }
 }
 
 // ---- errors ----
