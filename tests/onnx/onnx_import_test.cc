@@ -315,7 +315,9 @@ TEST(OnnxImportFusion, GeluNewBecomesOneTanhGeluThatComputesTheExportedOps) {
     EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::gelu), c.fused);
     EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::tanh), 1 - c.fused);
     for (const ir::Node* n : im.graph.nodes())
-      if (n->op == ir::OpKind::gelu) EXPECT_EQ(n->attr_str("approximate"), "tanh");
+      if (n->op == ir::OpKind::gelu) {
+        EXPECT_EQ(n->attr_str("approximate"), "tanh");
+      }
     OnnxImportResult raw = import_onnx_bytes(bytes, "gelu_new.onnx", unfused);
     const Tensor fused = sharding::testing::run_single(im.graph, im.weights, inputs)[0];
     const Tensor ref = sharding::testing::run_single(raw.graph, raw.weights, inputs)[0];
