@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dtensor/ir/graph.h"
+#include "dtensor/redistribute/cost_model.h"
 
 namespace dt::passes {
 
@@ -37,9 +38,11 @@ struct PassOptions {
   enum class TpOverlap { automatic, on, off };
   TpOverlap tp_overlap = TpOverlap::automatic;
   int tp_overlap_chunks = 0;  // > 0: split into this many chunks (0: the cost model's choice)
-  // The machine constants of the cost model: the plan search's defaults (autoplan/estimate.h
-  // MachineModel, redistribute/cost_model.h: α 10 us, β 10 GB/s, GEMM 20 GFLOP/s, copies 5 GB/s).
-  double alpha_us = 10.0, beta_gbs = 10.0, gemm_gflops = 20.0, mem_gbs = 5.0;
+  // The machine constants of the cost model: a collective's α–β as the redistribution planner
+  // prices it (redistribute/cost_model.h), and the plan search's GEMM rate and copy bandwidth
+  // defaults (autoplan/machine.h: 20 GFLOP/s, 5 GB/s).
+  AlphaBeta comm;
+  double gemm_gflops = 20.0, mem_gbs = 5.0;
   // Where passes that decide by a cost model write one line per decision (each distinct line once
   // per pass, however many rank programs share it); null: nowhere.
   std::ostream* log = nullptr;

@@ -52,8 +52,8 @@ double split_time_us(double gemm_us, double alpha_us, double bytes_us, double co
 TpOverlapChoice choose_tp_overlap(double flops, int64_t rows, int64_t bytes, const PassOptions& o) {
   TpOverlapChoice c;
   c.gemm_us = flops / (o.gemm_gflops * 1e3);
-  const double bytes_us = double(bytes) / (o.beta_gbs * 1e3);
-  c.all_reduce_us = o.alpha_us + bytes_us;
+  c.all_reduce_us = o.comm.us(bytes);
+  const double bytes_us = c.all_reduce_us - o.comm.alpha_us;
   c.copy_us = 2.0 * double(bytes) / (o.mem_gbs * 1e3);
   c.plain_us = c.split_us = c.gemm_us + c.all_reduce_us;
   if (o.tp_overlap == PassOptions::TpOverlap::off) {
@@ -81,7 +81,7 @@ TpOverlapChoice choose_tp_overlap(double flops, int64_t rows, int64_t bytes, con
     const int64_t per = chunk_rows(k);
     const int kk = int((rows + per - 1) / per);
     if (!usable(per, kk)) continue;
-    const double t = split_time_us(c.gemm_us, o.alpha_us, bytes_us, c.copy_us, kk);
+    const double t = split_time_us(c.gemm_us, o.comm.alpha_us, bytes_us, c.copy_us, kk);
     if (best == 0 || t < best_us) best = kk, best_per = per, best_us = t;
   }
   const std::string costs = fmt::format("gemm {:.0f} us, all_reduce {:.0f} us, concat {:.0f} us", c.gemm_us,

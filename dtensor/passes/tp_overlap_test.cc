@@ -53,7 +53,7 @@ TEST(TpOverlap, CostModelSplitsLargeAndKeepsTiny) {
   auto count = [](const ir::GptConfig& m, double beta_gbs) {
     job::JobOptions jo = tp_options(2, Mode::automatic, 0);
     jo.passes.options.one_shot_threshold_bytes = 256 * 1024;
-    jo.passes.options.beta_gbs = beta_gbs;
+    jo.passes.options.comm.beta_gbs = beta_gbs;
     jo.ranks = {0};
     return all_reduces(job::Job::compile(ir::build_gpt(m), std::move(jo)).program(0));
   };
@@ -62,7 +62,7 @@ TEST(TpOverlap, CostModelSplitsLargeAndKeepsTiny) {
   EXPECT_EQ(count(tiny, 1.0), 8);
   // The choice itself: k in [2, 8], below what the one-shot threshold would make blocking.
   PassOptions o;
-  o.beta_gbs = 1.0;
+  o.comm.beta_gbs = 1.0;
   const TpOverlapChoice c = choose_tp_overlap(2.0 * 1024 * 1024 * 512, 1024, 2 << 20, o);
   EXPECT_GE(c.chunks, 2);
   EXPECT_LT(c.chunks, 8);  // 8 chunks of 256 KiB would be one-shots
