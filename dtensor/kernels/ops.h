@@ -96,6 +96,12 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
 // Applies act in place to n contiguous f32 values, exactly as the relu/gelu/silu ops compute them.
 void apply_activation(Activation act, float* p, int64_t n);
 
+// ---- rotary position embedding (ops_rotary.cc) ----
+// x·cos + rotate_half(x)·sin with rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]) over x's last
+// dim D (even), cos and sin broadcast to x's shape: Hugging Face Llama's RoPE, which its ONNX export
+// spells as mul, slice, neg, cat, mul and add. One pass over x; bitwise equal to those ops. f32 only.
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
 // ---- normalisation and activations over a dim (ops_nn.cc) ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

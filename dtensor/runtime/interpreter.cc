@@ -130,6 +130,16 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     fusion_of_head_[size_t(fusions_[f].head)] = int(f);
     fusion_of_tail_[size_t(fusions_[f].tail)] = int(f);
   }
+  rotary_ = find_rotary_fusions(g_, arena_offset_);
+  rotary_of_tail_.assign(nodes.size(), -1);
+  for (size_t f = 0; f < rotary_.size(); ++f) {
+    rotary_of_tail_[size_t(rotary_[f].tail)] = int(f);
+    for (int m : rotary_[f].members) fusion_of_tail_[size_t(m)] = kRotaryMember;
+  }
+  // A fused rotary chain reads x, cos and sin at its add node: they live at least until then.
+  std::unordered_map<int, size_t> read_by_rotary;
+  for (const RotaryFusion& f : rotary_)
+    for (const ir::Value* v : {f.x, f.cos, f.sin}) read_by_rotary[v->id] = std::max(read_by_rotary[v->id], size_t(f.tail));
   release_after_.assign(nodes.size(), {});
   // A result is released after its last reader (a result nobody reads, right after its node).
   const ir::UseLists uses(g_);
@@ -138,7 +148,9 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
     for (const ir::Value* r : nodes[i]->results) {
       if (uses.is_output(r)) continue;  // returned
       const auto readers = uses.users(r);
-      release_after_[readers.empty() ? i : position(readers.back())].push_back(r->id);
+      size_t last = readers.empty() ? i : position(readers.back());
+      if (auto it = read_by_rotary.find(r->id); it != read_by_rotary.end()) last = std::max(last, it->second);
+      release_after_[last].push_back(r->id);
     }
   for (auto& ids : release_after_) std::sort(ids.begin(), ids.end());  // by value id, as they were created
 }
@@ -192,8 +204,9 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       placements_.emplace_back(n.result(), offset);
     }
     const int head_of = fuse_ ? fusion_of_head_[i] : -1;
-    if (fuse_ && fusion_of_tail_[i] >= 0) {
-      // Computed by its linear's kernel: the result is already bound (and counted).
+    if (fuse_ && fusion_of_tail_[i] != -1) {
+      // Computed by its linear's kernel (the result is already bound and counted), or a member of
+      // a rotary chain that its add computes (the result is never bound).
       in.clear();
       for (int id : release_after_[i]) {
         meter.release(env[size_t(id)]);
@@ -202,7 +215,12 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       if (hook_) hook_(n, i, t0, Clock::now());
       continue;
     }
-    if (head_of >= 0) {
+    if (fuse_ && rotary_of_tail_[i] >= 0) {
+      const RotaryFusion& f = rotary_[size_t(rotary_of_tail_[i])];
+      run_kernel_of(g_, n, i, [&] {
+        out[0] = dt::rotary_embedding(env[size_t(f.x->id)], env[size_t(f.cos->id)], env[size_t(f.sin->id)]);
+      });
+    } else if (head_of >= 0) {
       const EpilogueFusion& f = fusions_[size_t(head_of)];
       run_kernel_of(g_, n, i, [&] { out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act); });
       const ir::Value* tail = nodes[size_t(f.tail)]->result();

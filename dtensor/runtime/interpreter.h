@@ -12,9 +12,10 @@
 // when the interpreter is built (passes/buffer_planner.h); without an arena the offsets are
 // ignored and buffers are allocated as usual.
 //
-// Fusion: a linear whose only reader is a relu/gelu/silu runs as one kernel with it
-// (interpreter_fusion.h says which chains and why); the activation node then does no work of its
-// own (its hook still fires, with the few nanoseconds it takes). Results are bitwise equal to the
+// Fusion: a linear whose only reader is a relu/gelu/silu runs as one kernel with it, and so does
+// the rotary embedding's seven-op chain (interpreter_fusion.h says which chains and why); the
+// absorbed nodes then do no work of their own (their hooks still fire, with the few nanoseconds
+// they take). Results are bitwise equal to the
 // unfused run; set_fusion(false) turns it off (tests, profile --no-fuse).
 #pragma once
 
@@ -80,6 +81,8 @@ class Interpreter {
   bool fusion() const { return fuse_; }
   // The fusable pairs of the graph (used when fusion() is on), in head order.
   const std::vector<EpilogueFusion>& fusions() const { return fusions_; }
+  // The rotary embedding chains of the graph (used when fusion() is on).
+  const std::vector<RotaryFusion>& rotary_fusions() const { return rotary_; }
 
   // Returns, per node index, the ids of the values released after it.
   const std::vector<std::vector<int>>& release_plan() const { return release_after_; }
@@ -95,7 +98,12 @@ class Interpreter {
   int arena_rank_ = 0;
   std::vector<std::pair<const ir::Value*, size_t>> placements_;
   std::vector<EpilogueFusion> fusions_;
-  std::vector<int> fusion_of_head_, fusion_of_tail_;  // per node: index into fusions_, or -1
+  // per node: index into fusions_, or -1; fusion_of_tail_ is kRotaryMember for a rotary chain's
+  // nodes other than its add
+  std::vector<int> fusion_of_head_, fusion_of_tail_;
+  static constexpr int kRotaryMember = -2;
+  std::vector<RotaryFusion> rotary_;
+  std::vector<int> rotary_of_tail_;  // per node: index into rotary_, or -1
   bool fuse_ = true;
   bool update_params_ = false;
 };

@@ -1,5 +1,6 @@
 #include "dtensor/runtime/interpreter_fusion.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "dtensor/ir/op_registry.h"
@@ -17,7 +18,87 @@ std::optional<Activation> activation_of(const ir::Node& n) {
   return a;
 }
 
+// Matches the rotary chain ending in the add node `tail` (RotaryFusion); nullopt when it is not one.
+class RotaryMatcher {
+ public:
+  RotaryMatcher(const ir::UseLists& uses, const ir::NodePositions& position, const std::vector<int64_t>& arena_offset)
+      : uses_(uses), position_(position), arena_offset_(arena_offset) {}
+
+  std::optional<RotaryFusion> match(const ir::Node& tail) {
+    if (tail.op != ir::OpKind::add || tail.operands.size() != 2 || !f32(tail.result())) return std::nullopt;
+    for (int order = 0; order < 2; ++order) {
+      members_.clear();
+      const ir::Node* direct = chain_node(tail.operands[size_t(order)], ir::OpKind::mul, &tail);
+      const ir::Node* rotated = chain_node(tail.operands[size_t(1 - order)], ir::OpKind::mul, &tail);
+      if (!direct || !rotated) continue;
+      for (int k = 0; k < 2; ++k) {
+        const ir::Value* x = direct->operands[size_t(k)];
+        const ir::Value* cos = direct->operands[size_t(1 - k)];
+        if (x->type != tail.result()->type) continue;
+        for (int j = 0; j < 2; ++j) {
+          const size_t kept = members_.size();
+          if (rotates(rotated->operands[size_t(j)], x, rotated))
+            return RotaryFusion{int(position_(&tail)), members_, x, cos, rotated->operands[size_t(1 - j)]};
+          members_.resize(kept);
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static bool f32(const ir::Value* v) { return v->type.dtype == DType::f32; }
+
+  // The node of op `op` that produced v when its only reader is `reader` (recorded as a member).
+  const ir::Node* chain_node(const ir::Value* v, ir::OpKind op, const ir::Node* reader) {
+    const ir::Node* n = v->producer;
+    if (!n || n->op != op || n->results.size() != 1 || uses_.sole_user(v) != reader || !f32(v)) return nullptr;
+    const size_t i = position_(n);
+    if (arena_offset_[i] >= 0) return nullptr;
+    members_.push_back(int(i));
+    return n;
+  }
+
+  // True when v = cat(neg(slice(x, h:2h)), slice(x, 0:h)) over x's last dim, read only by `reader`.
+  bool rotates(const ir::Value* v, const ir::Value* x, const ir::Node* reader) {
+    const int64_t rank = x->type.rank(), d = rank > 0 ? x->type.shape.back() : 0;
+    const ir::Node* cat = chain_node(v, ir::OpKind::cat, reader);
+    if (!cat || d % 2 != 0 || cat->operands.size() != 2 || normalize_dim(cat->attr_int("dim"), rank) != rank - 1)
+      return false;
+    const ir::Node* neg = chain_node(cat->operands[0], ir::OpKind::neg, cat);
+    return neg && half_of(neg->operands[0], x, d / 2, neg) && half_of(cat->operands[1], x, 0, cat);
+  }
+
+  // True when v = slice(x, start:start + d/2) over x's last dim 2·(d/2), read only by `reader`.
+  bool half_of(const ir::Value* v, const ir::Value* x, int64_t start, const ir::Node* reader) {
+    const ir::Node* s = chain_node(v, ir::OpKind::slice, reader);
+    if (!s || s->operands[0] != x || s->attr_int("step") != 1) return false;
+    const int64_t rank = x->type.rank(), d = x->type.shape.back();
+    if (normalize_dim(s->attr_int("dim"), rank) != rank - 1 || v->type.shape.back() != d / 2) return false;
+    int64_t begin = s->attr_int("start");
+    if (begin < 0) begin += d;
+    return std::clamp<int64_t>(begin, 0, d) == start;
+  }
+
+  const ir::UseLists& uses_;
+  const ir::NodePositions& position_;
+  const std::vector<int64_t>& arena_offset_;
+  std::vector<int> members_;
+};
+
 }  // namespace
+
+std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
+  const ir::UseLists uses(graph);
+  const ir::NodePositions position(graph);
+  RotaryMatcher matcher(uses, position, arena_offset);
+  std::vector<RotaryFusion> out;
+  const auto& nodes = graph.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (arena_offset[i] < 0)
+      if (auto f = matcher.match(*nodes[i])) out.push_back(std::move(*f));
+  return out;
+}
 
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
   const auto& nodes = graph.nodes();

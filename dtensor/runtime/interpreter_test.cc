@@ -119,6 +119,51 @@ TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
 }
 
+// Hugging Face's rotary embedding, x·cos + cat(-x2, x1)·sin on a permuted [batch, heads, seq, 8]
+// view, runs as one kernel bitwise equal to the seven ops; a chain with its halves swapped, one
+// whose rotated half is also read elsewhere, and one whose neg reads a slice of another tensor
+// keep their nodes.
+TEST(Interpreter, FusesTheRotaryChainBitwise) {
+  Graph g("rope");
+  Builder b(g);
+  Value* xin = b.input("x", DType::f32, {2, 5, 3, 8});
+  Value* other = b.input("other", DType::f32, {2, 3, 5, 8});
+  Value* cos = b.input("cos", DType::f32, {1, 1, 5, 8});
+  Value* sin = b.input("sin", DType::f32, {5, 8});
+  Value* x = b.permute(xin, {0, 2, 1, 3});
+  auto neg = [&](Value* v) { return b.record(ir::OpKind::neg, {v})[0]; };
+  auto rope = [&](Value* lo_src, int64_t lo, int64_t hi, bool cos_first) {
+    Value* rotated = b.cat({neg(b.slice(lo_src, 3, lo, lo + 4)), b.slice(x, 3, hi, hi + 4)}, -1);
+    return cos_first ? b.add(b.mul(cos, x), b.mul(rotated, sin)) : b.add(b.mul(sin, rotated), b.mul(x, cos));
+  };
+  Value* fused1 = rope(x, 4, 0, true);
+  Value* fused2 = rope(x, 4, 0, false);
+  Value* swapped = rope(x, 0, 4, true);
+  Value* foreign = rope(other, 4, 0, true);
+  Value* shared_neg = neg(b.slice(x, 3, 4, 8));
+  Value* shared = b.add(b.mul(x, cos), b.mul(b.cat({shared_neg, b.slice(x, 3, 0, 4)}, -1), sin));
+  b.outputs({fused1, fused2, swapped, foreign, shared, shared_neg});
+  Interpreter fused(g), plain(g);
+  plain.set_fusion(false);
+  ASSERT_EQ(fused.rotary_fusions().size(), 2u);
+  for (const RotaryFusion& f : fused.rotary_fusions()) {
+    EXPECT_EQ(f.members.size(), 6u);
+    EXPECT_EQ(f.x, x);
+    EXPECT_EQ(f.cos, cos);
+    EXPECT_EQ(f.sin, sin);
+  }
+  Generator gen(5);
+  const Bindings bind = {{"x", randn({2, 5, 3, 8}, gen)}, {"other", randn({2, 3, 5, 8}, gen)},
+                         {"cos", randn({1, 1, 5, 8}, gen)}, {"sin", randn({5, 8}, gen)}};
+  RunStats fs, ps;
+  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the chains' intermediates are never made
+  EXPECT_THROW(rotary_embedding(bind.at("x"), bind.at("cos"), bind.at("sin")), ShapeError);  // cos is [.., 5, 8]
+  EXPECT_THROW(rotary_embedding(bind.at("x").to(DType::f64), bind.at("cos"), bind.at("sin")), DTypeError);
+  EXPECT_THROW(rotary_embedding(Tensor::ones({3}), Tensor::ones({3}), Tensor::ones({3})), ShapeError);  // odd
+}
+
 TEST(Interpreter, CallsTheNodeHookInOrder) {
   Graph g("hook");
   Builder b(g);
