@@ -1,6 +1,7 @@
 #include "dtensor/core/parallel.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -40,10 +41,28 @@ ThreadPool::ThreadPool(int threads) {
   }
 }
 
+// How long a waiting pool thread spins before it sleeps (ThreadPool).
+constexpr std::chrono::microseconds kSpin{200};
+
+template <typename Ready>
+bool ThreadPool::spin(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!ready()) {
+    for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() > until) return ready();
+  }
+  return true;
+}
+
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    posted_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -63,21 +82,22 @@ void ThreadPool::drain() {
     }
     lock.lock();
     if (err && !error_) error_ = err;
-    if (++finished_ == tasks_) done_.notify_all();
+    finished_now_.store(++finished_, std::memory_order_release);
+    if (finished_ == tasks_) done_.notify_all();
   }
 }
 
 void ThreadPool::work_loop() {
   t_in_task = true;
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    spin([&] { return posted_.load(std::memory_order_acquire) != seen; });
+    std::unique_lock<std::mutex> lock(mu_);
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
     lock.unlock();
     drain();
-    lock.lock();
   }
 }
 
@@ -89,14 +109,17 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t)>& task) {
     tasks_ = tasks;
     next_ = 0;
     finished_ = 0;
+    finished_now_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     ++generation_;
+    posted_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   const bool was_in_task = t_in_task;
   t_in_task = true;
   drain();
   t_in_task = was_in_task;
+  spin([&] { return finished_now_.load(std::memory_order_acquire) == tasks; });
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [&] { return finished_ == tasks_; });
   // Workers that woke late find next_ == tasks_ and go back to sleep without touching task_.
