@@ -93,6 +93,10 @@ enum class Activation { none, relu, gelu, gelu_tanh, silu };
 // that does not fit. f32 only (the dtype whose GEMM output is the result, so the activation sees
 // the same values): bitwise equal to relu/gelu/silu of linear(). Other dtypes: DTypeError.
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
+// linear(x, weight) * times as one pass over the output (Llama's SwiGLU: silu(gate) * up, fused
+// into up's GEMM panels while they are in cache). f32 only; times has the product's shape;
+// bitwise equal to the mul of the two.
+Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times);
 // Applies act in place to n contiguous f32 values, exactly as the relu/gelu/silu ops compute them.
 void apply_activation(Activation act, float* p, int64_t n);
 

@@ -64,13 +64,15 @@ void round_through_bf16(float* p, int64_t n) {
 // (the epilogue), so the output is visited once while in cache rather than once per step. act is
 // none unless T is float. With `round_to` (T float only), each finished row panel is also rounded
 // into round_to's [m, n] bf16 rows while in cache; an activation then applies to the rounded values
-// and rounds again, exactly as a bf16 linear followed by the bf16 activation op would.
+// and rounds again, exactly as a bf16 linear followed by the bf16 activation op would. With
+// `times` (T float only, contiguous [m, n]), each activated panel is then multiplied by its rows.
 template <typename T>
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
-          Activation act, bf16* round_to = nullptr) {
+          Activation act, bf16* round_to = nullptr, const float* times = nullptr) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
-  DT_CHECK(((act == Activation::none && !round_to) || std::is_same_v<T, float>)) << "gemm epilogue on a non-f32 output";
+  DT_CHECK(((act == Activation::none && !round_to && !times) || std::is_same_v<T, float>))
+      << "gemm epilogue on a non-f32 output";
   T* cp = static_cast<T*>(c.raw_data());
   const bool seed = init.defined() && beta != 0;
   // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
@@ -83,6 +85,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
       const int64_t len = (r1 - r0) * n;
       if (round_to && act != Activation::none) round_through_bf16(p, len);
       apply_activation(act, p, len);
+      if (times)  // the mul op's product (mul is commutative: the same bits either way)
+        for (int64_t i = 0; i < len; ++i) p[i] = p[i] * times[r0 * n + i];
       if (round_to) narrow_to_bf16(p, round_to + r0 * n, len);
     }
   };
@@ -370,6 +374,21 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, double beta) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_act(x, weight, bias, Activation::none);
+}
+
+Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times) {
+  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 || times.dtype() != DType::f32)
+    DT_THROW(DTypeError) << "linear with a fused product supports f32 only";
+  check_rank("linear", "weight", weight, 2);
+  Shape out_shape(x.shape().begin(), x.shape().end() - (x.dim() > 0 ? 1 : 0));
+  out_shape.push_back(weight.shape()[0]);
+  if (x.dim() == 0 || x.shape().back() != weight.shape()[1] || times.shape() != out_shape)
+    DT_THROW(ShapeError) << "linear_mul: x " << shape_str(x.shape()) << ", weight " << shape_str(weight.shape())
+                         << " and times " << shape_str(times.shape()) << " do not match";
+  const Tensor x2 = fold_to_2d(x), t = times.contiguous();
+  Tensor c = Tensor::uninitialized({x2.shape()[0], weight.shape()[0]}, DType::f32);
+  gemm<float>(x2, weight.transpose(0, 1), c, Tensor(), 1, 0, Activation::none, nullptr, t.data<float>());
+  return c.view(times.shape());
 }
 
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {

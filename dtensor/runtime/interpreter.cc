@@ -222,7 +222,10 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       });
     } else if (head_of >= 0) {
       const EpilogueFusion& f = fusions_[size_t(head_of)];
-      run_kernel_of(g_, n, i, [&] { out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act); });
+      run_kernel_of(g_, n, i, [&] {
+        out[0] = f.times ? dt::linear_mul(in[0], in[1], env[size_t(f.times->id)])
+                         : dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act);
+      });
       const ir::Value* tail = nodes[size_t(f.tail)]->result();
       DT_CHECK(out[0].shape() == tail->type.shape && out[0].dtype() == tail->type.dtype)
           << "fused linear produced " << out[0].str() << " for %" << tail->name << " of type " << ir::type_str(tail->type);

@@ -86,6 +86,16 @@ class RotaryMatcher {
   std::vector<int> members_;
 };
 
+// The other operand of `mul` when it multiplies the result of the bias-free f32 linear `head` (at
+// position `at`) by a tensor of the same type computed before it, else null.
+const ir::Value* multiplier(const ir::Node& head, const ir::Node& mul, const ir::NodePositions& position, int at) {
+  if (mul.op != ir::OpKind::mul || mul.operands.size() != 2 || head.operands.size() != 2) return nullptr;
+  const ir::Value* r = head.result();
+  const ir::Value* other = mul.operands[0] == r ? mul.operands[1] : mul.operands[0];
+  if (r->type.dtype != DType::f32 || other == r || other->type != r->type) return nullptr;
+  return !other->producer || int(position(other->producer)) < at ? other : nullptr;
+}
+
 }  // namespace
 
 std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
@@ -114,8 +124,13 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const 
     if ((r.type.dtype != DType::f32 && r.type.dtype != DType::bf16) || !only) continue;
     const int j = int(position(only));
     const ir::Node& t = *only;
+    if (arena_offset[size_t(j)] >= 0 || t.results.size() != 1) continue;
+    if (const ir::Value* times = multiplier(n, t, position, int(i))) {
+      out.push_back({int(i), j, Activation::none, times});
+      continue;
+    }
     const std::optional<Activation> act = activation_of(t);
-    if (!act || t.operands.size() != 1 || t.results.size() != 1 || arena_offset[size_t(j)] >= 0) continue;
+    if (!act || t.operands.size() != 1) continue;
     out.push_back({int(i), j, *act});
   }
   return out;

@@ -26,8 +26,9 @@ namespace dt::runtime {
 
 struct EpilogueFusion {
   int head = -1;  // the linear node
-  int tail = -1;  // the activation node computed by the head's kernel
+  int tail = -1;  // the activation (or mul) node computed by the head's kernel
   Activation act = Activation::none;
+  const ir::Value* times = nullptr;  // a mul tail's other operand (dt::linear_mul)
 };
 
 // Hugging Face Llama's rotary embedding, x·cos + cat(-x[..., h:], x[..., :h])·sin, spelled as seven
@@ -48,6 +49,11 @@ struct RotaryFusion {
 // Returns the rotary embedding chains of `graph` (arena_offset as below).
 std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
 
+// A bias-free f32 linear whose only reader is a mul by a tensor of its shape that exists before the
+// linear runs (Llama's SwiGLU, silu(gate) * up: the mul reads a [tokens, intermediate] tensor
+// back after the GEMM wrote it) fuses the same way: the product is taken on each GEMM panel in
+// cache (dt::linear_mul; 4 muls of 6 MB each in the Llama above).
+//
 // Returns the linear + activation pairs of `graph` that can run as one kernel. `arena_offset` has
 // one entry per node (-1: not placed in the comm arena).
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);

@@ -119,6 +119,41 @@ TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
 }
 
+// SwiGLU's silu(gate) * up: the up linear's GEMM panels take the product (linear+mul), bitwise
+// equal to the two ops; a mul by a tensor made after the linear, and one after a linear with a
+// bias, keep their nodes.
+TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
+  Graph g("swiglu");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {3, 4, 7});
+  Value* w = b.param("w", DType::f32, {6, 7});
+  Value* bias = b.param("bias", DType::f32, {6});
+  Value* gate = b.silu(b.linear(x, w));
+  Value* up = b.linear(x, w);
+  Value* fused = b.mul(gate, up);  // fused: gate exists before up
+  Value* early = b.linear(x, w);
+  Value* late = b.mul(early, b.relu(gate));  // relu(gate) is made after `early`: kept
+  Value* biased = b.mul(b.linear(x, w, bias), gate);  // bias: kept
+  b.outputs({fused, late, biased});
+  Interpreter interp(g), plain(g);
+  plain.set_fusion(false);
+  int products = 0;
+  for (const EpilogueFusion& f : interp.fusions())
+    if (f.times) {
+      ++products;
+      EXPECT_EQ(f.times, gate);
+      EXPECT_EQ(g.nodes()[size_t(f.tail)]->result(), fused);
+    }
+  EXPECT_EQ(products, 1);
+  Generator gen(6);
+  const Bindings bind = {{"x", randn({3, 4, 7}, gen)}, {"w", randn({6, 7}, gen)}, {"bias", randn({6}, gen)}};
+  const std::vector<Tensor> a = interp.run(bind), c = plain.run(bind);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  EXPECT_THROW(linear_mul(bind.at("x"), bind.at("w"), Tensor::ones({3, 4, 5})), ShapeError);
+  EXPECT_THROW(linear_mul(bind.at("x").to(DType::f64), bind.at("w").to(DType::f64), Tensor::ones({3, 4, 6})),
+               DTypeError);
+}
+
 // Hugging Face's rotary embedding, x·cos + cat(-x2, x1)·sin on a permuted [batch, heads, seq, 8]
 // view, runs as one kernel bitwise equal to the seven ops; a chain with its halves swapped, one
 // whose rotated half is also read elsewhere, and one whose neg reads a slice of another tensor
