@@ -58,7 +58,11 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
   if (options.plan.pipeline) {  // forward-only pipeline stages (train_pipeline.h)
     pipeline::ProgramOptions po;
     po.training = false;
-    job.pipeline_ = std::make_shared<const PipelinePrograms>(compile_pipeline(job.graph_, options.plan, options.mesh, po));
+    // JobOptions::ranks' programs and one per orbit (train_pipeline.h), or every rank's.
+    std::optional<std::vector<int>> ranks;
+    if (!options.ranks.empty()) ranks = options.ranks;
+    job.pipeline_ =
+        std::make_shared<const PipelinePrograms>(compile_pipeline(job.graph_, options.plan, options.mesh, po, ranks));
     job.options_ = std::move(options);
     return job;
   }

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
@@ -48,10 +52,103 @@ sharding::ParallelPlan stage_plan(const sharding::ParallelPlan& plan, const ir::
   return sub;
 }
 
+// Where a rank is in a pipeline: its pipeline rank and its place (PipelinePrograms::place_of), from
+// the pipeline ranks' sub-meshes.
+std::pair<int, int> place_in(std::span<const DeviceMesh> sub_meshes, int rank) {
+  for (size_t s = 0; s < sub_meshes.size(); ++s) {
+    const DeviceMesh& sub = sub_meshes[s];
+    const std::optional<std::vector<int64_t>> coord = sub.coordinate(rank);
+    if (!coord) continue;
+    int64_t c = 0;  // the row-major index of the coordinate: the rank's index in sub.ranks()
+    for (int64_t m = 0; m < sub.ndim(); ++m) c = c * sub.size(m) + (*coord)[size_t(m)];
+    return {int(s), int(c)};
+  }
+  return {-1, -1};
+}
+
+// The orbits of a pipeline's ranks (PipelinePrograms' comment): a rank's key is its pipeline rank
+// and its orbit in each stage that pipeline rank runs. Holds what orbit_of needs by value (a
+// PipelinePrograms moves).
+struct PipelineOrbitSpace {
+  std::vector<DeviceMesh> sub_meshes;                             // [pipeline rank]
+  std::vector<std::function<int(int)>> stage_orbit_of;           // [stage]
+  int stages = 1;
+  std::map<std::vector<int>, int> orbit_of_key;
+
+  std::vector<int> key(int rank) const {
+    const auto [s, c] = place_in(sub_meshes, rank);
+    if (s < 0) return {};
+    std::vector<int> k{s};
+    for (int x = s; x < stages; x += int(sub_meshes.size())) k.push_back(stage_orbit_of[size_t(x)](rank));
+    return k;
+  }
+};
+
+ir::RankOrbits pipeline_orbits(const PipelinePrograms& pp) {
+  auto space = std::make_shared<PipelineOrbitSpace>();
+  space->sub_meshes.assign(pp.meshes.begin(), pp.meshes.begin() + pp.split.ranks());
+  for (const sharding::CompiledModel& c : pp.compiled) space->stage_orbit_of.push_back(c.orbits.orbit_of);
+  space->stages = pp.split.stages;
+  // One pass over the ranks (integers only: no program is built) finds each orbit's lowest rank.
+  std::map<std::vector<int>, ir::RankOrbit> found;
+  for (const DeviceMesh& sub : space->sub_meshes)
+    for (int r : sub.ranks()) {
+      ir::RankOrbit& o = found[space->key(r)];
+      o.representative = o.ranks == 0 ? r : std::min(o.representative, r);
+      ++o.ranks;
+    }
+  std::vector<std::pair<std::vector<int>, ir::RankOrbit>> sorted(found.begin(), found.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.representative < b.second.representative; });
+  ir::RankOrbits out;
+  for (auto& [k, o] : sorted) {
+    space->orbit_of_key[k] = int(out.orbits.size());
+    out.orbits.push_back(std::move(o));
+  }
+  out.orbit_of = [space](int rank) {
+    auto it = space->orbit_of_key.find(space->key(rank));
+    return it == space->orbit_of_key.end() ? -1 : it->second;
+  };
+  return out;
+}
+
+// Builds `rank`'s program (PipelinePrograms::instantiate): the stages it runs partitioned for it
+// (unless compile already did), the others read from their first rank's program for the value
+// counts of their messages alone. Adds the partitions it made to *partitioned when given.
+pipeline::StageProgram build_program(const PipelinePrograms& pp, int rank, int64_t* partitioned = nullptr) {
+  const auto [s, c] = pp.place_of(rank);
+  const int n = pp.split.stages, p = pp.split.ranks();
+  std::vector<ir::Graph> own;  // reserved: the works point into it
+  own.reserve(size_t(n));
+  std::vector<pipeline::StageWork> works;
+  works.reserve(size_t(n));
+  std::vector<const pipeline::StageWork*> view;
+  for (int x = 0; x < n; ++x) {
+    const sharding::CompiledModel& cm = pp.compiled[size_t(x)];
+    const ir::Graph* program = &cm.programs.front();
+    if (x % p == s) {
+      const auto at = std::find(cm.ranks.begin(), cm.ranks.end(), rank);
+      if (at != cm.ranks.end()) {
+        program = &cm.programs[size_t(at - cm.ranks.begin())];
+      } else {
+        own.push_back(sharding::partition(pp.graphs[size_t(x)].graph, cm.sharding, rank));
+        program = &own.back();
+        if (partitioned) ++*partitioned;
+      }
+    }
+    works.push_back(pipeline::stage_work(pp.graphs[size_t(x)], *program, pp.options.training));
+    view.push_back(&works.back());
+  }
+  const auto rank_at = [&pp](int s, int c) { return pp.meshes[size_t(s)].ranks()[size_t(c)]; };
+  pipeline::StageProgram out = pipeline::stage_program(view, s, c, rank_at, pp.split.microbatches, pp.options);
+  ir::verify(out.step.graph);
+  return out;
+}
+
 }  // namespace
 
 PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
-                                  const pipeline::ProgramOptions& options) {
+                                  const pipeline::ProgramOptions& options, const std::optional<std::vector<int>>& ranks) {
   DT_CHECK(plan.pipeline) << "compile_pipeline without a pipeline section";
   const sharding::PipelinePlan& pp = *plan.pipeline;
   auto it = std::find(plan.mesh_dims.begin(), plan.mesh_dims.end(), pp.mesh_dim);
@@ -68,6 +165,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   const int p = int(mesh.size(pp_dim));
   pipeline::check_schedule(pipeline::parse_schedule(pp.schedule), p, pp.microbatches, pp.virtual_stages);
   PipelinePrograms out;
+  out.pp_dim = pp_dim;
   out.split = pipeline::split_stages(forward, pp, p);
   out.graphs = pipeline::build_stages(forward, out.split, options.training, options.recompute);
   // The mesh dims whose plan shards a data input on dim 0 carry the batch through every stage.
@@ -76,13 +174,15 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     for (const auto& [dim, pl] : by_dim)
       for (size_t m = 0; m < plan.mesh_dims.size(); ++m)
         if (plan.mesh_dims[m] == dim && int64_t(m) != pp_dim && pl.is_shard(0)) batch_dim[m] = true;
-  std::vector<std::vector<pipeline::StageWork>> work;
-  std::vector<std::vector<int>> ranks;
   for (int s = 0; s < out.split.stages; ++s) {
     const pipeline::StageGraph& sg = out.graphs[size_t(s)];
     out.meshes.push_back(mesh.sub_mesh(pp_dim, s % p));  // stage s runs on pipeline rank s mod p
     const sharding::ParallelPlan sub = stage_plan(plan, sg.graph);
     sharding::CompileOptions co;
+    // Its first rank's program (every other place's is partitioned when a rank is instantiated)
+    // and its orbits.
+    co.ranks = {out.meshes.back().ranks().front()};
+    co.orbits = true;
     co.adjust_plan = [&](sharding::ResolvedPlan& r) {
       Placements carried;  // of the values crossing stages
       for (int64_t m = 0; m < mesh.ndim(); ++m)
@@ -101,11 +201,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
         if (r.gradient_of[size_t(gv)] < 0) r.gradient_of[size_t(gv)] = int(v);
     };
     out.compiled.push_back(sharding::compile(sg.graph, sub, out.meshes.back(), co));
-    std::vector<pipeline::StageWork> places;
-    for (const ir::Graph& program : out.compiled.back().programs)
-      places.push_back(pipeline::stage_work(sg, program, options.training));
-    work.push_back(std::move(places));
-    ranks.push_back(out.compiled.back().ranks);
+    out.stage_programs_partitioned += int64_t(out.compiled.back().programs.size());
   }
   for (const sharding::ModuleStyle& ms : plan.modules) {
     bool used = false;
@@ -113,19 +209,44 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
       used = used || fnmatch(ms.pattern.c_str(), sharding::module_of(p->name).c_str(), 0) == 0;
     if (!used) DT_THROW(ValueError) << plan.source << ": plan pattern '" << ms.pattern << "' matches no module of " << forward.name();
   }
-  pipeline::ProgramOptions po = options;
-  po.schedule = pipeline::parse_schedule(pp.schedule);
-  po.virtual_stages = pp.virtual_stages;
-  out.programs = pipeline::stage_programs(work, ranks, out.split.microbatches, po);
-  std::vector<const ir::Graph*> programs;
-  std::vector<int> program_ranks;
-  for (const pipeline::StageProgram& sp : out.programs) {
-    ir::verify(sp.step.graph);
-    programs.push_back(&sp.step.graph);
-    program_ranks.push_back(sp.rank);
-  }
-  passes::check_p2p_order(programs, program_ranks, "in the pipeline's stage programs");
+  out.options = options;
+  out.options.schedule = pipeline::parse_schedule(pp.schedule);
+  out.options.virtual_stages = pp.virtual_stages;
+  out.orbits = pipeline_orbits(out);
+  std::vector<int> built = ranks ? *ranks : mesh.ranks();
+  for (int r : built)
+    if (!mesh.contains(r)) DT_THROW(ValueError) << "rank " << r << " is not in mesh " << mesh.str();
+  for (const ir::RankOrbit& o : out.orbits.orbits) built.push_back(o.representative);
+  std::sort(built.begin(), built.end());
+  built.erase(std::unique(built.begin(), built.end()), built.end());
+  for (int r : built) out.programs.push_back(build_program(out, r, &out.stage_programs_partitioned));
+  // The deadlock proof reads one program per orbit, whatever the mesh size (passes/p2p_order.h).
+  std::vector<const ir::Graph*> reps;
+  for (const ir::RankOrbit& o : out.orbits.orbits) reps.push_back(&out.orbit_program(o.representative).step.graph);
+  passes::check_p2p_order_by_orbit(reps, out.orbits, "in the pipeline's stage programs");
   return out;
+}
+
+std::pair<int, int> PipelinePrograms::place_of(int rank) const {
+  const auto place = place_in(std::span<const DeviceMesh>(meshes).first(size_t(split.ranks())), rank);
+  if (place.first < 0) DT_THROW(ValueError) << "rank " << rank << " is in no stage's sub-mesh of the pipeline";
+  return place;
+}
+
+pipeline::StageProgram PipelinePrograms::instantiate(int rank) const { return build_program(*this, rank); }
+
+const pipeline::StageProgram& PipelinePrograms::program(int rank) const {
+  const auto it = std::lower_bound(programs.begin(), programs.end(), rank,
+                                   [](const pipeline::StageProgram& sp, int r) { return sp.rank < r; });
+  if (it == programs.end() || it->rank != rank)
+    DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage program here";
+  return *it;
+}
+
+const pipeline::StageProgram& PipelinePrograms::orbit_program(int rank) const {
+  const int o = orbits.orbit_of(rank);
+  if (o < 0) DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage";
+  return program(orbits.orbits[size_t(o)].representative);
 }
 
 int PipelinePrograms::stage_holding(const pipeline::StageProgram& sp, const std::string& name) const {
@@ -144,7 +265,7 @@ std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
   std::vector<const ir::Graph*> out(static_cast<size_t>(n), nullptr);
   for (const pipeline::StageProgram& sp : programs) out[size_t(sp.rank)] = &sp.step.graph;
   for (int r = 0; r < n; ++r)
-    if (!out[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage";
+    if (!out[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage program here";
   return out;
 }
 
