@@ -167,8 +167,13 @@ void compile_pipeline_command(const CompileCliOptions& opt, const job::PipelineP
     return;
   }
   if (opt.rank >= 0 && !mesh.contains(opt.rank)) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
-  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : mesh.ranks(),
-                [&](int r) -> const ir::Graph& { return pp.program(r).step.graph; });
+  // A rank whose program was not built (under mpirun only the orbits' are) is built here.
+  std::optional<pipeline::StageProgram> built;
+  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : mesh.ranks(), [&](int r) -> const ir::Graph& {
+    if (const pipeline::StageProgram* sp = pp.find(r)) return sp->step.graph;
+    built = pp.instantiate(r);
+    return built->step.graph;
+  });
 }
 
 // compile --train: a pipeline plan's training step programs, as `train` compiles them

@@ -235,12 +235,16 @@ std::pair<int, int> PipelinePrograms::place_of(int rank) const {
 
 pipeline::StageProgram PipelinePrograms::instantiate(int rank) const { return build_program(*this, rank); }
 
-const pipeline::StageProgram& PipelinePrograms::program(int rank) const {
+const pipeline::StageProgram* PipelinePrograms::find(int rank) const {
   const auto it = std::lower_bound(programs.begin(), programs.end(), rank,
                                    [](const pipeline::StageProgram& sp, int r) { return sp.rank < r; });
-  if (it == programs.end() || it->rank != rank)
-    DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage program here";
-  return *it;
+  return it == programs.end() || it->rank != rank ? nullptr : &*it;
+}
+
+const pipeline::StageProgram& PipelinePrograms::program(int rank) const {
+  const pipeline::StageProgram* sp = find(rank);
+  if (!sp) DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage program here";
+  return *sp;
 }
 
 const pipeline::StageProgram& PipelinePrograms::orbit_program(int rank) const {
@@ -270,12 +274,10 @@ std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
 }
 
 std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
-                                        const std::map<std::string, Tensor>& weights, int only_rank) {
-  int n = 0;
-  for (const pipeline::StageProgram& sp : pp.programs) n = std::max(n, sp.rank + 1);
+                                        const std::map<std::string, Tensor>& weights, LocalPrograms programs, int n) {
   std::vector<Bindings> bind(static_cast<size_t>(n));
-  for (const pipeline::StageProgram& sp : pp.programs) {
-    if (only_rank >= 0 && sp.rank != only_rank) continue;
+  for (const pipeline::StageProgram* p : programs) {
+    const pipeline::StageProgram& sp = *p;
     Bindings& b = bind[size_t(sp.rank)];
     const std::map<std::string, Tensor> fresh = autodiff::fresh_state(sp.step);
     for (const ir::Value* v : sp.step.graph.params()) {
@@ -298,14 +300,14 @@ std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Gr
 }
 
 void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
-                       std::vector<Bindings>& bind, int only_rank) {
+                       std::vector<Bindings>& bind, LocalPrograms programs) {
   const int m = pp.split.microbatches;
   for (const ir::Value* v : forward.inputs()) {
     auto it = batch.find(v->name);
     if (it == batch.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
     const int64_t rows = v->type.rank() > 0 ? v->type.shape[0] / m : 0;
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if ((only_rank < 0 || sp.rank == only_rank) && std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
+    for (const pipeline::StageProgram* p : programs)
+      if (const pipeline::StageProgram& sp = *p; std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
         for (int k = 0; k < m; ++k) {
           const Tensor micro = v->type.rank() > 0 ? it->second.narrow(0, k * rows, rows) : it->second;
           bind[size_t(sp.rank)][pipeline::microbatch_input(v->name, k)] =
@@ -322,23 +324,32 @@ struct StageRanks {
   const PipelinePrograms& pp;
   int n = 0;
   ProcessGroup* world = nullptr;
+  std::optional<pipeline::StageProgram> own;  // mpi: this process's rank's program, built here
+  std::vector<const pipeline::StageProgram*> local;  // the programs run here
+
+  // Threads: every rank's program (compiled); mpi: this process's rank's alone, built from the
+  // compiled orbits (PipelinePrograms::instantiate), whatever the mesh size.
+  StageRanks(const PipelinePrograms& pp, int n, ProcessGroup* world) : pp(pp), n(n), world(world) {
+    if (!world) {
+      pp.programs_by_rank(n);  // every rank has one
+      for (const pipeline::StageProgram& sp : pp.programs) local.push_back(&sp);
+      return;
+    }
+    own = pp.instantiate(world->rank());
+    local = {&*own};
+  }
+  StageRanks(const StageRanks&) = delete;
 
   int me() const { return world ? world->rank() : -1; }  // -1: every rank is here
   bool here(int rank) const { return !world || world->rank() == rank; }
   // The first rank of the last stage: it holds the loss and the model's outputs.
-  int last_stage_rank() const {
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if (sp.stages.back() == pp.split.stages - 1) return sp.rank;
-    DT_CHECK(false) << "a pipeline without a last stage";
-    return 0;
-  }
+  int last_stage_rank() const { return pp.meshes.back().ranks().front(); }
   // Runs every rank here (threads: all of them; mpi: this process's; the others' results empty).
   std::vector<runtime::RankResult> run(const std::vector<Bindings>& bind, const runtime::LaunchOptions& lo) const {
-    const std::vector<const ir::Graph*> programs = pp.programs_by_rank(n);
-    if (!world) return runtime::launch(programs, bind, lo);
+    if (!world) return runtime::launch(pp.programs_by_rank(n), bind, lo);
     std::vector<runtime::RankResult> res(static_cast<size_t>(n));
     const int r = world->rank();
-    res[size_t(r)] = runtime::run_rank(*programs[size_t(r)], bind[size_t(r)], *world, lo);
+    res[size_t(r)] = runtime::run_rank(own->step.graph, bind[size_t(r)], *world, lo);
     return res;
   }
   // Returns every rank's row(rank) (as f64, equal lengths): under mpi each process computes its
@@ -376,15 +387,16 @@ struct StageRanks {
                       const std::function<Named(const pipeline::StageProgram&)>& names_of) const {
     if (!world) return;
     const int me = world->rank();
-    for (const pipeline::StageProgram& sp : pp.programs) {
-      if (sp.rank == 0 || (me != 0 && me != sp.rank)) continue;
-      for (const auto& [name, type] : names_of(sp)) {
+    for (int r = 1; r < n; ++r) {
+      if (me != 0 && me != r) continue;
+      // Every rank of an orbit has its program's names and types (rank 0 built the orbits' only).
+      for (const auto& [name, type] : names_of(pp.orbit_program(r))) {
         Tensor t = me == 0 ? Tensor::uninitialized(type.shape, type.dtype) : by_rank[size_t(me)].at(name).contiguous();
         if (t.numel() > 0) {
-          if (me == 0) world->recv(t.raw_data(), size_t(t.numel()), t.dtype(), sp.rank)->wait();
+          if (me == 0) world->recv(t.raw_data(), size_t(t.numel()), t.dtype(), r)->wait();
           else world->send(t.raw_data(), size_t(t.numel()), t.dtype(), 0)->wait();
         }
-        if (me == 0) by_rank[size_t(sp.rank)][name] = t;
+        if (me == 0) by_rank[size_t(r)][name] = t;
       }
     }
   }
@@ -401,9 +413,9 @@ runtime::LaunchOptions launch_options(const JobOptions& job) {
 
 RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
                        const TensorMap& inputs, const JobOptions& job, const RunOptions& run, ProcessGroup* world) {
-  const StageRanks ranks{pp, int(job.mesh.size()), world};
-  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
-  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind, ranks.me());
+  const StageRanks ranks(pp, int(job.mesh.size()), world);
+  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.local, ranks.n);
+  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind, ranks.local);
   runtime::LaunchOptions lo = launch_options(job);
   lo.repeat = run.repeat;
   lo.node_hook = run.node_hook;
@@ -413,7 +425,7 @@ RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, con
   out.root = ranks.me() <= 0;
   out.outputs = res[size_t(last)].outputs;
   std::vector<ir::TensorType> types;
-  for (const ir::Value* v : pp.programs_by_rank(ranks.n)[size_t(last)]->outputs()) types.push_back(v->type);
+  for (const ir::Value* v : pp.orbit_program(last).step.graph.outputs()) types.push_back(v->type);
   ranks.broadcast(out.outputs, types, last);
   const auto rows = ranks.rows([&](int r) {
     const runtime::RunStats& s = res[size_t(r)].stats;
@@ -433,17 +445,20 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   po.optimizer = options.optimizer;
   po.with_grads = options.keep_first_grads;
   po.recompute = options.recompute;
-  const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
+  // On threads every rank's program; under mpi the orbits' alone (each process builds its own).
+  const bool mpi = sharded.job.backend == runtime::Backend::mpi;
+  const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po,
+                                               mpi ? std::optional(std::vector<int>{}) : std::nullopt);
   const int n = int(sharded.job.mesh.size());
-  pp.programs_by_rank(n);  // every rank has a stage
+  for (int r = 0; r < n; ++r) pp.orbit_program(r);  // every rank has a stage
   const std::vector<std::string>& dims = sharded.job.plan.mesh_dims;
   const int64_t pp_dim = std::find(dims.begin(), dims.end(), sharded.job.plan.pipeline->mesh_dim) - dims.begin();
   for (const ir::Value* v : forward.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
   TrainResult result;
   auto train = [&](ProcessGroup* world) {
-    const StageRanks ranks{pp, n, world};
-    std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
+    const StageRanks ranks(pp, n, world);
+    std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.local, n);
     runtime::LaunchOptions lo = launch_options(sharded.job);
     lo.update_params_in_place = true;
     const int loss_rank = ranks.last_stage_rank();
@@ -451,7 +466,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
     for (int s = 0; s < options.steps; ++s) {
       std::map<std::string, Tensor> batch;
       for (const ir::Value* v : forward.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
-      bind_microbatches(pp, forward, batch, bind, ranks.me());
+      bind_microbatches(pp, forward, batch, bind, ranks.local);
       const std::vector<runtime::RankResult> res = ranks.run(bind, lo);
       const auto rows = ranks.rows([&](int r) {
         const runtime::RankResult& rr = res[size_t(r)];
@@ -470,8 +485,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
         result.peak_bytes = std::max(result.peak_bytes, size_t(row[2]));
       }
       result.step_ms.push_back(ms);
-      for (const pipeline::StageProgram& sp : pp.programs) {
-        if (!ranks.here(sp.rank)) continue;
+      for (const pipeline::StageProgram* p : ranks.local) {
+        const pipeline::StageProgram& sp = *p;
         const std::vector<Tensor>& outs = res[size_t(sp.rank)].outputs;
         for (size_t k = 0; k < sp.step.updates.size(); ++k) bind[size_t(sp.rank)][sp.step.updates[k]] = outs[sp.first_update + k];
         if (s == 0 && options.keep_first_grads)
@@ -481,9 +496,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
     }
     result.root = ranks.me() <= 0;
     std::vector<std::map<std::string, Tensor>> state(static_cast<size_t>(n));
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if (ranks.here(sp.rank))
-        for (const ir::Value* v : sp.step.graph.params()) state[size_t(sp.rank)][v->name] = bind[size_t(sp.rank)].at(v->name);
+    for (const pipeline::StageProgram* sp : ranks.local)
+      for (const ir::Value* v : sp->step.graph.params()) state[size_t(sp->rank)][v->name] = bind[size_t(sp->rank)].at(v->name);
     const bool want_state = !world || sharded.gather_state, want_grads = options.keep_first_grads;
     if (want_state)
       ranks.gather_to_root(state, [](const pipeline::StageProgram& sp) {

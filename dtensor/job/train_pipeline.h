@@ -12,6 +12,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,9 @@ struct PipelinePrograms {
   std::pair<int, int> place_of(int rank) const;
   // The ranks of pipeline stage x (interleaved: of the pipeline rank running it), increasing.
   std::vector<int> stage_ranks(int x) const { return meshes[size_t(x)].ranks(); }
-  // The built program of `rank` (ValueError when it was not built).
+  // The built program of `rank` (ValueError when it was not built; find: null).
   const pipeline::StageProgram& program(int rank) const;
+  const pipeline::StageProgram* find(int rank) const;
   // Builds `rank`'s program (ValueError for a rank outside the mesh).
   pipeline::StageProgram instantiate(int rank) const;
   // The program of `rank`'s orbit (its representative's): what every rank of the orbit has but
@@ -68,14 +70,17 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
                                   const pipeline::ProgramOptions& options,
                                   const std::optional<std::vector<int>>& ranks = std::nullopt);
 
-// Every rank's bindings of its shards of its stage's parameters (and zero optimizer state); with
-// `only_rank` >= 0 (an mpi process) that rank's alone, the others left empty.
+// The programs a process runs: every rank's (threads) or its own rank's (mpi).
+using LocalPrograms = std::span<const pipeline::StageProgram* const>;
+// The bindings of `programs`' ranks (by rank, n ranks; the others left empty): their shards of
+// their stages' parameters (and zero optimizer state).
 std::vector<runtime::Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
-                                                 const std::map<std::string, Tensor>& weights, int only_rank = -1);
-// Binds each micro-batch of `batch` (one batch of every data input) on the ranks that read it
-// (`only_rank` >= 0: on that rank alone).
+                                                 const std::map<std::string, Tensor>& weights, LocalPrograms programs,
+                                                 int n);
+// Binds each micro-batch of `batch` (one batch of every data input) on those of `programs`' ranks
+// that read it.
 void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
-                       std::vector<runtime::Bindings>& bind, int only_rank = -1);
+                       std::vector<runtime::Bindings>& bind, LocalPrograms programs);
 
 // Job::run of a pipeline (compiled with options.training false): the model's outputs from the last
 // stage, every micro-batch's concatenated on dim 0 (scalars averaged), and every rank's numbers.
