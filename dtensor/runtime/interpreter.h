@@ -15,7 +15,9 @@
 // Fusion: a linear whose only reader is a relu/gelu/silu runs as one kernel with it
 // (interpreter_fusion.h says which chains and why); the activation node then does no work of its
 // own (its hook still fires, with the few nanoseconds it takes). Results are bitwise equal to the
-// unfused run; set_fusion(false) turns it off (tests, profile --no-fuse).
+// unfused run; set_fusion(false) turns it off (tests, profile --no-fuse). Likewise an all_gather
+// along a later dim followed by its join copy is gathered straight into the join's layout
+// (GatherJoin).
 #pragma once
 
 #include <chrono>
@@ -80,6 +82,8 @@ class Interpreter {
   bool fusion() const { return fuse_; }
   // The fusable pairs of the graph (used when fusion() is on), in head order.
   const std::vector<EpilogueFusion>& fusions() const { return fusions_; }
+  // The all_gathers gathered straight into their join's layout (when fusion() is on).
+  const std::vector<GatherJoin>& gather_joins() const { return gather_joins_; }
 
   // Returns, per node index, the ids of the values released after it.
   const std::vector<std::vector<int>>& release_plan() const { return release_after_; }
@@ -96,6 +100,8 @@ class Interpreter {
   std::vector<std::pair<const ir::Value*, size_t>> placements_;
   std::vector<EpilogueFusion> fusions_;
   std::vector<int> fusion_of_head_, fusion_of_tail_;  // per node: index into fusions_, or -1
+  std::vector<GatherJoin> gather_joins_;
+  std::vector<int> gather_join_of_;  // per node of a gather join's chain: index into gather_joins_, or -1
   bool fuse_ = true;
   bool update_params_ = false;
 };
