@@ -48,7 +48,8 @@ std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vec
     // The exact shapes stacked_to_dim makes: block p, members [n, p...], members' axis to d.
     const Shape& block = g.operands[0]->type.shape;
     const Shape& members = v->result()->type.shape;
-    const int64_t n = g.result()->type.shape.empty() || block.empty() ? 0 : g.result()->type.shape[0] / block[0];
+    // (An empty block says nothing about the group size: left alone.)
+    const int64_t n = block.empty() || block[0] == 0 ? 0 : g.result()->type.shape[0] / block[0];
     if (n < 1 || members.size() != block.size() + 1 || members[0] != n ||
         !std::equal(block.begin(), block.end(), members.begin() + 1))
       continue;
