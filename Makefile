@@ -30,9 +30,10 @@ test: build
 	$(MAKE) fuzz
 
 # Only the unit tests run under ASan, so only their executables are built there (each unit test's
-# target is named like the test: dtensor_add_unit_test in CMakeLists.txt).
+# target is named like the test: dtensor_add_unit_test in CMakeLists.txt). -O1 rather than -O0:
+# the sanitizers see the same errors, the tests run 2-3x faster (train_pipeline_test 132 -> 47 s); asserts stay on.
 asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDTENSOR_SANITIZE=ON \
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDTENSOR_SANITIZE=ON \
 	  -DDTENSOR_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build-asan -j $(JOBS) \
 	  --target $$(ctest --test-dir build-asan -N -L unit | awk '$$1 == "Test" {print $$3}')

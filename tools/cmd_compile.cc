@@ -55,18 +55,16 @@ std::string rank_path(const std::string& path, int rank) {
 }
 
 
-// Returns "rank 3", "ranks 0-3" or "ranks 0, 2, 5-7" (each run of consecutive ranks as a range).
-std::string ranks_text(const std::vector<int>& ranks) {
+// Returns "rank 3", "ranks 0-3" or "ranks 0, 2, 5-7" from inclusive [first, last] ranges.
+std::string ranges_text(const std::vector<std::pair<int, int>>& ranges) {
   std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += fmt::format("{}{}", out.empty() ? "" : ", ",
-                       j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + out;
+  for (const auto& [a, b] : ranges)
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", a == b ? fmt::format("{}", a) : fmt::format("{}-{}", a, b));
+  return (ranges.size() == 1 && ranges[0].first == ranges[0].second ? "rank " : "ranks ") + out;
 }
+
+// Returns ranges_text of the runs of consecutive ranks among `ranks`.
+std::string ranks_text(const std::vector<int>& ranks) { return ranges_text(job::rank_ranges(ranks)); }
 
 // Prints the report: one block per distinct rank program (ranks whose programs report the same
 // nodes, collectives and sizes share a block), every size in one unit scheme (core/byte_units.h).
@@ -146,9 +144,9 @@ void print_pipeline_report(const nlohmann::json& j, const CompileCliOptions& opt
     const nlohmann::json& p = s["program"];
     std::string layers;
     for (const auto& l : s["layers"]) layers += (layers.empty() ? "" : ", ") + l.get<std::string>();
-    std::printf("stage %d: ranks %s; layers %s; per rank: %zu nodes, parameters %s, sends %s and receives %s across "
+    std::printf("stage %d: %s; layers %s; per rank: %zu nodes, parameters %s, sends %s and receives %s across "
                 "stage boundaries, %s sent in all per step\n",
-                s["stage"].get<int>(), s["ranks"].dump().c_str(), layers.c_str(), p["nodes"].get<size_t>(),
+                s["stage"].get<int>(), ranges_text(s["ranks"].get<std::vector<std::pair<int, int>>>()).c_str(), layers.c_str(), p["nodes"].get<size_t>(),
                 bytes_text(p["param_bytes"].get<double>()).c_str(), bytes_text(s["boundary_bytes_sent"].get<double>()).c_str(),
                 bytes_text(s["boundary_bytes_received"].get<double>()).c_str(),
                 bytes_text(p["bytes_sent"].get<double>()).c_str());
@@ -168,10 +166,14 @@ void compile_pipeline_command(const CompileCliOptions& opt, const job::PipelineP
     else print_pipeline_report(j, opt);
     return;
   }
-  const std::vector<const ir::Graph*> programs = pp.programs_by_rank(int(mesh.size()));
-  if (opt.rank >= int(programs.size())) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
-  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : mesh.ranks(),
-                [&](int r) -> const ir::Graph& { return *programs[size_t(r)]; });
+  if (opt.rank >= 0 && !mesh.contains(opt.rank)) DT_THROW(ValueError) << "rank " << opt.rank << " is not in mesh " << mesh.str();
+  // A rank whose program was not built (under mpirun only the orbits' are) is built here.
+  std::optional<pipeline::StageProgram> built;
+  emit_programs(opt, opt.rank >= 0 ? std::vector<int>{opt.rank} : mesh.ranks(), [&](int r) -> const ir::Graph& {
+    if (const pipeline::StageProgram* sp = pp.find(r)) return sp->step.graph;
+    built = pp.instantiate(r);
+    return built->step.graph;
+  });
 }
 
 // compile --train: a pipeline plan's training step programs, as `train` compiles them
@@ -184,7 +186,11 @@ void compile_train_command(const CompileCliOptions& opt, const ir::Graph& model)
   pipeline::ProgramOptions po;
   po.training = true;
   po.recompute = autodiff::parse_recompute(opt.recompute);
-  const job::PipelinePrograms pp = job::compile_pipeline(model, jo.plan, jo.mesh, po);
+  // A report reads one program per orbit, --rank that rank's too (whatever the mesh size).
+  std::optional<std::vector<int>> ranks;
+  if (opt.rank >= 0) ranks = std::vector<int>{opt.rank};
+  else if (opt.report || opt.json) ranks = std::vector<int>{};
+  const job::PipelinePrograms pp = job::compile_pipeline(model, jo.plan, jo.mesh, po, ranks);
   compile_pipeline_command(opt, pp, *jo.plan.pipeline, jo.mesh);
 }
 

@@ -58,7 +58,13 @@ Job Job::compile(const ir::Graph& model, JobOptions options,
   if (options.plan.pipeline) {  // forward-only pipeline stages (train_pipeline.h)
     pipeline::ProgramOptions po;
     po.training = false;
-    job.pipeline_ = std::make_shared<const PipelinePrograms>(compile_pipeline(job.graph_, options.plan, options.mesh, po));
+    // JobOptions::ranks' programs and one per orbit (train_pipeline.h); every rank's on threads;
+    // under mpi the orbits' alone (each process builds its own rank's when it runs).
+    std::optional<std::vector<int>> ranks;
+    if (!options.ranks.empty()) ranks = options.ranks;
+    else if (options.backend == runtime::Backend::mpi) ranks = std::vector<int>{};
+    job.pipeline_ =
+        std::make_shared<const PipelinePrograms>(compile_pipeline(job.graph_, options.plan, options.mesh, po, ranks));
     job.options_ = std::move(options);
     return job;
   }

@@ -109,35 +109,41 @@ std::string block_of(const std::string& module) {
 
 }  // namespace
 
+std::vector<std::pair<int, int>> rank_ranges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<std::pair<int, int>> out;
+  for (int r : ranks)
+    if (!out.empty() && out.back().second + 1 == r) out.back().second = r;
+    else out.emplace_back(r, r);
+  return out;
+}
+
 nlohmann::json pipeline_report_json(const PipelinePrograms& pp, const sharding::PipelinePlan& plan) {
   nlohmann::json stages = nlohmann::json::array();
   for (int s = 0; s < pp.split.stages; ++s) {
-    std::vector<int> ranks;
-    const pipeline::StageProgram* first = nullptr;
-    for (const pipeline::StageProgram& sp : pp.programs)  // interleaved: a rank runs several stages
-      if (std::find(sp.stages.begin(), sp.stages.end(), s) != sp.stages.end()) {
-        ranks.push_back(sp.rank);
-        if (!first) first = &sp;
-      }
-    DT_CHECK(first) << "stage " << s << " has no rank";
+    // Interleaved: a rank runs several stages; its program (its orbit's) covers them all.
+    const std::vector<int>& ranks = pp.meshes[size_t(s)].ranks();
+    const pipeline::StageProgram& first = pp.orbit_program(*std::min_element(ranks.begin(), ranks.end()));
     std::vector<std::string> layers;
     for (const ir::Value* p : pp.graphs[size_t(s)].params) {
       const std::string block = block_of(sharding::module_of(p->name));
       if (std::find(layers.begin(), layers.end(), block) == layers.end()) layers.push_back(block);
     }
     int64_t sent = 0, received = 0;
-    for (const auto& n : first->step.graph.nodes()) {
+    for (const auto& n : first.step.graph.nodes()) {
       if (n->op == ir::OpKind::send) sent += int64_t(n->operands[0]->type.nbytes());
       if (n->op == ir::OpKind::recv) received += int64_t(n->result()->type.nbytes());
     }
     stages.push_back({{"stage", s},
-                      {"ranks", ranks},
+                      {"ranks", rank_ranges(ranks)},
+                      {"rank_count", ranks.size()},
                       {"layers", layers},
                       {"boundary_bytes_sent", sent},
                       {"boundary_bytes_received", received},
-                      {"program", program_json(first->step.graph, first->rank)}});
+                      {"program", program_json(first.step.graph, first.rank)}});
   }
   return {{"stages", pp.split.stages}, {"microbatches", pp.split.microbatches}, {"schedule", plan.schedule},
+          {"orbits", pp.orbits.orbits.size()}, {"stage_programs_partitioned", pp.stage_programs_partitioned},
           {"stage", stages}};
 }
 

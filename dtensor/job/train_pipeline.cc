@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
 
 #include "dtensor/core/error.h"
 #include "dtensor/ir/verifier.h"
@@ -48,10 +52,103 @@ sharding::ParallelPlan stage_plan(const sharding::ParallelPlan& plan, const ir::
   return sub;
 }
 
+// Where a rank is in a pipeline: its pipeline rank and its place (PipelinePrograms::place_of), from
+// the pipeline ranks' sub-meshes.
+std::pair<int, int> place_in(std::span<const DeviceMesh> sub_meshes, int rank) {
+  for (size_t s = 0; s < sub_meshes.size(); ++s) {
+    const DeviceMesh& sub = sub_meshes[s];
+    const std::optional<std::vector<int64_t>> coord = sub.coordinate(rank);
+    if (!coord) continue;
+    int64_t c = 0;  // the row-major index of the coordinate: the rank's index in sub.ranks()
+    for (int64_t m = 0; m < sub.ndim(); ++m) c = c * sub.size(m) + (*coord)[size_t(m)];
+    return {int(s), int(c)};
+  }
+  return {-1, -1};
+}
+
+// The orbits of a pipeline's ranks (PipelinePrograms' comment): a rank's key is its pipeline rank
+// and its orbit in each stage that pipeline rank runs. Holds what orbit_of needs by value (a
+// PipelinePrograms moves).
+struct PipelineOrbitSpace {
+  std::vector<DeviceMesh> sub_meshes;                             // [pipeline rank]
+  std::vector<std::function<int(int)>> stage_orbit_of;           // [stage]
+  int stages = 1;
+  std::map<std::vector<int>, int> orbit_of_key;
+
+  std::vector<int> key(int rank) const {
+    const auto [s, c] = place_in(sub_meshes, rank);
+    if (s < 0) return {};
+    std::vector<int> k{s};
+    for (int x = s; x < stages; x += int(sub_meshes.size())) k.push_back(stage_orbit_of[size_t(x)](rank));
+    return k;
+  }
+};
+
+ir::RankOrbits pipeline_orbits(const PipelinePrograms& pp) {
+  auto space = std::make_shared<PipelineOrbitSpace>();
+  space->sub_meshes.assign(pp.meshes.begin(), pp.meshes.begin() + pp.split.ranks());
+  for (const sharding::CompiledModel& c : pp.compiled) space->stage_orbit_of.push_back(c.orbits.orbit_of);
+  space->stages = pp.split.stages;
+  // One pass over the ranks (integers only: no program is built) finds each orbit's lowest rank.
+  std::map<std::vector<int>, ir::RankOrbit> found;
+  for (const DeviceMesh& sub : space->sub_meshes)
+    for (int r : sub.ranks()) {
+      ir::RankOrbit& o = found[space->key(r)];
+      o.representative = o.ranks == 0 ? r : std::min(o.representative, r);
+      ++o.ranks;
+    }
+  std::vector<std::pair<std::vector<int>, ir::RankOrbit>> sorted(found.begin(), found.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.representative < b.second.representative; });
+  ir::RankOrbits out;
+  for (auto& [k, o] : sorted) {
+    space->orbit_of_key[k] = int(out.orbits.size());
+    out.orbits.push_back(std::move(o));
+  }
+  out.orbit_of = [space](int rank) {
+    auto it = space->orbit_of_key.find(space->key(rank));
+    return it == space->orbit_of_key.end() ? -1 : it->second;
+  };
+  return out;
+}
+
+// Builds `rank`'s program (PipelinePrograms::instantiate): the stages it runs partitioned for it
+// (unless compile already did), the others read from their first rank's program for the value
+// counts of their messages alone. Adds the partitions it made to *partitioned when given.
+pipeline::StageProgram build_program(const PipelinePrograms& pp, int rank, int64_t* partitioned = nullptr) {
+  const auto [s, c] = pp.place_of(rank);
+  const int n = pp.split.stages, p = pp.split.ranks();
+  std::vector<ir::Graph> own;  // reserved: the works point into it
+  own.reserve(size_t(n));
+  std::vector<pipeline::StageWork> works;
+  works.reserve(size_t(n));
+  std::vector<const pipeline::StageWork*> view;
+  for (int x = 0; x < n; ++x) {
+    const sharding::CompiledModel& cm = pp.compiled[size_t(x)];
+    const ir::Graph* program = &cm.programs.front();
+    if (x % p == s) {
+      const auto at = std::find(cm.ranks.begin(), cm.ranks.end(), rank);
+      if (at != cm.ranks.end()) {
+        program = &cm.programs[size_t(at - cm.ranks.begin())];
+      } else {
+        own.push_back(sharding::partition(pp.graphs[size_t(x)].graph, cm.sharding, rank));
+        program = &own.back();
+        if (partitioned) ++*partitioned;
+      }
+    }
+    works.push_back(pipeline::stage_work(pp.graphs[size_t(x)], *program, pp.options.training));
+    view.push_back(&works.back());
+  }
+  const auto rank_at = [&pp](int s, int c) { return pp.meshes[size_t(s)].ranks()[size_t(c)]; };
+  pipeline::StageProgram out = pipeline::stage_program(view, s, c, rank_at, pp.split.microbatches, pp.options);
+  ir::verify(out.step.graph);
+  return out;
+}
+
 }  // namespace
 
 PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::ParallelPlan& plan, const DeviceMesh& mesh,
-                                  const pipeline::ProgramOptions& options) {
+                                  const pipeline::ProgramOptions& options, const std::optional<std::vector<int>>& ranks) {
   DT_CHECK(plan.pipeline) << "compile_pipeline without a pipeline section";
   const sharding::PipelinePlan& pp = *plan.pipeline;
   auto it = std::find(plan.mesh_dims.begin(), plan.mesh_dims.end(), pp.mesh_dim);
@@ -68,6 +165,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
   const int p = int(mesh.size(pp_dim));
   pipeline::check_schedule(pipeline::parse_schedule(pp.schedule), p, pp.microbatches, pp.virtual_stages);
   PipelinePrograms out;
+  out.pp_dim = pp_dim;
   out.split = pipeline::split_stages(forward, pp, p);
   out.graphs = pipeline::build_stages(forward, out.split, options.training, options.recompute);
   // The mesh dims whose plan shards a data input on dim 0 carry the batch through every stage.
@@ -76,13 +174,15 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     for (const auto& [dim, pl] : by_dim)
       for (size_t m = 0; m < plan.mesh_dims.size(); ++m)
         if (plan.mesh_dims[m] == dim && int64_t(m) != pp_dim && pl.is_shard(0)) batch_dim[m] = true;
-  std::vector<std::vector<pipeline::StageWork>> work;
-  std::vector<std::vector<int>> ranks;
   for (int s = 0; s < out.split.stages; ++s) {
     const pipeline::StageGraph& sg = out.graphs[size_t(s)];
     out.meshes.push_back(mesh.sub_mesh(pp_dim, s % p));  // stage s runs on pipeline rank s mod p
     const sharding::ParallelPlan sub = stage_plan(plan, sg.graph);
     sharding::CompileOptions co;
+    // Its first rank's program (every other place's is partitioned when a rank is instantiated)
+    // and its orbits.
+    co.ranks = {out.meshes.back().ranks().front()};
+    co.orbits = true;
     co.adjust_plan = [&](sharding::ResolvedPlan& r) {
       Placements carried;  // of the values crossing stages
       for (int64_t m = 0; m < mesh.ndim(); ++m)
@@ -101,11 +201,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
         if (r.gradient_of[size_t(gv)] < 0) r.gradient_of[size_t(gv)] = int(v);
     };
     out.compiled.push_back(sharding::compile(sg.graph, sub, out.meshes.back(), co));
-    std::vector<pipeline::StageWork> places;
-    for (const ir::Graph& program : out.compiled.back().programs)
-      places.push_back(pipeline::stage_work(sg, program, options.training));
-    work.push_back(std::move(places));
-    ranks.push_back(out.compiled.back().ranks);
+    out.stage_programs_partitioned += int64_t(out.compiled.back().programs.size());
   }
   for (const sharding::ModuleStyle& ms : plan.modules) {
     bool used = false;
@@ -113,19 +209,48 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
       used = used || fnmatch(ms.pattern.c_str(), sharding::module_of(p->name).c_str(), 0) == 0;
     if (!used) DT_THROW(ValueError) << plan.source << ": plan pattern '" << ms.pattern << "' matches no module of " << forward.name();
   }
-  pipeline::ProgramOptions po = options;
-  po.schedule = pipeline::parse_schedule(pp.schedule);
-  po.virtual_stages = pp.virtual_stages;
-  out.programs = pipeline::stage_programs(work, ranks, out.split.microbatches, po);
-  std::vector<const ir::Graph*> programs;
-  std::vector<int> program_ranks;
-  for (const pipeline::StageProgram& sp : out.programs) {
-    ir::verify(sp.step.graph);
-    programs.push_back(&sp.step.graph);
-    program_ranks.push_back(sp.rank);
-  }
-  passes::check_p2p_order(programs, program_ranks, "in the pipeline's stage programs");
+  out.options = options;
+  out.options.schedule = pipeline::parse_schedule(pp.schedule);
+  out.options.virtual_stages = pp.virtual_stages;
+  out.orbits = pipeline_orbits(out);
+  std::vector<int> built = ranks ? *ranks : mesh.ranks();
+  for (int r : built)
+    if (!mesh.contains(r)) DT_THROW(ValueError) << "rank " << r << " is not in mesh " << mesh.str();
+  for (const ir::RankOrbit& o : out.orbits.orbits) built.push_back(o.representative);
+  std::sort(built.begin(), built.end());
+  built.erase(std::unique(built.begin(), built.end()), built.end());
+  for (int r : built) out.programs.push_back(build_program(out, r, &out.stage_programs_partitioned));
+  // The deadlock proof reads one program per orbit, whatever the mesh size (passes/p2p_order.h).
+  std::vector<const ir::Graph*> reps;
+  for (const ir::RankOrbit& o : out.orbits.orbits) reps.push_back(&out.orbit_program(o.representative).step.graph);
+  passes::check_p2p_order_by_orbit(reps, out.orbits, "in the pipeline's stage programs");
   return out;
+}
+
+std::pair<int, int> PipelinePrograms::place_of(int rank) const {
+  const auto place = place_in(std::span<const DeviceMesh>(meshes).first(size_t(split.ranks())), rank);
+  if (place.first < 0) DT_THROW(ValueError) << "rank " << rank << " is in no stage's sub-mesh of the pipeline";
+  return place;
+}
+
+pipeline::StageProgram PipelinePrograms::instantiate(int rank) const { return build_program(*this, rank); }
+
+const pipeline::StageProgram* PipelinePrograms::find(int rank) const {
+  const auto it = std::lower_bound(programs.begin(), programs.end(), rank,
+                                   [](const pipeline::StageProgram& sp, int r) { return sp.rank < r; });
+  return it == programs.end() || it->rank != rank ? nullptr : &*it;
+}
+
+const pipeline::StageProgram& PipelinePrograms::program(int rank) const {
+  const pipeline::StageProgram* sp = find(rank);
+  if (!sp) DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage program here";
+  return *sp;
+}
+
+const pipeline::StageProgram& PipelinePrograms::orbit_program(int rank) const {
+  const int o = orbits.orbit_of(rank);
+  if (o < 0) DT_THROW(ValueError) << "rank " << rank << " has no pipeline stage";
+  return program(orbits.orbits[size_t(o)].representative);
 }
 
 int PipelinePrograms::stage_holding(const pipeline::StageProgram& sp, const std::string& name) const {
@@ -144,17 +269,15 @@ std::vector<const ir::Graph*> PipelinePrograms::programs_by_rank(int n) const {
   std::vector<const ir::Graph*> out(static_cast<size_t>(n), nullptr);
   for (const pipeline::StageProgram& sp : programs) out[size_t(sp.rank)] = &sp.step.graph;
   for (int r = 0; r < n; ++r)
-    if (!out[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage";
+    if (!out[size_t(r)]) DT_THROW(ValueError) << "rank " << r << " has no pipeline stage program here";
   return out;
 }
 
 std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Graph& forward,
-                                        const std::map<std::string, Tensor>& weights, int only_rank) {
-  int n = 0;
-  for (const pipeline::StageProgram& sp : pp.programs) n = std::max(n, sp.rank + 1);
+                                        const std::map<std::string, Tensor>& weights, LocalPrograms programs, int n) {
   std::vector<Bindings> bind(static_cast<size_t>(n));
-  for (const pipeline::StageProgram& sp : pp.programs) {
-    if (only_rank >= 0 && sp.rank != only_rank) continue;
+  for (const pipeline::StageProgram* p : programs) {
+    const pipeline::StageProgram& sp = *p;
     Bindings& b = bind[size_t(sp.rank)];
     const std::map<std::string, Tensor> fresh = autodiff::fresh_state(sp.step);
     for (const ir::Value* v : sp.step.graph.params()) {
@@ -177,14 +300,14 @@ std::vector<Bindings> bind_stage_params(const PipelinePrograms& pp, const ir::Gr
 }
 
 void bind_microbatches(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& batch,
-                       std::vector<Bindings>& bind, int only_rank) {
+                       std::vector<Bindings>& bind, LocalPrograms programs) {
   const int m = pp.split.microbatches;
   for (const ir::Value* v : forward.inputs()) {
     auto it = batch.find(v->name);
     if (it == batch.end()) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
     const int64_t rows = v->type.rank() > 0 ? v->type.shape[0] / m : 0;
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if ((only_rank < 0 || sp.rank == only_rank) && std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
+    for (const pipeline::StageProgram* p : programs)
+      if (const pipeline::StageProgram& sp = *p; std::find(sp.data.begin(), sp.data.end(), v->name) != sp.data.end())
         for (int k = 0; k < m; ++k) {
           const Tensor micro = v->type.rank() > 0 ? it->second.narrow(0, k * rows, rows) : it->second;
           bind[size_t(sp.rank)][pipeline::microbatch_input(v->name, k)] =
@@ -201,23 +324,32 @@ struct StageRanks {
   const PipelinePrograms& pp;
   int n = 0;
   ProcessGroup* world = nullptr;
+  std::optional<pipeline::StageProgram> own;  // mpi: this process's rank's program, built here
+  std::vector<const pipeline::StageProgram*> local;  // the programs run here
+
+  // Threads: every rank's program (compiled); mpi: this process's rank's alone, built from the
+  // compiled orbits (PipelinePrograms::instantiate), whatever the mesh size.
+  StageRanks(const PipelinePrograms& pp, int n, ProcessGroup* world) : pp(pp), n(n), world(world) {
+    if (!world) {
+      pp.programs_by_rank(n);  // every rank has one
+      for (const pipeline::StageProgram& sp : pp.programs) local.push_back(&sp);
+      return;
+    }
+    own = pp.instantiate(world->rank());
+    local = {&*own};
+  }
+  StageRanks(const StageRanks&) = delete;
 
   int me() const { return world ? world->rank() : -1; }  // -1: every rank is here
   bool here(int rank) const { return !world || world->rank() == rank; }
   // The first rank of the last stage: it holds the loss and the model's outputs.
-  int last_stage_rank() const {
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if (sp.stages.back() == pp.split.stages - 1) return sp.rank;
-    DT_CHECK(false) << "a pipeline without a last stage";
-    return 0;
-  }
+  int last_stage_rank() const { return pp.meshes.back().ranks().front(); }
   // Runs every rank here (threads: all of them; mpi: this process's; the others' results empty).
   std::vector<runtime::RankResult> run(const std::vector<Bindings>& bind, const runtime::LaunchOptions& lo) const {
-    const std::vector<const ir::Graph*> programs = pp.programs_by_rank(n);
-    if (!world) return runtime::launch(programs, bind, lo);
+    if (!world) return runtime::launch(pp.programs_by_rank(n), bind, lo);
     std::vector<runtime::RankResult> res(static_cast<size_t>(n));
     const int r = world->rank();
-    res[size_t(r)] = runtime::run_rank(*programs[size_t(r)], bind[size_t(r)], *world, lo);
+    res[size_t(r)] = runtime::run_rank(own->step.graph, bind[size_t(r)], *world, lo);
     return res;
   }
   // Returns every rank's row(rank) (as f64, equal lengths): under mpi each process computes its
@@ -255,15 +387,16 @@ struct StageRanks {
                       const std::function<Named(const pipeline::StageProgram&)>& names_of) const {
     if (!world) return;
     const int me = world->rank();
-    for (const pipeline::StageProgram& sp : pp.programs) {
-      if (sp.rank == 0 || (me != 0 && me != sp.rank)) continue;
-      for (const auto& [name, type] : names_of(sp)) {
+    for (int r = 1; r < n; ++r) {
+      if (me != 0 && me != r) continue;
+      // Every rank of an orbit has its program's names and types (rank 0 built the orbits' only).
+      for (const auto& [name, type] : names_of(pp.orbit_program(r))) {
         Tensor t = me == 0 ? Tensor::uninitialized(type.shape, type.dtype) : by_rank[size_t(me)].at(name).contiguous();
         if (t.numel() > 0) {
-          if (me == 0) world->recv(t.raw_data(), size_t(t.numel()), t.dtype(), sp.rank)->wait();
+          if (me == 0) world->recv(t.raw_data(), size_t(t.numel()), t.dtype(), r)->wait();
           else world->send(t.raw_data(), size_t(t.numel()), t.dtype(), 0)->wait();
         }
-        if (me == 0) by_rank[size_t(sp.rank)][name] = t;
+        if (me == 0) by_rank[size_t(r)][name] = t;
       }
     }
   }
@@ -280,9 +413,9 @@ runtime::LaunchOptions launch_options(const JobOptions& job) {
 
 RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, const std::map<std::string, Tensor>& weights,
                        const TensorMap& inputs, const JobOptions& job, const RunOptions& run, ProcessGroup* world) {
-  const StageRanks ranks{pp, int(job.mesh.size()), world};
-  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
-  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind, ranks.me());
+  const StageRanks ranks(pp, int(job.mesh.size()), world);
+  std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.local, ranks.n);
+  bind_microbatches(pp, forward, std::map<std::string, Tensor>(inputs.begin(), inputs.end()), bind, ranks.local);
   runtime::LaunchOptions lo = launch_options(job);
   lo.repeat = run.repeat;
   lo.node_hook = run.node_hook;
@@ -292,7 +425,7 @@ RunResult run_pipeline(const PipelinePrograms& pp, const ir::Graph& forward, con
   out.root = ranks.me() <= 0;
   out.outputs = res[size_t(last)].outputs;
   std::vector<ir::TensorType> types;
-  for (const ir::Value* v : pp.programs_by_rank(ranks.n)[size_t(last)]->outputs()) types.push_back(v->type);
+  for (const ir::Value* v : pp.orbit_program(last).step.graph.outputs()) types.push_back(v->type);
   ranks.broadcast(out.outputs, types, last);
   const auto rows = ranks.rows([&](int r) {
     const runtime::RunStats& s = res[size_t(r)].stats;
@@ -312,17 +445,20 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
   po.optimizer = options.optimizer;
   po.with_grads = options.keep_first_grads;
   po.recompute = options.recompute;
-  const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po);
+  // On threads every rank's program; under mpi the orbits' alone (each process builds its own).
+  const bool mpi = sharded.job.backend == runtime::Backend::mpi;
+  const PipelinePrograms pp = compile_pipeline(forward, sharded.job.plan, sharded.job.mesh, po,
+                                               mpi ? std::optional(std::vector<int>{}) : std::nullopt);
   const int n = int(sharded.job.mesh.size());
-  pp.programs_by_rank(n);  // every rank has a stage
+  for (int r = 0; r < n; ++r) pp.orbit_program(r);  // every rank has a stage
   const std::vector<std::string>& dims = sharded.job.plan.mesh_dims;
   const int64_t pp_dim = std::find(dims.begin(), dims.end(), sharded.job.plan.pipeline->mesh_dim) - dims.begin();
   for (const ir::Value* v : forward.inputs())
     if (!data.count(v->name)) DT_THROW(ValueError) << "the data has no tensor " << v->name << " (a data input of the model)";
   TrainResult result;
   auto train = [&](ProcessGroup* world) {
-    const StageRanks ranks{pp, n, world};
-    std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.me());
+    const StageRanks ranks(pp, n, world);
+    std::vector<Bindings> bind = bind_stage_params(pp, forward, weights, ranks.local, n);
     runtime::LaunchOptions lo = launch_options(sharded.job);
     lo.update_params_in_place = true;
     const int loss_rank = ranks.last_stage_rank();
@@ -330,7 +466,7 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
     for (int s = 0; s < options.steps; ++s) {
       std::map<std::string, Tensor> batch;
       for (const ir::Value* v : forward.inputs()) batch[v->name] = batch_for_step(*v, data.at(v->name), s);
-      bind_microbatches(pp, forward, batch, bind, ranks.me());
+      bind_microbatches(pp, forward, batch, bind, ranks.local);
       const std::vector<runtime::RankResult> res = ranks.run(bind, lo);
       const auto rows = ranks.rows([&](int r) {
         const runtime::RankResult& rr = res[size_t(r)];
@@ -349,8 +485,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
         result.peak_bytes = std::max(result.peak_bytes, size_t(row[2]));
       }
       result.step_ms.push_back(ms);
-      for (const pipeline::StageProgram& sp : pp.programs) {
-        if (!ranks.here(sp.rank)) continue;
+      for (const pipeline::StageProgram* p : ranks.local) {
+        const pipeline::StageProgram& sp = *p;
         const std::vector<Tensor>& outs = res[size_t(sp.rank)].outputs;
         for (size_t k = 0; k < sp.step.updates.size(); ++k) bind[size_t(sp.rank)][sp.step.updates[k]] = outs[sp.first_update + k];
         if (s == 0 && options.keep_first_grads)
@@ -360,9 +496,8 @@ TrainResult train_pipeline(ir::Graph forward, const std::map<std::string, Tensor
     }
     result.root = ranks.me() <= 0;
     std::vector<std::map<std::string, Tensor>> state(static_cast<size_t>(n));
-    for (const pipeline::StageProgram& sp : pp.programs)
-      if (ranks.here(sp.rank))
-        for (const ir::Value* v : sp.step.graph.params()) state[size_t(sp.rank)][v->name] = bind[size_t(sp.rank)].at(v->name);
+    for (const pipeline::StageProgram* sp : ranks.local)
+      for (const ir::Value* v : sp->step.graph.params()) state[size_t(sp->rank)][v->name] = bind[size_t(sp->rank)].at(v->name);
     const bool want_state = !world || sharded.gather_state, want_grads = options.keep_first_grads;
     if (want_state)
       ranks.gather_to_root(state, [](const pipeline::StageProgram& sp) {

@@ -2,7 +2,8 @@
 // has a `pipeline` section) against single-device training of the same model: the gpt example cut
 // into 2 and 4 stages, GPipe and 1F1B, 1, 2 and 4 micro-batches, even and uneven splits, gives the
 // same losses and first-step gradients (1e-6 relative), also recomputing each stage's blocks (which
-// lowers every rank's estimated peak memory); and every plan error is one clear line.
+// lowers every rank's estimated peak memory); every plan error is one clear line; and the compile's
+// work (programs partitioned and built) does not grow with the mesh.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include "dtensor/core/error.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/example_models.h"
+#include "dtensor/ir/printer.h"
+#include "dtensor/job/report.h"
 #include "dtensor/job/train_pipeline.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/passes/memory_estimate.h"
@@ -280,6 +283,52 @@ TEST(PipelinePlan, RoundTripsThroughJson) {
     ASSERT_TRUE(again.pipeline);
     EXPECT_EQ(*again.pipeline, *plan.pipeline);
   }
+}
+
+// A pipeline's compile builds one program per orbit (train_pipeline.h), not one per rank: on
+// 2x2x2 and 2x8x8 (8 and 128 ranks; every split even, so each stage's sub-mesh has 4 orbits: dp and
+// tp coordinate 0 or not) the same stage programs are partitioned and the same pipeline programs
+// built, and the report lists a stage's ranks as one range. Every rank's program, when all are
+// built, is its orbit's but for renaming, and instantiating a rank gives the program built for it.
+TEST(PipelineCompile, WorkDoesNotGrowWithTheMesh) {
+  const ir::GptConfig cfg{.vocab = 64, .hidden = 64, .heads = 16, .layers = 4, .max_seq = 8, .batch = 64, .seq = 8,
+                          .loss = true};
+  const ir::Graph g = ir::build_gpt(cfg);
+  pipeline::ProgramOptions po;
+  po.training = false;
+  std::vector<std::pair<int64_t, size_t>> work;  // per mesh: stage programs partitioned, programs built
+  for (const char* mesh : {"2x2x2", "2x8x8"}) {
+    const ShardedTrainOptions so = pipeline_options(mesh, "gpt_pp_dp_tp", "");
+    const PipelinePrograms pp = compile_pipeline(g, so.job.plan, so.job.mesh, po, std::vector<int>{});
+    EXPECT_EQ(pp.orbits.orbits.size(), 8u) << mesh;
+    EXPECT_EQ(pp.orbits.total_ranks(), so.job.mesh.size()) << mesh;
+    work.emplace_back(pp.stage_programs_partitioned, pp.programs.size());
+    const int64_t half = so.job.mesh.size() / 2;
+    const nlohmann::json report = pipeline_report_json(pp, *so.job.plan.pipeline);
+    EXPECT_EQ(report["stage"][1]["ranks"], nlohmann::json::parse("[[" + std::to_string(half) + ", " +
+                                                                  std::to_string(2 * half - 1) + "]]"))
+        << mesh;
+  }
+  EXPECT_EQ(work[0], work[1]);
+  EXPECT_EQ(work[1].second, 8u);  // of 128 ranks
+
+  const ShardedTrainOptions so = pipeline_options("2x2x2", "gpt_pp_dp_tp", "");
+  const PipelinePrograms all = compile_pipeline(g, so.job.plan, so.job.mesh, po);
+  ASSERT_EQ(all.programs.size(), 8u);
+  for (const pipeline::StageProgram& sp : all.programs) {
+    const ir::Graph& mine = sp.step.graph;
+    const ir::Graph& orbit = all.orbit_program(sp.rank).step.graph;
+    ASSERT_EQ(mine.nodes().size(), orbit.nodes().size()) << "rank " << sp.rank;
+    for (size_t i = 0; i < mine.nodes().size(); ++i) {
+      const ir::Node& a = *mine.nodes()[i];
+      const ir::Node& b = *orbit.nodes()[i];
+      ASSERT_EQ(a.op, b.op) << "rank " << sp.rank << " node " << i;
+      ASSERT_EQ(a.results.size(), b.results.size()) << "rank " << sp.rank << " node " << i;
+      for (size_t k = 0; k < a.results.size(); ++k)
+        ASSERT_EQ(a.results[k]->type.shape, b.results[k]->type.shape) << "rank " << sp.rank << " node " << i;
+    }
+  }
+  EXPECT_EQ(ir::print(all.instantiate(7).step.graph), ir::print(all.program(7).step.graph));
 }
 
 }  // namespace

@@ -99,6 +99,9 @@ void apply_activation(Activation act, float* p, int64_t n);
 // ---- normalisation and activations over a dim (ops_nn.cc) ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// log_softmax(x, 1)[i, index[i]] for x [N, C] and integer index [N] (each in [0, C)), bitwise, without
+// the [N, C] result: cross_entropy's per-row loss reads one element of each row's log_softmax.
+Tensor log_softmax_at(const Tensor& x, const Tensor& index);
 // Normalises over the trailing dims of `normalized_shape`; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

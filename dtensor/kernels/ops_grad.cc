@@ -126,7 +126,7 @@ namespace {
 // rms_norm), dxhat = grad·w; dx = rstd·(dxhat - mean(dxhat) - xhat·mean(dxhat·xhat)) (layer_norm)
 // or rstd·(dxhat - xhat·mean(dxhat·xhat)) (rms_norm); dweight = Σ_rows grad·xhat, dbias = Σ_rows grad.
 NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const Tensor& x,
-                        const Shape& normalized_shape, const Tensor& weight, double eps) {
+                        const Shape& normalized_shape, const Tensor& weight, double eps, bool param_grads) {
   require_same_shape(op, grad, x);
   const int64_t n = numel(normalized_shape);
   if (normalized_shape.empty() || normalized_shape.size() > x.shape().size() ||
@@ -176,6 +176,8 @@ NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const
         for (int64_t i = 0; i < n; ++i) o[i] = C(rs * (dxhat[size_t(i)] - mean_d - xhat[size_t(i)] * mean_dx));
       }
     });
+    r.dx = dx.to(x.dtype());
+    if (!param_grads) return;
     // dweight and dbias: each column sums its rows in row order (so any split gives the same
     // bits); the columns split over threads.
     parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(rows, 1)), [&](int64_t c0, int64_t c1) {
@@ -189,7 +191,6 @@ NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const
         }
       }
     });
-    r.dx = dx.to(x.dtype());
     r.dweight = Tensor::from_doubles(dw, normalized_shape, x.dtype());
     r.dbias = Tensor::from_doubles(db, normalized_shape, x.dtype());
   });
@@ -199,13 +200,13 @@ NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const
 }  // namespace
 
 NormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                              const Tensor& weight, double eps) {
-  return norm_backward("layer_norm_backward", true, grad, x, normalized_shape, weight, eps);
+                              const Tensor& weight, double eps, bool param_grads) {
+  return norm_backward("layer_norm_backward", true, grad, x, normalized_shape, weight, eps, param_grads);
 }
 
 NormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                            const Tensor& weight, double eps) {
-  return norm_backward("rms_norm_backward", false, grad, x, normalized_shape, weight, eps);
+                            const Tensor& weight, double eps, bool param_grads) {
+  return norm_backward("rms_norm_backward", false, grad, x, normalized_shape, weight, eps, param_grads);
 }
 
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
@@ -246,14 +247,24 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   return mul(sub(input, target), 2.0 * grad.item() / n);
 }
 
+namespace {
+
+// row[j] = row[j] / sum · s over n f32 values, for each CPU's vector width (simd_clones.h).
+DT_SIMD_CLONES void scale_probabilities_f32(float* row, float sum, float s, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] = row[j] / sum * s;
+}
+
+}  // namespace
+
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count) {
   if (grad.numel() != 1)
     DT_THROW(ShapeError) << "cross_entropy_backward: grad must be a scalar, got " << shape_str(grad.shape());
   if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0))
     DT_THROW(ShapeError) << "cross_entropy_backward: logits " << shape_str(logits.shape()) << " and target "
                          << shape_str(target.shape()) << " are not [N, C] and [N]";
-  // (softmax(logits) - onehot(target)) · grad / N, as one pass over softmax's result in place
-  // (the same f32/f64 roundings as sub(p, onehot) then mul by the scalar in p's dtype).
+  // (softmax(logits) - onehot(target)) · grad / N. f32/f64: row by row, each row's softmax (as
+  // dt::softmax computes it) finished while it is in cache, with the same roundings as sub(p,
+  // onehot) then mul by the scalar in p's dtype: one pass over [N, C] instead of three.
   const int64_t n = logits.size(0), c = logits.size(1);
   const Tensor t = target.to(DType::i64).contiguous();
   const int64_t* tp = static_cast<const int64_t*>(t.raw_data());
@@ -261,20 +272,27 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
     if (tp[r] < 0 || tp[r] >= c)
       DT_THROW(ValueError) << "cross_entropy_backward: target " << tp[r] << " out of range for " << c << " classes";
   const double scale = grad.item() / double(std::max<int64_t>(count > 0 ? count : n, 1));
-  Tensor p = softmax(logits, 1);
+  if (logits.dtype() != DType::f32 && logits.dtype() != DType::f64) {  // bf16/f16: the composed ops
+    const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());
+    return mul(sub(softmax(logits, 1), onehot), scale);
+  }
+  const Tensor x = logits.contiguous();
+  Tensor p = Tensor::uninitialized(x.shape(), x.dtype());
   with_compute_type("cross_entropy_backward", p.dtype(), [&](auto tag) {
     using C = decltype(tag);
-    if (p.dtype() != DType::f32 && p.dtype() != DType::f64) {  // bf16/f16: the composed ops
-      const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());
-      p = mul(sub(p, onehot), scale);
-      return;
-    }
+    const C* xp = ptr<C>(x);
     C* pp = mut<C>(p);
     const C s = C(scale);
     parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
+        const C* v = xp + r * c;
         C* row = pp + r * c;
-        for (int64_t j = 0; j < c; ++j) row[j] = (row[j] - (j == tp[r] ? C(1) : C(0))) * s;
+        // p_j · s off the target (p_j - 0 is exact), (p_t - 1) · s at it.
+        const C sum = C(kernel::exp_row_sum(v, kernel::row_max(v, c), row, c));
+        const C pt = row[tp[r]] / sum;
+        if constexpr (std::is_same_v<C, float>) scale_probabilities_f32(row, sum, s, c);
+        else for (int64_t j = 0; j < c; ++j) row[j] = row[j] / sum * s;
+        row[tp[r]] = (pt - C(1)) * s;
       }
     });
   });

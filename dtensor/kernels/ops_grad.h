@@ -23,13 +23,15 @@ Tensor silu_backward(const Tensor& grad, const Tensor& x);
 
 // Gradients of layer_norm / rms_norm with respect to x and the affine parameters (dweight and
 // dbias have normalized_shape; they are computed even when the forward had no weight/bias).
+// param_grads false: dx only (dweight and dbias undefined), for a caller that gets them elsewhere
+// (the IR's backward ops: their second pass over the rows was a third of their time).
 struct NormGrads {
   Tensor dx, dweight, dbias;
 };
 NormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                              const Tensor& weight, double eps);
+                              const Tensor& weight, double eps, bool param_grads = true);
 NormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                            const Tensor& weight, double eps);
+                            const Tensor& weight, double eps, bool param_grads = true);
 
 // softmax's gradient from its result y: y · (grad - sum(grad · y, dim)).
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);

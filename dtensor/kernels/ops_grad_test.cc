@@ -100,6 +100,10 @@ TEST(OpsGrad, LayerNormBackwardF32MatchesF64) {
   EXPECT_TRUE(allclose(a.dx.to(DType::f64), b.dx, 1e-5, 1e-5));
   EXPECT_TRUE(allclose(a.dweight.to(DType::f64), b.dweight, 1e-5, 1e-5));
   EXPECT_TRUE(allclose(a.dbias.to(DType::f64), b.dbias, 1e-5, 1e-5));
+  // Without the parameters' gradients: the same dx, bitwise.
+  const NormGrads c = layer_norm_backward(g, x, {263}, w, 1e-5, /*param_grads=*/false);
+  EXPECT_TRUE(allclose(c.dx, a.dx, 0, 0));
+  EXPECT_FALSE(c.dweight.defined() || c.dbias.defined());
 }
 
 TEST(OpsGrad, CrossEntropyBackwardIsTheComposedFormula) {

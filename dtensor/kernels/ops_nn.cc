@@ -8,13 +8,33 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/parallel.h"
 #include "dtensor/kernels/row_reduce.h"
+#include "dtensor/kernels/simd_clones.h"
 
 namespace dt {
+
+namespace kernel {
+
+namespace {
+template <typename C>
+[[gnu::always_inline]] inline double exp_row_sum_impl(const C* v, C mx, C* e, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) e[i] = softmax_exp(v[i] - mx);
+  return row_sum(n, [&](int64_t i) { return double(e[i]); });
+}
+}  // namespace
+
+DT_SIMD_CLONES double exp_row_sum(const float* v, float mx, float* e, int64_t n) {
+  return exp_row_sum_impl(v, mx, e, n);
+}
+double exp_row_sum(const double* v, double mx, double* e, int64_t n) { return exp_row_sum_impl(v, mx, e, n); }
+
+}  // namespace kernel
 
 namespace {
 
@@ -111,20 +131,66 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return map_rows("softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
     using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
     const C mx = row_max(v, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = kernel::softmax_exp(v[i] - mx);
-    const C s = C(row_sum(n, [&](int64_t i) { return double(out[i]); }));
+    const C s = C(kernel::exp_row_sum(v, mx, out, n));
     for (int64_t i = 0; i < n; ++i) out[i] = out[i] / s;
   });
 }
 
+namespace {
+
+// A row's max and log(Σ exp(v - max)) (the exps in the compute type, in scratch e, summed in
+// double): what log_softmax subtracts from each element.
+template <typename C>
+std::pair<C, C> row_max_log_sum_exp(const C* v, C* e, int64_t n) {
+  const C mx = row_max(v, n);
+  return {mx, C(std::log(kernel::exp_row_sum(v, mx, e, n)))};
+}
+
+}  // namespace
+
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   return map_rows("log_softmax", x, dim, [](const auto* v, auto* out, int64_t n) {
-    using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
-    const C mx = row_max(v, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = kernel::softmax_exp(v[i] - mx);  // scratch, overwritten below
-    const C lse = C(std::log(row_sum(n, [&](int64_t i) { return double(out[i]); })));
+    const auto [mx, lse] = row_max_log_sum_exp(v, out, n);  // out: scratch, overwritten below
     for (int64_t i = 0; i < n; ++i) out[i] = (v[i] - mx) - lse;
   });
+}
+
+Tensor log_softmax_at(const Tensor& x, const Tensor& index) {
+  const char* op = "log_softmax_at";
+  if (x.dim() != 2 || index.dim() != 1 || index.size(0) != x.size(0))
+    DT_THROW(ShapeError) << op << ": x " << shape_str(x.shape()) << " and index " << shape_str(index.shape())
+                         << " are not [N, C] and [N]";
+  if (index.dtype() != DType::i64 && index.dtype() != DType::i32)
+    DT_THROW(DTypeError) << op << ": index must be i64 or i32, got " << dtype_name(index.dtype());
+  const int64_t rows = x.size(0), n = x.size(1);
+  const Tensor idx = index.to(DType::i64).contiguous();
+  const int64_t* ip = idx.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    if (ip[r] < 0 || ip[r] >= n) DT_THROW(ValueError) << op << ": index " << ip[r] << " out of range for " << n << " columns";
+  const Tensor xc = x.contiguous();
+  Tensor out = Tensor::uninitialized({rows}, x.dtype());
+  kernel::dispatch<kFloat>(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const T* in = static_cast<const T*>(xc.raw_data());
+    T* o = static_cast<T*>(out.raw_data());
+    parallel_for(rows, std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+      std::vector<C> staged(std::is_same_v<T, C> ? 0 : size_t(n));  // bf16/f16 rows in the compute type
+      std::vector<C> scratch(static_cast<size_t>(n));
+      for (int64_t r = r0; r < r1; ++r) {
+        const C* v;
+        if constexpr (std::is_same_v<T, C>) {
+          v = in + r * n;
+        } else {
+          for (int64_t i = 0; i < n; ++i) staged[size_t(i)] = kernel::load(in[r * n + i]);
+          v = staged.data();
+        }
+        const auto [mx, lse] = row_max_log_sum_exp(v, scratch.data(), n);
+        o[r] = kernel::store<T>((v[ip[r]] - mx) - lse);
+      }
+    });
+  });
+  return out;
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,

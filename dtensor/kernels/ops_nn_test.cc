@@ -69,6 +69,25 @@ TEST(OpsNn, SoftmaxAndLogSoftmaxOverEveryDim) {
   }
 }
 
+// cross_entropy's pick of each row's log_softmax at its target: the same bits as log_softmax, in
+// every float dtype, with the index's dtype and range checked.
+TEST(OpsNn, LogSoftmaxAtIsLogSoftmaxPickedBitwise) {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    const Tensor x = uniform({37, 1003}, dtype, 3, -20, 20);
+    const Tensor index = uniform({37}, DType::i64, 4, 0, 1003);
+    const Tensor got = log_softmax_at(x, index);
+    ASSERT_EQ(got.dtype(), dtype);
+    const std::vector<double> all = log_softmax(x, 1).to_doubles(), picked = got.to_doubles();
+    const std::vector<double> idx = index.to_doubles();
+    for (int64_t r = 0; r < 37; ++r)
+      EXPECT_EQ(picked[size_t(r)], all[size_t(r * 1003 + int64_t(idx[size_t(r)]))]) << dtype_name(dtype) << " row " << r;
+  }
+  const Tensor x = uniform({2, 3}, DType::f32, 5);
+  expect_error<ValueError>([&] { log_softmax_at(x, Tensor::from_vector(std::vector<int64_t>{0, 3}, {2})); }, {"out of range"});
+  expect_error<ShapeError>([&] { log_softmax_at(x, Tensor::zeros({3}, DType::i64)); }, {"are not [N, C] and [N]"});
+  expect_error<DTypeError>([&] { log_softmax_at(x, Tensor::zeros({2})); }, {"index must be i64 or i32"});
+}
+
 TEST(OpsNn, SoftmaxIsStableForLargeInputs) {
   Tensor x = Tensor::from_doubles({1000, 1001, 1002, -1000}, {4});
   expect_values(softmax(x, 0), ref_softmax(x.to_doubles()), 1e-6, 1e-30);

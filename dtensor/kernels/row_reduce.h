@@ -55,4 +55,11 @@ inline C softmax_exp(C v) {
     return std::exp(v);
 }
 
+// Writes e[i] = softmax_exp(v[i] - mx) for i < n and returns Σ e[i] (row_sum's lanes, in double):
+// the exps of a softmax-like row. The f32 one is compiled for each CPU's vector width
+// (simd_clones.h; the same bits on every width): a plain loop runs at a third of the rate
+// (ops_nn.cc).
+double exp_row_sum(const float* v, float mx, float* e, int64_t n);
+double exp_row_sum(const double* v, double mx, double* e, int64_t n);
+
 }  // namespace dt::kernel

@@ -13,7 +13,9 @@ namespace {
 
 using ir::Value;
 
-std::string link_group(int link, int place) { return "pp" + std::to_string(link) + "_" + std::to_string(place); }
+// Every place's link k is named alike (its rank list differs): the programs of one orbit then
+// differ only by renaming, and the proof by orbit keys a link's queue by its name.
+std::string link_group(int link) { return "pp" + std::to_string(link); }
 
 // Returns a scalar constant of `dtype`.
 Value* scalar(ir::Builder& b, double value, DType dtype) {
@@ -31,30 +33,32 @@ struct LinkTags {
   }
 };
 
-LinkTags link_tags(const std::vector<std::vector<StageWork>>& works, int p, int m) {
+LinkTags link_tags(const std::vector<const StageWork*>& works, int p, int m) {
   const int n = int(works.size());
   LinkTags t;
   std::vector<int64_t> next(size_t(p), 0);
   for (int link = 0; link + 1 < n; ++link) {
     t.stride.push_back(int64_t(
-        std::max(works[size_t(link)][0].outputs_to_next.size(), works[size_t(link + 1)][0].grads_to_prev.size())));
+        std::max(works[size_t(link)]->outputs_to_next.size(), works[size_t(link + 1)]->grads_to_prev.size())));
     t.base.push_back(next[size_t(link % p)]);
     next[size_t(link % p)] += 2 * int64_t(m) * t.stride.back();
   }
   return t;
 }
 
-// Builds the program of the rank at place c of pipeline rank s: its stages s, s + p, ... (one
-// unless interleaved).
-StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::vector<std::vector<int>>& ranks, int s,
-                   int c, int m, const ProgramOptions& o) {
+}  // namespace
+
+StageProgram stage_program(const std::vector<const StageWork*>& works, int s, int c, const RankAt& rank_at, int m,
+                           const ProgramOptions& o) {
+  DT_CHECK(o.virtual_stages >= 1 && works.size() % size_t(o.virtual_stages) == 0)
+      << works.size() << " stages for " << o.virtual_stages << " virtual stages per rank";
   const int n = int(works.size()), p = n / o.virtual_stages;
   StageProgram out;
   out.stage = s;
   for (int x = s; x < n; x += p) out.stages.push_back(x);
-  out.rank = ranks[size_t(s)][size_t(c)];
+  out.rank = rank_at(s, c);
   out.place = c;
-  auto work = [&](int x) -> const StageWork& { return works[size_t(x)][size_t(c)]; };
+  auto work = [&](int x) -> const StageWork& { return *works[size_t(x)]; };
   out.step.graph = ir::Graph(work(s).graph->name() + ".rank" + std::to_string(out.rank));
   ir::Graph& g = out.step.graph;
   ir::Builder b(g);
@@ -69,7 +73,7 @@ StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::
       if (!g.find_group(d.name)) b.group(d.name, d.ranks);
     for (int link : {x - 1, x})
       if (link >= 0 && link < n - 1)
-        b.group(link_group(link, c), {ranks[size_t(link)][size_t(c)], ranks[size_t(link + 1)][size_t(c)]});
+        b.group(link_group(link), {rank_at(link % p, c), rank_at((link + 1) % p, c)});
     for (const Value* v : sg.graph->params()) {
       Value* copy = g.add_param(v->name, v->type);
       copy->frozen = v->frozen;
@@ -138,11 +142,11 @@ StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::
     switch (step.kind) {
       case Step::post_recv:
         for (size_t i = 0; i < values.size(); ++i)
-          posted[key(msg)].push_back(b.recv(link_group(msg.link(), c), peer, values[i]->type.dtype, values[i]->type.shape, tag(i)));
+          posted[key(msg)].push_back(b.recv(link_group(msg.link()), peer, values[i]->type.dtype, values[i]->type.shape, tag(i)));
         break;
       case Step::post_send:
         for (size_t i = 0; i < values.size(); ++i)
-          posted[key(msg)].push_back(b.send(mb[size_t(k)].at(values[i]), link_group(msg.link(), c), peer, tag(i)));
+          posted[key(msg)].push_back(b.send(mb[size_t(k)].at(values[i]), link_group(msg.link()), peer, tag(i)));
         break;
       case Step::wait: {
         std::vector<Value*>& handles = posted.at(key(msg));
@@ -184,8 +188,6 @@ StageProgram build(const std::vector<std::vector<StageWork>>& works, const std::
   g.set_outputs(std::move(results));
   return out;
 }
-
-}  // namespace
 
 std::string microbatch_input(const std::string& name, int k) { return name + ".mb" + std::to_string(k); }
 
@@ -250,19 +252,6 @@ StageWork stage_work(const StageGraph& sg, const ir::Graph& program, bool traini
   }
   for (size_t i = 0; i < nodes.size(); ++i) (in_backward[i] ? w.backward : w.forward).push_back(nodes[i]);
   return w;
-}
-
-std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,
-                                         const std::vector<std::vector<int>>& ranks, int microbatches,
-                                         const ProgramOptions& options) {
-  DT_CHECK(work.size() == ranks.size()) << ranks.size() << " rank lists for " << work.size() << " stages";
-  DT_CHECK(options.virtual_stages >= 1 && work.size() % size_t(options.virtual_stages) == 0)
-      << work.size() << " stages for " << options.virtual_stages << " virtual stages per rank";
-  std::vector<StageProgram> out;
-  for (int s = 0; s < int(work.size()) / options.virtual_stages; ++s)
-    for (int c = 0; c < int(work[size_t(s)].size()); ++c)
-      out.push_back(build(work, ranks, s, c, microbatches, options));
-  return out;
 }
 
 }  // namespace dt::pipeline

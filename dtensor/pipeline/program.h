@@ -2,7 +2,7 @@
 // one-rank stage, its partitioned program on a stage's sub-mesh) copied once per micro-batch
 // forward and backward in schedule order (schedule.h's stage_program), the values crossing stages
 // moved by send/recv between the ranks at the same place of neighbouring stages' sub-meshes (one
-// two-rank group per link and place, "pp<link>_<place>"), then, for training, the gradients
+// two-rank group per link and place, named "pp<link>" at every place), then, for training, the gradients
 // accumulated over the micro-batches, divided by their count (the loss is the mean of the
 // micro-batches' losses, as PyTorch's schedules compute it) and one optimizer update per parameter
 // shard.
@@ -11,6 +11,7 @@
 // of the batch, then the rank's shard: microbatch_input()); the seed input (stages.h) binds 1.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,12 +60,17 @@ struct StageProgram {
 // Returns the name micro-batch k of data input `name` is bound as.
 std::string microbatch_input(const std::string& name, int k);
 
-// Builds rank ranks[s][c]'s program from work[s][c], work[s+p][c], ... (the file comment; p =
-// work.size() / options.virtual_stages). Forward only
-// (options.training false): the last stage's outputs are the model's outputs, each micro-batch's
-// concatenated on dim 0 (scalars averaged).
-std::vector<StageProgram> stage_programs(const std::vector<std::vector<StageWork>>& work,
-                                         const std::vector<std::vector<int>>& ranks, int microbatches,
-                                         const ProgramOptions& options);
+// The global rank at place c (its index in the sub-mesh's rank order) of pipeline rank s's sub-mesh.
+using RankAt = std::function<int(int s, int c)>;
+
+// Builds the program of the rank at place c of pipeline rank s from its share of each stage it runs
+// (the file comment): work[x] is that place's StageWork for x = s, s + p, ... (p = work.size() /
+// options.virtual_stages), and any place's for the other stages (only the value counts of their
+// messages are read, which every place shares). Each link is one group "pp<link>" of the two ranks
+// at place c of its stages' sub-meshes: ranks of one orbit get programs equal up to renaming.
+// Forward only (options.training false): the last stage's outputs are the model's outputs, each
+// micro-batch's concatenated on dim 0 (scalars averaged).
+StageProgram stage_program(const std::vector<const StageWork*>& work, int s, int c, const RankAt& rank_at,
+                           int microbatches, const ProgramOptions& options);
 
 }  // namespace dt::pipeline

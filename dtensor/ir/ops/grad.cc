@@ -151,10 +151,11 @@ void run_gelu_backward(const KernelArgs& a) {
 void run_norm_backward(const KernelArgs& a) {
   const Tensor w = a.in.size() > 2 ? a.in[2] : Tensor();
   const bool layer = a.node.op == OpKind::layer_norm_backward;
+  // dx only: the affine parameters' gradients are ops of their own (ir/ops/norm.cc).
   NormGrads g = layer ? dt::layer_norm_backward(a.in[0], a.in[1], a.node.attr_ints("normalized_shape"), w,
-                                                a.node.attr_float("eps"))
+                                                a.node.attr_float("eps"), /*param_grads=*/false)
                       : dt::rms_norm_backward(a.in[0], a.in[1], a.node.attr_ints("normalized_shape"), w,
-                                              a.node.attr_float("eps"));
+                                              a.node.attr_float("eps"), /*param_grads=*/false);
   a.out[0] = g.dx;
 }
 void run_softmax_backward(const KernelArgs& a) {
