@@ -28,7 +28,8 @@ std::string CollectiveDesc::str() const {
     case CollectiveOp::all_reduce:
     case CollectiveOp::reduce_scatter:
       return fmt::format("{}({}, {}, {})", name, dt, count, reduce_op_name(reduce_op));
-    case CollectiveOp::all_gather: return fmt::format("{}({}, {})", name, dt, count);
+    case CollectiveOp::all_gather:
+      return rows == 1 ? fmt::format("{}({}, {})", name, dt, count) : fmt::format("{}({}, {}, rows={})", name, dt, count, rows);
     case CollectiveOp::broadcast: return fmt::format("{}({}, {}, root={})", name, dt, count, root);
     case CollectiveOp::send: return fmt::format("{}({}, {}, dst={})", name, dt, count, root);
     case CollectiveOp::recv: return fmt::format("{}({}, {}, src={})", name, dt, count, root);
@@ -61,6 +62,7 @@ bool descs_agree(const CollectiveDesc& a, const CollectiveDesc& b, MatchLevel le
     return false;
   }
   if (a.op == CollectiveOp::all_reduce && a.algo != b.algo) return false;
+  if (a.op == CollectiveOp::all_gather && a.rows != b.rows) return false;
   if (level == MatchLevel::memory_safety) return true;
   if (a.dtype != b.dtype) return false;
   if ((a.op == CollectiveOp::all_reduce || a.op == CollectiveOp::reduce_scatter) && a.reduce_op != b.reduce_op)

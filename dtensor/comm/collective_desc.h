@@ -40,6 +40,11 @@ struct CollectiveDesc {
   // all_reduce only: the algorithm the backend resolved (a mismatch is memory-unsafe: the
   // algorithms run different phases).
   AllReduceAlgo algo = AllReduceAlgo::automatic;
+  // all_gather only: each rank block is `rows` rows of count/rows elements, and out holds them
+  // row-interleaved (out row r = every rank's row r, in group order: a gather along a later dim).
+  // 1: the blocks are stacked. A mismatch would leave garbage, not overrun a buffer, but it is
+  // checked with the counts.
+  size_t rows = 1;
   int root = -1;                   // broadcast root, send dst or recv src (group-local index)
   std::vector<size_t> send_counts;  // all_to_all only
   std::vector<size_t> recv_counts;  // all_to_all only

@@ -1,5 +1,6 @@
 #include "dtensor/comm/collectives.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace dt {
@@ -40,19 +41,19 @@ void check_out_in(const Tensor& out, const Tensor& in, std::string_view what) {
   check_same_dtype(out, in, what);
 }
 
-// Returns the shape of `block` stacked `n` times along dim 0 (a 0-d block gives [n]).
-Shape stacked_shape(const Shape& block, int64_t n) {
+// Returns the shape of `block` stacked `n` times along `dim` (a 0-d block gives [n]).
+Shape stacked_shape(const Shape& block, int64_t n, int64_t dim) {
   if (block.empty()) return {n};
   Shape s = block;
-  s[0] *= n;
+  s[size_t(dim)] *= n;
   return s;
 }
 
 // Checks that `whole` (the collective's `whole_name`: output of a gather, input of a scatter) is
-// `block` stacked once per rank of the group.
+// `block` stacked once per rank of the group along `dim`.
 void check_stacked(const Tensor& whole, std::string_view whole_name, const Tensor& block, std::string_view block_name,
-                   int group_size, std::string_view what) {
-  Shape expected = stacked_shape(block.shape(), group_size);
+                   int group_size, std::string_view what, int64_t dim = 0) {
+  Shape expected = stacked_shape(block.shape(), group_size, dim);
   if (whole.shape() != expected)
     DT_THROW(ShapeError) << what << ": " << whole_name << " shape " << shape_str(whole.shape()) << " should be "
                          << shape_str(expected) << " for " << block_name << " " << shape_str(block.shape())
@@ -88,11 +89,19 @@ WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo
                                       std::vector<Tensor>{t});
 }
 
-WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in) {
+WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, int64_t dim) {
   check_out_in(out, in, "all_gather_into_tensor");
-  check_stacked(out, "output", in, "input", pg.size(), "all_gather_into_tensor");
-  return std::make_shared<TensorWork>(pg.all_gather(in.raw_data(), out.raw_data(), size_t(in.numel()), in.dtype()),
-                                      std::vector<Tensor>{out, in});
+  if (dim < 0 || dim >= std::max<int64_t>(in.dim(), 1))
+    DT_THROW(ValueError) << "all_gather_into_tensor: dim " << dim << " out of range for input "
+                         << shape_str(in.shape());
+  check_stacked(out, "output", in, "input", pg.size(), "all_gather_into_tensor", dim);
+  // The rows of the gather: everything before dim (dim 0: one row, the stacked blocks).
+  int64_t rows = 1;
+  for (int64_t d = 0; d < dim; ++d) rows *= in.size(d);
+  const size_t count = size_t(in.numel());
+  WorkPtr w = rows > 1 && count > 0 ? pg.all_gather_rows(in.raw_data(), out.raw_data(), count, size_t(rows), in.dtype())
+                                    : pg.all_gather(in.raw_data(), out.raw_data(), count, in.dtype());
+  return std::make_shared<TensorWork>(std::move(w), std::vector<Tensor>{out, in});
 }
 
 WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op) {

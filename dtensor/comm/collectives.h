@@ -13,9 +13,10 @@ namespace dt {
 
 // In place: t becomes the reduction of t over the group.
 WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo = AllReduceAlgo::automatic);
-// out has size(0) == group size * in.size(0) and the same trailing dims; rank i's `in` lands in
-// rows [i*in.size(0), (i+1)*in.size(0)).
-WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in);
+// out has size(dim) == group size * in.size(dim) and in's other dims; rank i's `in` lands at
+// [i*in.size(dim), (i+1)*in.size(dim)) along dim (dim 0: rows; a later dim is gathered straight
+// into that layout, with no stacked copy to permute).
+WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, int64_t dim = 0);
 // in has size(0) == group size * out.size(0); out = reduction of the rank-th block of every in.
 WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op);
 // Splits `in` along dim 0 into in_split_sizes (one per rank) and sends piece j to rank j; out is

@@ -67,6 +67,44 @@ TEST(Collectives, AllGatherChecksShapesDtypesAndContiguity) {
   });
 }
 
+TEST(Collectives, AllGatherAlongALaterDimChecksItsDim) {
+  on_rank0([](ProcessGroup& pg) {
+    Tensor in = Tensor::zeros({3, 4});
+    Tensor out = Tensor::zeros({3, 8});
+    EXPECT_EQ(error_text<ValueError>([&] { all_gather_into_tensor(pg, out, in, 2); }),
+              "all_gather_into_tensor: dim 2 out of range for input [3, 4]");
+    EXPECT_EQ(error_text<ShapeError>([&] { all_gather_into_tensor(pg, out, in, 0); }),
+              "all_gather_into_tensor: output shape [3, 8] should be [6, 4] for input [3, 4] and group size 2");
+    EXPECT_EQ(error_text<ValueError>([&] { pg.all_gather_rows(in.raw_data(), out.raw_data(), 12, 5, DType::f32); }),
+              "all_gather of 12 elements per rank in 5 rows: the rows must divide the elements");
+  });
+}
+
+// The gather along dim d equals the stacked gather with the members' axis moved to d, for blocks
+// whose rows cross the paced copy's 1 MiB chunks (3 rows of 100,003 i32: chunk edges mid-row).
+TEST(Collectives, AllGatherAlongALaterDimMatchesTheStackedOne) {
+  for (auto [shape, dim] : {std::pair<Shape, int64_t>{{3, 100003}, 1}, {{2, 3, 5}, 1}, {{2, 3, 5}, 2}}) {
+    run_ranks(3, [&](ProcessGroup& pg) {
+      std::vector<int32_t> values(size_t(numel(shape)));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = int32_t(3 * i) + pg.rank();
+      Tensor in = Tensor::from_vector(values, shape);
+      Shape joined = shape, stacked = shape;
+      joined[size_t(dim)] *= 3;
+      stacked[0] *= 3;
+      Tensor out = Tensor::zeros(joined, DType::i32), blocks = Tensor::zeros(stacked, DType::i32);
+      all_gather_into_tensor(pg, out, in, dim)->wait();
+      all_gather_into_tensor(pg, blocks, in)->wait();
+      Shape members = shape;
+      members.insert(members.begin(), 3);
+      std::vector<int64_t> dims;
+      for (int64_t k = 1; k <= dim; ++k) dims.push_back(k);
+      dims.push_back(0);
+      for (int64_t k = dim + 1; k < int64_t(members.size()); ++k) dims.push_back(k);
+      EXPECT_EQ(out.to_doubles(), blocks.reshape(members).permute(dims).contiguous().reshape(joined).to_doubles());
+    });
+  }
+}
+
 TEST(Collectives, ReduceScatterAndAllToAllCheckSizes) {
   on_rank0([](ProcessGroup& pg) {
     Tensor out = Tensor::zeros({2, 3});

@@ -63,6 +63,10 @@ class ProcessGroup {
   }
   // out[i*count ..] = rank i's in[0..count).
   virtual WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) = 0;
+  // all_gather along a later dim: in is `rows` rows of count/rows elements (rows divides count),
+  // out is rows x size() x count/rows and rank i's row r lands at out[(r*size() + i)*count/rows ..].
+  // rows == 1 is all_gather. Saves the copy that turns stacked blocks into the gathered layout.
+  virtual WorkPtr all_gather_rows(const void* in, void* out, size_t count, size_t rows, DType dtype) = 0;
   // in holds size()*count elements; out[0..count) = reduction over ranks of in[rank*count ..].
   virtual WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) = 0;
   // Rank r sends in[send_offset(j) .. +send_counts[j]) to rank j, which stores it at

@@ -58,6 +58,15 @@ WorkPtr ProcessGroupBase::all_gather(const void* in, void* out, size_t count, DT
   return issue(make_desc(CollectiveOp::all_gather, dtype, count), in, out);
 }
 
+WorkPtr ProcessGroupBase::all_gather_rows(const void* in, void* out, size_t count, size_t rows, DType dtype) {
+  if (rows == 0 || count % rows != 0)
+    DT_THROW(ValueError) << "all_gather of " << count << " elements per rank in " << rows
+                         << " rows: the rows must divide the elements";
+  CollectiveDesc d = make_desc(CollectiveOp::all_gather, dtype, count);
+  d.rows = rows;
+  return issue(d, in, out);
+}
+
 WorkPtr ProcessGroupBase::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
   check_reduce_dtype(dtype, op, "reduce_scatter");
   CollectiveDesc d = make_desc(CollectiveOp::reduce_scatter, dtype, count);

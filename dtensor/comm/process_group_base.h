@@ -25,6 +25,7 @@ class ProcessGroupBase : public ProcessGroup {
   // `automatic` picks by CommOptions::one_shot_threshold.
   WorkPtr all_reduce_with_algo(void* buf, size_t count, DType dtype, ReduceOp op, AllReduceAlgo algo) final;
   WorkPtr all_gather(const void* in, void* out, size_t count, DType dtype) final;
+  WorkPtr all_gather_rows(const void* in, void* out, size_t count, size_t rows, DType dtype) final;
   WorkPtr reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) final;
   WorkPtr all_to_all(const void* in, const std::vector<size_t>& send_counts, void* out,
                      const std::vector<size_t>& recv_counts, DType dtype) final;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "dtensor/comm/collectives.h"
 #include "dtensor/core/error.h"
 #include "dtensor/io/tensor_binding.h"
 #include "dtensor/ir/op_registry.h"
@@ -140,6 +141,12 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   std::unordered_map<int, size_t> read_by_rotary;
   for (const RotaryFusion& f : rotary_)
     for (const ir::Value* v : {f.x, f.cos, f.sin}) read_by_rotary[v->id] = std::max(read_by_rotary[v->id], size_t(f.tail));
+  gather_joins_ = find_gather_joins(g_, arena_offset_);
+  gather_join_of_.assign(nodes.size(), -1);
+  for (size_t f = 0; f < gather_joins_.size(); ++f) {
+    const GatherJoin& j = gather_joins_[f];
+    for (int k : {j.gather, j.wait, j.view, j.permute, j.join}) gather_join_of_[size_t(k)] = int(f);
+  }
   release_after_.assign(nodes.size(), {});
   // A result is released after its last reader (a result nobody reads, right after its node).
   const ir::UseLists uses(g_);
@@ -184,6 +191,7 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
   for (const ir::Value* v : g_.params()) bind(v);
 
   RunCommContext comm(groups);
+  std::unordered_map<const ir::Value*, Tensor> gathering;  // gather joins in flight, by the gather's result
   std::vector<Tensor> in, out;
   const auto& nodes = g_.nodes();
   const bool use_arena = arena_ && arena_bytes_ > 0;
@@ -204,15 +212,39 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       placements_.emplace_back(n.result(), offset);
     }
     const int head_of = fuse_ ? fusion_of_head_[i] : -1;
-    if (fuse_ && fusion_of_tail_[i] != -1) {
-      // Computed by its linear's kernel (the result is already bound and counted), or a member of
-      // a rotary chain that its add computes (the result is never bound).
+    // A node whose result another node's kernel binds: drop its operands, release what ends here.
+    auto skip_node = [&] {
       in.clear();
       for (int id : release_after_[i]) {
         meter.release(env[size_t(id)]);
         env[size_t(id)] = Tensor();
       }
       if (hook_) hook_(n, i, t0, Clock::now());
+    };
+    if (fuse_ && fusion_of_tail_[i] != -1) {
+      // Computed by its linear's kernel (the result is already bound and counted), or a member of
+      // a rotary chain that its add computes (the result is never bound).
+      skip_node();
+      continue;
+    }
+    if (fuse_ && gather_join_of_[i] >= 0) {
+      const GatherJoin& j = gather_joins_[size_t(gather_join_of_[i])];
+      const ir::Value* joined = nodes[size_t(j.join)]->result();
+      if (int(i) == j.gather) {
+        run_kernel_of(g_, n, i, [&] {
+          Tensor x = in[0].contiguous();
+          Tensor dst = Tensor::uninitialized(joined->type.shape, joined->type.dtype);
+          comm.issue(n.result(), dt::all_gather_into_tensor(comm.group(n.attr_str("group")), dst, x, j.dim), {x, dst});
+          gathering[n.result()] = std::move(dst);
+        });
+      } else if (int(i) == j.wait) {
+        comm.wait(n.operands[0]);
+        auto it = gathering.find(n.operands[0]);
+        meter.acquire(it->second);
+        env[size_t(joined->id)] = std::move(it->second);
+        gathering.erase(it);
+      }
+      skip_node();  // the view, permute and join nodes: their results are the gathered one
       continue;
     }
     if (fuse_ && rotary_of_tail_[i] >= 0) {

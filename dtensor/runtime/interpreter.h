@@ -15,8 +15,9 @@
 // Fusion: a linear whose only reader is a relu/gelu/silu runs as one kernel with it, and so does
 // the rotary embedding's seven-op chain (interpreter_fusion.h says which chains and why); the
 // absorbed nodes then do no work of their own (their hooks still fire, with the few nanoseconds
-// they take). Results are bitwise equal to the
-// unfused run; set_fusion(false) turns it off (tests, profile --no-fuse).
+// they take). Results are bitwise equal to the unfused run; set_fusion(false) turns it off
+// (tests, profile --no-fuse). Likewise an all_gather along a later dim followed by its join copy
+// is gathered straight into the join's layout (GatherJoin).
 #pragma once
 
 #include <chrono>
@@ -83,6 +84,8 @@ class Interpreter {
   const std::vector<EpilogueFusion>& fusions() const { return fusions_; }
   // The rotary embedding chains of the graph (used when fusion() is on).
   const std::vector<RotaryFusion>& rotary_fusions() const { return rotary_; }
+  // The all_gathers gathered straight into their join's layout (when fusion() is on).
+  const std::vector<GatherJoin>& gather_joins() const { return gather_joins_; }
 
   // Returns, per node index, the ids of the values released after it.
   const std::vector<std::vector<int>>& release_plan() const { return release_after_; }
@@ -104,6 +107,8 @@ class Interpreter {
   static constexpr int kRotaryMember = -2;
   std::vector<RotaryFusion> rotary_;
   std::vector<int> rotary_of_tail_;  // per node: index into rotary_, or -1
+  std::vector<GatherJoin> gather_joins_;
+  std::vector<int> gather_join_of_;  // per node of a gather join's chain: index into gather_joins_, or -1
   bool fuse_ = true;
   bool update_params_ = false;
 };

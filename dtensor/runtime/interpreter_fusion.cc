@@ -96,6 +96,15 @@ const ir::Value* multiplier(const ir::Node& head, const ir::Node& mul, const ir:
   return !other->producer || int(position(other->producer)) < at ? other : nullptr;
 }
 
+// Returns the node reading `v` when it is v's only reader, of kind `op`, with one result outside
+// the comm arena; else nullptr.
+const ir::Node* sole_user_of_kind(const ir::UseLists& uses, const ir::NodePositions& position,
+                                  const std::vector<int64_t>& arena_offset, const ir::Value* v, ir::OpKind op) {
+  const ir::Node* u = uses.sole_user(v);
+  if (!u || u->op != op || u->results.size() != 1 || arena_offset[position(u)] >= 0) return nullptr;
+  return u;
+}
+
 }  // namespace
 
 std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
@@ -107,6 +116,46 @@ std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std:
   for (size_t i = 0; i < nodes.size(); ++i)
     if (arena_offset[i] < 0)
       if (auto f = matcher.match(*nodes[i])) out.push_back(std::move(*f));
+  return out;
+}
+
+std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
+  const auto& nodes = graph.nodes();
+  const ir::UseLists uses(graph);
+  const ir::NodePositions position(graph);
+  std::vector<GatherJoin> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& g = *nodes[i];
+    if (g.op != ir::OpKind::all_gather_into_tensor || arena_offset[i] >= 0) continue;
+    auto next = [&](const ir::Node* n, ir::OpKind op) {
+      return n ? sole_user_of_kind(uses, position, arena_offset, n->result(), op) : nullptr;
+    };
+    const ir::Node* w = next(&g, ir::OpKind::wait_tensor);
+    const ir::Node* v = next(w, ir::OpKind::view);
+    const ir::Node* p = next(v, ir::OpKind::permute);
+    const ir::Node* j = next(p, ir::OpKind::reshape);
+    if (!j) continue;
+    // The exact shapes stacked_to_dim makes: block p, members [n, p...], members' axis to d.
+    const Shape& block = g.operands[0]->type.shape;
+    const Shape& members = v->result()->type.shape;
+    // (An empty block says nothing about the group size: left alone.)
+    const int64_t n = block.empty() || block[0] == 0 ? 0 : g.result()->type.shape[0] / block[0];
+    if (n < 1 || members.size() != block.size() + 1 || members[0] != n ||
+        !std::equal(block.begin(), block.end(), members.begin() + 1))
+      continue;
+    const std::vector<int64_t>& dims = p->attr_ints("dims");
+    int64_t d = 0;
+    while (d < int64_t(dims.size()) && dims[size_t(d)] != 0) ++d;
+    std::vector<int64_t> want;
+    for (int64_t k = 1; k <= d; ++k) want.push_back(k);
+    want.push_back(0);
+    for (int64_t k = d + 1; k < int64_t(members.size()); ++k) want.push_back(k);
+    Shape joined = block;
+    if (d < 1 || d >= int64_t(block.size()) || dims != want) continue;
+    joined[size_t(d)] *= n;
+    if (j->result()->type.shape != joined) continue;
+    out.push_back({int(i), int(position(w)), int(position(v)), int(position(p)), int(position(j)), d});
+  }
   return out;
 }
 

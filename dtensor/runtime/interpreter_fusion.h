@@ -60,4 +60,20 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const 
 // The same with the nodes' own arena_offset attributes (what an Interpreter of `graph` fuses).
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph);
 
+// An all_gather along a dim d > 0 as the sharding lowers it (stacked_to_dim in
+// sharding/redistribute_lowering.cc): all_gather_into_tensor (blocks stacked along dim 0) ->
+// wait_tensor -> view [n, p...] -> permute (the members' axis to d) -> reshape (p with p[d] *= n).
+// The interpreter instead gathers each rank's block straight into its place in the reshape's
+// result (dt::all_gather_into_tensor along d): no stacked buffer, no permuting copy. Measured on
+// the anchor gpt's tp 2 forward, the vocabulary-parallel logits [1024, 2048] per rank: the join
+// copy alone was 2.3-2.9 ms of a 140 ms forward, and the stacked buffer another 16 MB written.
+// Each value of the chain has the next node as its only reader and none is in the comm arena, so
+// nothing else sees the skipped values. The wait node binds the reshape's result.
+struct GatherJoin {
+  int gather = -1, wait = -1;  // the all_gather_into_tensor node and its wait_tensor
+  int view = -1, permute = -1, join = -1;  // skipped: the join's result is written by the gather
+  int64_t dim = 0;             // the gathered dim of the join's result
+};
+std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+
 }  // namespace dt::runtime

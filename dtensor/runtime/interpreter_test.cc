@@ -199,6 +199,51 @@ TEST(Interpreter, FusesTheRotaryChainBitwise) {
   EXPECT_THROW(rotary_embedding(Tensor::ones({3}), Tensor::ones({3}), Tensor::ones({3})), ShapeError);  // odd
 }
 
+// A gather along dim 2 as the sharding lowers it (stacked blocks, view, permute, join) runs as one
+// gather into the joined layout: bitwise the unfused run's result, with the stacked buffer gone. A
+// second chain whose permuted view is also an output keeps its nodes.
+TEST(Interpreter, GathersAlongALaterDimStraightIntoTheJoin) {
+  const Graph g = ir::parse(R"(graph gathers {
+  group tp = [0, 1, 2]
+  input %x : f32[2, 3, 5]
+  %ag2 = all_gather_into_tensor(%x) {group = tp} : f32[6, 3, 5]
+  %w2 = wait_tensor(%ag2) : f32[6, 3, 5]
+  %m2 = view(%w2) {shape = [3, 2, 3, 5]} : f32[3, 2, 3, 5]
+  %p2 = permute(%m2) {dims = [1, 0, 2, 3]} : f32[2, 3, 3, 5]
+  %j2 = reshape(%p2) {shape = [2, 9, 5]} : f32[2, 9, 5]
+  %ag = all_gather_into_tensor(%x) {group = tp} : f32[6, 3, 5]
+  %w = wait_tensor(%ag) : f32[6, 3, 5]
+  %m = view(%w) {shape = [3, 2, 3, 5]} : f32[3, 2, 3, 5]
+  %p = permute(%m) {dims = [1, 2, 0, 3]} : f32[2, 3, 3, 5]
+  %j = reshape(%p) {shape = [2, 3, 15]} : f32[2, 3, 15]
+  return %j, %j2, %p2
+})");
+  std::mutex mu;
+  std::vector<std::vector<Tensor>> fused(3), plain(3);
+  std::vector<RunStats> fs(3), ps(3);
+  run_ranks(3, [&](ProcessGroup& world) {
+    const int r = world.rank();
+    Interpreter a(g), b(g);
+    b.set_fusion(false);
+    {
+      std::lock_guard lock(mu);
+      ASSERT_EQ(a.gather_joins().size(), 1u);
+      EXPECT_EQ(a.gather_joins()[0].dim, 2);
+    }
+    const Bindings bind = {{"x", Tensor::arange(30 * r, 30 * r + 30, 1, DType::f32).view({2, 3, 5})}};
+    const GroupMap groups = make_groups(g, world);
+    fused[size_t(r)] = a.run(bind, groups, &fs[size_t(r)]);
+    plain[size_t(r)] = b.run(bind, groups, &ps[size_t(r)]);
+  });
+  for (size_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(fused[r].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(bitwise_equal(fused[r][i], plain[r][i])) << "rank " << r << " output " << i;
+    EXPECT_LT(fs[r].peak_bytes, ps[r].peak_bytes);
+  }
+  // Member j's block sits at columns [5j, 5j + 5) of the join.
+  EXPECT_EQ(fused[1][0].to_doubles()[5], 30.0);
+}
+
 TEST(Interpreter, CallsTheNodeHookInOrder) {
   Graph g("hook");
   Builder b(g);

@@ -168,6 +168,25 @@ TEST(MpiCollectives, AllGatherMatrix) {
       }
 }
 
+// A gather along a later dim: row q of rank j's block lands at out[(q*n + j)*inner + i].
+TEST(MpiCollectives, AllGatherRowsInterleavesTheBlocks) {
+  for (const ProcessGroupPtr& g : test_groups())
+    for (DType t : kDTypes)
+      for (auto [rows, inner] : {std::pair<size_t, size_t>{2, 3}, {5, 1000}}) {
+        const size_t count = rows * inner, n = size_t(g->size());
+        SCOPED_TRACE(label(*g, t, count) + " rows " + std::to_string(rows));
+        Buffer in(t, count), out(t, count * n);
+        for (size_t i = 0; i < count; ++i) in.set(i, value(my_global_rank(*g), i));
+        g->all_gather_rows(in.data(), out.data(), count, rows, t)->wait();
+        size_t bad = 0;
+        for (size_t q = 0; q < rows; ++q)
+          for (size_t j = 0; j < n; ++j)
+            for (size_t i = 0; i < inner; ++i)
+              bad += out.get((q * n + j) * inner + i) != value(g->global_ranks()[j], q * inner + i);
+        EXPECT_EQ(bad, 0u);
+      }
+}
+
 TEST(MpiCollectives, AllGatherInPlace) {
   for (const ProcessGroupPtr& g : test_groups()) {
     size_t count = 7;

@@ -190,6 +190,8 @@ WorkPtr MpiProcessGroup::issue_all_gather(const CollectiveDesc& desc, const void
   size_t count = desc.count;
   DType dtype = desc.dtype;
   int n = mpi_count(count, "all_gather");
+  const int rows = mpi_count(desc.rows, "all_gather rows"), inner = mpi_count(count / desc.rows, "all_gather row");
+  const int stride = mpi_count(count / desc.rows * size_t(size()), "all_gather row stride");
   WorkContext context = begin(desc, true);
   // MPI forbids aliased send/receive buffers unless the input is given as MPI_IN_PLACE.
   const char* my_block = static_cast<const char*>(out) + size_t(rank_) * count * itemsize(dtype);
@@ -199,7 +201,20 @@ WorkPtr MpiProcessGroup::issue_all_gather(const CollectiveDesc& desc, const void
   {
     MpiCallGuard guard;
     MPI_Datatype t = mpi_datatype(dtype);
-    rc = MPI_Iallgather(send, n, t, out, n, t, comm_, &requests[0]);
+    if (desc.rows == 1) {
+      rc = MPI_Iallgather(send, n, t, out, n, t, comm_, &requests[0]);
+    } else {
+      // Row-interleaved blocks (CollectiveDesc::rows): each rank's block is received as `rows`
+      // rows of `inner` elements, size() * inner apart, and the next rank's block starts one row
+      // piece later (the type's extent). MPI keeps a freed type alive for the pending call.
+      MPI_Datatype rows_type, block_type;
+      MPI_Type_vector(rows, inner, stride, t, &rows_type);
+      MPI_Type_create_resized(rows_type, 0, MPI_Aint(count / desc.rows * itemsize(dtype)), &block_type);
+      MPI_Type_commit(&block_type);
+      rc = MPI_Iallgather(in, n, t, out, 1, block_type, comm_, &requests[0]);
+      MPI_Type_free(&block_type);
+      MPI_Type_free(&rows_type);
+    }
   }
   return finish(std::move(context), rc, std::move(requests));
 }

@@ -1,4 +1,6 @@
-// Direct all_gather: out[s*count .. (s+1)*count) = rank s's `in`, for every group index s.
+// Direct all_gather: out[s*count .. (s+1)*count) = rank s's `in`, for every group index s; with
+// desc.rows > 1, row r of rank s's `in` (count/rows elements) lands at out[(r*n + s)*count/rows ..]
+// instead (a gather along a later dim, written straight into its final layout).
 //
 // Each rank copies every peer's `in` straight into its own `out` (one copy per byte, no staging),
 // starting with its own index and walking round the group so that ranks read different peers'
@@ -16,7 +18,8 @@
 //
 // In place: when `in` is exactly my block of `out` (in == out + me*count), the own copy is
 // skipped; peers then read my block of `out`, which I never write. Any other overlap of `in` and
-// `out` is undefined.
+// `out` is undefined (rows > 1: `in` never lies in `out`).
+#include <algorithm>
 #include <cstring>
 
 #include "dtensor/comm/threads/algorithms.h"
@@ -28,12 +31,18 @@ void all_gather(AlgorithmContext& ctx) {
   const size_t block = ctx.desc().bytes();
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
+  const size_t row = block / ctx.desc().rows;  // rows == 1: the whole block
   ctx.paced_chunks(block, kAllGatherChunkBytes, [&](size_t begin, size_t len) {
     for (int k = 0; k < n; ++k) {
       int s = (ctx.me + k) % n;
-      std::byte* dst = out + size_t(s) * block;
       const auto* src = static_cast<const std::byte*>(ctx.part(s).in);
-      if (src != dst) std::memcpy(dst + begin, src + begin, len);
+      // Bytes [begin, begin + len) of block s, one piece per row they cross.
+      for (size_t at = begin, end = begin + len; at < end;) {
+        const size_t r = at / row, col = at % row, piece = std::min(row - col, end - at);
+        std::byte* dst = out + (r * size_t(n) + size_t(s)) * row + col;
+        if (src + at != dst) std::memcpy(dst, src + at, piece);
+        at += piece;
+      }
     }
   });
 }

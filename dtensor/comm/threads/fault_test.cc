@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -178,14 +180,13 @@ TEST(Faults, PendingCollectiveOfThrowingRankIsAbandoned) {
       << m;
 }
 
-TEST(Faults, CheckModeReportsMismatchedOps) {
-  CommOptions options;
-  options.check_collectives = true;
+// Runs issue(pg, in, out) on 2 ranks (in: 1000 floats, out: 2000), expecting every rank's wait to
+// fail with a CommError; returns the messages by rank.
+std::map<int, std::string> mismatched(const std::function<WorkPtr(ProcessGroup&, float*, float*)>& issue, const CommOptions& options = {}) {
   Messages seen;
   EXPECT_THROW(run_ranks(2, [&](ProcessGroup& pg) {
                  std::vector<float> in(1000, 1.0f), out(2000);
-                 WorkPtr w = pg.rank() == 0 ? pg.all_reduce(in.data(), 1000, DType::f32, ReduceOp::sum)
-                                            : pg.all_gather(in.data(), out.data(), 1000, DType::f32);
+                 WorkPtr w = issue(pg, in.data(), out.data());
                  try {
                    w->wait();
                  } catch (const CommError& e) {
@@ -194,9 +195,27 @@ TEST(Faults, CheckModeReportsMismatchedOps) {
                  }
                }, options),
                CommError);
+  return std::move(seen.by_rank);
+}
+
+TEST(Faults, CheckModeReportsMismatchedOps) {
+  CommOptions options;
+  options.check_collectives = true;
+  std::map<int, std::string> seen = mismatched([](ProcessGroup& pg, float* in, float* out) {
+    return pg.rank() == 0 ? pg.all_reduce(in, 1000, DType::f32, ReduceOp::sum) : pg.all_gather(in, out, 1000, DType::f32);
+  }, options);
   std::string want = "collective #1 on group [0, 1] mismatch: rank 0 issued all_reduce(f32, 1000, sum), rank 1 issued all_gather(f32, 1000)";
-  EXPECT_EQ(seen.by_rank[0], want);
-  EXPECT_EQ(seen.by_rank[1], want);
+  EXPECT_EQ(seen[0], want);
+  EXPECT_EQ(seen[1], want);
+}
+
+// A gather along a later dim against a stacked one would interleave blocks differently on the
+// two ranks: checked with the counts, in every mode.
+TEST(Faults, AllGatherRowsMustAgree) {
+  std::map<int, std::string> seen = mismatched([](ProcessGroup& pg, float* in, float* out) {
+    return pg.rank() == 0 ? pg.all_gather_rows(in, out, 1000, 2, DType::f32) : pg.all_gather(in, out, 1000, DType::f32);
+  });
+  EXPECT_EQ(seen[0], "collective #1 on group [0, 1] mismatch: rank 0 issued all_gather(f32, 1000, rows=2), rank 1 issued all_gather(f32, 1000)");
 }
 
 TEST(Faults, CheckModeCatchesValueOnlyMismatches) {
