@@ -298,7 +298,7 @@ RedistributePlan RedistributePlanner::plan_uncached(const Shape& mesh_shape, con
       if (done[size_t(nid)] || (seen[size_t(nid)] && !(next < best[size_t(nid)]))) return;
       seen[size_t(nid)] = 1;
       best[size_t(nid)] = next;
-      how[size_t(nid)] = Edge{id, int32_t(mesh_dims_of(mask)[0]), int32_t(to_code), tr->kind, tr->bytes, t, mask};
+      how[size_t(nid)] = Edge{id, int32_t(__builtin_ctz(mask)), int32_t(to_code), tr->kind, tr->bytes, t, mask};
       queue.push({next, nid});
     };
     for (uint32_t mask : flat_masks) {

@@ -7,6 +7,16 @@
 
 namespace dt {
 
+namespace {
+
+// Returns the lowest mesh dim of a flattened step's mask (at least two dims, all below ndim).
+int64_t first_flat_dim(uint32_t dims_mask, int64_t ndim) {
+  DT_CHECK(__builtin_popcount(dims_mask) >= 2 && (dims_mask >> ndim) == 0) << dims_mask;
+  return __builtin_ctz(dims_mask);
+}
+
+}  // namespace
+
 TransitionRules::TransitionRules(const Shape& mesh_shape, const Placement* state, const Shape& shape, size_t itemsize)
     : state_(state),
       itemsize_(itemsize),
@@ -113,20 +123,28 @@ std::optional<Transition> TransitionRules::step(int64_t m, const Placement& to) 
   return Transition{StepKind::all_to_all, worst * rest(t, u) * item};
 }
 
-std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
-  const std::vector<int64_t> dims = mesh_dims_of(dims_mask);
-  DT_CHECK(dims.size() >= 2 && dims.back() < ndim_) << dims_mask;
-  const Placement& p = state_[dims[0]];
+int64_t TransitionRules::uniform_group(uint32_t dims_mask) const {
+  const Placement& p = state_[__builtin_ctz(dims_mask)];
   int64_t group = 1;
-  for (int64_t m : dims) {
-    DT_CHECK(mesh_[size_t(m)] > 1) << "mesh dim " << m;
-    if (state_[m] != p) return std::nullopt;
+  for (uint32_t b = dims_mask; b; b &= b - 1) {
+    const int64_t m = __builtin_ctz(b);
+    if (state_[m] != p) return 0;
     group *= mesh_[size_t(m)];
   }
+  return group;
+}
+
+std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
+  const int64_t first = first_flat_dim(dims_mask, ndim_);
+  for (uint32_t b = dims_mask; b; b &= b - 1)
+    DT_CHECK(mesh_[size_t(__builtin_ctz(b))] > 1) << "mesh dim " << __builtin_ctz(b);
+  const Placement& p = state_[first];
+  const int64_t group = uniform_group(dims_mask);
+  if (group == 0) return std::nullopt;
   const int64_t item = int64_t(itemsize_);
   if (p.is_partial()) {
-    if (!partial_allowed(dims[0], p.op())) return std::nullopt;
-    for (int64_t k = dims[0] + 1; k < ndim_; ++k)  // a later partial outside the group must commute
+    if (!partial_allowed(first, p.op())) return std::nullopt;
+    for (int64_t k = first + 1; k < ndim_; ++k)  // a later partial outside the group must commute
       if (!(dims_mask >> k & 1u) && mesh_[size_t(k)] > 1 && state_[k].is_partial() &&
           !partial_ops_commute(state_[k].op(), p.op()))
         return std::nullopt;
@@ -141,7 +159,7 @@ std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
   for (int64_t k = 0; k < ndim_; ++k) {
     if (!state_[k].is_shard(t) || mesh_[size_t(k)] == 1) continue;
     if (state_[k].is_strided()) return std::nullopt;
-    if (!(dims_mask >> k & 1u) && k > dims[0]) return std::nullopt;  // a split inside the group's
+    if (!(dims_mask >> k & 1u) && k > first) return std::nullopt;  // a split inside the group's
     all_splits *= mesh_[size_t(k)];
   }
   if (shape_[size_t(t)] % all_splits != 0) return std::nullopt;
@@ -150,18 +168,14 @@ std::optional<Transition> TransitionRules::flat_step(uint32_t dims_mask) const {
 }
 
 std::optional<Transition> TransitionRules::flat_reduce_scatter(uint32_t dims_mask, int64_t t) const {
-  const std::vector<int64_t> dims = mesh_dims_of(dims_mask);
-  DT_CHECK(dims.size() >= 2 && dims.back() < ndim_) << dims_mask;
-  const Placement& p = state_[dims[0]];
+  const int64_t first = first_flat_dim(dims_mask, ndim_);
+  const Placement& p = state_[first];
   if (!p.is_partial()) return std::nullopt;
-  int64_t group = 1;
-  for (int64_t m : dims) {
-    if (state_[m] != p) return std::nullopt;
-    group *= mesh_[size_t(m)];
-  }
+  const int64_t group = uniform_group(dims_mask);
+  if (group == 0) return std::nullopt;
   // Every dim of the group is reduced at once: each must be reducible first (no later mesh dim
   // outside the group with a partial op that does not commute), as in flat_step.
-  for (int64_t k = dims[0] + 1; k < ndim_; ++k)
+  for (int64_t k = first + 1; k < ndim_; ++k)
     if (!(dims_mask >> k & 1u) && mesh_[size_t(k)] > 1 && state_[k].is_partial() &&
         !partial_ops_commute(state_[k].op(), p.op()))
       return std::nullopt;
@@ -170,7 +184,7 @@ std::optional<Transition> TransitionRules::flat_reduce_scatter(uint32_t dims_mas
   int64_t extent = shape_[size_t(t)];
   for (int64_t k = 0; k < ndim_; ++k) {
     if (!state_[k].is_shard(t) || mesh_[size_t(k)] == 1) continue;
-    if (state_[k].is_strided() || k > dims[0]) return std::nullopt;
+    if (state_[k].is_strided() || k > first) return std::nullopt;
     if (extent % mesh_[size_t(k)] != 0) return std::nullopt;
     extent /= mesh_[size_t(k)];
   }

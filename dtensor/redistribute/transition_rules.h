@@ -84,6 +84,10 @@ class TransitionRules {
   int64_t rest(int64_t a, int64_t b) const;
   // True when op commutes with the partial op of every mesh dim after m (of size > 1).
   bool partial_allowed(int64_t m, ReduceOp op) const;
+  // Returns the product of the sizes of the mesh dims of `dims_mask` when they all hold the
+  // placement of the lowest one, 0 otherwise. Walks the mask's bits, no allocation: the planner
+  // calls the flattened rules for every mask at every search state.
+  int64_t uniform_group(uint32_t dims_mask) const;
 
   std::array<int64_t, kMaxPlanMeshDims> mesh_{};
   const Placement* state_;
