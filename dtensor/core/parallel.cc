@@ -1,5 +1,8 @@
 #include "dtensor/core/parallel.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -32,6 +35,15 @@ int default_threads_per_rank(int ranks) {
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) DT_THROW(ValueError) << "a thread pool needs at least 1 thread, got " << threads;
   workers_.reserve(size_t(threads - 1));
+  // Workers never take SIGINT, SIGTERM or SIGHUP (they inherit the mask they are created with): a
+  // process-directed signal goes to a thread that does not block it, preferring one that is
+  // running, and a spinning worker often is. The cleanup handler (signal_cleanup.h) must run on a
+  // thread that is not meanwhile creating the files it removes, as the caller's thread is when it
+  // takes the signal itself.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
   for (int i = 1; i < threads; ++i) {
     try {
       workers_.emplace_back([this] { work_loop(); });
@@ -39,6 +51,7 @@ ThreadPool::ThreadPool(int threads) {
       break;  // no more threads (ulimit -u, -v): fewer workers; the caller runs tasks too
     }
   }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // How long a waiting pool thread spins before it sleeps (ThreadPool).
