@@ -11,6 +11,9 @@
 // without them leaves them null and nothing changes.
 extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
 extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
+// The pthread build's worker shutdown (what its fork handler calls; the workers start again at the
+// next threaded call).
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 extern "C" char gotoblas_COOPERLAKE __attribute__((weak));
 extern "C" char gotoblas_SKYLAKEX __attribute__((weak));
 extern "C" char gotoblas_HASWELL __attribute__((weak));
@@ -58,9 +61,11 @@ const char* best_core_for_cpu() {
 
 // Runs while the program (or the Python extension) loads: a static initializer, after OpenBLAS's
 // own constructor (a shared library's constructors run before those of the objects that link it)
-// and before any BLAS call. OpenBLAS's pthread build has by then started its idle worker threads;
-// they hold no core-specific state (kernels and block sizes are read from the core's table at each
-// call, and their buffers are of one build-wide size), which is also why OPENBLAS_CORETYPE works.
+// and before any BLAS call. OpenBLAS's pthread build has by then created its worker threads, which
+// may still be starting; the core's table is null between quit and init, so they are shut down
+// first (joined; they start again at the first threaded call, as after a fork): a process that
+// crashed at startup now and then, with no output, under load, pointed there. Kernels and block
+// sizes are read from the core's table at each call, which is also why OPENBLAS_CORETYPE works.
 // setenv runs while no other thread of ours exists; the variable is removed again so that child
 // processes choose for themselves.
 bool choose_blas_kernels() {
@@ -69,6 +74,7 @@ bool choose_blas_kernels() {
   if (chosen == BlasIsa::unknown || chosen >= cpu_isa()) return false;  // a newer core than we know, or right
   const char* core = best_core_for_cpu();
   if (!core || blas_core_isa(core) <= chosen) return false;
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
   setenv("OPENBLAS_CORETYPE", core, 1);
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
