@@ -2,6 +2,10 @@
 
 #include <cblas.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -48,16 +52,40 @@ bool has_avx512_bf16() {
 #endif
 }
 
-// The newest core this build holds for the CPU's ISA, or null (nothing better to choose).
-const char* best_core_for_cpu() {
+// True on AMD's Zen 3 and Zen 4 (family 0x19). Zen 4 has AVX-512 but executes a 512-bit FMA as two
+// 256-bit halves, so AVX-512 kernels gain no arithmetic there; OpenBLAS's AVX2 sgemm (Haswell's) ran
+// 3-7 % faster than the Cooperlake kernels OpenBLAS 0.3.21 itself picks (kernels_bench BM_Gemm,
+// n = 512 and 1024, one thread: 105.9-109.1 vs 100.0-103.5 GFLOP/s, alternating; its "Zen" table,
+// the same kernels with other block sizes, 81.6-105.7). Zen 5 (0x1a) has full-width 512-bit units.
+bool is_amd_family_19h() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xf, extended = (eax >> 20) & 0xff;
+  return base == 0xf && base + extended == 0x19;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const char* preferred_blas_core() {
   const BlasIsa cpu = cpu_isa();
-  if (cpu == BlasIsa::avx512) {
+  if (cpu == BlasIsa::avx512 && !is_amd_family_19h()) {
     if (has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
     if (&gotoblas_SKYLAKEX) return "SkylakeX";
   }
   if (cpu >= BlasIsa::avx2 && &gotoblas_HASWELL) return "Haswell";
   return nullptr;
 }
+
+namespace {
 
 // Runs while the program (or the Python extension) loads: a static initializer, after OpenBLAS's
 // own constructor (a shared library's constructors run before those of the objects that link it)
@@ -70,10 +98,14 @@ const char* best_core_for_cpu() {
 // processes choose for themselves.
 bool choose_blas_kernels() {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return false;
-  const BlasIsa chosen = blas_core_isa(openblas_get_corename());
-  if (chosen == BlasIsa::unknown || chosen >= cpu_isa()) return false;  // a newer core than we know, or right
-  const char* core = best_core_for_cpu();
-  if (!core || blas_core_isa(core) <= chosen) return false;
+  const char* current = openblas_get_corename();
+  const BlasIsa chosen = blas_core_isa(current);
+  if (chosen == BlasIsa::unknown) return false;  // a newer core than we know
+  const char* core = preferred_blas_core();
+  if (!core || std::strcmp(core, current) == 0) return false;
+  // OpenBLAS's own choice stands unless it is narrower than the CPU, or the CPU runs narrower
+  // kernels faster (Zen 4, above).
+  if (chosen >= cpu_isa() && !is_amd_family_19h()) return false;
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   setenv("OPENBLAS_CORETYPE", core, 1);
   gotoblas_dynamic_quit();

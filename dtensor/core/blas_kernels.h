@@ -6,7 +6,8 @@
 // 134-154 (n = 1024, one thread). So when the library loads, blas_kernels.cc chooses again by the
 // CPU's features when the detected core uses narrower vectors than the CPU has, as
 // OPENBLAS_CORETYPE would. A user's own OPENBLAS_CORETYPE is left alone; so is an OpenBLAS built
-// for one core (no DYNAMIC_ARCH) and a CPU whose core OpenBLAS already knows.
+// for one core (no DYNAMIC_ARCH) and a CPU whose core OpenBLAS already knows, except AMD's Zen 4,
+// where OpenBLAS picks its AVX-512 kernels and its AVX2 ones run faster (blas_kernels.cc).
 #pragma once
 
 #include <string>
@@ -25,6 +26,8 @@ bool blas_dynamic_arch();
 BlasIsa blas_core_isa(std::string_view core);
 // Returns the widest vector ISA this CPU and its OS support.
 BlasIsa cpu_isa();
+// Returns the OpenBLAS core this CPU runs fastest that this build holds, or null (none known).
+const char* preferred_blas_core();
 // True when the kernels were chosen again at load (OpenBLAS's own choice was older than the CPU).
 // Referenced by init_compute_threads so that every binary running a GEMM links the choice.
 bool blas_kernels_rechosen();
