@@ -124,14 +124,15 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   arena_bytes_ = passes::check_comm_buffer_plan(g_);
   arena_offset_.assign(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) arena_offset_[i] = ir::arena_offset(*nodes[i]);
-  fusions_ = find_epilogue_fusions(g_, arena_offset_);
+  const FusionAnalysis analysis(g_, arena_offset_);
+  fusions_ = find_epilogue_fusions(analysis);
   fusion_of_head_.assign(nodes.size(), -1);
   fusion_of_tail_.assign(nodes.size(), -1);
   for (size_t f = 0; f < fusions_.size(); ++f) {
     fusion_of_head_[size_t(fusions_[f].head)] = int(f);
     fusion_of_tail_[size_t(fusions_[f].tail)] = int(f);
   }
-  rotary_ = find_rotary_fusions(g_, arena_offset_);
+  rotary_ = find_rotary_fusions(analysis);
   rotary_of_tail_.assign(nodes.size(), -1);
   for (size_t f = 0; f < rotary_.size(); ++f) {
     rotary_of_tail_[size_t(rotary_[f].tail)] = int(f);
@@ -141,7 +142,7 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   std::unordered_map<int, size_t> read_by_rotary;
   for (const RotaryFusion& f : rotary_)
     for (const ir::Value* v : {f.x, f.cos, f.sin}) read_by_rotary[v->id] = std::max(read_by_rotary[v->id], size_t(f.tail));
-  gather_joins_ = find_gather_joins(g_, arena_offset_);
+  gather_joins_ = find_gather_joins(analysis);
   gather_join_of_.assign(nodes.size(), -1);
   for (size_t f = 0; f < gather_joins_.size(); ++f) {
     const GatherJoin& j = gather_joins_[f];
@@ -149,8 +150,8 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
   }
   release_after_.assign(nodes.size(), {});
   // A result is released after its last reader (a result nobody reads, right after its node).
-  const ir::UseLists uses(g_);
-  const ir::NodePositions position(g_);
+  const ir::UseLists& uses = analysis.uses;
+  const ir::NodePositions& position = analysis.position;
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const ir::Value* r : nodes[i]->results) {
       if (uses.is_output(r)) continue;  // returned

@@ -3,10 +3,26 @@
 #include <algorithm>
 #include <optional>
 
+#include "dtensor/core/error.h"
 #include "dtensor/ir/op_registry.h"
-#include "dtensor/ir/use_lists.h"
 
 namespace dt::runtime {
+
+FusionAnalysis::FusionAnalysis(const ir::Graph& g, const std::vector<int64_t>& offsets)
+    : graph(g), uses(g), position(g), arena_offset(offsets) {
+  DT_CHECK(offsets.size() == g.nodes().size()) << offsets.size() << " arena offsets for " << g.nodes().size() << " nodes";
+}
+
+const ir::Node* FusionAnalysis::absorbable(const ir::Node* n, const ir::Value* v, const ir::Node* reader) const {
+  if (!n || n->results.size() != 1 || uses.sole_user(v) != reader || arena_offset[position(n)] >= 0) return nullptr;
+  return n;
+}
+
+const ir::Node* FusionAnalysis::sole_user_of_kind(const ir::Value* v, ir::OpKind op) const {
+  const ir::Node* u = uses.sole_user(v);
+  return u && u->op == op ? absorbable(u, v, u) : nullptr;
+}
+
 namespace {
 
 // The activation a linear's epilogue can apply instead of node `n` (OpDef::fusable_activation).
@@ -21,8 +37,7 @@ std::optional<Activation> activation_of(const ir::Node& n) {
 // Matches the rotary chain ending in the add node `tail` (RotaryFusion); nullopt when it is not one.
 class RotaryMatcher {
  public:
-  RotaryMatcher(const ir::UseLists& uses, const ir::NodePositions& position, const std::vector<int64_t>& arena_offset)
-      : uses_(uses), position_(position), arena_offset_(arena_offset) {}
+  explicit RotaryMatcher(const FusionAnalysis& analysis) : analysis_(analysis) {}
 
   std::optional<RotaryFusion> match(const ir::Node& tail) {
     if (tail.op != ir::OpKind::add || tail.operands.size() != 2 || !f32(tail.result())) return std::nullopt;
@@ -38,7 +53,7 @@ class RotaryMatcher {
         for (int j = 0; j < 2; ++j) {
           const size_t kept = members_.size();
           if (rotates(rotated->operands[size_t(j)], x, rotated))
-            return RotaryFusion{int(position_(&tail)), members_, x, cos, rotated->operands[size_t(1 - j)]};
+            return RotaryFusion{int(analysis_.position(&tail)), members_, x, cos, rotated->operands[size_t(1 - j)]};
           members_.resize(kept);
         }
       }
@@ -52,10 +67,8 @@ class RotaryMatcher {
   // The node of op `op` that produced v when its only reader is `reader` (recorded as a member).
   const ir::Node* chain_node(const ir::Value* v, ir::OpKind op, const ir::Node* reader) {
     const ir::Node* n = v->producer;
-    if (!n || n->op != op || n->results.size() != 1 || uses_.sole_user(v) != reader || !f32(v)) return nullptr;
-    const size_t i = position_(n);
-    if (arena_offset_[i] >= 0) return nullptr;
-    members_.push_back(int(i));
+    if (!n || n->op != op || !f32(v) || !analysis_.absorbable(n, v, reader)) return nullptr;
+    members_.push_back(int(analysis_.position(n)));
     return n;
   }
 
@@ -80,9 +93,7 @@ class RotaryMatcher {
     return std::clamp<int64_t>(begin, 0, d) == start;
   }
 
-  const ir::UseLists& uses_;
-  const ir::NodePositions& position_;
-  const std::vector<int64_t>& arena_offset_;
+  const FusionAnalysis& analysis_;
   std::vector<int> members_;
 };
 
@@ -96,40 +107,26 @@ const ir::Value* multiplier(const ir::Node& head, const ir::Node& mul, const ir:
   return !other->producer || int(position(other->producer)) < at ? other : nullptr;
 }
 
-// Returns the node reading `v` when it is v's only reader, of kind `op`, with one result outside
-// the comm arena; else nullptr.
-const ir::Node* sole_user_of_kind(const ir::UseLists& uses, const ir::NodePositions& position,
-                                  const std::vector<int64_t>& arena_offset, const ir::Value* v, ir::OpKind op) {
-  const ir::Node* u = uses.sole_user(v);
-  if (!u || u->op != op || u->results.size() != 1 || arena_offset[position(u)] >= 0) return nullptr;
-  return u;
-}
-
 }  // namespace
 
-std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
-  const ir::UseLists uses(graph);
-  const ir::NodePositions position(graph);
-  RotaryMatcher matcher(uses, position, arena_offset);
+std::vector<RotaryFusion> find_rotary_fusions(const FusionAnalysis& analysis) {
+  RotaryMatcher matcher(analysis);
   std::vector<RotaryFusion> out;
-  const auto& nodes = graph.nodes();
+  const auto& nodes = analysis.graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i)
-    if (arena_offset[i] < 0)
+    if (analysis.arena_offset[i] < 0)
       if (auto f = matcher.match(*nodes[i])) out.push_back(std::move(*f));
   return out;
 }
 
-std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
-  const auto& nodes = graph.nodes();
-  const ir::UseLists uses(graph);
-  const ir::NodePositions position(graph);
+std::vector<GatherJoin> find_gather_joins(const FusionAnalysis& analysis) {
+  const auto& nodes = analysis.graph.nodes();
+  const ir::NodePositions& position = analysis.position;
   std::vector<GatherJoin> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& g = *nodes[i];
-    if (g.op != ir::OpKind::all_gather_into_tensor || arena_offset[i] >= 0) continue;
-    auto next = [&](const ir::Node* n, ir::OpKind op) {
-      return n ? sole_user_of_kind(uses, position, arena_offset, n->result(), op) : nullptr;
-    };
+    if (g.op != ir::OpKind::all_gather_into_tensor || analysis.arena_offset[i] >= 0) continue;
+    auto next = [&](const ir::Node* n, ir::OpKind op) { return n ? analysis.sole_user_of_kind(n->result(), op) : nullptr; };
     const ir::Node* w = next(&g, ir::OpKind::wait_tensor);
     const ir::Node* v = next(w, ir::OpKind::view);
     const ir::Node* p = next(v, ir::OpKind::permute);
@@ -159,22 +156,19 @@ std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vec
   return out;
 }
 
-std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset) {
-  const auto& nodes = graph.nodes();
-  const ir::UseLists uses(graph);
-  const ir::NodePositions position(graph);
+std::vector<EpilogueFusion> find_epilogue_fusions(const FusionAnalysis& analysis) {
+  const auto& nodes = analysis.graph.nodes();
   std::vector<EpilogueFusion> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = *nodes[i];
-    if (n.op != ir::OpKind::linear || n.results.size() != 1 || arena_offset[i] >= 0) continue;
+    if (n.op != ir::OpKind::linear || n.results.size() != 1 || analysis.arena_offset[i] >= 0) continue;
     const ir::Value& r = *n.result();
-    const ir::Node* only = uses.sole_user(&r);
+    const ir::Node* only = analysis.uses.sole_user(&r);
     // bf16 too: its epilogue rounds before and after the activation, as the two ops would.
-    if ((r.type.dtype != DType::f32 && r.type.dtype != DType::bf16) || !only) continue;
-    const int j = int(position(only));
+    if ((r.type.dtype != DType::f32 && r.type.dtype != DType::bf16) || !analysis.absorbable(only, &r, only)) continue;
+    const int j = int(analysis.position(only));
     const ir::Node& t = *only;
-    if (arena_offset[size_t(j)] >= 0 || t.results.size() != 1) continue;
-    if (const ir::Value* times = multiplier(n, t, position, int(i))) {
+    if (const ir::Value* times = multiplier(n, t, analysis.position, int(i))) {
       out.push_back({int(i), j, Activation::none, times});
       continue;
     }
@@ -188,7 +182,7 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const 
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph) {
   std::vector<int64_t> offsets;
   for (const ir::Node* n : graph.nodes()) offsets.push_back(ir::arena_offset(*n));
-  return find_epilogue_fusions(graph, offsets);
+  return find_epilogue_fusions(FusionAnalysis(graph, offsets));
 }
 
 }  // namespace dt::runtime

@@ -21,8 +21,28 @@
 
 #include "dtensor/kernels/ops.h"
 #include "dtensor/ir/graph.h"
+#include "dtensor/ir/use_lists.h"
 
 namespace dt::runtime {
+
+// What every fusion finder asks of the graph, built once per graph: the readers of each value,
+// each node's position and which nodes write into the comm arena (`arena_offset`, one entry per
+// node, -1: not placed in the arena; the caller's vector, which must outlive this).
+struct FusionAnalysis {
+  FusionAnalysis(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+
+  // Returns `n` when it is a node with one result outside the comm arena and `reader` is the only
+  // reader of v; else null. The chains the fusions absorb are linked by such edges v -> reader:
+  // matched from the reader's end, n is v's producer; from the producer's end, n is the reader.
+  const ir::Node* absorbable(const ir::Node* n, const ir::Value* v, const ir::Node* reader) const;
+  // Returns v's only reader when it is an `op` node absorbable as above, else null.
+  const ir::Node* sole_user_of_kind(const ir::Value* v, ir::OpKind op) const;
+
+  const ir::Graph& graph;
+  const ir::UseLists uses;
+  const ir::NodePositions position;
+  const std::vector<int64_t>& arena_offset;
+};
 
 struct EpilogueFusion {
   int head = -1;  // the linear node
@@ -46,17 +66,16 @@ struct RotaryFusion {
   const ir::Value* sin = nullptr;
 };
 
-// Returns the rotary embedding chains of `graph` (arena_offset as below).
-std::vector<RotaryFusion> find_rotary_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+// Returns the rotary embedding chains of the analysed graph.
+std::vector<RotaryFusion> find_rotary_fusions(const FusionAnalysis& analysis);
 
 // A bias-free f32 linear whose only reader is a mul by a tensor of its shape that exists before the
 // linear runs (Llama's SwiGLU, silu(gate) * up: the mul reads a [tokens, intermediate] tensor
 // back after the GEMM wrote it) fuses the same way: the product is taken on each GEMM panel in
 // cache (dt::linear_mul; 4 muls of 6 MB each in the Llama above).
 //
-// Returns the linear + activation pairs of `graph` that can run as one kernel. `arena_offset` has
-// one entry per node (-1: not placed in the comm arena).
-std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+// Returns the linear + activation pairs of the analysed graph that can run as one kernel.
+std::vector<EpilogueFusion> find_epilogue_fusions(const FusionAnalysis& analysis);
 // The same with the nodes' own arena_offset attributes (what an Interpreter of `graph` fuses).
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph);
 
@@ -74,6 +93,6 @@ struct GatherJoin {
   int view = -1, permute = -1, join = -1;  // skipped: the join's result is written by the gather
   int64_t dim = 0;             // the gathered dim of the join's result
 };
-std::vector<GatherJoin> find_gather_joins(const ir::Graph& graph, const std::vector<int64_t>& arena_offset);
+std::vector<GatherJoin> find_gather_joins(const FusionAnalysis& analysis);
 
 }  // namespace dt::runtime
