@@ -1,6 +1,9 @@
 #include "dtensor/core/blas_kernels.h"
 
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -40,19 +43,11 @@ bool has_avx2() {
 #endif
 }
 
-bool has_avx512_bf16() {
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 11
-  return __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
-}
-
 // The newest core this build holds for the CPU's ISA, or null (nothing better to choose).
 const char* best_core_for_cpu() {
   const BlasIsa cpu = cpu_isa();
   if (cpu == BlasIsa::avx512) {
-    if (has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
+    if (cpu_has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
     if (&gotoblas_SKYLAKEX) return "SkylakeX";
   }
   if (cpu >= BlasIsa::avx2 && &gotoblas_HASWELL) return "Haswell";
@@ -107,6 +102,27 @@ BlasIsa cpu_isa() {
   if (has_avx512()) return BlasIsa::avx512;
   if (has_avx2()) return BlasIsa::avx2;
   return BlasIsa::pre_avx2;
+}
+
+bool cpu_has_avx512_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 11
+  return has_avx512() && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+int amd_cpu_family() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return -1;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return -1;
+  const int family = int((eax >> 8) & 0xf);
+  return family == 0xf ? family + int((eax >> 20) & 0xff) : family;
+#else
+  return -1;
+#endif
 }
 
 bool blas_kernels_rechosen() { return g_rechosen; }
