@@ -4,8 +4,8 @@
 // pair: acc[j] += a[2p] * b[2p][j] + a[2p+1] * b[2p+1][j]. So both operands are packed in pairs of k:
 //   - B (kc x nc block) into panels of kNr = 32 columns; a panel holds, for each k pair p, 32 words
 //     (one per column) of (b[2p][j], b[2p+1][j]): 128 bytes, two zmm loads;
-//   - A (mc x kc block) into panels of kMr = 12 rows; for each k pair, 12 words (a[i][2p], a[i][2p+1]),
-//     each broadcast to all 16 lanes.
+//   - A (mc x kc block) into rows of pair words (a[i][2p], a[i][2p+1]), a fixed kKc / 2 words
+//     apart; the micro-kernel broadcasts each word to all 16 lanes.
 // The micro-kernel keeps a 12 x 32 tile of C in 24 zmm accumulators and runs one vdpbf16ps per
 // (row, half) per k pair. A pair past an odd k, rows past m and columns past n are packed as zeros,
 // so every tile runs the same instruction sequence and only stores are masked.
@@ -44,62 +44,111 @@ static_assert(kKc % 2 == 0 && kMc % kMr == 0 && kNc % kNr == 0);
 
 #define DT_BF16_DOT_TARGET __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl")))
 
-// Returns the 16-bit pattern of (p, j)'s element, or 0 past the matrix (padding).
-inline uint32_t bits_at(const uint16_t* x, int64_t rs, int64_t cs, int64_t rows, int64_t cols, int64_t r, int64_t c) {
-  return r < rows && c < cols ? x[r * rs + c * cs] : 0;
+// Packs column half [jh, jh + 16) of one B panel (16 of its 32 words per pair) from any strides:
+// the fallback for views that are neither row-major nor transposed (direct callers only; gemm()
+// hands over one of the two).
+void pack_b_half_strided(const uint16_t* b, int64_t rs, int64_t cs, int64_t n, int64_t k_end, int64_t k0,
+                         int64_t pairs, int64_t jh, uint32_t* half) {
+  for (int64_t jj = 0; jj < 16; ++jj)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t j = jh + jj, r = k0 + 2 * p;
+      const uint32_t lo = j < n ? b[r * rs + j * cs] : 0, hi = j < n && r + 1 < k_end ? b[(r + 1) * rs + j * cs] : 0;
+      half[p * kNr + jj] = lo | hi << 16;
+    }
+}
+
+// GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_epi32(), which
+// -Wmaybe-uninitialized flags once they are inlined here; no value is read uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Transposes 16 x 16 32-bit words in place: r[i] lane j becomes r[j] lane i.
+DT_BF16_DOT_TARGET void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of words
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks within each 128-bit lane
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {  // then the 4 x 4 grid of 128-bit lanes
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+  }
 }
 
 // Packs b's k rows [k0, k0 + kc) and columns [j0, j0 + nc) as pair words, panel by panel
-// (layout above). A linear's weight.T (b_rs == 1) reads each column's pairs as one 32-bit word.
-void pack_b(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int64_t k0, int64_t kc, int64_t j0,
-            int64_t nc, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
+// (layout above); columns past n and a pair past an odd k are zeros. Two layouts are vectorised:
+// a linear's weight.T (rs == 1: a column's pairs are adjacent words, so 16 columns x 16 pairs are
+// loaded and transposed) and a row-major b (cs == 1: rows 2p and 2p + 1 interleaved 16-bit by
+// 16-bit).
+DT_BF16_DOT_TARGET void pack_b(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int64_t k0,
+                               int64_t kc, int64_t j0, int64_t nc, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2, k_end = std::min(k, k0 + kc);
+  alignas(64) static const uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     uint32_t* panel = out + jp * pairs;  // jp / kNr panels of pairs * kNr words before it
-    for (int64_t jj = 0; jj < kNr; ++jj) {
-      const int64_t j = j0 + jp + jj;
-      if (j >= n) {
-        for (int64_t p = 0; p < pairs; ++p) panel[p * kNr + jj] = 0;
-        continue;
-      }
-      const uint16_t* col = b + j * cs;
-      int64_t p = 0;
-      if (rs == 1)  // whole pairs are adjacent 16-bit values
-        for (; p < pairs && k0 + 2 * p + 1 < k; ++p) std::memcpy(&panel[p * kNr + jj], col + k0 + 2 * p, 4);
-      for (; p < pairs; ++p) {
-        const int64_t r = k0 + 2 * p;
-        panel[p * kNr + jj] = bits_at(col, rs, 0, k, 1, r, 0) | bits_at(col, rs, 0, k, 1, r + 1, 0) << 16;
-      }
-    }
-  }
-}
-
-// Packs a's rows [i0, i0 + mc) and k [k0, k0 + kc) as pair words, kMr rows per panel (rows past m
-// are zeros).
-void pack_a(const uint16_t* a, int64_t rs, int64_t cs, int64_t m, int64_t k, int64_t i0, int64_t mc, int64_t k0,
-            int64_t kc, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t ip = 0; ip < mc; ip += kMr) {
-    uint32_t* panel = out + ip * pairs;
-    for (int64_t ii = 0; ii < kMr; ++ii) {
-      const int64_t i = i0 + ip + ii;
-      if (i >= m) {
-        for (int64_t p = 0; p < pairs; ++p) panel[p * kMr + ii] = 0;
-        continue;
-      }
-      const uint16_t* row = a + i * rs;
-      int64_t p = 0;
-      if (cs == 1)
-        for (; p < pairs && k0 + 2 * p + 1 < k; ++p) std::memcpy(&panel[p * kMr + ii], row + k0 + 2 * p, 4);
-      for (; p < pairs; ++p) {
-        const int64_t r = k0 + 2 * p;
-        panel[p * kMr + ii] = bits_at(row, 0, cs, 1, k, 0, r) | bits_at(row, 0, cs, 1, k, 0, r + 1) << 16;
+    for (int64_t jh = j0 + jp, h = 0; h < 2; ++h, jh += 16) {
+      uint32_t* half = panel + 16 * h;
+      const int64_t cols = std::clamp<int64_t>(n - jh, 0, 16);
+      if (rs == 1) {
+        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+          const int64_t values = std::min<int64_t>(32, k_end - k0 - 2 * p0);  // bf16 of k in this chunk
+          const __mmask32 kmask = values >= 32 ? ~__mmask32(0) : __mmask32((1u << values) - 1);
+          __m512i r[16];
+          for (int64_t jj = 0; jj < 16; ++jj)
+            r[jj] = jj < cols ? _mm512_maskz_loadu_epi16(kmask, b + (jh + jj) * cs + k0 + 2 * p0) : _mm512_setzero_si512();
+          transpose_16x16(r);
+          for (int64_t q = 0; q < std::min<int64_t>(16, pairs - p0); ++q)
+            _mm512_storeu_si512(half + (p0 + q) * kNr, r[q]);
+        }
+      } else if (cs == 1) {
+        const __mmask32 cmask = __mmask32((1u << cols) - 1);
+        for (int64_t p = 0; p < pairs; ++p) {
+          const int64_t r = k0 + 2 * p;
+          const __m512i lo = _mm512_maskz_loadu_epi16(cmask, b + r * rs + jh);
+          const __m512i hi = r + 1 < k_end ? _mm512_maskz_loadu_epi16(cmask, b + (r + 1) * rs + jh) : _mm512_setzero_si512();
+          _mm512_storeu_si512(half + p * kNr, _mm512_permutex2var_epi16(lo, interleave, hi));
+        }
+      } else {
+        pack_b_half_strided(b, rs, cs, n, k_end, k0, pairs, jh, half);
       }
     }
   }
 }
 
-// The C tile's rows [0, Rows) of a packed A panel times a packed B panel over `pairs` k pairs, into
+#pragma GCC diagnostic pop
+
+// Packs a's rows [i0, i0 + mc) and k [k0, k0 + kc) as rows of pair words, kKc / 2 words apart
+// (a fixed stride, so that the micro-kernel addresses all its rows from one pointer with constant
+// offsets); a pair past an odd k is zero-padded. A row-major a is a plain copy of each row.
+void pack_a(const uint16_t* a, int64_t rs, int64_t cs, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+            uint32_t* out) {
+  for (int64_t i = 0; i < mc; ++i) {
+    const uint16_t* row = a + (i0 + i) * rs;
+    auto* dst = reinterpret_cast<uint16_t*>(out + i * (kKc / 2));
+    if (cs == 1) {
+      std::memcpy(dst, row + k0, size_t(kc) * 2);
+    } else {
+      for (int64_t p = 0; p < kc; ++p) dst[p] = row[(k0 + p) * cs];
+    }
+    if (kc % 2) dst[kc] = 0;
+  }
+}
+
+// The C tile's rows [0, Rows) of packed A rows (pa: the first, kKc / 2 words apart) times a packed B panel over `pairs` k pairs, into
 // c (row stride ldc) under the column masks. Every accumulator sees the same instruction sequence
 // whatever Rows is, so a tail tile's values are the full tile's.
 template <int Rows>
@@ -114,11 +163,11 @@ DT_BF16_DOT_TARGET void micro_kernel(int64_t pairs, const uint32_t* pa, const ui
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < Rows; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pa[i]));
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pa[i * (kKc / 2)]));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
-    pa += kMr;
+    pa += 1;
     pb += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -199,15 +248,15 @@ void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, 
       const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
       pack_b(b16, b_rs, b_cs, k, n, k0, kc, j0, nc_padded, buf.b.get());
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-        const int64_t mc = std::min(kMc, m - i0), mc_padded = (mc + kMr - 1) / kMr * kMr;
-        pack_a(a16, a_rs, a_cs, m, k, i0, mc_padded, k0, kc, buf.a.get());
+        const int64_t mc = std::min(kMc, m - i0);
+        pack_a(a16, a_rs, a_cs, i0, mc, k0, kc, buf.a.get());
         for (int64_t jp = 0; jp < nc; jp += kNr) {
           const int64_t cols = std::min(kNr, nc - jp);
           const auto mask0 = __mmask16(cols >= 16 ? 0xffff : (1u << cols) - 1);
           const auto mask1 = __mmask16(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
           for (int64_t ip = 0; ip < mc; ip += kMr) {
             const int64_t rows = std::min(kMr, mc - ip);
-            kMicroKernels[size_t(rows - 1)](pairs, buf.a.get() + ip * pairs, buf.b.get() + jp * pairs,
+            kMicroKernels[size_t(rows - 1)](pairs, buf.a.get() + ip * (kKc / 2), buf.b.get() + jp * pairs,
                                             c + (i0 + ip) * ldc + j0 + jp, ldc, mask0, mask1, alpha, k0 == 0, beta);
           }
         }
