@@ -1,7 +1,8 @@
 // Microbenchmarks of the main CPU kernels (Google Benchmark).
 //
 //   GEMM:       dt::mm on f32 square matrices; reports FLOP/s (2 n^3 per product), with the
-//               default one BLAS thread and with two; and on bf16 ones. BM_PeakF32Fma /
+//               default one BLAS thread and with two; and on bf16 ones (bf16:1 on the path this CPU
+//               takes, bf16:2 widened to f32 for sgemm, bf16:3 the vdpbf16ps kernel). BM_PeakF32Fma /
 //               BM_PeakBf16Dot: the core's peak rates of the f32 FMA and the bf16 dot instruction.
 //   add vs memcpy at 64 MiB: bytes_per_second counts the 64 MiB output per iteration for both, so
 //               the two rates compare directly; dt::add also reads two inputs and allocates its
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <limits>
 
+#include "dtensor/kernels/gemm_bf16_dot.h"
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_attention_reference.h"
 #include "dtensor/kernels/ops_grad.h"
@@ -39,9 +41,16 @@ constexpr int64_t k64MiB = int64_t(64) << 20;
 
 void BM_Gemm(benchmark::State& state) {
   const int64_t n = state.range(0);
-  dt::set_compute_threads(int(state.range(1)));
+  // f32 threads are OpenBLAS's; the bf16 paths split rows over the rank's pool as --threads does.
+  if (state.range(2)) dt::set_threads_per_rank(int(state.range(1)));
+  else dt::set_compute_threads(int(state.range(1)));
   dt::Generator gen(1);
   const dt::DType dtype = state.range(2) ? dt::DType::bf16 : dt::DType::f32;
+  if (state.range(2) == 3 && !dt::bf16_dot_supported()) return state.SkipWithError("no AVX512-BF16");
+  const dt::Bf16GemmPath path = state.range(2) == 2   ? dt::Bf16GemmPath::widen
+                                : state.range(2) == 3 ? dt::Bf16GemmPath::dot
+                                                      : dt::bf16_gemm_path();
+  dt::ScopedBf16GemmPath scoped(path);
   dt::Tensor a = dt::rand({n, n}, gen, dtype), b = dt::rand({n, n}, gen, dtype);
   for (auto _ : state) {
     dt::Tensor c = dt::mm(a, b);
@@ -50,9 +59,10 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["FLOPS"] =
       benchmark::Counter(2.0 * double(n) * double(n) * double(n), benchmark::Counter::kIsIterationInvariantRate);
   dt::set_compute_threads(1);
+  dt::set_threads_per_rank(1);
 }
 BENCHMARK(BM_Gemm)->ArgNames({"n", "threads", "bf16"})->Args({512, 1, 0})->Args({1024, 1, 0})->Args({1024, 2, 0})
-    ->Args({1024, 1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({1024, 1, 1})->Args({1024, 1, 2})->Args({1024, 1, 3})->Args({1024, 2, 3})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The core's peak rates of the two multiply-add instructions a bf16 GEMM could use: AVX-512 f32
 // FMA (vfmadd231ps, 32 FLOP) and AVX512-BF16's pair dot product (vdpbf16ps, 64 FLOP: 16 lanes of

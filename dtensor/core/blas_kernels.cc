@@ -44,41 +44,19 @@ bool has_avx2() {
 #endif
 }
 
-bool has_avx512_bf16() {
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 11
-  return __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
-}
-
 // True on AMD's Zen 3 and Zen 4 (family 0x19). Zen 4 has AVX-512 but executes a 512-bit FMA as two
 // 256-bit halves, so AVX-512 kernels gain no arithmetic there; OpenBLAS's AVX2 sgemm (Haswell's) ran
 // 3-7 % faster than the Cooperlake kernels OpenBLAS 0.3.21 itself picks (kernels_bench BM_Gemm,
 // n = 512 and 1024, one thread: 105.9-109.1 vs 100.0-103.5 GFLOP/s, alternating; its "Zen" table,
 // the same kernels with other block sizes, 81.6-105.7). Zen 5 (0x1a) has full-width 512-bit units.
-bool is_amd_family_19h() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  const unsigned base = (eax >> 8) & 0xf, extended = (eax >> 20) & 0xff;
-  return base == 0xf && base + extended == 0x19;
-#else
-  return false;
-#endif
-}
+bool is_amd_family_19h() { return amd_cpu_family() == 0x19; }
 
 }  // namespace
 
 const char* preferred_blas_core() {
   const BlasIsa cpu = cpu_isa();
   if (cpu == BlasIsa::avx512 && !is_amd_family_19h()) {
-    if (has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
+    if (cpu_has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
     if (&gotoblas_SKYLAKEX) return "SkylakeX";
   }
   if (cpu >= BlasIsa::avx2 && &gotoblas_HASWELL) return "Haswell";
@@ -139,6 +117,27 @@ BlasIsa cpu_isa() {
   if (has_avx512()) return BlasIsa::avx512;
   if (has_avx2()) return BlasIsa::avx2;
   return BlasIsa::pre_avx2;
+}
+
+bool cpu_has_avx512_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 11
+  return has_avx512() && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+int amd_cpu_family() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return -1;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return -1;
+  const int family = int((eax >> 8) & 0xf);
+  return family == 0xf ? family + int((eax >> 20) & 0xff) : family;
+#else
+  return -1;
+#endif
 }
 
 bool blas_kernels_rechosen() { return g_rechosen; }

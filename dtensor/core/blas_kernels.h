@@ -28,6 +28,11 @@ BlasIsa blas_core_isa(std::string_view core);
 BlasIsa cpu_isa();
 // Returns the OpenBLAS core this CPU runs fastest that this build holds, or null (none known).
 const char* preferred_blas_core();
+// True when this CPU and its OS support AVX512-BF16 (vdpbf16ps) besides AVX-512 F/BW/VL/DQ.
+bool cpu_has_avx512_bf16();
+// Returns the CPU family (CPUID leaf 1, extended family added: 0x19 = AMD Zen 3/4, 6 = Intel Core)
+// when the vendor is AMD, else -1.
+int amd_cpu_family();
 // True when the kernels were chosen again at load (OpenBLAS's own choice was older than the CPU).
 // Referenced by init_compute_threads so that every binary running a GEMM links the choice.
 bool blas_kernels_rechosen();

@@ -2,8 +2,9 @@
 //
 // gemm() takes 2-d operands in any layout: a row-major view (unit column stride) is passed as is,
 // a plain transpose (unit row stride) with the transposed flag, anything else (expanded, sliced
-// with steps) is first copied contiguous. f32/f64 call cblas_sgemm/cblas_dgemm; bf16/f16 operands
-// are converted to f32, multiplied, and the result rounded once on store (bf16: gemm_bf16 below). With one BLAS thread
+// with steps) is first copied contiguous. f32/f64 call cblas_sgemm/cblas_dgemm; bf16 operands go
+// to the vdpbf16ps kernel (gemm_bf16_dot.h) or are widened to f32 for sgemm, f16 operands are
+// widened; either way the result is rounded once on store (bf16: gemm_bf16 below). With one BLAS thread
 // (threading.h) OpenBLAS's result depends only on the operands and shapes, so results are
 // bitwise reproducible and ranks calling concurrently do not interfere.
 #include <cblas.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "dtensor/kernels/elementwise.h"
+#include "dtensor/kernels/gemm_bf16_dot.h"
 #include "dtensor/kernels/gemm_panels.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/parallel.h"
@@ -59,7 +61,8 @@ void round_through_bf16(float* p, int64_t n) {
 }
 
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
-// all of the same floating dtype T in {float, double}; `init` ([m, n], any layout and dtype) is
+// all of the same floating dtype T in {float, double}, or bf16 a and b with an f32 c (multiplied by
+// gemm_bf16_dot; the caller checked the CPU has it); `init` ([m, n], any layout and dtype) is
 // read only when beta != 0 (undefined: c's own contents are the seed). Each row panel is seeded from init, multiplied and activated in turn
 // (the epilogue), so the output is visited once while in cache rather than once per step. act is
 // none unless T is float. With `round_to` (T float only), each finished row panel is also rounded
@@ -107,18 +110,33 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
   for (int64_t v : {m, n, k, ao.ld, bo.ld})
     if (v > std::numeric_limits<blasint>::max())
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
+  const bool bf16_dot = a.dtype() == DType::bf16;
+  DT_CHECK(bf16_dot == (b.dtype() == DType::bf16) && (bf16_dot || a.dtype() == c.dtype()))
+      << "gemm of " << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << " into " << dtype_name(c.dtype());
   const T* ap = static_cast<const T*>(av.raw_data());
   const T* bp = static_cast<const T*>(bv.raw_data());
   // Rows [r0, r1) of C from the same rows of A (row-major; a transposed A stores element (i, j)
   // at i + j * ld).
   auto panel = [&](int64_t r0, int64_t r1) {
     seed_rows(r0, r1);
-    const T* a0 = ap + (ao.trans == CblasNoTrans ? r0 * ao.ld : r0);
+    const int64_t a_offset = ao.trans == CblasNoTrans ? r0 * ao.ld : r0;
     if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), a0,
+      if (bf16_dot) {
+        // The (row, column) strides of a BLAS operand.
+        const auto strides = [](const BlasOperand& o) {
+          return o.trans == CblasNoTrans ? std::pair<int64_t, int64_t>{o.ld, 1} : std::pair<int64_t, int64_t>{1, o.ld};
+        };
+        const auto [a_rs, a_cs] = strides(ao);
+        const auto [b_rs, b_cs] = strides(bo);
+        gemm_bf16_dot(r1 - r0, n, k, float(alpha), static_cast<const bf16*>(av.raw_data()) + a_offset, a_rs, a_cs,
+                      static_cast<const bf16*>(bv.raw_data()), b_rs, b_cs, float(beta), cp + r0 * n, n);
+        epilogue(r0, r1);
+        return;
+      }
+      cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), ap + a_offset,
                   blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp + r0 * n, blasint(n));
     } else {
-      cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, a0,
+      cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, ap + a_offset,
                   blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * n, blasint(n));
     }
     epilogue(r0, r1);
@@ -190,16 +208,21 @@ Tensor widen_operand(const Tensor& t, int i) {
 }
 
 // act(alpha * a @ b + beta * init) for 2-d bf16 a and b, rounded once to bf16. The products of
-// bf16 values are exact in f32 and the sum accumulates in f32, as PyTorch's CPU bf16 matmul does.
-// Not AVX512-BF16's dot product (vdpbf16ps): on this project's host (a Xeon with AVX512-BF16, no
-// AMX exposed) it retires at half the f32 FMA rate, 86 vs 175 GFLOP/s (kernels_bench
-// BM_PeakBf16Dot / BM_PeakF32Fma), so sgemm on the widened operands is the faster bf16 GEMM there;
-// and Debian's OpenBLAS 0.3.21 declares cblas_sbgemm but is built without it.
+// bf16 values are exact in f32 and the sum accumulates in f32, as PyTorch's CPU bf16 matmul does,
+// by one of two paths (bf16_gemm_path):
+//  - dot: AVX512-BF16's pair dot product (vdpbf16ps) on the bf16 operands, gemm_bf16_dot.h. On the
+//    AMD EPYC host (Zen 4) it retires at twice the f32 FMA rate, 234 vs 117 GFLOP/s (kernels_bench
+//    BM_PeakBf16Dot / BM_PeakF32Fma).
+//  - widen: sgemm on the operands widened to f32. On the earlier Xeon host (AVX512-BF16, no AMX
+//    exposed) vdpbf16ps retires at half the f32 FMA rate, 86 vs 175 GFLOP/s, so this is the faster
+//    bf16 GEMM there, and the only one on CPUs without AVX512-BF16. Debian's OpenBLAS 0.3.21
+//    declares cblas_sbgemm but is built without it.
 Tensor gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta, Activation act) {
   const int64_t m = a.shape()[0], n = b.shape()[1];
   Tensor out = Tensor::uninitialized({m, n}, DType::bf16);
   if (m == 0 || n == 0) return out;
-  const Tensor aw = widen_operand(a, 0), bw = widen_operand(b, 1);
+  const bool dot = bf16_gemm_path() == Bf16GemmPath::dot;
+  const Tensor aw = dot ? a : widen_operand(a, 0), bw = dot ? b : widen_operand(b, 1);
   // A bias (a row expanded over m) is widened once; other seeds are read through copy_.
   Tensor seed = init;
   if (init.defined() && beta != 0 && init.strides()[0] == 0 && init.strides()[1] == 1)

@@ -7,6 +7,7 @@
 #include "tests/support/ops_test_util.h"
 #include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/threading.h"
+#include "dtensor/kernels/gemm_bf16_dot.h"
 
 namespace dt {
 namespace {
@@ -193,18 +194,23 @@ void expect_linear_act_is_activation_of_linear(DType dtype) {
 // after it, as the two bf16 ops round), at an uneven 3-d size, with and without bias, and refuses
 // other dtypes.
 TEST(OpsMatmul, LinearActIsBitwiseTheActivationOfLinear) {
-  for (const DType dtype : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    expect_linear_act_is_activation_of_linear(dtype);
+  expect_linear_act_is_activation_of_linear(DType::f32);
+  for (const Bf16GemmPath path : {Bf16GemmPath::widen, Bf16GemmPath::dot}) {
+    if (path == Bf16GemmPath::dot && !bf16_dot_supported()) continue;  // the widen path is then the only one
+    SCOPED_TRACE(path == Bf16GemmPath::dot ? "bf16, dot" : "bf16, widen");
+    ScopedBf16GemmPath scoped(path);
+    expect_linear_act_is_activation_of_linear(DType::bf16);
   }
   const Tensor x = uniform({3, 37, 29}, DType::f32, 21, -2, 2), w = uniform({53, 29}, DType::f32, 22, -1, 1);
   EXPECT_THROW(linear_act(x.to(DType::f16), w.to(DType::f16), Tensor(), Activation::gelu), DTypeError);
 }
 
-// bf16 GEMMs are the f32 GEMMs of the widened operands (exact: every bf16 is an f32) rounded once
-// to bf16, bit for bit: plain, transposed (a linear's weight) and strided operands, with a bias,
-// alpha and beta, a 1-d operand and an empty sum.
+// On the widen path, bf16 GEMMs are the f32 GEMMs of the widened operands (exact: every bf16 is an
+// f32) rounded once to bf16, bit for bit: plain, transposed (a linear's weight) and strided
+// operands, with a bias, alpha and beta, a 1-d operand and an empty sum. (The dot path adds in
+// another order: gemm_bf16_dot_test compares the two.)
 TEST(OpsMatmul, Bf16GemmIsTheF32GemmOfTheWidenedOperandsRoundedOnce) {
+  ScopedBf16GemmPath path(Bf16GemmPath::widen);
   const auto bf = [](const Tensor& t) { return t.to(DType::bf16); };
   const auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
   const Tensor a = bf(uniform({70, 131}, DType::f32, 31, -2, 2)), b = bf(uniform({131, 45}, DType::f32, 32, -1, 1));

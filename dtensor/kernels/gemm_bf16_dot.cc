@@ -1,0 +1,268 @@
+// The vdpbf16ps GEMM: a Goto-style blocked GEMM whose inner step multiplies pairs of k.
+//
+// vdpbf16ps takes two vectors of 16 bf16 pairs and adds to each f32 lane the two products of its
+// pair: acc[j] += a[2p] * b[2p][j] + a[2p+1] * b[2p+1][j]. So both operands are packed in pairs of k:
+//   - B (kc x nc block) into panels of kNr = 32 columns; a panel holds, for each k pair p, 32 words
+//     (one per column) of (b[2p][j], b[2p+1][j]): 128 bytes, two zmm loads;
+//   - A (mc x kc block) into rows of pair words (a[i][2p], a[i][2p+1]), a fixed kKc / 2 words
+//     apart; the micro-kernel broadcasts each word to all 16 lanes.
+// The micro-kernel keeps a 12 x 32 tile of C in 24 zmm accumulators and runs one vdpbf16ps per
+// (row, half) per k pair. A pair past an odd k, rows past m and columns past n are packed as zeros,
+// so every tile runs the same instruction sequence and only stores are masked.
+//
+// Worked example, k = 5, block kc = 5: pairs p = 0, 1, 2 hold k (0, 1), (2, 3), (4, pad 0).
+//
+// Loop order and block sizes (BLIS's): for each nc block of columns, for each kc block of k, pack
+// B's block (kKc x kNc: 128 pairs x 2048 columns, 1 MiB, read from L2/L3); for each mc block of rows
+// pack A's block (kMc x kKc = 240 x 256: 120 KiB, stays in L2); then for each 32-column panel of B
+// (16 KiB, stays in L1) run the 12-row tiles of A down it. C accumulates across kc blocks in
+// memory: the first block stores beta * c + alpha * acc, later ones c + alpha * acc. The blocks
+// depend only on k and n, never on m, which is why any split of the rows gives the same bits.
+#include "dtensor/kernels/gemm_bf16_dot.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "dtensor/core/blas_kernels.h"
+#include "dtensor/core/error.h"
+
+namespace dt {
+
+namespace {
+
+constexpr int64_t kMr = 12, kNr = 32;
+constexpr int64_t kKc = 256, kMc = 240, kNc = 2048;  // kKc even: blocks start on a pair
+static_assert(kKc % 2 == 0 && kMc % kMr == 0 && kNc % kNr == 0);
+
+#define DT_BF16_DOT_TARGET __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl")))
+
+// Packs column half [jh, jh + 16) of one B panel (16 of its 32 words per pair) from any strides:
+// the fallback for views that are neither row-major nor transposed (direct callers only; gemm()
+// hands over one of the two).
+void pack_b_half_strided(const uint16_t* b, int64_t rs, int64_t cs, int64_t n, int64_t k_end, int64_t k0,
+                         int64_t pairs, int64_t jh, uint32_t* half) {
+  for (int64_t jj = 0; jj < 16; ++jj)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t j = jh + jj, r = k0 + 2 * p;
+      const uint32_t lo = j < n ? b[r * rs + j * cs] : 0, hi = j < n && r + 1 < k_end ? b[(r + 1) * rs + j * cs] : 0;
+      half[p * kNr + jj] = lo | hi << 16;
+    }
+}
+
+// GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_epi32(), which
+// -Wmaybe-uninitialized flags once they are inlined here; no value is read uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Transposes 16 x 16 32-bit words in place: r[i] lane j becomes r[j] lane i.
+DT_BF16_DOT_TARGET void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of words
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks within each 128-bit lane
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {  // then the 4 x 4 grid of 128-bit lanes
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// Packs b's k rows [k0, k0 + kc) and columns [j0, j0 + nc) as pair words, panel by panel
+// (layout above); columns past n and a pair past an odd k are zeros. Two layouts are vectorised:
+// a linear's weight.T (rs == 1: a column's pairs are adjacent words, so 16 columns x 16 pairs are
+// loaded and transposed) and a row-major b (cs == 1: rows 2p and 2p + 1 interleaved 16-bit by
+// 16-bit).
+DT_BF16_DOT_TARGET void pack_b(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, int64_t k0,
+                               int64_t kc, int64_t j0, int64_t nc, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2, k_end = std::min(k, k0 + kc);
+  alignas(64) static const uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t jp = 0; jp < nc; jp += kNr) {
+    uint32_t* panel = out + jp * pairs;  // jp / kNr panels of pairs * kNr words before it
+    for (int64_t jh = j0 + jp, h = 0; h < 2; ++h, jh += 16) {
+      uint32_t* half = panel + 16 * h;
+      const int64_t cols = std::clamp<int64_t>(n - jh, 0, 16);
+      if (rs == 1) {
+        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+          const int64_t values = std::min<int64_t>(32, k_end - k0 - 2 * p0);  // bf16 of k in this chunk
+          const __mmask32 kmask = values >= 32 ? ~__mmask32(0) : __mmask32((1u << values) - 1);
+          __m512i r[16];
+          for (int64_t jj = 0; jj < 16; ++jj)
+            r[jj] = jj < cols ? _mm512_maskz_loadu_epi16(kmask, b + (jh + jj) * cs + k0 + 2 * p0) : _mm512_setzero_si512();
+          transpose_16x16(r);
+          for (int64_t q = 0; q < std::min<int64_t>(16, pairs - p0); ++q)
+            _mm512_storeu_si512(half + (p0 + q) * kNr, r[q]);
+        }
+      } else if (cs == 1) {
+        const __mmask32 cmask = __mmask32((1u << cols) - 1);
+        for (int64_t p = 0; p < pairs; ++p) {
+          const int64_t r = k0 + 2 * p;
+          const __m512i lo = _mm512_maskz_loadu_epi16(cmask, b + r * rs + jh);
+          const __m512i hi = r + 1 < k_end ? _mm512_maskz_loadu_epi16(cmask, b + (r + 1) * rs + jh) : _mm512_setzero_si512();
+          _mm512_storeu_si512(half + p * kNr, _mm512_permutex2var_epi16(lo, interleave, hi));
+        }
+      } else {
+        pack_b_half_strided(b, rs, cs, n, k_end, k0, pairs, jh, half);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// Packs a's rows [i0, i0 + mc) and k [k0, k0 + kc) as rows of pair words, kKc / 2 words apart
+// (a fixed stride, so that the micro-kernel addresses all its rows from one pointer with constant
+// offsets); a pair past an odd k is zero-padded. A row-major a is a plain copy of each row.
+void pack_a(const uint16_t* a, int64_t rs, int64_t cs, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+            uint32_t* out) {
+  for (int64_t i = 0; i < mc; ++i) {
+    const uint16_t* row = a + (i0 + i) * rs;
+    auto* dst = reinterpret_cast<uint16_t*>(out + i * (kKc / 2));
+    if (cs == 1) {
+      std::memcpy(dst, row + k0, size_t(kc) * 2);
+    } else {
+      for (int64_t p = 0; p < kc; ++p) dst[p] = row[(k0 + p) * cs];
+    }
+    if (kc % 2) dst[kc] = 0;
+  }
+}
+
+// The C tile's rows [0, Rows) of packed A rows (pa: the first, kKc / 2 words apart) times a packed B panel over `pairs` k pairs, into
+// c (row stride ldc) under the column masks. Every accumulator sees the same instruction sequence
+// whatever Rows is, so a tail tile's values are the full tile's.
+template <int Rows>
+DT_BF16_DOT_TARGET void micro_kernel(int64_t pairs, const uint32_t* pa, const uint32_t* pb, float* c, int64_t ldc,
+                                     __mmask16 mask0, __mmask16 mask1, float alpha, bool first, float beta) {
+  __m512 acc[Rows][2];
+  // Fully unrolled, so that the accumulators live in registers.
+#pragma GCC unroll 12
+  for (int i = 0; i < Rows; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(pb);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < Rows; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pa[i * (kKc / 2)]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+    pa += 1;
+    pb += kNr;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int i = 0; i < Rows; ++i) {
+    float* ci = c + i * ldc;
+    for (int h = 0; h < 2; ++h) {
+      const __mmask16 mask = h ? mask1 : mask0;
+      const __m512 prod = alpha == 1 ? acc[i][h] : _mm512_mul_ps(va, acc[i][h]);
+      __m512 old = _mm512_maskz_loadu_ps(mask, ci + 16 * h);
+      if (first) old = beta == 0 ? _mm512_setzero_ps() : _mm512_mul_ps(vb, old);
+      _mm512_mask_storeu_ps(ci + 16 * h, mask, _mm512_add_ps(old, prod));
+    }
+  }
+}
+
+using MicroKernel = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, __mmask16, __mmask16, float,
+                             bool, float);
+template <size_t... R>
+constexpr auto micro_kernels(std::index_sequence<R...>) {
+  return std::array<MicroKernel, sizeof...(R)>{&micro_kernel<int(R) + 1>...};
+}
+// kMicroKernels[r - 1] computes r rows.
+constexpr auto kMicroKernels = micro_kernels(std::make_index_sequence<size_t(kMr)>());
+
+// The packed blocks of the calling thread, kept between calls (64-byte aligned).
+struct PackBuffers {
+  std::unique_ptr<uint32_t[], decltype(&std::free)> a{nullptr, &std::free}, b{nullptr, &std::free};
+  PackBuffers() {
+    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(kMc * kKc / 2) * 4)));
+    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(kNc * kKc / 2) * 4)));
+    DT_CHECK(a && b) << "out of memory for the bf16 GEMM's packed blocks";
+  }
+};
+
+std::atomic<int> g_path{-1};  // a Bf16GemmPath once chosen
+
+Bf16GemmPath path_from_environment() {
+  if (const char* env = std::getenv("DTENSOR_BF16_GEMM")) {
+    const std::string_view v(env);
+    if (v == "widen") return Bf16GemmPath::widen;
+    if (v != "dot") DT_THROW(ValueError) << "DTENSOR_BF16_GEMM must be dot or widen, got '" << v << "'";
+    if (!bf16_dot_supported())
+      DT_THROW(ValueError) << "DTENSOR_BF16_GEMM=dot needs AVX512-BF16, which this CPU does not have";
+    return Bf16GemmPath::dot;
+  }
+  return bf16_dot_supported() && amd_cpu_family() >= 0x19 ? Bf16GemmPath::dot : Bf16GemmPath::widen;
+}
+
+}  // namespace
+
+bool bf16_dot_supported() { return cpu_has_avx512_bf16(); }
+
+Bf16GemmPath bf16_gemm_path() {
+  int p = g_path.load(std::memory_order_relaxed);
+  if (p < 0) {
+    p = int(path_from_environment());
+    g_path.store(p, std::memory_order_relaxed);
+  }
+  return Bf16GemmPath(p);
+}
+
+void set_bf16_gemm_path(Bf16GemmPath path) {
+  if (path == Bf16GemmPath::dot && !bf16_dot_supported())
+    DT_THROW(ValueError) << "the dot bf16 GEMM needs AVX512-BF16, which this CPU does not have";
+  g_path.store(int(path), std::memory_order_relaxed);
+}
+
+void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, int64_t a_rs, int64_t a_cs,
+                   const bf16* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc) {
+  DT_CHECK(bf16_dot_supported() && k >= 1) << "gemm_bf16_dot on a CPU without AVX512-BF16 or with k " << k;
+  thread_local PackBuffers buf;
+  const auto* a16 = reinterpret_cast<const uint16_t*>(a);
+  const auto* b16 = reinterpret_cast<const uint16_t*>(b);
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    const int64_t nc = std::min(kNc, n - j0), nc_padded = (nc + kNr - 1) / kNr * kNr;
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0), pairs = (kc + 1) / 2;
+      pack_b(b16, b_rs, b_cs, k, n, k0, kc, j0, nc_padded, buf.b.get());
+      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
+        const int64_t mc = std::min(kMc, m - i0);
+        pack_a(a16, a_rs, a_cs, i0, mc, k0, kc, buf.a.get());
+        for (int64_t jp = 0; jp < nc; jp += kNr) {
+          const int64_t cols = std::min(kNr, nc - jp);
+          const auto mask0 = __mmask16(cols >= 16 ? 0xffff : (1u << cols) - 1);
+          const auto mask1 = __mmask16(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+          for (int64_t ip = 0; ip < mc; ip += kMr) {
+            const int64_t rows = std::min(kMr, mc - ip);
+            kMicroKernels[size_t(rows - 1)](pairs, buf.a.get() + ip * (kKc / 2), buf.b.get() + jp * pairs,
+                                            c + (i0 + ip) * ldc + j0 + jp, ldc, mask0, mask1, alpha, k0 == 0, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dt
