@@ -67,9 +67,10 @@ struct GradHead {
   int64_t ldq, ldk, ldv, ldg;
   const C* mask = nullptr;  // additive, element (i, j) at mask + i * mask_ld + j * mask_col
   int64_t mask_ld = 0, mask_col = 0;
-  C* dq;                 // [S, D]
-  C* dk;                 // [Sk, D], zero on entry
-  C* dv;                 // [Sk, Dv], zero on entry
+  C* dq;                 // [S, D], row i at dq + i * lddq
+  C* dk;                 // [Sk, D], zero on entry, row j at dk + j * lddk
+  C* dv;                 // [Sk, Dv], zero on entry, row j at dv + j * lddv
+  int64_t lddq, lddk, lddv;
   C* dscores = nullptr;  // [S, Sk], zero on entry; null unless the mask is float
 };
 
@@ -139,14 +140,29 @@ void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, in
       }
       if (h.dscores) std::copy(dr, dr + key_end, h.dscores + (i0 + r) * Sk);
     }
-    gemm<C>(true, false, key_end, Dv, bq, C(1), p, key_end, gb, h.ldg, C(1), h.dv, Dv);
-    gemm<C>(true, false, key_end, D, bq, scale, dp, key_end, qb, h.ldq, C(1), h.dk, D);
-    gemm<C>(false, false, bq, D, key_end, scale, dp, key_end, h.k, h.ldk, C(0), h.dq + i0 * D, D);
+    gemm<C>(true, false, key_end, Dv, bq, C(1), p, key_end, gb, h.ldg, C(1), h.dv, h.lddv);
+    gemm<C>(true, false, key_end, D, bq, scale, dp, key_end, qb, h.ldq, C(1), h.dk, h.lddk);
+    gemm<C>(false, false, bq, D, key_end, scale, dp, key_end, h.k, h.ldk, C(0), h.dq + i0 * h.lddq, h.lddq);
   }
-  if (masked_row) {
-    std::fill(h.dk, h.dk + Sk * D, nan);
-    std::fill(h.dv, h.dv + Sk * Dv, nan);
-  }
+  if (masked_row)
+    for (int64_t j = 0; j < Sk; ++j) {
+      std::fill(h.dk + j * h.lddk, h.dk + j * h.lddk + D, nan);
+      std::fill(h.dv + j * h.lddv, h.dv + j * h.lddv + Dv, nan);
+    }
+}
+
+// Returns a tensor of `shape` [..., H, S, D] for a gradient written by rows: zeros when `zero`,
+// laid out in memory as [..., S, H, D] (dims -3 and -2 transposed) when there is a head dim. A
+// model merges the heads as transpose(1, 2) then reshape to [..., S, H·D], which on this layout is
+// a view: the backward's dq, dk and dv each skipped a copy of the whole gradient there (about
+// 1 ms per step of the anchor gpt). Every kernel reads strided operands, so no consumer relies on
+// the usual layout.
+Tensor heads_inner(const Shape& shape, DType dt, bool zero) {
+  if (shape.size() < 3) return zero ? Tensor::zeros(shape, dt) : Tensor::uninitialized(shape, dt);
+  Shape memory = shape;
+  std::swap(memory[memory.size() - 3], memory[memory.size() - 2]);
+  const Tensor t = zero ? Tensor::zeros(memory, dt) : Tensor::uninitialized(memory, dt);
+  return t.transpose(int64_t(shape.size()) - 3, int64_t(shape.size()) - 2);
 }
 
 // The gradients in compute type C (f32 or f64) for operands already converted to it.
@@ -158,12 +174,14 @@ AttentionGrads attend_grad(const Tensor& g0, const Tensor& q0, const Tensor& k0,
   const Shape scores_shape = attention_scores_shape(q.shape(), k.shape());
   const bool float_mask = mask0.defined() && mask0.dtype() != DType::boolean;
   AttentionGrads r;
-  r.dq = Tensor::zeros(q.shape(), dtype_of<C>());  // zero for S or Sk = 0; else every row is written
-  r.dk = Tensor::zeros(k.shape(), dtype_of<C>());
-  r.dv = Tensor::zeros(v.shape(), dtype_of<C>());
-  if (float_mask) r.dscores = Tensor::zeros(scores_shape, dtype_of<C>());
   int64_t heads = 1;  // q's matrices: the product of its leading dims
   for (int64_t d = 0; d + 2 < q.dim(); ++d) heads *= q.size(d);
+  // dq: zero for S or Sk = 0, else every row is written. Grouped dk and dv are sums over a group's
+  // heads (below), written contiguous.
+  r.dq = heads_inner(q.shape(), dtype_of<C>(), /*zero=*/S == 0 || Sk == 0 || heads == 0);
+  r.dk = group == 1 ? heads_inner(k.shape(), dtype_of<C>(), /*zero=*/true) : Tensor::zeros(k.shape(), dtype_of<C>());
+  r.dv = group == 1 ? heads_inner(v.shape(), dtype_of<C>(), /*zero=*/true) : Tensor::zeros(v.shape(), dtype_of<C>());
+  if (float_mask) r.dscores = Tensor::zeros(scores_shape, dtype_of<C>());
   // No queries or no keys: every gradient is 0, as the unfused kernel's empty GEMMs gave.
   if (S == 0 || Sk == 0 || heads == 0) return r;
   const Tensor mask = additive_mask<C>(mask0, scores_shape);
@@ -200,9 +218,12 @@ AttentionGrads attend_grad(const Tensor& g0, const Tensor& q0, const Tensor& k0,
                     .mask = mp ? mp + batch_offset(mask, b) : nullptr,
                     .mask_ld = mask_ld,
                     .mask_col = mask_col,
-                    .dq = dqp + b * S * D,
-                    .dk = dkp + b * Sk * D,
-                    .dv = dvp + b * Sk * Dv,
+                    .dq = dqp + batch_offset(r.dq, b),
+                    .dk = dkp + batch_offset(dk_heads, b),
+                    .dv = dvp + batch_offset(dv_heads, b),
+                    .lddq = row_stride(r.dq),
+                    .lddk = row_stride(dk_heads),
+                    .lddv = row_stride(dv_heads),
                     .dscores = dsp ? dsp + b * S * Sk : nullptr};
       attend_grad_head(h, S, Sk, D, Dv, causal, sc, p.data(), dp.data());
     }

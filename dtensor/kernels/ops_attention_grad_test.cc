@@ -129,6 +129,28 @@ TEST(OpsAttentionGrad, ReadsStridedViewsInPlace) {
   }
 }
 
+TEST(OpsAttentionGrad, WritesGradientsWithHeadsInner) {
+  // dq, dk and dv are [B, H, S, D] views of [B, S, H, D] memory, so the model's merge of the heads
+  // (transpose(1, 2), then reshape to [B, S, H·D]) is a view; values as the unfused backward's.
+  // Grouped k/v keep dk and dv contiguous (they are sums over each group's heads).
+  const Tensor q = uniform({2, 4, 37, 8}, DType::f32, 40), k = uniform({2, 4, 37, 8}, DType::f32, 41);
+  const Tensor v = uniform({2, 4, 37, 6}, DType::f32, 42), g = uniform({2, 4, 37, 6}, DType::f32, 43);
+  AttentionOptions o;
+  o.causal = true;
+  const AttentionGrads got = scaled_dot_product_attention_backward(g, q, k, v, o);
+  for (const Tensor* t : {&got.dq, &got.dk, &got.dv}) {
+    EXPECT_FALSE(t->is_contiguous());
+    EXPECT_TRUE(t->transpose(1, 2).is_contiguous());
+  }
+  expect_grads_close(got, naive_attention_backward(g, q, k, v, o), 1e-6, "heads inner");
+  const Tensor kg = uniform({2, 2, 37, 8}, DType::f32, 44), vg = uniform({2, 2, 37, 6}, DType::f32, 45);
+  const AttentionGrads grouped = scaled_dot_product_attention_backward(g, q, kg, vg, o);
+  EXPECT_TRUE(grouped.dq.transpose(1, 2).is_contiguous());
+  EXPECT_TRUE(grouped.dk.is_contiguous());
+  EXPECT_TRUE(grouped.dv.is_contiguous());
+  expect_grads_close(grouped, naive_attention_backward(g, q, kg, vg, o), 1e-6, "grouped");
+}
+
 TEST(OpsAttentionGrad, OtherFloatDtypes) {
   for (DType dtype : {DType::f64, DType::bf16, DType::f16}) {
     const Tensor q = uniform({3, 70, 12}, dtype, 21), k = uniform({3, 70, 12}, dtype, 22),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <cmath>
 #include <vector>
 
@@ -122,6 +123,41 @@ Tensor silu_backward(const Tensor& grad, const Tensor& x) {
 
 namespace {
 
+// One row of norm_backward's dx (see below) over n values: xhat and dxhat are scratch rows of n;
+// writes dx to o and returns the row's mean and rstd, which the parameter gradients reuse.
+// Inlined into each caller's loop.
+template <typename C>
+[[gnu::always_inline]] inline void norm_backward_row(const C* xv, const C* gv, const C* W, int64_t n, bool centered,
+                                                     double eps, double* xhat, double* dxhat, C* o, double* mean,
+                                                     double* rstd) {
+  const double m = centered ? kernel::row_sum(n, [&](int64_t i) { return double(xv[i]); }) / double(n) : 0.0;
+  const double var = kernel::row_sum(n, [&](int64_t i) {
+                       const double d = double(xv[i]) - m;
+                       return d * d;
+                     }) /
+                     double(n);
+  const double rs = 1.0 / std::sqrt(var + eps);
+  *mean = m;
+  *rstd = rs;
+  for (int64_t i = 0; i < n; ++i) xhat[i] = (double(xv[i]) - m) * rs;
+  if (W)
+    for (int64_t i = 0; i < n; ++i) dxhat[i] = double(gv[i]) * double(W[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) dxhat[i] = double(gv[i]);
+  const double mean_d = centered ? kernel::row_sum(n, [&](int64_t i) { return dxhat[i]; }) / double(n) : 0.0;
+  const double mean_dx = kernel::row_sum(n, [&](int64_t i) { return dxhat[i] * xhat[i]; }) / double(n);
+  for (int64_t i = 0; i < n; ++i) o[i] = C(rs * (dxhat[i] - mean_d - xhat[i] * mean_dx));
+}
+
+// norm_backward_row for f32, for each CPU's vector width (simd_clones.h): the same operations in
+// the same order on more lanes, so every clone computes the same bits. The baseline's scalar
+// double loops made the norm backwards about 0.6 % of the anchor gpt's training step.
+DT_SIMD_CLONES void norm_backward_row_f32(const float* xv, const float* gv, const float* W, int64_t n, bool centered,
+                                          double eps, double* xhat, double* dxhat, float* o, double* mean,
+                                          double* rstd) {
+  norm_backward_row<float>(xv, gv, W, n, centered, eps, xhat, dxhat, o, mean, rstd);
+}
+
 // Shared body of the norm backwards: per row of length n, xhat = (x - mean)·rstd (mean 0 for
 // rms_norm), dxhat = grad·w; dx = rstd·(dxhat - mean(dxhat) - xhat·mean(dxhat·xhat)) (layer_norm)
 // or rstd·(dxhat - xhat·mean(dxhat·xhat)) (rms_norm); dweight = Σ_rows grad·xhat, dbias = Σ_rows grad.
@@ -153,27 +189,13 @@ NormGrads norm_backward(const char* op, bool centered, const Tensor& grad, const
     parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
       std::vector<double> xhat(static_cast<size_t>(n)), dxhat(static_cast<size_t>(n));
       for (int64_t r = r0; r < r1; ++r) {
-        const C* xv = X + r * n;
-        const C* gv = G + r * n;
-        const double m = centered ? kernel::row_sum(n, [&](int64_t i) { return double(xv[i]); }) / double(n) : 0.0;
-        const double var = kernel::row_sum(n, [&](int64_t i) {
-                             const double d = double(xv[i]) - m;
-                             return d * d;
-                           }) /
-                           double(n);
-        const double rs = 1.0 / std::sqrt(var + eps);
-        mean[size_t(r)] = m;
-        rstd[size_t(r)] = rs;
-        for (int64_t i = 0; i < n; ++i) xhat[size_t(i)] = (double(xv[i]) - m) * rs;
-        if (W)
-          for (int64_t i = 0; i < n; ++i) dxhat[size_t(i)] = double(gv[i]) * double(W[i]);
-        else
-          for (int64_t i = 0; i < n; ++i) dxhat[size_t(i)] = double(gv[i]);
-        const double mean_d = centered ? kernel::row_sum(n, [&](int64_t i) { return dxhat[size_t(i)]; }) / double(n) : 0.0;
-        const double mean_dx =
-            kernel::row_sum(n, [&](int64_t i) { return dxhat[size_t(i)] * xhat[size_t(i)]; }) / double(n);
         C* o = mut<C>(dx) + r * n;
-        for (int64_t i = 0; i < n; ++i) o[i] = C(rs * (dxhat[size_t(i)] - mean_d - xhat[size_t(i)] * mean_dx));
+        double* mr = &mean[size_t(r)];
+        double* rr = &rstd[size_t(r)];
+        if constexpr (std::is_same_v<C, float>)
+          norm_backward_row_f32(X + r * n, G + r * n, W, n, centered, eps, xhat.data(), dxhat.data(), o, mr, rr);
+        else
+          norm_backward_row<C>(X + r * n, G + r * n, W, n, centered, eps, xhat.data(), dxhat.data(), o, mr, rr);
       }
     });
     r.dx = dx.to(x.dtype());

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -193,6 +194,37 @@ Tensor log_softmax_at(const Tensor& x, const Tensor& index) {
   return out;
 }
 
+namespace {
+
+// One row of layer_norm over len values, weight w and bias b optional (null). Inlined into each
+// caller's loop.
+template <typename C>
+[[gnu::always_inline]] inline void layer_norm_row(const C* v, C* o, int64_t len, const C* w, const C* b, double eps) {
+  const double mean = row_sum(len, [&](int64_t i) { return double(v[i]); }) / double(len);
+  // Biased variance (divides by n, as torch), two-pass for accuracy.
+  const double var = row_sum(len, [&](int64_t i) {
+                       const double d = double(v[i]) - mean;
+                       return d * d;
+                     }) /
+                     double(len);
+  const C m = C(mean), rstd = C(1.0 / std::sqrt(var + eps));
+  for (int64_t i = 0; i < len; ++i) {
+    C y = (v[i] - m) * rstd;
+    if (w) y = y * w[i];
+    if (b) y = y + b[i];
+    o[i] = y;
+  }
+}
+
+// layer_norm_row for f32, for each CPU's vector width (simd_clones.h): the same operations in the
+// same order on more lanes, so every clone computes the same bits.
+DT_SIMD_CLONES void layer_norm_row_f32(const float* v, float* o, int64_t len, const float* w, const float* b,
+                                       double eps) {
+  layer_norm_row<float>(v, o, len, w, b, eps);
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   const int64_t n = check_norm_args("layer_norm", x, normalized_shape, weight, bias);
@@ -203,21 +235,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const std::vector<C> w = load_param<T>(weight), b = load_param<T>(bias);
+    const C* wp = w.empty() ? nullptr : w.data();
+    const C* bp = b.empty() ? nullptr : b.data();
     for_each_row<T>(xc, out, n, [&](const C* v, C* o, int64_t len) {
-      const double mean = row_sum(len, [&](int64_t i) { return double(v[i]); }) / double(len);
-      // Biased variance (divides by n, as torch), two-pass for accuracy.
-      const double var = row_sum(len, [&](int64_t i) {
-                           const double d = double(v[i]) - mean;
-                           return d * d;
-                         }) /
-                         double(len);
-      const C m = C(mean), rstd = C(1.0 / std::sqrt(var + eps));
-      for (int64_t i = 0; i < len; ++i) {
-        C y = (v[i] - m) * rstd;
-        if (!w.empty()) y = y * w[size_t(i)];
-        if (!b.empty()) y = y + b[size_t(i)];
-        o[i] = y;
-      }
+      if constexpr (std::is_same_v<C, float>) layer_norm_row_f32(v, o, len, wp, bp, eps);
+      else layer_norm_row<C>(v, o, len, wp, bp, eps);
     });
   });
   return out;

@@ -17,6 +17,7 @@
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/parallel.h"
+#include "dtensor/kernels/simd_clones.h"
 
 namespace dt {
 
@@ -72,6 +73,33 @@ void reduce_rows(const T* p, int64_t M, int64_t R, Out* out, Fin fin) {
   }
 }
 
+// Adds column j of the [R, M] f32 block (row stride ld) to a[j], in double, rows in order: four
+// rows per pass over a (a[j] += row r, then r + 1, ...: the order of the one-row loop, so the same
+// bits), so a is loaded and stored a quarter as often. Compiled for each CPU's vector width
+// (simd_clones.h); the baseline's two-lane conversions made the bias and norm-weight gradients'
+// column sums about 1 % of the anchor gpt's training step.
+DT_SIMD_CLONES void add_columns_f32(const float* p, int64_t R, int64_t M, int64_t ld, double* __restrict a) {
+  int64_t r = 0;
+  for (; r + 4 <= R; r += 4) {
+    const float* __restrict r0 = p + r * ld;
+    const float* __restrict r1 = r0 + ld;
+    const float* __restrict r2 = r1 + ld;
+    const float* __restrict r3 = r2 + ld;
+    for (int64_t j = 0; j < M; ++j) {
+      double s = a[j];
+      s += double(r0[j]);
+      s += double(r1[j]);
+      s += double(r2[j]);
+      s += double(r3[j]);
+      a[j] = s;
+    }
+  }
+  for (; r < R; ++r) {
+    const float* __restrict row = p + r * ld;
+    for (int64_t j = 0; j < M; ++j) a[j] += double(row[j]);
+  }
+}
+
 // Reduces over the leading R "rows" of an [R, M] block with row stride ld: out[j] = fin(acc over r
 // of p[r*ld + j]).
 template <typename Op, typename T, typename Out, typename Fin>
@@ -80,9 +108,13 @@ void reduce_columns(const T* p, int64_t R, int64_t M, int64_t ld, Out* out, Fin 
   std::unique_ptr<typename Op::Acc[]> acc(new typename Op::Acc[size_t(M)]);
   typename Op::Acc* __restrict a = acc.get();
   for (int64_t j = 0; j < M; ++j) a[j] = Op::init();
-  for (int64_t r = 0; r < R; ++r) {
-    const T* __restrict row = p + r * ld;
-    for (int64_t j = 0; j < M; ++j) Op::step(a[j], kernel::load(row[j]));
+  if constexpr (std::is_same_v<Op, SumOp<float>> && std::is_same_v<T, float>) {
+    add_columns_f32(p, R, M, ld, a);
+  } else {
+    for (int64_t r = 0; r < R; ++r) {
+      const T* __restrict row = p + r * ld;
+      for (int64_t j = 0; j < M; ++j) Op::step(a[j], kernel::load(row[j]));
+    }
   }
   for (int64_t j = 0; j < M; ++j) out[j] = fin(a[j]);
 }

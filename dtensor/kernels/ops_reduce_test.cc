@@ -103,6 +103,24 @@ TEST(OpsReduce, LongRowsAreAccurate) {
   expect_values(sum(x, {0}), wc, 1e-7, 0);
 }
 
+TEST(OpsReduce, F32ColumnSumsAddRowsInOrderInDouble) {
+  // Sums over leading dims (a linear's bias gradient, a norm's weight gradient) accumulate each
+  // column in double in row order: bitwise the reference's row-major double sum rounded to f32,
+  // for row counts around the kernel's four-row passes and at the anchor gpt's sizes.
+  const std::vector<Shape> shapes = {{1, 67}, {2, 67}, {3, 5}, {4, 67}, {5, 1}, {7, 130}, {9, 67},
+                                     {4, 256, 512}, {1024, 2048}};
+  for (const Shape& shape : shapes) {
+    Tensor x = uniform(shape, DType::f32, 11, -3, 3);
+    const std::vector<int64_t> dims = shape.size() == 3 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0};
+    auto [want, want_shape] = reference(x, dims, false, Kind::sum);
+    const Tensor y = sum(x, dims);
+    ASSERT_EQ(y.shape(), want_shape) << shape_str(shape);
+    const std::vector<float> got = y.to_vector<float>();
+    for (size_t j = 0; j < want.size(); ++j)
+      ASSERT_EQ(got[j], float(want[j])) << shape_str(shape) << " column " << j;
+  }
+}
+
 TEST(OpsReduce, EmptyTensors) {
   Tensor e = Tensor::zeros({0, 3});
   EXPECT_EQ(sum(e, {0}).to_doubles(), (std::vector<double>{0, 0, 0}));

@@ -19,8 +19,10 @@ inline constexpr int kLanes = 8;
 
 // Returns the max of a row, -inf when n = 0 (NaN-free rows; a NaN simply propagates through the
 // later exp).
+// Both are always inlined, so that they take the vector width of the SIMD-cloned row kernels that
+// call them (simd_clones.h) instead of being called at the baseline's.
 template <typename C>
-C row_max(const C* v, int64_t n) {
+[[gnu::always_inline]] inline C row_max(const C* v, int64_t n) {
   C lanes[kLanes];
   for (C& l : lanes) l = -std::numeric_limits<C>::infinity();
   int64_t i = 0;
@@ -34,7 +36,7 @@ C row_max(const C* v, int64_t n) {
 
 // Returns the sum over i < n of term(i) (a double), in lanes.
 template <typename Term>
-double row_sum(int64_t n, Term term) {
+[[gnu::always_inline]] inline double row_sum(int64_t n, Term term) {
   double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
