@@ -44,18 +44,16 @@ bool has_avx2() {
 #endif
 }
 
-// True on AMD's Zen 3 and Zen 4 (family 0x19). Zen 4 has AVX-512 but executes a 512-bit FMA as two
-// 256-bit halves, so AVX-512 kernels gain no arithmetic there; OpenBLAS's AVX2 sgemm (Haswell's) ran
-// 3-7 % faster than the Cooperlake kernels OpenBLAS 0.3.21 itself picks (kernels_bench BM_Gemm,
-// n = 512 and 1024, one thread: 105.9-109.1 vs 100.0-103.5 GFLOP/s, alternating; its "Zen" table,
-// the same kernels with other block sizes, 81.6-105.7). Zen 5 (0x1a) has full-width 512-bit units.
-bool is_amd_family_19h() { return amd_cpu_family() == 0x19; }
-
 }  // namespace
 
+// AMD family 0x19 (Zen 3, Zen 4) runs Haswell's kernels: Zen 4 has AVX-512 but executes a 512-bit
+// FMA as two 256-bit halves, so AVX-512 kernels gain no arithmetic there; OpenBLAS's AVX2 sgemm
+// (Haswell's) ran 3-7 % faster than the Cooperlake kernels OpenBLAS 0.3.21 itself picks (kernels_bench BM_Gemm,
+// n = 512 and 1024, one thread: 105.9-109.1 vs 100.0-103.5 GFLOP/s, alternating; its "Zen" table,
+// the same kernels with other block sizes, 81.6-105.7). Zen 5 (0x1a) has full-width 512-bit units.
 const char* preferred_blas_core() {
   const BlasIsa cpu = cpu_isa();
-  if (cpu == BlasIsa::avx512 && !is_amd_family_19h()) {
+  if (cpu == BlasIsa::avx512 && amd_cpu_family() != 0x19) {
     if (cpu_has_avx512_bf16() && &gotoblas_COOPERLAKE) return "Cooperlake";  // SkylakeX's sgemm + bf16 kernels
     if (&gotoblas_SKYLAKEX) return "SkylakeX";
   }
@@ -76,14 +74,13 @@ namespace {
 // processes choose for themselves.
 bool choose_blas_kernels() {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return false;
-  const char* current = openblas_get_corename();
-  const BlasIsa chosen = blas_core_isa(current);
+  const BlasIsa chosen = blas_core_isa(openblas_get_corename());
   if (chosen == BlasIsa::unknown) return false;  // a newer core than we know
+  // OpenBLAS's own choice stands when its kernels are as wide as those this CPU runs best (its
+  // core may be newer than ours); else the preferred core replaces it: wider than OpenBLAS's (a
+  // CPU model newer than the release) or narrower (Zen 4).
   const char* core = preferred_blas_core();
-  if (!core || std::strcmp(core, current) == 0) return false;
-  // OpenBLAS's own choice stands unless it is narrower than the CPU, or the CPU runs narrower
-  // kernels faster (Zen 4, above).
-  if (chosen >= cpu_isa() && !is_amd_family_19h()) return false;
+  if (!core || blas_core_isa(core) == chosen) return false;
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   setenv("OPENBLAS_CORETYPE", core, 1);
   gotoblas_dynamic_quit();

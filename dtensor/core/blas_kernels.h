@@ -33,7 +33,7 @@ bool cpu_has_avx512_bf16();
 // Returns the CPU family (CPUID leaf 1, extended family added: 0x19 = AMD Zen 3/4, 6 = Intel Core)
 // when the vendor is AMD, else -1.
 int amd_cpu_family();
-// True when the kernels were chosen again at load (OpenBLAS's own choice was older than the CPU).
+// True when the kernels were chosen again at load (OpenBLAS's own were not as wide as preferred_blas_core's).
 // Referenced by init_compute_threads so that every binary running a GEMM links the choice.
 bool blas_kernels_rechosen();
 
