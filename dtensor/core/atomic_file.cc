@@ -108,9 +108,16 @@ void StagedFiles::add(const std::string& requested, std::string_view bytes) {
                                                          std::to_string(::getpid()) + "-" +
                                                          std::to_string(counter.fetch_add(1))))
                                .string();
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) DT_THROW(IoError) << "cannot write " << requested << ": " << std::strerror(errno);
+  // Registered before it is made, so that no moment leaves it on disk unregistered: a signal
+  // between the open and the registration left it behind (and so its checkpoint generation's
+  // directory, which the handler removes only once empty). Removing a name not yet made is harmless.
   const int slot = register_cleanup(temp);  // removed if SIGINT/TERM ends the process first
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    unregister_cleanup(slot);
+    DT_THROW(IoError) << "cannot write " << requested << ": " << std::strerror(err);
+  }
   // The replacement keeps the owner and permissions of the file it replaces (chown first: it may
   // clear set-id bits). Changing the owner needs privilege; without it the writer owns the file.
   if (exists) {
