@@ -67,8 +67,14 @@ std::pair<int, int> place_in(std::span<const DeviceMesh> sub_meshes, int rank) {
 }
 
 // The orbits of a pipeline's ranks (PipelinePrograms' comment): a rank's key is its pipeline rank
-// and its orbit in each stage that pipeline rank runs. Holds what orbit_of needs by value (a
-// PipelinePrograms moves).
+// and the stage orbits of its whole column, the ranks at its place in every stage (itself in its
+// own stages, its transfer peers in the others). Its own stages alone are not enough: the deadlock
+// proof by orbit (passes/p2p_order.h) needs every member of an orbit to transfer with peers of one
+// orbit. With a vocabulary that tp does not divide, the last tp rank of the last stage holds the
+// short shard and is an orbit of its own, while the earlier stages' tp ranks 1.. share one program;
+// without the column, rank 3 of a 2x1x4 mesh shared an orbit with rank 1, and the proof ran rank
+// 1's sends to rank 5 for rank 3's to rank 7 (a deadlock that could not happen). Holds what
+// orbit_of needs by value (a PipelinePrograms moves).
 struct PipelineOrbitSpace {
   std::vector<DeviceMesh> sub_meshes;                             // [pipeline rank]
   std::vector<std::function<int(int)>> stage_orbit_of;           // [stage]
@@ -79,7 +85,8 @@ struct PipelineOrbitSpace {
     const auto [s, c] = place_in(sub_meshes, rank);
     if (s < 0) return {};
     std::vector<int> k{s};
-    for (int x = s; x < stages; x += int(sub_meshes.size())) k.push_back(stage_orbit_of[size_t(x)](rank));
+    for (int x = 0; x < stages; ++x)
+      k.push_back(stage_orbit_of[size_t(x)](sub_meshes[size_t(x) % sub_meshes.size()].ranks()[size_t(c)]));
     return k;
   }
 };

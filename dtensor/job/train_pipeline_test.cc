@@ -26,8 +26,8 @@ namespace {
 
 // Small shapes for CI time: 4 layers (5 for the uneven splits), hidden 64 (512 in two cases),
 // batch 8.
-ir::GptConfig gpt_config(int64_t layers, int64_t hidden = 64) {
-  return {.vocab = 64, .hidden = hidden, .heads = 4, .layers = layers, .max_seq = 8, .batch = 8, .seq = 8, .loss = true};
+ir::GptConfig gpt_config(int64_t layers, int64_t hidden = 64, int64_t vocab = 64) {
+  return {.vocab = vocab, .hidden = hidden, .heads = 4, .layers = layers, .max_seq = 8, .batch = 8, .seq = 8, .loss = true};
 }
 
 struct Data {
@@ -74,22 +74,23 @@ double max_abs(const Tensor& t) {
 
 struct Case {
   Case(std::string mesh, std::string pipeline, int64_t layers = 4, int64_t hidden = 64, std::string example = "",
-       bool recompute = false)
+       bool recompute = false, int64_t vocab = 64)
       : mesh(std::move(mesh)), pipeline(std::move(pipeline)), layers(layers), hidden(hidden), example(std::move(example)),
-        recompute(recompute) {}
+        recompute(recompute), vocab(vocab) {}
   std::string mesh;
   std::string pipeline;
   int64_t layers;
   int64_t hidden;
   std::string example;  // the plan within the stages (pipeline_options)
   bool recompute;  // the pipeline recomputes its stages' blocks in their backwards
+  int64_t vocab;
 };
 
 class PipelineTraining : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineTraining, MatchesSingleDevice) {
   const Case& c = GetParam();
-  const ir::GptConfig cfg = gpt_config(c.layers, c.hidden);
+  const ir::GptConfig cfg = gpt_config(c.layers, c.hidden, c.vocab);
   const ir::Graph g = ir::build_gpt(cfg);
   const Data d = make_data(g, cfg);
   TrainOptions opt;
@@ -119,13 +120,14 @@ TEST_P(PipelineTraining, MatchesSingleDevice) {
     param_diff = std::max(param_diff, max_abs(dt::sub(got.state.at(p).to(DType::f64), t.to(DType::f64))));
   }
   EXPECT_LE(param_diff, 1e-5);
-  if (!c.example.empty()) {  // tensor parallel within the stage: fc_in sharded
+  if (!c.example.empty()) {  // tensor parallel within the stage (the mesh's last dim): fc_in sharded
+    const DeviceMesh mesh = DeviceMesh::parse(c.mesh);
     const std::string w = "h.0.mlp.fc_in.weight";
     EXPECT_NE(got.placements.at(w).find("S(0)"), std::string::npos) << got.placements.at(w);
-    EXPECT_EQ(got.rank_state[0].at(w).size(0) * 2, want.state.at(w).size(0));
+    EXPECT_EQ(got.rank_state[0].at(w).size(0) * mesh.size(mesh.ndim() - 1), want.state.at(w).size(0));
   }
-  std::printf("hidden %lld, %lld layers, mesh %s %s %s%s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
-              (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.example.c_str(), c.pipeline.c_str(), c.recompute ? " recompute" : "", loss_diff, grad_diff, scale, param_diff);
+  std::printf("vocab %lld, hidden %lld, %lld layers, mesh %s %s %s%s: max loss diff %.3g, max first-grad diff %.3g (of |grad| %.3g), max param diff %.3g\n",
+              (long long)c.vocab, (long long)c.hidden, (long long)c.layers, c.mesh.c_str(), c.example.c_str(), c.pipeline.c_str(), c.recompute ? " recompute" : "", loss_diff, grad_diff, scale, param_diff);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -160,6 +162,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"2x2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})", 4, 64, "gpt_tp"},
         // examples/gpt_pp_dp_tp.json as it is (its own pipeline section).
         Case{"2x2x2", "", 4, 64, "gpt_pp_dp_tp"},
+        // ... with a vocabulary tp 4 does not divide (67 = 3 x 17 + 16): the last tp rank of the
+        // last stage holds the short lm_head shard, an orbit of its own (pipeline_orbits).
+        Case{"2x1x4", "", 4, 64, "gpt_pp_dp_tp", false, 67},
         // Recomputing each stage's blocks in its backward: 1F1B, interleaved, pp x tp.
         Case{"2", R"({"stages": 2, "microbatches": 2, "schedule": "1f1b"})", 4, 64, "", true},
         Case{"2", R"({"stages": 2, "virtual_stages": 2, "microbatches": 2, "schedule": "interleaved-1f1b"})", 4, 64, "", true},
@@ -329,6 +334,36 @@ TEST(PipelineCompile, WorkDoesNotGrowWithTheMesh) {
     }
   }
   EXPECT_EQ(ir::print(all.instantiate(7).step.graph), ir::print(all.program(7).step.graph));
+}
+
+// With a vocabulary that tp does not divide, the last tp rank of the last stage holds the short
+// lm_head shard and is an orbit of its own; so are the ranks of the earlier stage that send to it
+// (pipeline_orbits), or the deadlock proof by orbit would run their orbit-mates' transfers for
+// theirs and report a deadlock that cannot happen (it did on every mesh with tp >= 4). On 2x4x4 and
+// 2x8x8 the pipeline compiles with the same orbits and work: per stage, dp coordinate 0 or not x
+// tp coordinate first, middle or last.
+TEST(PipelineCompile, UnevenVocabularyOnTpIsProvedByOrbit) {
+  const ir::GptConfig cfg{.vocab = 67, .hidden = 64, .heads = 16, .layers = 4, .max_seq = 8, .batch = 64, .seq = 8,
+                          .loss = true};
+  const ir::Graph g = ir::build_gpt(cfg);
+  pipeline::ProgramOptions po;
+  po.training = true;
+  std::vector<std::pair<int64_t, size_t>> work;
+  for (const char* mesh : {"2x4x4", "2x8x8"}) {
+    const ShardedTrainOptions so = pipeline_options(mesh, "gpt_pp_dp_tp", "");
+    const PipelinePrograms pp = compile_pipeline(g, so.job.plan, so.job.mesh, po, std::vector<int>{});
+    EXPECT_EQ(pp.orbits.orbits.size(), 12u) << mesh;
+    EXPECT_EQ(pp.orbits.total_ranks(), so.job.mesh.size()) << mesh;
+    // The last tp rank of stage 0's first dp row and its peer in stage 1 are alone in their orbits.
+    const int64_t tp = so.job.mesh.size(2), half = so.job.mesh.size() / 2;
+    for (const int64_t rank : {tp - 1, half + tp - 1}) {
+      const int o = pp.orbits.orbit_of(int(rank));
+      ASSERT_GE(o, 0);
+      EXPECT_EQ(pp.orbits.orbits[size_t(o)].representative, rank) << mesh;
+    }
+    work.emplace_back(pp.stage_programs_partitioned, pp.programs.size());
+  }
+  EXPECT_EQ(work[0], work[1]);
 }
 
 }  // namespace
