@@ -235,6 +235,24 @@ TEST(PlanSearch, ImpossibleLimitNamesTheSmallestFeasible) {
   }
 }
 
+// A mesh whose every role assignment fails says why for each: the gpt's batch of 4 on a 64x128
+// mesh gives each dp dim fewer rows than ranks (the search does not split a dim's ranks further).
+TEST(PlanSearch, NoPlanNamesWhyEachRoleAssignmentFailed) {
+  const Model m = gpt();
+  const SearchOptions so;
+  try {
+    search(m.graph, DeviceMesh::parse("64x128"), so);
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--plan auto found no plan for mesh 64x128"), std::string::npos) << msg;
+    for (const char* want : {"mesh dims tp,dp: the batch has fewer rows than the data-parallel ranks (4 rows of input input, 128 ranks)",
+                             "mesh dims dp,tp: the batch has fewer rows than the data-parallel ranks (4 rows of input input, 64 ranks)",
+                             "mesh dims dp0,dp1: the batch has fewer rows than the data-parallel ranks (4 rows of input input, 8192 ranks)"})
+      EXPECT_NE(msg.find(want), std::string::npos) << "missing '" << want << "' in: " << msg;
+  }
+}
+
 // The mlp's few module classes leave few enough plans to cost every one: the search says it is
 // exact, and no plan coordinate descent finds (the same search with enumeration off) is cheaper.
 // The gpt's twelve classes are too many: descent, not exact.

@@ -323,14 +323,16 @@ class Searcher {
     cache_.clear();
   }
 
-  // The data inputs' batch dims hold at least one row per rank of the dp dims.
-  bool dp_fits() const {
+  // Why the data inputs' batch dims cannot hold a row per rank of the dp dims ("" when they can).
+  std::string dp_misfit() const {
     int64_t ranks = 1;
     for (size_t m = 0; m < roles_.size(); ++m)
       if (roles_[m] == "dp") ranks *= mesh_.size(int64_t(m));
     for (const ir::Value* v : data_inputs_)
-      if (v->type.shape[0] < ranks) return false;
-    return true;
+      if (v->type.shape[0] < ranks)
+        return fmt::format("the batch has fewer rows than the data-parallel ranks ({} rows of input {}, {} ranks)",
+                           v->type.shape[0], v->name, ranks);
+    return "";
   }
 
   const ir::Graph& forward_;
@@ -378,8 +380,8 @@ SearchResult Searcher::run() {
     std::string label;
     for (size_t m = 0; m < roles.size(); ++m) label += (m ? "," : "") + names_[m];
     Alternative alt{label, 0, -1, "", ""};
-    if (!dp_fits()) {
-      alt.rejected = "the batch has fewer rows than the data-parallel ranks";
+    if (std::string why = dp_misfit(); !why.empty()) {
+      alt.rejected = std::move(why);
       best.role_alternatives.emplace_back(label, alt);
       continue;
     }
@@ -413,9 +415,15 @@ SearchResult Searcher::run() {
       best_roles = roles;
     }
   }
-  if (!best_eval || !best_eval->ok)
-    DT_THROW(ValueError) << "--plan auto found no plan for mesh " << mesh_.str()
-                         << (best_eval ? ": " + best_eval->why : std::string());
+  if (!best_eval || !best_eval->ok) {
+    // Every assignment of roles to the mesh dims, and why it failed: the user's way out (a smaller
+    // mesh, a larger batch) is in the numbers.
+    std::string why;
+    for (const auto& [label, alt] : best.role_alternatives)
+      why += fmt::format("{}{} {}: {}", why.empty() ? "" : "; ", names_.size() > 1 ? "mesh dims" : "mesh dim", label,
+                         alt.rejected.empty() ? "no feasible plan" : alt.rejected);
+    DT_THROW(ValueError) << "--plan auto found no plan for mesh " << mesh_.str() << " (" << why << ")";
+  }
   if (best_eval->excess > 0)
     DT_THROW(ValueError) << "no plan fits --max-memory-per-rank " << bytes_text(opt_.max_memory_per_rank) << " ("
                          << opt_.max_memory_per_rank << " bytes) on mesh " << mesh_.str()
