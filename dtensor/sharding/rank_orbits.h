@@ -4,8 +4,8 @@
 // A rank's program depends on its mesh coordinate only through (partitioner.cc,
 // redistribute_lowering.cc): the chunk length (torch.chunk, nested in split order: layout's
 // shard_extent) that each coordinate gets of each tensor dim it splits; whether a coordinate is 0
-// (group index 0 adds a bias once, keeps the value of a replicate -> partial move, pads nothing
-// before its shard); the group's rank lists and where its shard starts (attributes only). So per
+// (group index 0 adds a bias once, keeps the value of a replicate -> partial move); the group's
+// rank lists and where its shard starts (attributes only). So per
 // mesh dim m the coordinates fall into classes, intervals of [0, n_m) between cut points: 1, and
 // for every size L that a split on m may divide (every dim of every value of the model, and every
 // chunk length an earlier split leaves of one), f and f + 1 where f = L / ceil(L / n_m) is the

@@ -151,21 +151,21 @@ class StepLowering {
       if (j < i_) before += lens[size_t(j)];
       total += lens[size_t(j)];
     }
-    std::vector<Value*> pieces;
-    auto pad = [&](int64_t rows) {
-      Shape s = x->type.shape;
-      s[size_t(t)] = rows;
-      named(".zero", x);
-      pieces.push_back(full(x->type.dtype, s, fill));
-    };
-    // The padding after is there even when it has no rows (the group's last member): a rank's
-    // program may depend on its coordinate only through its own chunk lengths and whether it is 0
-    // (sharding/rank_orbits.h), so that one program stands for every member but the first.
-    if (before > 0) pad(before);
-    pieces.push_back(x);
-    pad(total - before - lens[size_t(i_)]);
+    // Every member builds the same shapes but for its own chunk length: `total - len` rows of the
+    // identity on both sides of its chunk, then the `total` rows that put the chunk at its place,
+    // a slice whose start (an attribute, the one coordinate-dependent thing) counts the rows
+    // before it. Padding `before` rows in front would give each member its own shapes, and no
+    // member could stand for another (sharding/rank_orbits.h): gpt_fsdp_tp's logits on 4x4.
+    const int64_t len = lens[size_t(i_)], pad = total - len;
+    if (pad == 0) return x;
+    Shape s = x->type.shape;
+    s[size_t(t)] = pad;
     named(".zero", x);
-    return b_.cat(pieces, t);
+    Value* fill_rows = full(x->type.dtype, s, fill);
+    named(".zero", x);
+    Value* padded = b_.cat({fill_rows, x, fill_rows}, t);
+    named(".zero", x);
+    return b_.slice(padded, t, pad - before, pad - before + total);
   }
   Value* full(DType dtype, const Shape& shape, double value) {
     return b_.record(ir::OpKind::full, {},
