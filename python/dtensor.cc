@@ -43,18 +43,18 @@ PyDTensor PyDTensor::distribute(const Tensor& full, const DeviceMesh& mesh, cons
   return out;
 }
 
-const Tensor& PyDTensor::local(int rank) const {
+const Tensor& PyDTensor::local(std::optional<int> rank) const {
   if (mpi_) {
     const int me = mine_.groups()->global_rank();
-    if (rank != -1 && rank != me)
-      DT_THROW(ValueError) << "rank " << rank << "'s shard is in its own process: this is rank " << me;
+    if (rank && *rank != me)
+      DT_THROW(ValueError) << "rank " << *rank << "'s shard is in its own process: this is rank " << me;
     return mine_.to_local();
   }
-  if (rank == -1) rank = 0;
-  if (rank < 0 || size_t(rank) >= locals_.size())
-    DT_THROW(ValueError) << "rank " << rank << " is not in the mesh " << spec_->mesh().str() << " (ranks 0.."
+  const int r = rank.value_or(0);
+  if (r < 0 || size_t(r) >= locals_.size())
+    DT_THROW(ValueError) << "rank " << r << " is not in the mesh " << spec_->mesh().str() << " (ranks 0.."
                          << locals_.size() - 1 << ")";
-  return locals_[size_t(rank)];
+  return locals_[size_t(r)];
 }
 
 PyDTensor PyDTensor::redistribute(const Placements& placements) const {
@@ -106,8 +106,8 @@ void bind_dtensor(py::module_& m) {
       .def_property_readonly("shape", [](const PyDTensor& d) { return shape_tuple(d.spec().shape()); })
       .def_property_readonly("dtype", [](const PyDTensor& d) { return numpy_dtype_name(d.spec().dtype()); })
       .def_property_readonly("mesh_shape", [](const PyDTensor& d) { return shape_tuple(d.spec().mesh().shape()); })
-      .def("local", [](const PyDTensor& d, int rank) { return to_numpy(d.local(rank)); }, py::arg("rank"))
-      .def("local_shape", [](const PyDTensor& d, int rank) { return shape_tuple(d.local(rank).shape()); },
+      .def("local", [](const PyDTensor& d, std::optional<int> rank) { return to_numpy(d.local(rank)); }, py::arg("rank"))
+      .def("local_shape", [](const PyDTensor& d, std::optional<int> rank) { return shape_tuple(d.local(rank).shape()); },
            py::arg("rank"))
       .def("redistribute", [](const PyDTensor& d, const std::string& placements) {
         return d.redistribute(parse_placements(placements));

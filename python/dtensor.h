@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dtensor/core/tensor.h"
@@ -23,9 +24,10 @@ class PyDTensor {
   // Cuts `full` into the mesh's shards (collective over in-process ranks).
   static PyDTensor distribute(const Tensor& full, const DeviceMesh& mesh, const Placements& placements);
   const DTensorSpec& spec() const { return *spec_; }
-  // Rank `rank`'s shard (-1: this process's); ValueError when the rank is not in the mesh (or,
-  // under mpi, is another process's).
-  const Tensor& local(int rank) const;
+  // Rank `rank`'s shard (none: this process's, rank 0 in-process); ValueError when the rank is not
+  // in the mesh (or, under mpi, is another process's). Not -1 for "mine": to_local(rank=-1) is
+  // a caller's mistake to report, not rank 0.
+  const Tensor& local(std::optional<int> rank) const;
   PyDTensor redistribute(const Placements& placements) const;
   Tensor full_tensor() const;
 

@@ -254,7 +254,7 @@ class DTensor:
 
         rank defaults to rank 0 on in-process ranks, and to this process's rank after
         init_process_group("mpi") (where other ranks' shards live in their processes)."""
-        return self._impl.local(-1 if rank is None else rank)
+        return self._impl.local(rank)
 
     def redistribute(self, device_mesh: DeviceMesh | None = None, placements=None) -> "DTensor":
         """The same tensor laid out as `placements`: runs the planned collectives on every rank."""
@@ -269,7 +269,7 @@ class DTensor:
         return self._impl.full_tensor()
 
     def __repr__(self):
-        local = self._impl.local_shape(-1)
+        local = self._impl.local_shape(None)
         return (f"DTensor(local_shape={local}, shape={self.shape}, dtype={self._impl.dtype}, "
                 f"placements={self.placements}, device_mesh={self._mesh})")
 

@@ -54,6 +54,9 @@ def test_value_error_from_a_bad_mesh_and_placements():
         dt.Partial("xor")
     with pytest.raises(dt.ValueError, match="rank 4 is not in the mesh"):
         dt.distribute_tensor(np.zeros(4, np.float32), dt.DeviceMesh((4,)), [dt.Shard(0)]).to_local(rank=4)
+    # -1 is not "the default rank" (it once read rank 0's shard).
+    with pytest.raises(dt.ValueError, match="rank -1 is not in the mesh"):
+        dt.distribute_tensor(np.zeros(4, np.float32), dt.DeviceMesh((4,)), [dt.Shard(0)]).to_local(rank=-1)
 
 
 def test_type_errors_name_the_argument():
