@@ -491,6 +491,12 @@ class Model:
         """_plan_args and the passes' memory budget (0: their default); plan="auto": the plan the
         search finds for this model on `mesh` and the budget it estimated the plan's memory under
         (the job must run its passes with it for its memory to be the one estimated)."""
+        # As the CLI: a mesh without a plan would run every rank on the whole model, a plan without
+        # a mesh on one rank; neither is what the caller meant.
+        if mesh is not None and plan is None:
+            raise ValueError('mesh= needs plan= (a plan dict, the path of a plan JSON file, or "auto")')
+        if plan is not None and mesh is None and not (isinstance(plan, str) and plan == "auto"):
+            raise ValueError("plan= needs mesh= (the device mesh it shards over, e.g. dt.DeviceMesh((4,)))")
         if isinstance(plan, str) and plan == "auto":
             if mesh is None:
                 raise ValueError('plan="auto" needs a mesh to search a plan for')

@@ -120,6 +120,14 @@ def test_bad_plan_and_train_options(tmp_path):
         m.train(x, steps=0)
     with pytest.raises(dt.ValueError):
         m.train(x, optimizer="lion")
+    # One without the other is refused, as the CLI's --mesh / --plan (it once ran every rank on the
+    # whole model).
+    with pytest.raises(dt.ValueError, match="mesh= needs plan="):
+        m.run(x, mesh=dt.DeviceMesh((2,)))
+    with pytest.raises(dt.ValueError, match="plan= needs mesh="):
+        m.compile(plan={"mesh_dims": ["tp"], "modules": []})
+    with pytest.raises(dt.ValueError, match="mesh= needs plan="):
+        m.train(x, mesh=dt.DeviceMesh((2,)))
 
 
 def test_library_errors_carry_their_fields():
