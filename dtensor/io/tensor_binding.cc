@@ -6,12 +6,14 @@
 
 namespace dt::io {
 
+// A tensor of the wrong dtype or shape is a DTypeError / ShapeError wherever it came from (a file,
+// a Python array): Python callers get a ValueError, not an OSError, for an array of the wrong shape.
 void check_binding(const ir::Value& v, const Tensor& t, const std::string& what) {
   if (t.dtype() != v.type.dtype)
-    DT_THROW(IoError) << "tensor " << v.name << " in " << what << " has dtype " << dtype_name(t.dtype())
+    DT_THROW(DTypeError) << "tensor " << v.name << " in " << what << " has dtype " << dtype_name(t.dtype())
                       << " but the graph expects " << ir::type_str(v.type);
   if (t.shape() != v.type.shape)
-    DT_THROW(IoError) << "tensor " << v.name << " in " << what << " has shape " << shape_str(t.shape())
+    DT_THROW(ShapeError) << "tensor " << v.name << " in " << what << " has shape " << shape_str(t.shape())
                       << " but the graph expects " << ir::type_str(v.type);
 }
 

@@ -13,7 +13,7 @@ namespace dt::io {
 TensorMap bind_params(const ir::Graph& graph, const SafetensorsFile& weights);
 // Returns name -> tensor for every data input of `graph`.
 TensorMap bind_inputs(const ir::Graph& graph, const SafetensorsFile& inputs);
-// Throws IoError unless `t` has the dtype and shape of `v` (`what` names the source file).
+// Throws DTypeError / ShapeError unless `t` has the dtype and shape of `v` (`what` names its source).
 void check_binding(const ir::Value& v, const Tensor& t, const std::string& what);
 
 }  // namespace dt::io

@@ -11,7 +11,7 @@ namespace {
 std::string bind_error(const ir::Graph& g, const TensorMap& weights) {
   try {
     bind_params(g, SafetensorsFile::from_bytes(safetensors_bytes(weights), "w.safetensors"));
-  } catch (const IoError& e) {
+  } catch (const Error& e) {  // IoError for missing or extra tensors, ShapeError / DTypeError for mismatches
     return e.what();
   }
   return "no error";

@@ -275,7 +275,7 @@ TEST(Interpreter, RefusesMissingOrMistypedBindings) {
   try {
     interp.run({{"x", Tensor::ones({4})}, {"w", Tensor::ones({3})}});
     FAIL();
-  } catch (const IoError& e) {
+  } catch (const ShapeError& e) {
     EXPECT_STREQ(e.what(), "tensor x in the bindings has shape [4] but the graph expects f32[3]");
   }
 }

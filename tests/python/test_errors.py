@@ -93,14 +93,14 @@ def test_io_errors(tmp_path):
         dt.load(tmp_path / "missing.dt")
     assert isinstance(e.value, OSError)
     model = write(tmp_path, "m.dt", MLP_IR)
-    with pytest.raises(dt.IoError, match="w"):  # a weight of the wrong shape
+    with pytest.raises(dt.ShapeError, match="w"):  # a weight of the wrong shape: bad input, not I/O
         dt.load(model, weights={"w": np.zeros((3, 4), np.float32)})
     with pytest.raises(dt.IoError):
         dt.load(model, weights={})
     with pytest.raises(dt.IoError):
         dt.load(model, weights=str(tmp_path / "missing.safetensors"))
     m = dt.load(model, weights={"w": np.ones((4, 3), np.float32)})
-    with pytest.raises(dt.IoError, match="x"):  # an input of the wrong shape
+    with pytest.raises(dt.ShapeError, match="x"):  # an input of the wrong shape
         m.run({"x": np.zeros((3, 2), np.float32)})
     with pytest.raises(dt.ValueError, match="missing 'x'"):
         m.run({})
@@ -128,6 +128,11 @@ def test_bad_plan_and_train_options(tmp_path):
         m.compile(plan={"mesh_dims": ["tp"], "modules": []})
     with pytest.raises(dt.ValueError, match="mesh= needs plan="):
         m.train(x, mesh=dt.DeviceMesh((2,)))
+    # An array of the wrong shape or dtype is a ValueError (ShapeError / DTypeError), not an OSError.
+    with pytest.raises(dt.ShapeError, match="has shape \\[3, 3\\] but the graph expects f32\\[2, 3\\]"):
+        m.run({"x": np.zeros((3, 3), np.float32)})
+    with pytest.raises(dt.DTypeError, match="has dtype f64 but the graph expects f32"):
+        m.run({"x": np.zeros((2, 3), np.float64)})
 
 
 def test_library_errors_carry_their_fields():
