@@ -77,14 +77,17 @@ void Importer::declare_inputs() {
   std::set<std::string> seen;
   for (const auto& vi : g.input())
     if (!init_names.count(vi.name())) seen.insert(vi.name());
+  // Worded for the CLI's --input-shape / --input-dtype and Python's input_shapes= alike.
+  auto refuse_unknown = [&](const std::string& name, const char* what) {
+    std::string names;
+    for (const auto& n : seen) names += (names.empty() ? "" : ", ") + n;
+    DT_THROW(ValueError) << "an input " << what << " is given for '" << name << "', which is not a graph input (inputs: "
+                         << names << ")";
+  };
   for (const auto& [name, shape] : opt_.input_shapes)
-    if (!seen.count(name)) {
-      std::string names;
-      for (const auto& n : seen) names += (names.empty() ? "" : ", ") + n;
-      DT_THROW(ValueError) << "--input-shape names '" << name << "', which is not a graph input (inputs: " << names << ")";
-    }
+    if (!seen.count(name)) refuse_unknown(name, "shape");
   for (const auto& [name, dtype] : opt_.input_dtypes)
-    if (!seen.count(name)) DT_THROW(ValueError) << "--input-dtype names '" << name << "', which is not a graph input";
+    if (!seen.count(name)) refuse_unknown(name, "dtype");
   for (const auto& vi : g.input()) {
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (old exporters)
     if (auto it = opt_.constant_inputs.find(vi.name()); it != opt_.constant_inputs.end()) {
