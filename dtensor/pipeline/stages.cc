@@ -176,11 +176,16 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
     for (const Value* o : n->operands) {
       all_constant = all_constant && constant[size_t(o->id)];
       last_read[size_t(o->id)] = std::max(last_read[size_t(o->id)], stage_of_node[i]);
-      if (o->kind != ir::ValueKind::param) continue;
+      // A parameter read in several stages is bound in each from the same weights (a Llama's RoPE
+      // tables, a causal mask, tied embeddings in a forward-only run); only a trained one would
+      // need its stages' gradients summed, which the schedule does not do.
+      if (o->kind != ir::ValueKind::param || !training || o->frozen || !is_floating(o->type.dtype)) continue;
       int& owner = param_stage[size_t(o->id)];
       if (owner >= 0 && owner != stage_of_node[i])
-        DT_THROW(ValueError) << "parameter " << o->name << " is read in pipeline stages " << owner << " and "
-                             << stage_of_node[i] << ": a parameter shared across stages (tied weights) cannot be split";
+        DT_THROW(ValueError) << "parameter " << o->name << " is trained in pipeline stages " << owner << " and "
+                             << stage_of_node[i]
+                             << " (tied weights): pipeline training cannot sum its gradients across stages; a forward "
+                                "run can share it, and training can when it is frozen (`const`) or without a pipeline";
       owner = stage_of_node[i];
     }
     for (const Value* r : n->results) {

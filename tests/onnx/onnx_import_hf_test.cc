@@ -10,7 +10,8 @@
 //    tables, causal mask) unchanged and given no optimizer state, on one device and on tp 2;
 //  - at sequence 128 (MODEL_s128, scripts/make_hf_onnx_seq128_reference.py) each model matches
 //    PyTorch on tp 2, tp 4 and fsdp x tp 2x2 with the plans beside the exports
-//    (tests/reference/onnx/hf_*_tp.json, hf_*_fsdp_tp.json), with attention sharded by heads.
+//    (tests/reference/onnx/hf_*_tp.json, hf_*_fsdp_tp.json), with attention sharded by heads;
+//  - in pipeline stages, whose layers all read the Llama's consts and GPT-2's tied wte (HfPipeline).
 #include <algorithm>
 #include <gtest/gtest.h>
 
@@ -20,8 +21,11 @@
 #include "dtensor/autodiff/train_step.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/io/onnx_import.h"
+#include "dtensor/ir/builder.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/io/safetensors.h"
+#include "dtensor/job/job.h"
+#include "dtensor/job/train.h"
 #include "dtensor/layout/device_mesh.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "dtensor/sharding/train_step_placement.h"
@@ -313,6 +317,77 @@ TEST(HfTraining, LlamaOnTp4ShardsTheAttentionBackwardByQueryHeadsWithoutGathers)
       for (const auto& [op, count] : collectives) std::printf("tp 4 rank 0: %d %s\n", count, std::string(ir::op_name(op)).c_str());
     EXPECT_EQ(collectives[ir::OpKind::all_gather_into_tensor], 0) << "rank " << r;
     EXPECT_EQ(collectives[ir::OpKind::all_to_all_single], 0) << "rank " << r;
+  }
+}
+
+// A pipeline plan with `rest` (mesh dims and styles) and 2 stages of 2 micro-batches in 1F1B order.
+sharding::ParallelPlan two_stages(sharding::ParallelPlan rest) {
+  rest.mesh_dims.insert(rest.mesh_dims.begin(), "pp");
+  rest.pipeline = sharding::ParallelPlan::parse(
+                      R"({"mesh_dims": ["pp"], "pipeline": {"stages": 2, "microbatches": 2, "schedule": "1f1b"}})")
+                      .pipeline;
+  return rest;
+}
+
+// Every layer of the Llama reads its consts (RoPE tables, causal mask), so both stages do: each
+// binds them from the same weights (they were refused as "tied weights" before). It trains 5 SGD
+// steps to PyTorch's losses within 1e-6 on pp 2 and on pp 2 x tp 2 (hf_llama_tp.json in each stage).
+TEST(HfPipeline, LlamaTrainsToPyTorchsLossesWithItsConstsInBothStages) {
+  const TensorMap io = read_safetensors(kReference + "/hf_llama_train_io.safetensors");
+  const OnnxImportResult im = import_onnx(kReference + "/hf_llama_train.onnx");
+  const std::vector<double> want = io.at("losses").to_doubles();
+  job::TrainOptions opt;
+  opt.steps = int(want.size());
+  opt.optimizer.lr = 0.1;
+  for (const char* mesh : {"2", "2x2"}) {
+    job::ShardedTrainOptions so;
+    so.job.mesh = DeviceMesh::parse(mesh);
+    so.job.plan = two_stages(so.job.mesh.ndim() == 1 ? sharding::ParallelPlan{}
+                                                     : sharding::ParallelPlan::load(kReference + "/hf_llama_tp.json"));
+    const job::TrainResult r = job::train_sharded(im.graph.clone(), im.weights,
+                                                  {{"input_ids", io.at("input_ids")}, {"targets", io.at("targets")}}, opt, so);
+    ASSERT_EQ(r.losses.size(), want.size()) << mesh;
+    for (size_t s = 0; s < want.size(); ++s) {
+      std::printf("pipeline on %s, step %zu: loss %.9f PyTorch %.9f\n", mesh, s, r.losses[s], want[s]);
+      EXPECT_NEAR(r.losses[s], want[s], 1e-6) << mesh << " step " << s;
+    }
+  }
+}
+
+// GPT-2's wte is the embedding (stage 0) and the logits' weight (stage 1): a forward run binds it
+// in both and matches PyTorch; training refuses it, naming the weight and why (its two stages'
+// gradients would need summing).
+TEST(HfPipeline, TiedWeightsRunInBothStagesAndTrainingSaysWhyNot) {
+  const TensorMap io = read_safetensors(kReference + "/hf_gpt2_io.safetensors");
+  OnnxImportOptions opt;
+  TensorMap inputs;
+  for (const char* name : {"input_ids", "attention_mask"}) {
+    opt.input_shapes[name] = io.at(name).shape();
+    inputs[name] = io.at(name);
+  }
+  const OnnxImportResult im = import_onnx(kReference + "/hf_gpt2.onnx", opt);
+  job::JobOptions jo;
+  jo.mesh = DeviceMesh::parse("2");
+  jo.plan = two_stages({});
+  const job::Job job = job::Job::compile(im.graph, jo);
+  const std::vector<Tensor> out = job.run(job::Weights::full(im.weights), inputs).outputs;
+  const DiffReport d = compare(out[0], io.at("output"), 1e-5, 1e-5);
+  std::printf("hf_gpt2 on 2 pipeline stages vs PyTorch: max_abs_diff %.3g\n", d.max_abs_diff);
+  EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << "max_abs_diff " << d.max_abs_diff;
+
+  // Training: a loss on the logits (the mean, enough to train every parameter).
+  ir::Graph g = im.graph.clone();
+  ir::Builder b(g);
+  g.set_outputs({b.mean(g.outputs()[0])});
+  job::ShardedTrainOptions so;
+  so.job = jo;
+  try {
+    job::train_sharded(std::move(g), im.weights, inputs, job::TrainOptions{}, so);
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter wte.weight is trained in pipeline stages 0 and 1 (tied weights)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
