@@ -119,6 +119,37 @@ ir::RankOrbits pipeline_orbits(const PipelinePrograms& pp) {
   return out;
 }
 
+// A parameter read in several stages is one tensor wherever they run: trained in several (tied
+// weights, whose gradients the programs sum across the stages' ranks) or read by two stages of one
+// rank (interleaved), its shards must be alike in each, so its placements must agree. Throws
+// ValueError naming the parameter, the stages and the placements otherwise.
+void check_shared_params(const PipelinePrograms& pp, const std::string& source) {
+  const int p = pp.split.ranks();
+  std::map<std::string, std::vector<int>> readers, trainers;  // by name: stages
+  for (int x = 0; x < pp.split.stages; ++x) {
+    const pipeline::StageGraph& sg = pp.graphs[size_t(x)];
+    for (const ir::Value* v : sg.graph.params()) readers[v->name].push_back(x);
+    for (const ir::Value* v : sg.params) trainers[v->name].push_back(x);
+  }
+  for (const auto& [name, stages] : readers) {
+    if (stages.size() < 2) continue;
+    bool one_rank = false;
+    for (size_t i = 1; i < stages.size(); ++i) one_rank = one_rank || stages[i] % p == stages[i - 1] % p;
+    if (!one_rank && trainers[name].size() < 2) continue;
+    auto placements = [&](int x) {
+      const ir::Value* v = pp.graphs[size_t(x)].graph.find(name);
+      return pp.compiled[size_t(x)].sharding.values[size_t(v->id)];
+    };
+    for (int x : stages)
+      if (placements(x) != placements(stages[0]))
+        DT_THROW(ValueError) << source << ": parameter " << name << " is read in pipeline stages " << stages[0]
+                             << " and " << x << " (" << (one_rank ? "on one rank" : "tied weights, trained in both")
+                             << ") but the plan places it " << placements_str(placements(stages[0])) << " in one and "
+                             << placements_str(placements(x))
+                             << " in the other: they must agree (give both modules' parameters one style)";
+  }
+}
+
 // Builds `rank`'s program (PipelinePrograms::instantiate): the stages it runs partitioned for it
 // (unless compile already did), the others read from their first rank's program for the value
 // counts of their messages alone. Adds the partitions it made to *partitioned when given.
@@ -210,6 +241,7 @@ PipelinePrograms compile_pipeline(const ir::Graph& forward, const sharding::Para
     out.compiled.push_back(sharding::compile(sg.graph, sub, out.meshes.back(), co));
     out.stage_programs_partitioned += int64_t(out.compiled.back().programs.size());
   }
+  check_shared_params(out, plan.source);
   for (const sharding::ModuleStyle& ms : plan.modules) {
     bool used = false;
     for (const ir::Value* p : forward.params())

@@ -17,6 +17,9 @@ using ir::Value;
 // differ only by renaming, and the proof by orbit keys a link's queue by its name.
 std::string link_group(int link) { return "pp" + std::to_string(link); }
 
+// The group summing a tied parameter's gradients (named alike at every place, as the links).
+std::string tied_group(const std::string& param) { return "tied." + param; }
+
 // Returns a scalar constant of `dtype`.
 Value* scalar(ir::Builder& b, double value, DType dtype) {
   return b.record(ir::OpKind::full, {}, {{"shape", std::vector<int64_t>{}}, {"value", value}, {"dtype", dtype}})[0];
@@ -65,8 +68,11 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
   ValueMap shared;  // the stages' parameters and seed, read by every micro-batch
   std::vector<ValueMap> mb(static_cast<size_t>(m));  // each micro-batch's copies
   std::map<std::string, std::vector<Value*>> data_inputs;  // by name: one input per micro-batch
-  std::vector<const Value*> params;  // every stage's trained parameters, stage by stage
-  std::map<int, size_t> first_param;  // by stage: where its parameters start in params
+  // The trained parameters, once each however many of this rank's stages read them (interleaved
+  // stages may share one), and by stage the slot of each of its trained parameters.
+  std::vector<Value*> trained;
+  std::map<std::string, size_t> slot_of;
+  std::map<int, std::vector<size_t>> slots;
   for (int x : out.stages) {
     const StageWork& sg = work(x);
     for (const ir::GroupDecl& d : sg.graph->groups())  // the stage's collectives'
@@ -75,8 +81,14 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
       if (link >= 0 && link < n - 1)
         b.group(link_group(link), {rank_at(link % p, c), rank_at((link + 1) % p, c)});
     for (const Value* v : sg.graph->params()) {
-      Value* copy = g.add_param(v->name, v->type);
-      copy->frozen = v->frozen;
+      Value* copy = g.find(v->name);  // an earlier stage of this rank reads it too
+      if (!copy) {
+        copy = g.add_param(v->name, v->type);
+        copy->frozen = v->frozen;
+      }
+      DT_CHECK(copy->kind == ir::ValueKind::param && copy->type == v->type)
+          << "parameter " << v->name << " of stage " << x << " is " << ir::type_str(v->type) << " here but "
+          << ir::type_str(copy->type) << " in another stage of rank " << out.rank;
       shared[v] = copy;
     }
     if (sg.seed) {
@@ -91,8 +103,11 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
       }
       for (int k = 0; k < m; ++k) mb[size_t(k)][d] = inputs[size_t(k)];
     }
-    first_param[x] = params.size();
-    params.insert(params.end(), sg.params.begin(), sg.params.end());
+    for (const Value* v : sg.params) {
+      const auto [it, fresh] = slot_of.emplace(v->name, trained.size());
+      if (fresh) trained.push_back(shared.at(v));
+      slots[x].push_back(it->second);
+    }
   }
   for (ValueMap& map : mb) map.insert(shared.begin(), shared.end());
   // This rank's end of a message: the stage that sends or receives it here.
@@ -108,7 +123,7 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
   using Key = std::tuple<bool, int, int>;  // activation, micro-batch, sender
   auto key = [](const Message& msg) { return Key{msg.activation, msg.microbatch, msg.from}; };
   std::map<Key, std::vector<Value*>> posted;
-  std::vector<Value*> grads(params.size(), nullptr), losses;
+  std::vector<Value*> grads(trained.size(), nullptr), losses;
   const StageWork& last = work(out.stages.back());
   std::vector<std::vector<Value*>> outputs(out.stages.back() == n - 1 ? last.outputs.size() : 0);
   const std::vector<Step> program = o.training ? stage_program(o.schedule, p, s, m, o.virtual_stages)
@@ -126,10 +141,10 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
           for (size_t i = 0; i < sg.outputs.size(); ++i) outputs[i].push_back(map.at(sg.outputs[i]));
         continue;
       }
-      const size_t first = first_param.at(x);
       for (size_t i = 0; i < sg.params.size(); ++i) {
         Value* gk = map.at(sg.param_grads[i]);
-        grads[first + i] = grads[first + i] ? b.add(grads[first + i], gk) : gk;
+        Value*& acc = grads[slots.at(x)[i]];
+        acc = acc ? b.add(acc, gk) : gk;
       }
       if (sg.loss) losses.push_back(map.at(sg.loss));
       continue;
@@ -176,10 +191,26 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
     results.push_back(mean(losses));
     out.first_update = 1;
   }
-  std::vector<Value*> trained;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    trained.push_back(shared.at(params[i]));
-    if (m > 1) grads[i] = b.mul(grads[i], scalar(b, 1.0 / m, grads[i]->type.dtype));
+  for (Value*& grad : grads)
+    if (m > 1) grad = b.mul(grad, scalar(b, 1.0 / m, grad->type.dtype));
+  // Tied weights (a trained parameter that stages on other pipeline ranks read too, GPT-2's wte in
+  // the first and last stage): its gradient is the sum of theirs, as Megatron-LM's embedding group
+  // sums them, so every holder applies the same update. One all_reduce per such parameter, in name
+  // order on every holder, over the ranks at this place of the pipeline ranks holding it (the
+  // compile checked that its placements agree, so the shards do).
+  for (const auto& [name, slot] : slot_of) {
+    std::vector<int> holders;  // pipeline ranks
+    for (int y = 0; y < n; ++y)
+      for (const Value* v : work(y).params)
+        if (v->name == name && std::find(holders.begin(), holders.end(), y % p) == holders.end())
+          holders.push_back(y % p);
+    if (holders.size() < 2) continue;
+    std::sort(holders.begin(), holders.end());
+    std::vector<int> ranks;
+    for (int r : holders) ranks.push_back(rank_at(r, c));
+    const std::string group = tied_group(name);
+    b.group(group, ranks);
+    grads[slot] = b.wait_tensor(b.all_reduce(grads[slot], group, "sum"));
   }
   std::vector<Value*> updated = autodiff::append_optimizer_updates(g, trained, grads, o.optimizer, out.step);
   results.insert(results.end(), updated.begin(), updated.end());

@@ -5,7 +5,9 @@
 // two-rank group per link and place, named "pp<link>" at every place), then, for training, the gradients
 // accumulated over the micro-batches, divided by their count (the loss is the mean of the
 // micro-batches' losses, as PyTorch's schedules compute it) and one optimizer update per parameter
-// shard.
+// shard. A parameter trained in stages on several pipeline ranks (tied weights) has its gradient
+// summed over them first (an all_reduce on group "tied.<name>" of the ranks at the same place), so
+// every copy takes the same update.
 //
 // Data: each micro-batch k binds the stage's data inputs as "<name>.mb<k>" (rows k*b .. (k+1)*b-1
 // of the batch, then the rank's shard: microbatch_input()); the seed input (stages.h) binds 1.

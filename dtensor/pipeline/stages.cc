@@ -169,24 +169,13 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
   }
   const size_t nv = g.num_values();
   std::vector<bool> constant(nv, false);  // depends on no input and no parameter
-  std::vector<int> made(nv, -1), last_read(nv, -1), param_stage(nv, -1);
+  std::vector<int> made(nv, -1), last_read(nv, -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node* n = nodes[i];
     bool all_constant = true;
     for (const Value* o : n->operands) {
       all_constant = all_constant && constant[size_t(o->id)];
       last_read[size_t(o->id)] = std::max(last_read[size_t(o->id)], stage_of_node[i]);
-      // A parameter read in several stages is bound in each from the same weights (a Llama's RoPE
-      // tables, a causal mask, tied embeddings in a forward-only run); only a trained one would
-      // need its stages' gradients summed, which the schedule does not do.
-      if (o->kind != ir::ValueKind::param || !training || o->frozen || !is_floating(o->type.dtype)) continue;
-      int& owner = param_stage[size_t(o->id)];
-      if (owner >= 0 && owner != stage_of_node[i])
-        DT_THROW(ValueError) << "parameter " << o->name << " is trained in pipeline stages " << owner << " and "
-                             << stage_of_node[i]
-                             << " (tied weights): pipeline training cannot sum its gradients across stages; a forward "
-                                "run can share it, and training can when it is frozen (`const`) or without a pipeline";
-      owner = stage_of_node[i];
     }
     for (const Value* r : n->results) {
       constant[size_t(r->id)] = all_constant;

@@ -10,9 +10,9 @@
 // Values crossing a cut: a value computed in stage s and read in a later stage t travels along
 // every link s..t-1 (stages in between relay it); a value that depends on no input and no
 // parameter (an arange of positions) is recomputed in each stage that reads it instead. A graph
-// output is read by the last stage. A parameter is bound in every stage that reads it; in training,
-// a trained parameter belongs to the one stage that reads it (tied trained weights across stages
-// are refused: their gradients would need summing across stages), frozen ones may be shared.
+// output is read by the last stage. A parameter is bound in every stage that reads it (a Llama's
+// RoPE tables in every layer); a trained one read in several stages (tied embeddings) is trained
+// in each, and the pipeline programs sum its gradients across them (program.h).
 //
 // Each stage's graph (StageGraph::graph) holds its forward for one micro-batch (every data input's
 // dim 0 divided by the micro-batch count: rebatch()) and, for training, its backward: the last
