@@ -45,8 +45,10 @@ DT_AVX512_TARGET void widen_avx512(const bf16* src, float* dst, int64_t n) {
 
 DT_AVX512_TARGET void narrow_avx512(const float* src, bf16* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(bf16_bits(_mm512_loadu_ps(src + i))));
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtepi32_epi16(bf16_bits(_mm512_loadu_ps(src + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
   for (; i < n; ++i) dst[i] = bf16(src[i]);
 }
 
