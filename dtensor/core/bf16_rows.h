@@ -6,7 +6,9 @@
 //
 // Every bf16 kernel loads its operands into f32 and rounds its results back (dtype.h), so these
 // loops run over every value a bf16 model computes. Compiled for the baseline x86-64 target the
-// loops run on 4 lanes of SSE2 with the rounding spelled out in shuffles.
+// loops run on 4 lanes of SSE2 with the rounding spelled out in shuffles: on the AMD EPYC host
+// (Zen 4) rounding the bf16 gpt forward's GEMM outputs took about 11 ms of its 205 (perf), and
+// the 16-lane loops here took the forward from 203 to 196 ms.
 #pragma once
 
 #include <cstdint>
