@@ -58,9 +58,12 @@ void pack_b_half_strided(const uint16_t* b, int64_t rs, int64_t cs, int64_t n, i
 }
 
 // GCC 12's unpack and shuffle intrinsics start from _mm512_undefined_epi32(), which
-// -Wmaybe-uninitialized flags once they are inlined here; no value is read uninitialized.
+// -Wmaybe-uninitialized flags once they are inlined here; no value is read uninitialized. Clang has
+// no such warning (and warns about the unknown option), so it is silenced for GCC only.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Transposes 16 x 16 32-bit words in place: r[i] lane j becomes r[j] lane i.
 DT_BF16_DOT_TARGET void transpose_16x16(__m512i r[16]) {
@@ -129,7 +132,9 @@ DT_BF16_DOT_TARGET void pack_b(const uint16_t* b, int64_t rs, int64_t cs, int64_
   }
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // Packs a's rows [i0, i0 + mc) and k [k0, k0 + kc) as rows of pair words, kKc / 2 words apart
 // (a fixed stride, so that the micro-kernel addresses all its rows from one pointer with constant

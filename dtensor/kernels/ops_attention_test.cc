@@ -178,6 +178,35 @@ TEST(OpsAttention, GroupedQueryScaleAndMasks) {
   }
 }
 
+TEST(OpsAttention, Bf16AndF16AreTheF32KernelOnWidenedInputsRoundedOnce) {
+  // bf16/f16 heads are widened head by head inside the kernel: the bits are those of widening the
+  // whole inputs, attending in f32 and rounding the output once. gpt-layout strided views, grouped
+  // query heads, S around the query block, every mask kind (a hidden row: NaN in both).
+  uint64_t seed = 400;
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (int64_t hkv : {2, 8})
+      for (int64_t s : {1, 37, 257}) {
+        const Tensor q = uniform({2, s, 8, 16}, dtype, seed++).transpose(1, 2);
+        const Tensor k = uniform({2, s, hkv, 16}, dtype, seed++).transpose(1, 2);
+        const Tensor v = uniform({2, s, hkv, 8}, dtype, seed++).transpose(1, 2);
+        for (const auto& [name, mask] : attention_test_masks(2, s, seed))
+          for (bool causal : {false, true}) {
+            AttentionOptions o, o32;
+            o.causal = o32.causal = causal;
+            o.scale = o32.scale = 0.3;
+            o.mask = mask.defined() && mask.dtype() != DType::boolean ? mask.to(dtype) : mask;
+            o32.mask = o.mask.defined() && o.mask.dtype() != DType::boolean ? o.mask.to(DType::f32) : o.mask;
+            const Tensor got = scaled_dot_product_attention(q, k, v, o);
+            const Tensor want =
+                scaled_dot_product_attention(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), o32).to(dtype);
+            ASSERT_EQ(got.dtype(), dtype);
+            ASSERT_EQ(got.shape(), want.shape());
+            EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), got.nbytes()), 0)
+                << dtype_name(dtype) << " Hkv " << hkv << " S " << s << " mask " << name << (causal ? " causal" : "");
+          }
+      }
+}
+
 TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
   const Tensor q = uniform({1, 1, 3, 4}, DType::f32, 1), k = uniform({1, 1, 3, 4}, DType::f32, 2),
                v = uniform({1, 1, 3, 2}, DType::f32, 3);

@@ -94,6 +94,32 @@ TEST(OpsBinary, NonContiguousOperands) {
   }
 }
 
+TEST(OpsBinary, Bf16RowsAreTheF32ResultRoundedOnceInEveryLayout) {
+  // Contiguous bf16 rows run in blocks of widened values (elementwise.h); strided rows element by
+  // element. Both give bf16(float(a) op float(b)) bit for bit, at every length around the block
+  // size (0, 1, a block, a block and one, several blocks and a tail).
+  using F = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<F, float (*)(float, float)>> ops = {
+      {add, [](float x, float y) { return x + y; }},
+      {sub, [](float x, float y) { return x - y; }},
+      {mul, [](float x, float y) { return x * y; }},
+      {div, [](float x, float y) { return x / y; }}};
+  for (int64_t n : {0, 1, 255, 256, 257, 1000}) {
+    const Tensor a = uniform({n}, DType::bf16, 11, -9, 9), b = uniform({n}, DType::bf16, 12, 0.5, 3);
+    const Tensor b_strided = uniform({n, 2}, DType::bf16, 13, 0.5, 3).select(1, 0);  // stride 2
+    const std::vector<float> av = a.to(DType::f32).to_vector<float>(), bv = b.to(DType::f32).to_vector<float>();
+    for (const auto& [op, f] : ops) {
+      const Tensor y = op(a, b);
+      const bf16* yp = static_cast<const bf16*>(y.raw_data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(yp[i].bits, bf16(f(av[size_t(i)], bv[size_t(i)])).bits) << "n " << n << " element " << i;
+      const std::vector<double> strided = op(a, b_strided).to_doubles();
+      const std::vector<double> contiguous = op(a, b_strided.contiguous()).to_doubles();
+      EXPECT_EQ(strided, contiguous) << "n " << n;
+    }
+  }
+}
+
 TEST(OpsBinary, IntegerArithmeticIsExactAndWraps) {
   Tensor a = Tensor::from_vector<int64_t>({INT64_MAX, 7, -9}, {3});
   Tensor b = Tensor::from_vector<int64_t>({1, 3, 4}, {3});

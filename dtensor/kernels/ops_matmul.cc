@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "dtensor/core/bf16_rows.h"
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/kernels/gemm_bf16_dot.h"
 #include "dtensor/kernels/gemm_panels.h"
@@ -45,19 +46,6 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
   if (auto op = blas_operand(t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1])) return {t, *op};
   Tensor c = t.contiguous();
   return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
-}
-
-// bf16 <-> f32 over contiguous runs: plain loops the compiler vectorises (a 16-bit shift one way,
-// round to nearest even the other, dtype.h), unlike the strided, dtype-dispatched Tensor::copy_.
-void widen_from_bf16(const bf16* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
-}
-void narrow_to_bf16(const float* src, bf16* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16(src[i]);
-}
-// Rounds f32 values to the nearest bf16 in place (still stored as f32).
-void round_through_bf16(float* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) p[i] = float(bf16(p[i]));
 }
 
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
@@ -203,7 +191,7 @@ Tensor widen_operand(const Tensor& t, int i) {
   Tensor w = g_bf16_scratch.get(i, {outer, inner});
   const bf16* src = static_cast<const bf16*>(v.raw_data());
   float* dst = static_cast<float*>(w.raw_data());
-  for (int64_t r = 0; r < outer; ++r) widen_from_bf16(src + r * ld, dst + r * inner, inner);
+  for (int64_t r = 0; r < outer; ++r) widen_bf16(src + r * ld, dst + r * inner, inner);
   return trans ? w.transpose(0, 1) : w;
 }
 

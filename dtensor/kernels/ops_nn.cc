@@ -62,10 +62,9 @@ void for_each_row(const Tensor& xt, const Tensor& out, int64_t n, RowFn row_fn) 
       std::vector<C> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n));
       for (int64_t r = r0; r < r1; ++r) {
         const T* row = in + r * n;
-        for (int64_t i = 0; i < n; ++i) src[size_t(i)] = kernel::load(row[i]);
+        kernel::load_run(row, src.data(), n);
         row_fn(static_cast<const C*>(src.data()), dst.data(), n);
-        T* orow = o + r * n;
-        for (int64_t i = 0; i < n; ++i) orow[i] = kernel::store<T>(dst[size_t(i)]);
+        kernel::store_run(static_cast<const C*>(dst.data()), o + r * n, n);
       }
     }
   });
@@ -122,7 +121,7 @@ std::vector<compute_t<T>> load_param(const Tensor& p) {
   Tensor c = p.contiguous();
   const T* d = static_cast<const T*>(c.raw_data());
   std::vector<compute_t<T>> v(size_t(c.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = kernel::load(d[i]);
+  kernel::load_run(d, v.data(), c.numel());
   return v;
 }
 
