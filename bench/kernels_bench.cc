@@ -4,6 +4,7 @@
 //               default one BLAS thread and with two; and on bf16 ones (bf16:1 on the path this CPU
 //               takes, bf16:2 widened to f32 for sgemm, bf16:3 the vdpbf16ps kernel). BM_PeakF32Fma /
 //               BM_PeakBf16Dot: the core's peak rates of the f32 FMA and the bf16 dot instruction.
+//               BM_LinearShapes: the Llama export's linear shapes by sgemm and the packed-weight GEMM.
 //   add vs memcpy at 64 MiB: bytes_per_second counts the 64 MiB output per iteration for both, so
 //               the two rates compare directly; dt::add also reads two inputs and allocates its
 //               output (memory traffic 3x vs memcpy's 2x), which is the honest cost of the op.
@@ -28,6 +29,7 @@
 #include <limits>
 
 #include "dtensor/kernels/gemm_bf16_dot.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_attention_reference.h"
 #include "dtensor/kernels/ops_grad.h"
@@ -63,6 +65,29 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)->ArgNames({"n", "threads", "bf16"})->Args({512, 1, 0})->Args({1024, 1, 0})->Args({1024, 2, 0})
     ->Args({1024, 1, 1})->Args({1024, 1, 2})->Args({1024, 1, 3})->Args({1024, 2, 3})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A linear's GEMM (x [1024, k] @ W^T, W [n, k]) at the realistic Llama export's shapes (hidden 512,
+// kv projections 256, MLP 1536, LM head 4096; batch 4 x seq 256 rows), one thread, by OpenBLAS's
+// sgemm (path 0) and against the weight packed once (path 1, gemm_f32_packed.h; packing is outside
+// the timed loop, as in the interpreter's cache). Run with --benchmark_enable_random_interleaving=true.
+void BM_LinearShapes(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = 1024;
+  const bool packed_path = state.range(2) == 1;
+  if (packed_path && !dt::f32_packed_supported()) return state.SkipWithError("no AVX-512");
+  dt::set_threads_per_rank(1);
+  dt::Generator gen(1);
+  const dt::Tensor x = dt::rand({m, k}, gen), w = dt::rand({n, k}, gen);
+  const dt::PackedWeight packed(w.data<float>(), n, k, k, 1);
+  for (auto _ : state) {
+    dt::Tensor c = dt::linear_act(x, w, dt::Tensor(), dt::Activation::none, packed_path ? &packed : nullptr);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  state.counters["FLOPS"] =
+      benchmark::Counter(2.0 * double(m) * double(n) * double(k), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_LinearShapes)->ArgNames({"n", "k", "packed"})->ArgsProduct({{512}, {512}, {0, 1}})
+    ->ArgsProduct({{256}, {512}, {0, 1}})->ArgsProduct({{1536}, {512}, {0, 1}})->ArgsProduct({{512}, {1536}, {0, 1}})
+    ->ArgsProduct({{4096}, {512}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The core's peak rates of the two multiply-add instructions a bf16 GEMM could use: AVX-512 f32
 // FMA (vfmadd231ps, 32 FLOP) and AVX512-BF16's pair dot product (vdpbf16ps, 64 FLOP: 16 lanes of

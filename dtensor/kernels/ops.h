@@ -13,6 +13,8 @@
 
 namespace dt {
 
+class PackedWeight;  // gemm_f32_packed.h
+
 // ---- elementwise unary (ops_unary.cc) ----
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
@@ -93,10 +95,14 @@ enum class Activation { none, relu, gelu, gelu_tanh, silu };
 // that does not fit. f32 only (the dtype whose GEMM output is the result, so the activation sees
 // the same values): bitwise equal to relu/gelu/silu of linear(). Other dtypes: DTypeError.
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
+// With `packed` (non-null: weight packed by PackedWeight, gemm_f32_packed.h) an f32 linear
+// multiplies through gemm_f32_packed instead of sgemm; results differ from sgemm's only by the
+// order of the f32 additions. Other dtypes, or an input sgemm cannot read row by row, ignore it.
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, const PackedWeight* packed);
 // linear(x, weight) * times as one pass over the output (Llama's SwiGLU: silu(gate) * up, fused
 // into up's GEMM panels while they are in cache). f32 only; times has the product's shape;
 // bitwise equal to the mul of the two.
-Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times);
+Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times, const PackedWeight* packed = nullptr);
 // Applies act in place to n contiguous f32 values, exactly as the relu/gelu/silu ops compute them.
 void apply_activation(Activation act, float* p, int64_t n);
 

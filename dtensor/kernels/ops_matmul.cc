@@ -16,6 +16,7 @@
 #include "dtensor/core/bf16_rows.h"
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/kernels/gemm_bf16_dot.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/gemm_panels.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/parallel.h"
@@ -57,9 +58,12 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
 // into round_to's [m, n] bf16 rows while in cache; an activation then applies to the rounded values
 // and rounds again, exactly as a bf16 linear followed by the bf16 activation op would. With
 // `times` (T float only, contiguous [m, n]), each activated panel is then multiplied by its rows.
+// With `packed` (T float, f32 operands; b is the packed weight's W^T) a row-major a multiplies
+// through gemm_f32_packed instead of sgemm.
 template <typename T>
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
-          Activation act, bf16* round_to = nullptr, const float* times = nullptr) {
+          Activation act, bf16* round_to = nullptr, const float* times = nullptr,
+          const PackedWeight* packed = nullptr) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
   DT_CHECK(((act == Activation::none && !round_to && !times) || std::is_same_v<T, float>))
@@ -99,6 +103,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
     if (v > std::numeric_limits<blasint>::max())
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
   const bool bf16_dot = a.dtype() == DType::bf16;
+  DT_CHECK(!packed || (!bf16_dot && packed->k() == k && packed->n() == n))
+      << "packed weight " << packed->n() << " x " << packed->k() << " for a gemm of " << m << " x " << k << " x " << n;
   DT_CHECK(bf16_dot == (b.dtype() == DType::bf16) && (bf16_dot || a.dtype() == c.dtype()))
       << "gemm of " << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << " into " << dtype_name(c.dtype());
   const T* ap = static_cast<const T*>(av.raw_data());
@@ -118,6 +124,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
         const auto [b_rs, b_cs] = strides(bo);
         gemm_bf16_dot(r1 - r0, n, k, float(alpha), static_cast<const bf16*>(av.raw_data()) + a_offset, a_rs, a_cs,
                       static_cast<const bf16*>(bv.raw_data()), b_rs, b_cs, float(beta), cp + r0 * n, n);
+        epilogue(r0, r1);
+        return;
+      }
+      if (packed && ao.trans == CblasNoTrans) {
+        gemm_f32_packed(r1 - r0, float(alpha), ap + a_offset, ao.ld, *packed, float(beta), cp + r0 * n, n);
         epilogue(r0, r1);
         return;
       }
@@ -224,9 +235,10 @@ DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 // Computes act(alpha * a @ b + beta * init) for 2-d a, b (dtype checked by the caller) and returns
 // it in a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the
-// output. act must be none unless a is f32.
+// output. act must be none unless a is f32. `packed` (b's weight packed, or null) is used when a
+// and b are f32.
 Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta,
-               Activation act = Activation::none) {
+               Activation act = Activation::none, const PackedWeight* packed = nullptr) {
   if (a.dtype() == DType::bf16) return gemm_bf16(a, b, init, alpha, beta, act);
   const DType dt = a.dtype(), gt = gemm_dtype(dt);
   const int64_t m = a.shape()[0], n = b.shape()[1];
@@ -234,7 +246,7 @@ Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alph
   const Tensor ag = a.dtype() == gt ? a : a.to(gt);
   const Tensor bg = b.dtype() == gt ? b : b.to(gt);
   if (gt == DType::f32)
-    gemm<float>(ag, bg, c, init, alpha, beta, act);
+    gemm<float>(ag, bg, c, init, alpha, beta, act, nullptr, nullptr, dt == gt && b.dtype() == gt ? packed : nullptr);
   else
     gemm<double>(ag, bg, c, init, alpha, beta, act);
   return dt == gt ? c : c.to(dt);
@@ -387,7 +399,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_act(x, weight, bias, Activation::none);
 }
 
-Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times) {
+Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times, const PackedWeight* packed) {
   if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 || times.dtype() != DType::f32)
     DT_THROW(DTypeError) << "linear with a fused product supports f32 only";
   check_rank("linear", "weight", weight, 2);
@@ -398,11 +410,15 @@ Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times) {
                          << " and times " << shape_str(times.shape()) << " do not match";
   const Tensor x2 = fold_to_2d(x), t = times.contiguous();
   Tensor c = Tensor::uninitialized({x2.shape()[0], weight.shape()[0]}, DType::f32);
-  gemm<float>(x2, weight.transpose(0, 1), c, Tensor(), 1, 0, Activation::none, nullptr, t.data<float>());
+  gemm<float>(x2, weight.transpose(0, 1), c, Tensor(), 1, 0, Activation::none, nullptr, t.data<float>(), packed);
   return c.view(times.shape());
 }
 
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  return linear_act(x, weight, bias, act, nullptr);
+}
+
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, const PackedWeight* packed) {
   check_rank("linear", "weight", weight, 2);
   check_floating("linear", x, weight);
   if (x.dim() == 0) DT_THROW(ShapeError) << "linear: input must have at least 1 dim, got a scalar";
@@ -423,7 +439,7 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
   Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
   if (act != Activation::none && x.dtype() != DType::f32 && x.dtype() != DType::bf16)
     DT_THROW(DTypeError) << "linear with a fused activation supports f32 and bf16 only, got " << dtype_name(x.dtype());
-  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act).view(out_shape);
+  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act, packed).view(out_shape);
 }
 
 }  // namespace dt

@@ -111,7 +111,7 @@ class MemoryMeter {
 
 }  // namespace
 
-Interpreter::Interpreter(const ir::Graph& graph) : g_(graph) {
+Interpreter::Interpreter(const ir::Graph& graph) : g_(graph), packed_(graph) {
   const auto& nodes = g_.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     // Collectives, blocking ones included, and ops that read their group's size (the in-place
@@ -256,8 +256,9 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
     } else if (head_of >= 0) {
       const EpilogueFusion& f = fusions_[size_t(head_of)];
       run_kernel_of(g_, n, i, [&] {
-        out[0] = f.times ? dt::linear_mul(in[0], in[1], env[size_t(f.times->id)])
-                         : dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act);
+        const PackedWeight* packed = packed_.get(i, in[1]);
+        out[0] = f.times ? dt::linear_mul(in[0], in[1], env[size_t(f.times->id)], packed)
+                         : dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act, packed);
       });
       const ir::Value* tail = nodes[size_t(f.tail)]->result();
       DT_CHECK(out[0].shape() == tail->type.shape && out[0].dtype() == tail->type.dtype)
@@ -278,7 +279,13 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
         env[size_t(w->id)] = in[size_t(j)];
         if (w->kind == ir::ValueKind::result) meter.acquire(in[size_t(j)]);  // released as w
       }
-      run_kernel_of(g_, n, i, [&] { def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr}); });
+      run_kernel_of(g_, n, i, [&] {
+        // A linear whose weight is packed (packed_weights.h) runs here; its result is never one the
+        // kernel must write into a placed buffer.
+        const PackedWeight* packed = n.op == ir::OpKind::linear && !placed ? packed_.get(i, in[1]) : nullptr;
+        if (packed) out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), Activation::none, packed);
+        else def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+      });
     }
     DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))
         << ir::op_name(n.op) << " kernel did not write into its arena buffer";

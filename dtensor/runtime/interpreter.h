@@ -32,6 +32,7 @@
 #include "dtensor/core/tensor.h"
 #include "dtensor/ir/graph.h"
 #include "dtensor/runtime/interpreter_fusion.h"
+#include "dtensor/runtime/packed_weights.h"
 
 namespace dt::runtime {
 
@@ -87,6 +88,9 @@ class Interpreter {
   // The all_gathers gathered straight into their join's layout (when fusion() is on).
   const std::vector<GatherJoin>& gather_joins() const { return gather_joins_; }
 
+  // The packed copies of the constant linear weights, kept between runs (packed_weights.h).
+  const PackedWeights& packed_weights() const { return packed_; }
+
   // Returns, per node index, the ids of the values released after it.
   const std::vector<std::vector<int>>& release_plan() const { return release_after_; }
 
@@ -111,6 +115,7 @@ class Interpreter {
   std::vector<int> gather_join_of_;  // per node of a gather join's chain: index into gather_joins_, or -1
   bool fuse_ = true;
   bool update_params_ = false;
+  PackedWeights packed_;
 };
 
 // Returns this rank's groups for the graph's declarations: `world` itself for a group whose ranks

@@ -7,6 +7,7 @@
 
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/core/rng.h"
 #include "dtensor/ir/builder.h"
@@ -518,6 +519,52 @@ TEST(Interpreter, CollectiveVariantsMatchTheSingleCollectives) {
       EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << "rank " << r << " output " << k;
     }
   }
+}
+
+// Constant linear weights are packed once and reused across runs (packed_weights.h); a weight
+// written in place between runs, or rebound, is packed again, and the outputs follow it; a
+// weight an in-place update writes (a training step) is never packed.
+TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  ScopedF32GemmPath scoped(F32GemmPath::packed);
+  const Graph g = ir::parse(R"(graph lin {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  param %v : f32[5, 70]
+  %h = linear(%x, %w) : f32[9, 70]
+  %y = linear(%h, %v) : f32[9, 5]
+  return %y
+})");
+  Interpreter interp(g);
+  EXPECT_EQ(interp.packed_weights().packable_nodes(), 2u);
+  Generator gen(9);
+  Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}, {"v", randn({5, 70}, gen)}};
+  const auto want = [&] { return linear(linear(bind["x"], bind["w"]), bind["v"]); };
+  const auto close = [](const Tensor& a, const Tensor& b) { return allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-5); };
+  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  EXPECT_EQ(interp.packed_weights().packs(), 2);  // once each
+  bind["w"].copy_(neg(bind["w"]));  // in place: same storage, new contents
+  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  EXPECT_EQ(interp.packed_weights().packs(), 3);
+  bind["v"] = randn({5, 70}, gen);  // rebound
+  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  EXPECT_EQ(interp.packed_weights().packs(), 4);
+  {
+    ScopedF32GemmPath blas(F32GemmPath::blas);
+    EXPECT_TRUE(close(interp.run(bind)[0], want()));
+    EXPECT_EQ(interp.packed_weights().packs(), 4);
+  }
+
+  const Graph train = ir::parse(R"(graph step {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  input %g : f32[70, 20]
+  %h = linear(%x, %w) : f32[9, 70]
+  %w2 = sgd_update(%w, %g) {lr = 0.1} : f32[70, 20]
+  return %h, %w2
+})");
+  EXPECT_EQ(Interpreter(train).packed_weights().packable_nodes(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+// An f32 GEMM against a weight packed once (what ONNX Runtime's MLAS does with constant weights),
+// and the choice between it and OpenBLAS's sgemm (ops_matmul.cc, linear_act).
+//
+// A linear's weight W [n, k] is the GEMM's B = W^T. OpenBLAS packs B into its panel layout on
+// every call; a PackedWeight holds that layout, built once and reused while the weight stays the
+// same (the interpreter's cache, runtime/packed_weights.h). A, the activations, is read in place
+// (row-major), so nothing is packed per call. Results differ from sgemm's by the order of the f32
+// additions only (both accumulate in f32): |difference| <= ~2 k eps sum_p |a_ip b_pj|.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace dt {
+
+// How f32 GEMMs with a packed constant weight multiply: OpenBLAS's sgemm, or gemm_f32_packed.
+enum class F32GemmPath { blas, packed };
+
+// True when this CPU (and its OS) can run gemm_f32_packed (AVX-512 F).
+bool f32_packed_supported();
+
+// Returns the path. Chosen once: DTENSOR_F32_GEMM=packed|blas if set (packed on a CPU without
+// AVX-512 throws ValueError), otherwise by CPU, where the faster one was measured: packed on AMD
+// family 0x19 with AVX-512 (Zen 4: 4-8 % over OpenBLAS's Haswell sgemm on Llama's shapes,
+// kernels_bench BM_LinearShapes), blas everywhere else (unmeasured: Intel's full-width AVX-512
+// cores run OpenBLAS's SkylakeX kernels).
+F32GemmPath f32_gemm_path();
+// Overrides the path for this process; ValueError for packed on a CPU without AVX-512.
+void set_f32_gemm_path(F32GemmPath path);
+
+// Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
+class ScopedF32GemmPath {
+ public:
+  explicit ScopedF32GemmPath(F32GemmPath path) : saved_(f32_gemm_path()) { set_f32_gemm_path(path); }
+  ~ScopedF32GemmPath() { set_f32_gemm_path(saved_); }
+  ScopedF32GemmPath(const ScopedF32GemmPath&) = delete;
+  ScopedF32GemmPath& operator=(const ScopedF32GemmPath&) = delete;
+
+ private:
+  F32GemmPath saved_;
+};
+
+// B = W^T of a weight W [n, k] in gemm_f32_packed's panel layout (gemm_f32_packed.cc). Immutable.
+class PackedWeight {
+ public:
+  // Packs W, element (j, p) at w[j * w_rs + p * w_cs]. n, k >= 1.
+  PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs);
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  const float* data() const { return data_.get(); }
+
+ private:
+  int64_t n_, k_;
+  std::unique_ptr<float[], void (*)(void*)> data_;
+};
+
+// Computes c = alpha * a @ b.W^T + beta * c for row-major f32 a [m, b.k()] (row stride lda) into
+// row-major c [m, b.n()] (row stride ldc); beta == 0 ignores c's contents. Each element of c is
+// computed by the same instructions in the same order whatever m, its row and its column are, so
+// any split of the rows (or of W's rows) gives the same bits. Requires f32_packed_supported().
+void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, float beta, float* c,
+                     int64_t ldc);
+
+}  // namespace dt

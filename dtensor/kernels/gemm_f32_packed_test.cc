@@ -1,0 +1,147 @@
+// The packed-weight f32 GEMM against float64 sums of the same products, at shapes on and off every
+// tile and block edge; its bits under any split of rows or weight rows; and linear through it.
+#include "dtensor/kernels/gemm_f32_packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "dtensor/kernels/ops.h"
+#include "tests/support/ops_test_util.h"
+
+namespace dt {
+namespace {
+
+using test::uniform;
+
+#define DT_SKIP_WITHOUT_AVX512() \
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs"
+
+struct PackedCase {
+  int64_t m, n, k;
+  bool w_transposed;  // W [n, k] is read through a transposed view of a row-major [k, n]
+  float alpha, beta;
+};
+
+// Runs gemm_f32_packed on seeded operands and checks each element against the f64 sum of the
+// same products, within f32 accumulation error: (k + 2) * 2^-24 of the sum of the terms'
+// magnitudes (a lost k step, a wrong panel or a misplaced tile is off by a whole term or more).
+void expect_packed_matches_f64(const PackedCase& t) {
+  SCOPED_TRACE(testing::Message() << "m " << t.m << " n " << t.n << " k " << t.k << " transposed " << t.w_transposed
+                                  << " alpha " << t.alpha << " beta " << t.beta);
+  const Tensor a = uniform({t.m, t.k}, DType::f32, 41, -2, 2);
+  const Tensor w_stored = t.w_transposed ? uniform({t.k, t.n}, DType::f32, 42, -1, 1) : uniform({t.n, t.k}, DType::f32, 42, -1, 1);
+  const Tensor w = t.w_transposed ? w_stored.transpose(0, 1) : w_stored;
+  const Tensor c0 = uniform({t.m, t.n}, DType::f32, 43, -4, 4);
+  Tensor c = c0.clone();
+  const PackedWeight packed(w_stored.data<float>(), t.n, t.k, w.strides()[0], w.strides()[1]);
+  gemm_f32_packed(t.m, t.alpha, a.data<float>(), t.k, packed, t.beta, c.data<float>(), t.n);
+  const std::vector<double> av = a.to_doubles(), wv = w.contiguous().to_doubles(), cv = c0.to_doubles();
+  const std::vector<double> got = c.to_doubles();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < t.m; ++i)
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double term = av[size_t(i * t.k + p)] * wv[size_t(j * t.k + p)];
+        sum += term;
+        mag += std::abs(term);
+      }
+      const double seed = t.beta == 0 ? 0 : double(t.beta) * cv[size_t(i * t.n + j)];
+      const double want = double(t.alpha) * sum + seed;
+      const double tol = double(t.k + 2) * std::ldexp(1.0, -24) * (std::abs(double(t.alpha)) * mag + std::abs(seed));
+      const double g = got[size_t(i * t.n + j)];
+      if (!(std::abs(g - want) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "c[" << i << ", " << j << "] = " << g << ", want " << want << " within " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(GemmF32Packed, MatchesF64Sums) {
+  DT_SKIP_WITHOUT_AVX512();
+  // Tiles are 6 rows x 64 columns, blocks 512 k x 256 columns: sizes on, below and past each.
+  const std::vector<PackedCase> cases = {
+      {1, 1, 1, false, 1, 0},     {1, 1, 1, true, 1, 0},       {6, 64, 2, false, 1, 0},
+      {7, 65, 3, true, 1, 0},     {5, 63, 7, false, 1, 0},     {13, 17, 1, true, 1, 0},
+      {37, 130, 511, false, 1, 0}, {12, 256, 512, false, 1, 0}, {13, 257, 513, true, 1, 0},
+      {3, 300, 1025, false, 1, 0}, {70, 45, 131, true, 1, 1},   {70, 45, 131, false, 0.5f, 2},
+      {19, 40, 600, true, -1.5f, 0.25f}, {1, 300, 77, false, 1, 1}, {100, 1, 50, false, 1, 1},
+  };
+  for (const PackedCase& t : cases) expect_packed_matches_f64(t);
+}
+
+// beta == 0 ignores c's contents, NaN included (outputs are uninitialized).
+TEST(GemmF32Packed, BetaZeroIgnoresTheOutputsContents) {
+  DT_SKIP_WITHOUT_AVX512();
+  const Tensor a = Tensor::ones({3, 4}), w = Tensor::ones({5, 4});
+  Tensor c = Tensor::full({3, 5}, std::nan(""));
+  gemm_f32_packed(3, 1, a.data<float>(), 4, PackedWeight(w.data<float>(), 5, 4, 4, 1), 0, c.data<float>(), 5);
+  EXPECT_EQ(c.to_doubles(), std::vector<double>(15, 4.0));
+}
+
+// Any cut of the rows of A (the threads' row panels) or of W (a column-sharded weight) gives the
+// bits of the whole product: ragged tiles and masked panels run the full tile's instructions.
+TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
+  DT_SKIP_WITHOUT_AVX512();
+  const int64_t m = 41, n = 150, k = 700;
+  const Tensor a = uniform({m, k}, DType::f32, 7, -1, 1), w = uniform({n, k}, DType::f32, 8, -1, 1);
+  std::vector<float> whole(size_t(m * n)), parts(size_t(m * n));
+  const PackedWeight packed(w.data<float>(), n, k, k, 1);
+  gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
+  for (int64_t r0 = 0, r1 = 0; r0 < m; r0 = r1) {  // rows cut at 5, 12, 19, ... (off the 6-row tiles)
+    r1 = std::min(m, r0 + 7 - (r0 == 0 ? 2 : 0));
+    gemm_f32_packed(r1 - r0, 1, a.data<float>() + r0 * k, k, packed, 0, parts.data() + r0 * n, n);
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0);
+  for (int64_t j0 : {0, 37, 100}) {  // W's rows [j0, j0 + 50): columns [j0, j0 + 50) of C
+    const PackedWeight slice(w.data<float>() + j0 * k, 50, k, k, 1);
+    std::vector<float> c(size_t(m * 50));
+    gemm_f32_packed(m, 1, a.data<float>(), k, slice, 0, c.data(), 50);
+    for (int64_t i = 0; i < m; ++i)
+      EXPECT_EQ(std::memcmp(c.data() + i * 50, whole.data() + i * n + j0, 50 * sizeof(float)), 0) << "row " << i;
+  }
+}
+
+// Returns the largest |a - b| over two tensors of one shape.
+double max_abs_difference(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const std::vector<double> av = a.to_doubles(), bv = b.to_doubles();
+  double worst = 0;
+  for (size_t i = 0; i < av.size(); ++i) worst = std::max(worst, std::abs(av[i] - bv[i]));
+  return worst;
+}
+
+// linear and linear_mul with a packed weight (bias, activation, batch dims) agree with the sgemm
+// path within f32 accumulation error; a non-f32 linear ignores the packed weight.
+TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
+  DT_SKIP_WITHOUT_AVX512();
+  const int64_t k = 96, n = 70;
+  const Tensor x = uniform({3, 50, k}, DType::f32, 1, -1, 1), w = uniform({n, k}, DType::f32, 2, -1, 1);
+  const Tensor bias = uniform({n}, DType::f32, 3, -1, 1), times = uniform({3, 50, n}, DType::f32, 4, -1, 1);
+  const PackedWeight packed(w.data<float>(), n, k, k, 1);
+  const double tol = double(k + 2) * std::ldexp(1.0, -24) * double(k) * 2;  // |terms| <= 1, bias <= 1
+  const Tensor with = linear_act(x, w, bias, Activation::silu, &packed);
+  EXPECT_LE(max_abs_difference(with, linear_act(x, w, bias, Activation::silu)), tol);
+  EXPECT_GT(max_abs_difference(with, linear_act(x, w, Tensor(), Activation::silu, &packed)), 0.01);  // bias applied
+  EXPECT_LE(max_abs_difference(linear_mul(x, w, times, &packed), linear_mul(x, w, times)), tol);
+  const Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
+  const Tensor plain64 = linear_act(x64, w64, Tensor(), Activation::none);
+  EXPECT_EQ(linear_act(x64, w64, Tensor(), Activation::none, &packed).to_doubles(), plain64.to_doubles());
+}
+
+// The path is chosen by CPU unless set; packed needs AVX-512.
+TEST(GemmF32Packed, PathNeedsAvx512) {
+  if (f32_packed_supported()) {
+    ScopedF32GemmPath scoped(F32GemmPath::packed);
+    EXPECT_EQ(f32_gemm_path(), F32GemmPath::packed);
+  } else {
+    EXPECT_EQ(f32_gemm_path(), F32GemmPath::blas);
+    EXPECT_THROW(set_f32_gemm_path(F32GemmPath::packed), ValueError);
+  }
+  ScopedF32GemmPath scoped(F32GemmPath::blas);
+  EXPECT_EQ(f32_gemm_path(), F32GemmPath::blas);
+}
+
+}  // namespace
+}  // namespace dt

@@ -1,0 +1,64 @@
+#include "dtensor/runtime/packed_weights.h"
+
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dtensor/core/xxhash64.h"
+#include "dtensor/ir/op_registry.h"
+
+namespace dt::runtime {
+
+PackedWeights::PackedWeights(const ir::Graph& graph) {
+  const auto& nodes = graph.nodes();
+  std::unordered_set<const ir::Value*> written;  // parameters an in-place op writes
+  for (const auto& n : nodes) {
+    const ir::OpDef& def = ir::op_def(n->op);
+    for (size_t k = 0; def.in_place && k < n->results.size(); ++k)
+      if (const int j = def.written_operand(k); j >= 0) written.insert(n->operands[size_t(j)]);
+  }
+  std::unordered_map<const ir::Value*, int> entry_of_value;
+  entry_of_node_.assign(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = *nodes[i];
+    if (n.op != ir::OpKind::linear) continue;
+    const ir::Value* w = n.operands[1];
+    if (w->kind != ir::ValueKind::param || w->type.dtype != DType::f32 || written.count(w)) continue;
+    auto [it, added] = entry_of_value.emplace(w, int(entries_.size()));
+    if (added) entries_.emplace_back();
+    entry_of_node_[i] = it->second;
+  }
+}
+
+size_t PackedWeights::packable_nodes() const {
+  size_t count = 0;
+  for (int e : entry_of_node_) count += e >= 0;
+  return count;
+}
+
+const PackedWeight* PackedWeights::get(size_t node, const Tensor& weight) {
+  const int e = entry_of_node_[node];
+  if (e < 0 || f32_gemm_path() != F32GemmPath::packed || weight.dtype() != DType::f32 || weight.dim() != 2 ||
+      weight.numel() == 0)
+    return nullptr;
+  Entry& entry = entries_[size_t(e)];
+  // The bytes the weight's elements span (any strides; a parameter is normally contiguous).
+  const Tensor dense = weight.is_contiguous() ? weight : weight.contiguous();
+  const uint64_t hash =
+      xxhash64(std::string_view(static_cast<const char*>(dense.raw_data()), dense.nbytes()), /*seed=*/0);
+  const bool same = entry.packed && entry.storage.lock() == weight.storage() && entry.offset == weight.offset() &&
+                    entry.strides == weight.strides() && entry.hash == hash && entry.packed->n() == weight.shape()[0] &&
+                    entry.packed->k() == weight.shape()[1];
+  if (!same) {
+    entry.packed = std::make_unique<PackedWeight>(dense.data<float>(), dense.shape()[0], dense.shape()[1],
+                                                  dense.shape()[1], /*w_cs=*/1);
+    entry.storage = weight.storage();
+    entry.offset = weight.offset();
+    entry.strides = weight.strides();
+    entry.hash = hash;
+    ++packs_;
+  }
+  return entry.packed.get();
+}
+
+}  // namespace dt::runtime

@@ -1,0 +1,52 @@
+// The packed copies of a graph's constant linear weights, kept by an Interpreter between runs
+// (gemm_f32_packed.h: packing W once instead of on every call, as ONNX Runtime does for constant
+// initializers).
+//
+// A weight qualifies when it is a parameter read directly as a linear's weight (f32, 2-d) and no
+// in-place op of the graph writes it: the training step's updates do, so a training graph's
+// weights are never packed. Each run still binds its own tensors, which the caller may have
+// changed since the last run (rebound, or written in place); so before a packed copy is used, the
+// bound tensor must be the one packed: the same storage (still alive), offset, strides and
+// contents (a 64-bit hash of its bytes; hashing reads the weight once, ~0.1 ms per MiB, far less
+// than the GEMM gains). Otherwise it is packed again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ir/graph.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
+
+namespace dt::runtime {
+
+class PackedWeights {
+ public:
+  // Finds the graph's linear nodes whose weight qualifies (above).
+  explicit PackedWeights(const ir::Graph& graph);
+
+  // Returns node `node`'s weight packed, given `weight`, the tensor bound to it this run; packs it
+  // when new or changed. Null when the node's weight does not qualify or f32 GEMMs take the blas
+  // path (f32_gemm_path).
+  const PackedWeight* get(size_t node, const Tensor& weight);
+
+  // The number of nodes whose weight qualifies.
+  size_t packable_nodes() const;
+  // The number of times a weight was packed (tests: a changed weight packs again).
+  int64_t packs() const { return packs_; }
+
+ private:
+  struct Entry {
+    std::weak_ptr<Storage> storage;  // the storage packed from
+    int64_t offset = 0;
+    Strides strides;
+    uint64_t hash = 0;  // of the weight's bytes when packed
+    std::unique_ptr<PackedWeight> packed;
+  };
+  std::vector<int> entry_of_node_;  // per node: index into entries_, or -1
+  std::vector<Entry> entries_;      // per qualifying parameter (shared by the nodes that read it)
+  int64_t packs_ = 0;
+};
+
+}  // namespace dt::runtime
