@@ -54,6 +54,15 @@ using namespace attention_detail;
 // block runs them nearer the GEMM rate, while a smaller one computes fewer masked causal pairs.
 // Measured on [4, 8, S, 64] (kernels_bench): 32 is as fast as 64 and 128 without a causal mask and
 // the fastest with one (causal S = 256, separate runs: 12.2 ms against about 13 and 15).
+// Also measured, causal S = 256 (Zen 4, one thread, OpenBLAS's Haswell kernels, old and new
+// alternating, min of 4-8 runs; 11.4-11.5 ms for this kernel), none faster: query blocks of 16,
+// 24 and 40 (12.4, 11.7, 11.5 ms); dk and dv as GEMMs over key blocks of 32, 64 or 128 with all
+// the panel rows that see them (inner dimension up to S instead of 32, P and dS of up to 256 rows
+// kept: 11.7-11.8, 11.7, 12.3-12.4 ms, query blocks 32 or 64); the softmax rows with the exp and
+// its sum, the divide and D each in one loop (11.7 ms), also the scale and max (12.1 ms: the max
+// no longer vectorises). In a profile the GEMM kernel is 59 % of this op, OpenBLAS packing its
+// operands 18 % and the softmax rows 13 %: packing is per call, and no blocking of these shapes
+// makes the calls fewer without adding masked pairs.
 constexpr int64_t kQueryBlock = 32;
 
 // One head's operands (row i of q is q + i * ldq, unit column stride; likewise k, v, g) and its
