@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 
 #include "dtensor/core/error.h"
@@ -133,8 +134,9 @@ void check_shared_params(const PipelinePrograms& pp, const std::string& source) 
   }
   for (const auto& [name, stages] : readers) {
     if (stages.size() < 2) continue;
-    bool one_rank = false;
-    for (size_t i = 1; i < stages.size(); ++i) one_rank = one_rank || stages[i] % p == stages[i - 1] % p;
+    std::set<int> ranks;  // the pipeline ranks running them: fewer than the stages when one runs two
+    for (int x : stages) ranks.insert(x % p);
+    const bool one_rank = ranks.size() < stages.size();
     if (!one_rank && trainers[name].size() < 2) continue;
     auto placements = [&](int x) {
       const ir::Value* v = pp.graphs[size_t(x)].graph.find(name);
