@@ -208,38 +208,18 @@ struct PackBuffers {
   }
 };
 
-std::atomic<int> g_path{-1};  // a Bf16GemmPath once chosen
+bool prefer_dot() { return amd_cpu_family() >= 0x19; }
 
-Bf16GemmPath path_from_environment() {
-  if (const char* env = std::getenv("DTENSOR_BF16_GEMM")) {
-    const std::string_view v(env);
-    if (v == "widen") return Bf16GemmPath::widen;
-    if (v != "dot") DT_THROW(ValueError) << "DTENSOR_BF16_GEMM must be dot or widen, got '" << v << "'";
-    if (!bf16_dot_supported())
-      DT_THROW(ValueError) << "DTENSOR_BF16_GEMM=dot needs AVX512-BF16, which this CPU does not have";
-    return Bf16GemmPath::dot;
-  }
-  return bf16_dot_supported() && amd_cpu_family() >= 0x19 ? Bf16GemmPath::dot : Bf16GemmPath::widen;
-}
+// dot on AMD family 0x19 and later (see the header for the measurements), widen elsewhere.
+constinit KernelPathSwitch g_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
 
 }  // namespace
 
 bool bf16_dot_supported() { return cpu_has_avx512_bf16(); }
 
-Bf16GemmPath bf16_gemm_path() {
-  int p = g_path.load(std::memory_order_relaxed);
-  if (p < 0) {
-    p = int(path_from_environment());
-    g_path.store(p, std::memory_order_relaxed);
-  }
-  return Bf16GemmPath(p);
-}
+Bf16GemmPath bf16_gemm_path() { return g_path.fast() ? Bf16GemmPath::dot : Bf16GemmPath::widen; }
 
-void set_bf16_gemm_path(Bf16GemmPath path) {
-  if (path == Bf16GemmPath::dot && !bf16_dot_supported())
-    DT_THROW(ValueError) << "the dot bf16 GEMM needs AVX512-BF16, which this CPU does not have";
-  g_path.store(int(path), std::memory_order_relaxed);
-}
+void set_bf16_gemm_path(Bf16GemmPath path) { g_path.set(path == Bf16GemmPath::dot); }
 
 void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, int64_t a_rs, int64_t a_cs,
                    const bf16* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc) {

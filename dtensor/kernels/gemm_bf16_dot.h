@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "dtensor/core/dtype.h"
+#include "dtensor/kernels/kernel_path.h"
 
 namespace dt {
 
@@ -30,16 +31,7 @@ Bf16GemmPath bf16_gemm_path();
 void set_bf16_gemm_path(Bf16GemmPath path);
 
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
-class ScopedBf16GemmPath {
- public:
-  explicit ScopedBf16GemmPath(Bf16GemmPath path) : saved_(bf16_gemm_path()) { set_bf16_gemm_path(path); }
-  ~ScopedBf16GemmPath() { set_bf16_gemm_path(saved_); }
-  ScopedBf16GemmPath(const ScopedBf16GemmPath&) = delete;
-  ScopedBf16GemmPath& operator=(const ScopedBf16GemmPath&) = delete;
-
- private:
-  Bf16GemmPath saved_;
-};
+using ScopedBf16GemmPath = ScopedKernelPath<Bf16GemmPath, bf16_gemm_path, set_bf16_gemm_path>;
 
 // Computes c = alpha * a @ b + beta * c for bf16 a [m, k] (element (i, p) at a[i * a_rs + p * a_cs])
 // and b [k, n] (element (p, j) at b[p * b_rs + j * b_cs]) into row-major f32 c [m, n] with row

@@ -97,38 +97,19 @@ constexpr auto micro_kernels(std::index_sequence<R...>) {
 // kMicroKernels[r - 1] computes r rows.
 constexpr auto kMicroKernels = micro_kernels(std::make_index_sequence<size_t(kMr)>());
 
-std::atomic<int> g_path{-1};  // an F32GemmPath once chosen
+bool avx512() { return cpu_isa() == BlasIsa::avx512; }
+bool prefer_packed() { return amd_cpu_family() == 0x19; }
 
-F32GemmPath path_from_environment() {
-  if (const char* env = std::getenv("DTENSOR_F32_GEMM")) {
-    const std::string_view v(env);
-    if (v == "blas") return F32GemmPath::blas;
-    if (v != "packed") DT_THROW(ValueError) << "DTENSOR_F32_GEMM must be packed or blas, got '" << v << "'";
-    if (!f32_packed_supported())
-      DT_THROW(ValueError) << "DTENSOR_F32_GEMM=packed needs AVX-512, which this CPU does not have";
-    return F32GemmPath::packed;
-  }
-  return f32_packed_supported() && amd_cpu_family() == 0x19 ? F32GemmPath::packed : F32GemmPath::blas;
-}
+// packed on AMD family 0x19 (see the header for the measurements), blas elsewhere.
+constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX-512", &avx512, &prefer_packed});
 
 }  // namespace
 
-bool f32_packed_supported() { return cpu_isa() == BlasIsa::avx512; }
+bool f32_packed_supported() { return avx512(); }
 
-F32GemmPath f32_gemm_path() {
-  int p = g_path.load(std::memory_order_relaxed);
-  if (p < 0) {
-    p = int(path_from_environment());
-    g_path.store(p, std::memory_order_relaxed);
-  }
-  return F32GemmPath(p);
-}
+F32GemmPath f32_gemm_path() { return g_path.fast() ? F32GemmPath::packed : F32GemmPath::blas; }
 
-void set_f32_gemm_path(F32GemmPath path) {
-  if (path == F32GemmPath::packed && !f32_packed_supported())
-    DT_THROW(ValueError) << "the packed f32 GEMM needs AVX-512, which this CPU does not have";
-  g_path.store(int(path), std::memory_order_relaxed);
-}
+void set_f32_gemm_path(F32GemmPath path) { g_path.set(path == F32GemmPath::packed); }
 
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs)
     : n_(n), k_(k), data_(nullptr, &std::free) {

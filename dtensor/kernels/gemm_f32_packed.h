@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include "dtensor/kernels/kernel_path.h"
 
 namespace dt {
 
@@ -29,16 +30,7 @@ F32GemmPath f32_gemm_path();
 void set_f32_gemm_path(F32GemmPath path);
 
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
-class ScopedF32GemmPath {
- public:
-  explicit ScopedF32GemmPath(F32GemmPath path) : saved_(f32_gemm_path()) { set_f32_gemm_path(path); }
-  ~ScopedF32GemmPath() { set_f32_gemm_path(saved_); }
-  ScopedF32GemmPath(const ScopedF32GemmPath&) = delete;
-  ScopedF32GemmPath& operator=(const ScopedF32GemmPath&) = delete;
-
- private:
-  F32GemmPath saved_;
-};
+using ScopedF32GemmPath = ScopedKernelPath<F32GemmPath, f32_gemm_path, set_f32_gemm_path>;
 
 // B = W^T of a weight W [n, k] in gemm_f32_packed's panel layout (gemm_f32_packed.cc). Immutable.
 class PackedWeight {

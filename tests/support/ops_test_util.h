@@ -103,6 +103,34 @@ inline double rtol_for(DType t) {
   }
 }
 
+// Checks a GEMM's output c = alpha * a @ b + beta * c0 (a [m, k], b [k, n], any strides, values
+// as stored) element by element against the f64 sum of the same products, within f32 accumulation
+// error: (k + 2) * 2^-24 of the sum of the terms' magnitudes (a lost k step, a wrong panel or a
+// misplaced tile is off by a whole term or more). beta == 0 ignores c0.
+inline void expect_gemm_matches_f64(const Tensor& got, const Tensor& a, const Tensor& b, const Tensor& c0,
+                                    float alpha, float beta) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const std::vector<double> av = a.contiguous().to_doubles(), bv = b.contiguous().to_doubles(), cv = c0.to_doubles();
+  const std::vector<double> g = got.to_doubles();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double term = av[size_t(i * k + p)] * bv[size_t(p * n + j)];
+        sum += term;
+        mag += std::abs(term);
+      }
+      const double seed = beta == 0 ? 0 : double(beta) * cv[size_t(i * n + j)];
+      const double want = double(alpha) * sum + seed;
+      const double tol = double(k + 2) * std::ldexp(1.0, -24) * (std::abs(double(alpha)) * mag + std::abs(seed));
+      const double x = g[size_t(i * n + j)];
+      if (!(std::abs(x - want) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "c[" << i << ", " << j << "] = " << x << ", want " << want << " within " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 // Runs `body` and checks it throws E with a one-line message holding every one of `parts`.
 template <typename E>
 void expect_error(const std::function<void()>& body, const std::vector<std::string>& parts) {
