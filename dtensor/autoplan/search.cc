@@ -651,6 +651,11 @@ std::optional<Searcher::State> Searcher::chain() {
 
 }  // namespace
 
+SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh) {
+  static const SearchOptions defaults;
+  return search(forward, mesh, defaults);
+}
+
 SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh, const SearchOptions& options) {
   Searcher s(forward, mesh, options);
   return s.run();

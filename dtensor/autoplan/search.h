@@ -118,7 +118,10 @@ struct SearchResult {
 
 // Searches. Throws ValueError when no plan fits max_memory_per_rank, naming the smallest per-rank
 // memory found.
-SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh, const SearchOptions& options = {});
+SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh, const SearchOptions& options);
+// With the default options (one static object in search.cc: a default-argument temporary made GCC
+// 12 warn, falsely, that PassOptions' vector may be used uninitialized in every caller).
+SearchResult search(const ir::Graph& forward, const DeviceMesh& mesh);
 
 // A human-readable account: the plan's estimate, each decision with its alternatives.
 std::string explain(const SearchResult& result);
