@@ -56,8 +56,8 @@ struct PipelineResult {
   pipeline::Schedule schedule = pipeline::Schedule::gpipe;
   int stages = 0, microbatches = 0, virtual_stages = 1;
   double makespan_ms = 0, slot_ms = 0;  // slot: mean forward + backward compute of one micro-batch
-  std::vector<double> bubble;           // per stage
-  std::vector<int> held;                // activations held, per stage
+  std::vector<double> bubble{};         // per stage
+  std::vector<int> held{};              // activations held, per stage
   int64_t activation_bytes = 0, boundary_bytes = 0;
 
   double bubble_mean() const {

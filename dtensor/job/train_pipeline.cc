@@ -126,12 +126,10 @@ ir::RankOrbits pipeline_orbits(const PipelinePrograms& pp) {
 // ValueError naming the parameter, the stages and the placements otherwise.
 void check_shared_params(const PipelinePrograms& pp, const std::string& source) {
   const int p = pp.split.ranks();
-  std::map<std::string, std::vector<int>> readers, trainers;  // by name: stages
-  for (int x = 0; x < pp.split.stages; ++x) {
-    const pipeline::StageGraph& sg = pp.graphs[size_t(x)];
-    for (const ir::Value* v : sg.graph.params()) readers[v->name].push_back(x);
-    for (const ir::Value* v : sg.params) trainers[v->name].push_back(x);
-  }
+  const auto readers = pipeline::stages_by_param(
+      pp.split.stages, [&](int x) -> const std::vector<ir::Value*>& { return pp.graphs[size_t(x)].graph.params(); });
+  auto trainers = pipeline::stages_by_param(
+      pp.split.stages, [&](int x) -> const std::vector<ir::Value*>& { return pp.graphs[size_t(x)].params; });
   for (const auto& [name, stages] : readers) {
     if (stages.size() < 2) continue;
     std::set<int> ranks;  // the pipeline ranks running them: fewer than the stages when one runs two

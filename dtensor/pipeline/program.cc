@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "dtensor/core/error.h"
@@ -198,14 +199,11 @@ StageProgram stage_program(const std::vector<const StageWork*>& works, int s, in
   // sums them, so every holder applies the same update. One all_reduce per such parameter, in name
   // order on every holder, over the ranks at this place of the pipeline ranks holding it (the
   // compile checked that its placements agree, so the shards do).
+  const auto trained_in = stages_by_param(n, [&](int y) -> const std::vector<Value*>& { return work(y).params; });
   for (const auto& [name, slot] : slot_of) {
-    std::vector<int> holders;  // pipeline ranks
-    for (int y = 0; y < n; ++y)
-      for (const Value* v : work(y).params)
-        if (v->name == name && std::find(holders.begin(), holders.end(), y % p) == holders.end())
-          holders.push_back(y % p);
+    std::set<int> holders;  // pipeline ranks
+    for (int y : trained_in.at(name)) holders.insert(y % p);
     if (holders.size() < 2) continue;
-    std::sort(holders.begin(), holders.end());
     std::vector<int> ranks;
     for (int r : holders) ranks.push_back(rank_at(r, c));
     const std::string group = tied_group(name);

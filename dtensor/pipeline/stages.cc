@@ -283,4 +283,15 @@ std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& s
   return out;
 }
 
+std::map<std::string, std::vector<int>> stages_by_param(
+    int stages, const std::function<const std::vector<ir::Value*>&(int)>& params_of) {
+  std::map<std::string, std::vector<int>> out;
+  for (int x = 0; x < stages; ++x)
+    for (const ir::Value* v : params_of(x)) {
+      std::vector<int>& xs = out[v->name];
+      if (xs.empty() || xs.back() != x) xs.push_back(x);
+    }
+  return out;
+}
+
 }  // namespace dt::pipeline

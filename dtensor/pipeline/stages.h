@@ -31,6 +31,8 @@
 // do not need.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,5 +90,11 @@ struct StageGraph {
 // autodiff::recompute_blocks gives it, for a stage without blocks).
 std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training,
                                      autodiff::Recompute recompute = autodiff::Recompute::none);
+
+// By parameter name: the stages (increasing) whose `params_of(stage)` holds a value of that name,
+// for stages 0..stages-1. With the trained parameters, a name held by stages on two pipeline ranks
+// is a tied weight (the compile checks its placements agree; the programs sum its gradients).
+std::map<std::string, std::vector<int>> stages_by_param(
+    int stages, const std::function<const std::vector<ir::Value*>&(int)>& params_of);
 
 }  // namespace dt::pipeline
