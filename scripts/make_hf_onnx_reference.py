@@ -13,6 +13,13 @@ default options (constant folding on, as a user would export), batch and sequenc
             as transformers >= 4.38); grouped-query attention through repeat_kv (4 query heads,
             2 key/value heads); SwiGLU; softmax(..., dtype=torch.float32).to(q.dtype); an additive
             causal mask with finfo.min.
+  hf_qwen2  Qwen2: hf_llama's layers with q/k/v biases, tied embed_tokens / lm_head, and position
+            ids expanded to the batch (`arange(s).unsqueeze(0).expand(b, s)`), so the RoPE tables the
+            exporter folds hold the batch.
+  hf_neox   GPT-NeoX (Pythia): a fused query_key_value laid out head by head ([b, s, heads, 3 d]),
+            rotary on the first quarter of each head from cos/sin caches gathered at position ids
+            expanded to the batch, a bool causal buffer through where(..., finfo.min), a padding
+            mask, parallel residual (x + attention(ln1 x) + mlp(ln2 x)), erf GELU, untied embed_out.
   hf_bert   BERT: word, position (through a `position_ids` buffer) and token-type embeddings,
             padding mask `(1 - mask) * finfo.min`, erf GELU, post-LayerNorm.
   hf_vit    ViT (as transformers' ViTForImageClassification): a Conv2d patch embedding (kernel = stride
@@ -171,12 +178,12 @@ def repeat_kv(x, rep):
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, heads=4, kv_heads=2):
+    def __init__(self, heads=4, kv_heads=2, bias=False):
         super().__init__()
         self.heads, self.kv_heads, self.d = heads, kv_heads, HIDDEN // heads
-        self.q_proj = nn.Linear(HIDDEN, heads * self.d, bias=False)
-        self.k_proj = nn.Linear(HIDDEN, kv_heads * self.d, bias=False)
-        self.v_proj = nn.Linear(HIDDEN, kv_heads * self.d, bias=False)
+        self.q_proj = nn.Linear(HIDDEN, heads * self.d, bias=bias)
+        self.k_proj = nn.Linear(HIDDEN, kv_heads * self.d, bias=bias)
+        self.v_proj = nn.Linear(HIDDEN, kv_heads * self.d, bias=bias)
         self.o_proj = nn.Linear(heads * self.d, HIDDEN, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(self.d)
 
@@ -210,9 +217,9 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self):
+    def __init__(self, attention_bias=False):
         super().__init__()
-        self.self_attn = LlamaAttention()
+        self.self_attn = LlamaAttention(bias=attention_bias)
         self.mlp = LlamaMLP()
         self.input_layernorm = LlamaRMSNorm()
         self.post_attention_layernorm = LlamaRMSNorm()
@@ -242,6 +249,114 @@ class Llama(nn.Module):
         if not self.with_loss:
             return logits
         return -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean()
+
+
+class Qwen2(nn.Module):
+    """Llama's layers with q/k/v biases, tied embeddings, and position ids expanded to the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(attention_bias=True) for _ in range(LAYERS)])
+        self.norm = LlamaRMSNorm()
+        self.lm_head = nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, input_ids):
+        b, s = input_ids.shape
+        position_ids = torch.arange(0, s, dtype=torch.long).unsqueeze(0).expand(b, s)
+        causal_mask = torch.full((s, s), torch.finfo(torch.float32).min).triu(diagonal=1)[None, None, :, :]
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, position_ids, causal_mask)
+        return self.lm_head(self.norm(x))
+
+
+# ---- GPT-NeoX ----
+
+class NeoXRotaryEmbedding(nn.Module):
+    def __init__(self, dim, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        freqs = torch.einsum("i,j->ij", torch.arange(MAX_POS).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, x, seq_len):
+        return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)
+
+
+class NeoXAttention(nn.Module):
+    def __init__(self, heads=4, rotary_pct=0.25):
+        super().__init__()
+        self.heads, self.d = heads, HIDDEN // heads
+        self.rot = int(self.d * rotary_pct)
+        self.rotary_emb = NeoXRotaryEmbedding(self.rot)
+        self.query_key_value = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.dense = nn.Linear(HIDDEN, HIDDEN)
+        causal = torch.tril(torch.ones((MAX_POS, MAX_POS), dtype=torch.bool)).view(1, 1, MAX_POS, MAX_POS)
+        self.register_buffer("bias", causal, persistent=False)
+
+    def forward(self, x, attention_mask, position_ids):
+        b, s, _ = x.shape
+        # q, k and v of a head are neighbours in the fused projection: [b, s, heads, 3 * d].
+        qkv = self.query_key_value(x).view(b, s, self.heads, 3 * self.d).permute(0, 2, 1, 3)
+        q, k, v = qkv[..., : self.d], qkv[..., self.d: 2 * self.d], qkv[..., 2 * self.d:]
+        cos, sin = self.rotary_emb(v, s)
+        cos, sin = cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)
+        q_rot, q_pass = q[..., : self.rot], q[..., self.rot:]
+        k_rot, k_pass = k[..., : self.rot], k[..., self.rot:]
+        q = torch.cat((q_rot * cos + rotate_half(q_rot) * sin, q_pass), dim=-1)
+        k = torch.cat((k_rot * cos + rotate_half(k_rot) * sin, k_pass), dim=-1)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+        w = torch.where(self.bias[:, :, :s, :s], w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        w = w + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(v.dtype)
+        return self.dense(torch.matmul(w, v).permute(0, 2, 1, 3).reshape(b, s, HIDDEN))
+
+
+class NeoXMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense_h_to_4h = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.dense_4h_to_h = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        return self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(x)))
+
+
+class NeoXLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.post_attention_layernorm = nn.LayerNorm(HIDDEN)
+        self.attention = NeoXAttention()
+        self.mlp = NeoXMLP()
+
+    def forward(self, x, attention_mask, position_ids):
+        # Parallel residual: attention and MLP both read x.
+        attn = self.attention(self.input_layernorm(x), attention_mask, position_ids)
+        return x + attn + self.mlp(self.post_attention_layernorm(x))
+
+
+class NeoX(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_in = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList([NeoXLayer() for _ in range(LAYERS)])
+        self.final_layer_norm = nn.LayerNorm(HIDDEN)
+        self.embed_out = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        position_ids = torch.arange(s, dtype=torch.long).unsqueeze(0).expand(b, s)
+        mask = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+        x = self.embed_in(input_ids)
+        for layer in self.layers:
+            x = layer(x, mask, position_ids)
+        return self.embed_out(self.final_layer_norm(x))
 
 
 # ---- BERT ----
@@ -439,6 +554,16 @@ def main():
         t = export(Bert(), "hf_bert", {"input_ids": ids, "token_type_ids": types, "attention_mask": pad}, args.out,
                    ["input_ids", "token_type_ids", "attention_mask"])
         save_file(t, os.path.join(args.out, "hf_bert_io.safetensors"))
+
+    if wanted("hf_qwen2"):
+        torch.manual_seed(0)
+        t = export(Qwen2(), "hf_qwen2", {"input_ids": ids}, args.out, ["input_ids"])
+        save_file(t, os.path.join(args.out, "hf_qwen2_io.safetensors"))
+
+    if wanted("hf_neox"):
+        torch.manual_seed(0)
+        t = export(NeoX(), "hf_neox", {"input_ids": ids, "attention_mask": pad}, args.out, ["input_ids", "attention_mask"])
+        save_file(t, os.path.join(args.out, "hf_neox_io.safetensors"))
 
     # Training: the same Llama (seed 0) with a loss; 5 SGD steps in f32 on its parameters only.
     targets = F.one_hot(torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), VOCAB).float()

@@ -136,6 +136,7 @@ void Importer::declare_inputs() {
     Slot s;
     s.value = main_.add_input(ir_name(vi.name()), {dtype, shape});
     slots_[vi.name()] = std::move(s);
+    if (!shape.empty()) batch_sizes_.insert(shape[0]);
   }
 }
 
@@ -186,18 +187,34 @@ Value* Importer::materialise(const std::string& onnx_name, Slot& s) {
   if (!s.initializer.empty()) return s.value = param(s.initializer, t, !s.trainable);
   if (!s.transpose_of.empty())
     return s.value = builder_->transpose(materialise(s.transpose_of, slots_.at(s.transpose_of)), 0, 1);
+  return s.value = constant_value(onnx_name, t);
+}
+
+Value* Importer::constant_value(const std::string& onnx_name, const Tensor& t) {
   const std::vector<double> values = t.to_doubles();  // computed values are at most kMaxFoldElements
   const bool uniform = !values.empty() && std::all_of(values.begin(), values.end(), [&](double v) {
     return std::memcmp(&v, &values[0], sizeof v) == 0;
   });
   const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   if (uniform || t.numel() == 0)
-    s.value = builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
-  else if (t.numel() <= kMaxInlineElements)
-    s.value = builder_->record(OpKind::constant, {}, {{"shape", shape}, {"values", values}, {"dtype", t.dtype()}})[0];
-  else
-    s.value = param(onnx_name, t, true);
-  return s.value;
+    return builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
+  // A value computed from constants and broadcast to the batch (position ids expanded to [batch,
+  // seq] and the RoPE tables gathered with them): its rows along dim 0 are equal. Kept as one row
+  // and an expand, it stays a broadcast of the batch, not a tensor of it: pipeline micro-batches
+  // (pipeline/stages.h, rebatch) shrink the expand with the batch, and it is stored once.
+  const int64_t rows = t.dim() >= 1 ? t.shape()[0] : 0;
+  if (rows > 1 && batch_sizes_.count(rows)) {
+    const size_t row = values.size() / size_t(rows);
+    bool equal_rows = true;
+    for (size_t i = row; i < values.size() && equal_rows; ++i)
+      equal_rows = std::memcmp(&values[i], &values[i % row], sizeof(double)) == 0;
+    if (equal_rows)
+      return builder_->record(OpKind::expand, {constant_value(onnx_name, t.narrow(0, 0, 1).contiguous())},
+                              {{"shape", shape}})[0];
+  }
+  if (t.numel() <= kMaxInlineElements)
+    return builder_->record(OpKind::constant, {}, {{"shape", shape}, {"values", values}, {"dtype", t.dtype()}})[0];
+  return param(onnx_name, t, true);
 }
 
 Value* Importer::in(int i) {

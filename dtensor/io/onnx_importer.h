@@ -145,6 +145,8 @@ class Importer {
   int64_t check_results(const ir::Graph& g, size_t first);
   void convert(const onnx::NodeProto& n);
   Value* materialise(const std::string& onnx_name, Slot& s);
+  // A computed constant `t` as a value of the main graph (materialise's tail).
+  Value* constant_value(const std::string& onnx_name, const Tensor& t);
 
   const onnx::ModelProto& model_;
   const OnnxImportOptions& opt_;
@@ -164,6 +166,7 @@ class Importer {
   std::vector<Value*> out_values_;
   std::vector<Slot> out_slots_;
   std::map<Value*, Tensor> scratch_bound_;  // scratch graph inputs -> constants
+  std::set<int64_t> batch_sizes_;  // the graph inputs' dim 0 (constant_value)
 };
 
 

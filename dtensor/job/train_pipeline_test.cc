@@ -18,6 +18,8 @@
 #include "dtensor/kernels/ops.h"
 #include "dtensor/passes/memory_estimate.h"
 #include "dtensor/runtime/interpreter.h"
+#include "dtensor/pipeline/stages.h"
+#include "tests/support/error_text.h"
 
 #include <tuple>
 #include <utility>
@@ -338,6 +340,53 @@ TEST(PipelinePlanErrors, AreOneClearLine) {
          "plan pattern 'h.*.mlp.fc_in' names the pipeline's mesh dim 'pp'");
   expect("2x2", plan_json(R"({"stages": 2})", R"("mesh_dims": ["pp", "tp"], "modules": [{"pattern": "h.*.mlp.fc_x", "style": "colwise", "mesh_dim": "tp"}])"),
          "plan pattern 'h.*.mlp.fc_x' matches no module of gpt");
+}
+
+// Micro-batching a graph (pipeline::rebatch): a constant broadcast to the batch by an expand along
+// a new or size-1 dim 0 (Hugging Face's position ids expanded to [batch, seq], which an importer
+// keeps as one row and an expand) broadcasts to the micro-batch; a constant holding the whole batch,
+// or a shape that cannot be split, is refused naming the node.
+TEST(PipelineRebatch, ConstantsBroadcastToTheBatchFollowTheMicroBatch) {
+  using ir::Value;
+  for (const bool new_dim : {false, true}) {
+    ir::Graph g("m");
+    ir::Builder b(g);
+    Value* x = b.input("x", DType::f32, {8, 4});
+    Value* row = new_dim ? b.param("row", DType::f32, {4}) : b.param("row", DType::f32, {1, 4});
+    row->frozen = true;
+    Value* rows = b.record(ir::OpKind::expand, {row}, {{"shape", std::vector<int64_t>{8, 4}}})[0];
+    g.set_outputs({b.add(x, rows)});
+    const ir::Graph r = pipeline::rebatch(g, 2);
+    EXPECT_EQ(r.outputs()[0]->type.shape, (Shape{4, 4})) << ir::print(r);
+    EXPECT_EQ(r.find("row")->type.shape, row->type.shape);  // the constant itself is untouched
+  }
+  {  // an expand of a batched value keeps following its operand
+    ir::Graph g("m");
+    ir::Builder b(g);
+    Value* x = b.input("x", DType::f32, {8, 1});
+    g.set_outputs({b.record(ir::OpKind::expand, {x}, {{"shape", std::vector<int64_t>{8, 3}}})[0]});
+    EXPECT_EQ(pipeline::rebatch(g, 4).outputs()[0]->type.shape, (Shape{2, 3}));
+  }
+  {  // a constant of the whole batch, rows unequal: refused, not broadcast
+    ir::Graph g("m");
+    ir::Builder b(g);
+    Value* x = b.input("x", DType::f32, {8, 4});
+    Value* c = b.param("table", DType::f32, {8, 4});
+    c->frozen = true;
+    g.set_outputs({b.add(x, c)});
+    const std::string e = test::error_text<ValueError>([&] { pipeline::rebatch(g, 2); });
+    EXPECT_NE(e.find("cannot cut m into 2 micro-batches: add %"), std::string::npos) << e;
+    EXPECT_NE(e.find("mixes the micro-batch with a value that holds the whole batch"), std::string::npos) << e;
+  }
+  {  // a reshape giving the batch dim a size the micro-batches do not divide
+    ir::Graph g("m");
+    ir::Builder b(g);
+    Value* x = b.input("x", DType::f32, {8, 6});
+    g.set_outputs({b.reshape(x, {3, 16})});
+    const std::string e = test::error_text<ValueError>([&] { pipeline::rebatch(g, 2); });
+    EXPECT_NE(e.find("cannot cut m into 2 micro-batches: reshape %"), std::string::npos) << e;
+    EXPECT_NE(e.find("gives the batch shape [3, 16]"), std::string::npos) << e;
+  }
 }
 
 TEST(PipelinePlan, RoundTripsThroughJson) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "dtensor/autodiff/autodiff.h"
 #include "dtensor/core/error.h"
@@ -123,9 +124,16 @@ StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& pl
 ir::Graph rebatch(const ir::Graph& model, int64_t microbatches) {
   ir::Graph g(model.name());
   ValueMap map;
+  // Values that depend on a data input, whose dim 0 is then the batch; and the batch sizes.
+  std::vector<bool> batched(model.num_values(), false);
+  std::set<int64_t> batch_sizes;
   for (const Value* v : model.inputs()) {
     ir::TensorType t = v->type;
-    if (t.rank() > 0) t.shape[0] /= microbatches;
+    if (t.rank() > 0) {
+      batch_sizes.insert(t.shape[0]);
+      t.shape[0] /= microbatches;
+    }
+    batched[size_t(v->id)] = true;
     map[v] = g.add_input(v->name, t);
   }
   for (const Value* p : model.params()) {
@@ -136,20 +144,41 @@ ir::Graph rebatch(const ir::Graph& model, int64_t microbatches) {
   for (const ir::Node* n : model.nodes()) {
     std::vector<ir::Attr> attrs = n->attrs;
     const ir::OpDef& def = ir::op_def(n->op);
+    bool reads_batch = false;
+    for (const Value* o : n->operands) reads_batch = reads_batch || batched[size_t(o->id)];
     for (size_t a = 0; a < def.attrs.size(); ++a) {
-      // A shape given to a value whose batch shrank: its dim 0 (holding the batch) shrinks alike.
       if (def.attrs[a].name != "shape" || n->operands.empty()) continue;
       const Value* x = n->operands[0];
-      if (map.at(x)->type.numel() == x->type.numel()) continue;
       auto& shape = std::get<std::vector<int64_t>>(attrs[a]);
       if (shape.empty() || shape[0] == -1) continue;
+      // A shape given to a value whose batch shrank: its dim 0 (holding the batch) shrinks alike.
+      const bool shrank = map.at(x)->type.numel() != x->type.numel();
+      // A value that holds no batch broadcast to the batch along a new or size-1 dim 0 (Hugging
+      // Face's position_ids.expand(batch, seq), inv_freq.expand(batch, -1, 1)): exported at the
+      // whole batch, it must now broadcast to the micro-batch, or the ops that mix it with batched
+      // values would see two batches (or, at a micro-batch of 1, broadcast the batched side up).
+      const bool broadcast_to_batch = !batched[size_t(x->id)] && n->op == ir::OpKind::expand &&
+                                      (x->type.rank() < int64_t(shape.size()) || x->type.shape[0] == 1) &&
+                                      batch_sizes.count(shape[0]) > 0;
+      if (!shrank && !broadcast_to_batch) continue;
       if (shape[0] % microbatches != 0)
         DT_THROW(ValueError) << "cannot cut " << model.name() << " into " << microbatches << " micro-batches: "
                              << ir::op_name(n->op) << " %" << n->result()->name << " gives the batch shape "
                              << shape_str(Shape(shape.begin(), shape.end()));
       shape[0] /= microbatches;
+      reads_batch = true;
     }
-    copy_node(g, *n, map, true, std::move(attrs));
+    for (const Value* r : n->results) batched[size_t(r->id)] = reads_batch;
+    try {
+      copy_node(g, *n, map, true, std::move(attrs));
+    } catch (const ShapeError& e) {
+      // A batch the rules above cannot see: a constant holding the whole batch (folded at export
+      // from a batch-dependent computation, its rows unequal), or a shape computed at full batch.
+      DT_THROW(ValueError) << "cannot cut " << model.name() << " into " << microbatches << " micro-batches: "
+                           << ir::op_name(n->op) << " %" << n->result()->name
+                           << " mixes the micro-batch with a value that holds the whole batch (" << e.message()
+                           << ")";
+    }
   }
   std::vector<Value*> outputs;
   for (const Value* o : model.outputs()) outputs.push_back(map.at(o));

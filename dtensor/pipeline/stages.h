@@ -58,8 +58,11 @@ struct StageSplit {
 // does not divide.
 StageSplit split_stages(const ir::Graph& model, const sharding::PipelinePlan& plan, int ranks);
 
-// Returns `model` with every data input's dim 0 divided by `microbatches` and every shape that a
-// view or reshape gives the batch scaled to match (ValueError when one cannot be).
+// Returns `model` with every data input's dim 0 divided by `microbatches`, every shape that a view
+// or reshape gives the batch scaled to match, and every expand that broadcasts a value holding no
+// batch to the batch along dim 0 (position ids expanded to [batch, seq]) expanding to the
+// micro-batch instead. ValueError when a shape cannot be scaled, or when a node mixes the
+// micro-batch with a value holding the whole batch (a constant folded at full batch).
 ir::Graph rebatch(const ir::Graph& model, int64_t microbatches);
 
 // One stage's work for one micro-batch.

@@ -11,7 +11,10 @@
 //  - at sequence 128 (MODEL_s128, scripts/make_hf_onnx_seq128_reference.py) each model matches
 //    PyTorch on tp 2, tp 4 and fsdp x tp 2x2 with the plans beside the exports
 //    (tests/reference/onnx/hf_*_tp.json, hf_*_fsdp_tp.json), with attention sharded by heads;
-//  - in pipeline stages, whose layers all read the Llama's consts and GPT-2's tied wte (HfPipeline).
+//  - in pipeline stages, whose layers all read the Llama's consts and GPT-2's tied wte, and with
+//    micro-batches where Qwen2's and GPT-NeoX's RoPE tables are broadcast to the batch (HfPipeline);
+//  - Qwen2 (q/k/v biases, tied embeddings) and GPT-NeoX (head-major fused qkv, partial rotary,
+//    parallel residual) import fused and match PyTorch as the others.
 #include <algorithm>
 #include <gtest/gtest.h>
 
@@ -75,6 +78,12 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
     EXPECT_TRUE(module_path) << p->name;
   }
   EXPECT_TRUE(im.warnings.empty()) << im.warnings[0];
+  // No constant holds the batch: the RoPE tables of positions expanded to the batch (hf_qwen2,
+  // hf_neox) are folded to one row and an expand, so pipeline micro-batches can broadcast them.
+  const int64_t batch = inputs.begin()->second.size(0);
+  for (const ir::Value* p : im.graph.params())
+    if (p->frozen && p->type.rank() > 0) EXPECT_NE(p->type.shape[0], batch) << p->name;
+  if (c.model == "hf_qwen2" || c.model == "hf_neox") EXPECT_GE(count_ops(im.graph, ir::OpKind::expand), 2);
   if (c.model == "hf_gpt2") {
     // Tied: wte.weight serves the embedding and the logits; positions are gathered from wpe.weight.
     ASSERT_TRUE(im.graph.find("wte.weight"));
@@ -96,7 +105,9 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Models, HfReference,
                          ::testing::Values(HfCase{"hf_gpt2", {"input_ids", "attention_mask"}, 2, 0, 2},
                                            HfCase{"hf_llama", {"input_ids"}, 2, 5, 2},
-                                           HfCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}, 2, 0, 2}),
+                                           HfCase{"hf_bert", {"input_ids", "token_type_ids", "attention_mask"}, 2, 0, 2},
+                                           HfCase{"hf_qwen2", {"input_ids"}, 2, 5, 2},
+                                           HfCase{"hf_neox", {"input_ids", "attention_mask"}, 2, 0, 2}),
                          [](const auto& info) { return info.param.model; });
 
 TEST(HfTraining, LlamaTrainsToPyTorchsLossesWithItsConstsFrozen) {
@@ -351,6 +362,56 @@ TEST(HfPipeline, LlamaTrainsToPyTorchsLossesWithItsConstsInBothStages) {
       std::printf("pipeline on %s, step %zu: loss %.9f PyTorch %.9f\n", mesh, s, r.losses[s], want[s]);
       EXPECT_NEAR(r.losses[s], want[s], 1e-6) << mesh << " step " << s;
     }
+  }
+}
+
+// Qwen2 and GPT-NeoX compute position ids expanded to the batch, so their exported RoPE tables are
+// broadcast to it: on pp 2 with 2 micro-batches of one sequence each, and on pp 2 x tp 2, they
+// broadcast to the micro-batch and the outputs match PyTorch (they were refused: "cat operand 1
+// f32[1, ...] does not match operand 0 f32[2, ...]"). NeoX also trains there (2 SGD steps on the
+// logits' mean square) to the one-device losses.
+TEST(HfPipeline, PositionsExpandedToTheBatchRunOnMicroBatches) {
+  const std::map<std::string, std::string> tp_plans = {
+      {"hf_qwen2", R"({"mesh_dims": ["tp"], "modules": [
+          {"pattern": "layers.*.self_attn.[qkv]_proj", "style": "colwise"}, {"pattern": "layers.*.self_attn.o_proj", "style": "rowwise"},
+          {"pattern": "layers.*.mlp.[gu]*_proj", "style": "colwise"}, {"pattern": "layers.*.mlp.down_proj", "style": "rowwise"}]})"},
+      {"hf_neox", R"({"mesh_dims": ["tp"], "modules": [
+          {"pattern": "layers.*.attention.query_key_value", "style": "colwise"}, {"pattern": "layers.*.attention.dense", "style": "rowwise"},
+          {"pattern": "layers.*.mlp.dense_h_to_4h", "style": "colwise"}, {"pattern": "layers.*.mlp.dense_4h_to_h", "style": "rowwise"}]})"}};
+  for (const auto& [model, tp_plan] : tp_plans) {
+    const TensorMap io = read_safetensors(kReference + "/" + model + "_io.safetensors");
+    OnnxImportOptions opt;
+    TensorMap inputs;
+    for (const char* name : {"input_ids", "attention_mask"})
+      if (io.count(name)) {
+        opt.input_shapes[name] = io.at(name).shape();
+        inputs[name] = io.at(name);
+      }
+    const OnnxImportResult im = import_onnx(kReference + "/" + model + ".onnx", opt);
+    for (const char* mesh : {"2", "2x2"}) {
+      job::JobOptions jo;
+      jo.mesh = DeviceMesh::parse(mesh);
+      jo.plan = two_stages(jo.mesh.ndim() == 1 ? sharding::ParallelPlan{} : sharding::ParallelPlan::parse(tp_plan));
+      const job::Job job = job::Job::compile(im.graph, jo);
+      const std::vector<Tensor> out = job.run(job::Weights::full(im.weights), inputs).outputs;
+      const DiffReport d = compare(out[0], io.at("output"), 1e-5, 1e-5);
+      std::printf("%s on pp %s, 2 micro-batches, vs PyTorch: max_abs_diff %.3g\n", model.c_str(), mesh, d.max_abs_diff);
+      EXPECT_TRUE(d.shapes_match && d.mismatches == 0) << model << " on " << mesh << ": max_abs_diff " << d.max_abs_diff;
+    }
+    if (model != "hf_neox") continue;
+    ir::Graph g = im.graph.clone();
+    ir::Builder b(g);
+    g.set_outputs({b.mean(b.mul(g.outputs()[0], g.outputs()[0]))});
+    job::TrainOptions to;
+    to.steps = 2;
+    to.optimizer.lr = 0.1;
+    const job::TrainResult want = job::train_single_device(g.clone(), im.weights, inputs, to);
+    job::ShardedTrainOptions so;
+    so.job.mesh = DeviceMesh::parse("2");
+    so.job.plan = two_stages({});
+    const job::TrainResult got = job::train_sharded(std::move(g), im.weights, inputs, to, so);
+    ASSERT_EQ(got.losses.size(), want.losses.size());
+    for (size_t s = 0; s < want.losses.size(); ++s) EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6) << "step " << s;
   }
 }
 
