@@ -389,6 +389,19 @@ TEST(PipelineRebatch, ConstantsBroadcastToTheBatchFollowTheMicroBatch) {
   }
 }
 
+// Training a model without a scalar loss names the model's output type, not a micro-batch's.
+TEST(PipelineRebatch, LossErrorsNameTheWholeBatch) {
+  ir::Graph g("m");
+  ir::Builder b(g);
+  ir::Value* w = b.param("w", DType::f32, {4});
+  g.set_outputs({b.mul(b.input("x", DType::f32, {8, 4}), w)});
+  pipeline::StageSplit split;
+  split.microbatches = 2;
+  split.first_node = {0};
+  const std::string e = test::error_text<ValueError>([&] { pipeline::build_stages(g, split, true); });
+  EXPECT_NE(e.find("must be a floating scalar, got f32[8, 4]"), std::string::npos) << e;
+}
+
 TEST(PipelinePlan, RoundTripsThroughJson) {
   for (const char* pipeline : {R"({"split_before": ["h.2"], "microbatches": 4, "schedule": "1f1b"})",
                                R"({"stages": 2, "virtual_stages": 3, "microbatches": 4, "schedule": "interleaved-1f1b"})"}) {

@@ -188,6 +188,7 @@ ir::Graph rebatch(const ir::Graph& model, int64_t microbatches) {
 
 std::vector<StageGraph> build_stages(const ir::Graph& model, const StageSplit& split, bool training,
                                      autodiff::Recompute recompute) {
+  if (training) autodiff::find_loss(model);  // its errors name the model's shapes, not a micro-batch's
   const ir::Graph g = rebatch(model, split.microbatches);
   const int p = split.stages;
   const auto& nodes = g.nodes();
