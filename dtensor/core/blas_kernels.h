@@ -8,6 +8,12 @@
 // OPENBLAS_CORETYPE would. A user's own OPENBLAS_CORETYPE is left alone; so is an OpenBLAS built
 // for one core (no DYNAMIC_ARCH) and a CPU whose core OpenBLAS already knows, except AMD's Zen 4,
 // where OpenBLAS picks its AVX-512 kernels and its AVX2 ones run faster (blas_kernels.cc).
+//
+// OpenBLAS stays the BLAS because no other Debian one is faster here: on the AMD EPYC (Zen 4) host,
+// one thread, the Llama export's linear shapes (M = 1024; N x K 256-4096 x 512, 512 x 1536),
+// bench/compare_blas.py measured BLIS 0.9.0 (libblis-pthread, which picks its "zen3" AVX2 kernels)
+// at 0.967-1.000 of OpenBLAS's Haswell kernels (103.0-108.1 vs 105.3-111.0 GFLOP/s) and OpenBLAS's
+// own Cooperlake choice at 0.923-0.958 (load 1.3-1.7).
 #pragma once
 
 #include <string>
