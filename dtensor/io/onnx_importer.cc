@@ -196,14 +196,13 @@ Value* Importer::constant_value(const std::string& onnx_name, const Tensor& t) {
     return std::memcmp(&v, &values[0], sizeof v) == 0;
   });
   const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  if (uniform || t.numel() == 0)
-    return builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
   // A value computed from constants and broadcast to the batch (position ids expanded to [batch,
-  // seq] and the RoPE tables gathered with them): its rows along dim 0 are equal. Kept as one row
-  // and an expand, it stays a broadcast of the batch, not a tensor of it: pipeline micro-batches
-  // (pipeline/stages.h, rebatch) shrink the expand with the batch, and it is stored once.
+  // seq] and the RoPE tables gathered with them, a mask of ones made for the batch): its rows along
+  // dim 0 are equal. Kept as one row and an expand, it stays a broadcast of the batch, not a tensor
+  // of it: pipeline micro-batches (pipeline/stages.h, rebatch) shrink the expand with the batch,
+  // and it is stored once.
   const int64_t rows = t.dim() >= 1 ? t.shape()[0] : 0;
-  if (rows > 1 && batch_sizes_.count(rows)) {
+  if (rows > 1 && t.numel() > 0 && batch_sizes_.count(rows)) {
     const size_t row = values.size() / size_t(rows);
     bool equal_rows = true;
     for (size_t i = row; i < values.size() && equal_rows; ++i)
@@ -212,6 +211,8 @@ Value* Importer::constant_value(const std::string& onnx_name, const Tensor& t) {
       return builder_->record(OpKind::expand, {constant_value(onnx_name, t.narrow(0, 0, 1).contiguous())},
                               {{"shape", shape}})[0];
   }
+  if (uniform || t.numel() == 0)
+    return builder_->record(OpKind::full, {}, {{"shape", shape}, {"value", values.empty() ? 0.0 : values[0]}, {"dtype", t.dtype()}})[0];
   if (t.numel() <= kMaxInlineElements)
     return builder_->record(OpKind::constant, {}, {{"shape", shape}, {"values", values}, {"dtype", t.dtype()}})[0];
   return param(onnx_name, t, true);

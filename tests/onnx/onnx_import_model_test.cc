@@ -338,6 +338,59 @@ TEST(OnnxImportParameters, TrainableInitializersOnlyAndConstsAreFrozen) {
   EXPECT_EQ(f.summary.frozen, 2);
 }
 
+// A folded constant whose dim 0 is the batch and whose rows along it are equal (positions expanded
+// to the batch, a mask of ones made for it) stays one row and an expand, so pipeline micro-batches
+// can broadcast it; unequal rows, or a dim 0 that is not an input's, stay as they were.
+TEST(OnnxImportParameters, ConstantsBroadcastToTheBatchStayOneRow) {
+  onnx::ModelProto m = model({4, 40});
+  f32_init(m, "row", {1, 40});  // read through Expand to [4, 40]: equal rows
+  i64_init(m, "batch_shape", {4, 40});
+  f32_init(m, "table", {4, 40});  // unequal rows: Mul by 2 folds it to a [4, 40] const
+  i64_init(m, "other_shape", {5, 40});
+  node(m, "Relu", {"row"}, {"row_c"});  // computed, so not the initializer itself
+  node(m, "Expand", {"row_c", "batch_shape"}, {"rows"});
+  {
+    auto* a = node(m, "ConstantOfShape", {"batch_shape"}, {"ones"})->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_float_data(1.0f);
+  }
+  node(m, "Add", {"table", "table"}, {"table2"});
+  node(m, "Expand", {"row_c", "other_shape"}, {"five"});
+  {
+    auto* a = node(m, "ReduceSum", {"five"}, {"five_sum"})->add_attribute();
+    a->set_name("keepdims");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(0);
+  }
+  node(m, "Add", {"x", "rows"}, {"a"});
+  node(m, "Mul", {"a", "ones"}, {"b"});
+  node(m, "Add", {"b", "table2"}, {"c"});
+  node(m, "Add", {"c", "five_sum"}, {"y"});
+  output(m, "y");
+  OnnxImportOptions opt;
+  opt.frozen = {"row", "table"};  // buffers, so everything above folds
+  const OnnxImportResult r = import(m, opt);
+  EXPECT_EQ(count_ops(r.graph, ir::OpKind::expand), 2) << ir::print(r.graph);  // rows and ones
+  for (const ir::Value* p : r.graph.params())
+    if (p->frozen) EXPECT_EQ(p->type.shape, p->name == "table2" ? Shape({4, 40}) : Shape({1, 40})) << p->name;
+  // Values: as folded in full.
+  const Tensor x = test::uniform({4, 40}, DType::f32, 5);
+  const std::vector<Tensor> out = sharding::testing::run_single(r.graph, r.weights, {{"x", x}});
+  const TensorMap w = r.weights;
+  std::vector<double> want = x.to_doubles();
+  const std::vector<double> xs = x.to_doubles();
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double row = 0.5 + 0.25 * double((i % 40) % 7), table = 0.5 + 0.25 * double(i % 7);
+    double five = 0;
+    for (int k = 0; k < 5 * 40; ++k) five += 0.5 + 0.25 * double((k % 40) % 7);
+    want[i] = double(float(float(float(xs[i] + row) * 1.0f) + float(2 * table))) + five;
+  }
+  test::expect_values(out[0], want, 1e-5, 1e-4);
+}
+
 TEST(OnnxImportParameters, ConstantFoldedExportsAreReported) {
   onnx::ModelProto m = model();
   f32_init(m, "onnx::MatMul_611", {3, 5});
