@@ -264,5 +264,40 @@ TEST(FastMath, SpecialValues) {
   EXPECT_TRUE(std::signbit(erf_f32(-0.0f)));
 }
 
+// gelu_and_grad_f32 and gelu_tanh_and_grad_f32 share the work of the value and derivative kernels
+// and must return their bits: every float in the ranges where a branch or clamp switches (the
+// clamps at -15, 10, 15 and -20, 9, 20, the erf/erfc switches at u = -0.5 and 0.875), a seeded
+// sample of all bit patterns, and the specials. A NaN result must be NaN; its payload may differ.
+bool same_bits_or_nan(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+}
+void expect_value_and_grad_equal(ValueAndGrad (*both)(float), float (*value)(float), float (*grad)(float)) {
+  int64_t checked = 0, differ = 0;
+  float first = 0;
+  auto check = [&](float x) {
+    const ValueAndGrad r = both(x);
+    ++checked;
+    if (!same_bits_or_nan(r.value, value(x)) || !same_bits_or_nan(r.grad, grad(x)))
+      if (differ++ == 0) first = x;
+  };
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> moderate(-20.0f, 20.0f);
+  for (int i = 0; i < (1 << 20); ++i) {
+    check(std::bit_cast<float>(uint32_t(gen())));
+    check(moderate(gen));
+  }
+  for (auto [lo, hi] : {std::pair{-15.01f, -14.99f}, {-0.7072f, -0.7071f}, {1.2374f, 1.2375f}, {9.99f, 10.01f},
+                        {14.99f, 15.01f}, {-20.01f, -19.99f}, {8.99f, 9.01f}, {19.99f, 20.01f}})
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) check(x);
+  for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 3.4e38f, -3.4e38f, 1e-45f, -1e-45f}) check(x);
+  EXPECT_EQ(differ, 0) << "of " << checked << ", first at x = " << first;
+  EXPECT_GT(checked, 2 << 20);
+}
+
+TEST(FastMath, GeluAndGradEqualsTheTwoKernelsBitwise) {
+  expect_value_and_grad_equal(gelu_and_grad_f32, gelu_f32, gelu_grad_f32);
+  expect_value_and_grad_equal(gelu_tanh_and_grad_f32, gelu_tanh_f32, gelu_tanh_grad_f32);
+}
+
 }  // namespace
 }  // namespace dt::kernel

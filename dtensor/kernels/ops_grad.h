@@ -21,6 +21,18 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x);
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 Tensor silu_backward(const Tensor& grad, const Tensor& x);
 
+// gelu(x) (approximate 'none' or 'tanh') and its derivative gelu'(x) in one pass, for a caller that keeps
+// the derivative from the forward for the backward (the interpreter's ActivationGradFusion):
+// value is bitwise gelu(x, approximate), and mul(grad, derivative) is bitwise
+// gelu_backward(grad, x, approximate) (a NaN may differ in payload). With overwrite_x and a
+// contiguous x, the derivative is written over x's elements and returned as x (a caller that
+// owns x and needs it no longer: no third buffer). f32 only (DTypeError otherwise).
+// ops_activation_grad.cc.
+struct ActivationAndGrad {
+  Tensor value, derivative;
+};
+ActivationAndGrad gelu_and_grad(const Tensor& x, const std::string& approximate = "none", bool overwrite_x = false);
+
 // Gradients of layer_norm / rms_norm with respect to x and the affine parameters (dweight and
 // dbias have normalized_shape; they are computed even when the forward had no weight/bias).
 // param_grads false: dx only (dweight and dbias undefined), for a caller that gets them elsewhere

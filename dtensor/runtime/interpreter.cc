@@ -9,6 +9,7 @@
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/printer.h"
 #include "dtensor/ir/use_lists.h"
+#include "dtensor/kernels/ops_grad.h"
 #include "dtensor/passes/buffer_planner.h"
 
 namespace dt::runtime {
@@ -142,6 +143,13 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph), packed_(graph) {
   std::unordered_map<int, size_t> read_by_rotary;
   for (const RotaryFusion& f : rotary_)
     for (const ir::Value* v : {f.x, f.cos, f.sin}) read_by_rotary[v->id] = std::max(read_by_rotary[v->id], size_t(f.tail));
+  activation_grads_ = find_activation_grad_fusions(analysis);
+  activation_grad_forward_.assign(nodes.size(), -1);
+  activation_grad_backward_.assign(nodes.size(), -1);
+  for (size_t f = 0; f < activation_grads_.size(); ++f) {
+    activation_grad_forward_[size_t(activation_grads_[f].forward)] = int(f);
+    activation_grad_backward_[size_t(activation_grads_[f].backward)] = int(f);
+  }
   gather_joins_ = find_gather_joins(analysis);
   gather_join_of_.assign(nodes.size(), -1);
   for (size_t f = 0; f < gather_joins_.size(); ++f) {
@@ -193,6 +201,7 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
 
   RunCommContext comm(groups);
   std::unordered_map<const ir::Value*, Tensor> gathering;  // gather joins in flight, by the gather's result
+  std::vector<Tensor> kept_derivative(activation_grads_.size());  // by activation grad fusion
   std::vector<Tensor> in, out;
   const auto& nodes = g_.nodes();
   const bool use_arena = arena_ && arena_bytes_ > 0;
@@ -253,6 +262,22 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       run_kernel_of(g_, n, i, [&] {
         out[0] = dt::rotary_embedding(env[size_t(f.x->id)], env[size_t(f.cos->id)], env[size_t(f.sin->id)]);
       });
+    } else if (fuse_ && activation_grad_forward_[i] >= 0) {
+      const int f = activation_grad_forward_[i];
+      run_kernel_of(g_, n, i, [&] {
+        // x's last use but the backward's, which reads the derivative instead: when only env and
+        // `in` hold its storage, the derivative is written over it (peak memory as unfused).
+        const bool owned = in[0].storage().use_count() == 2;
+        ActivationAndGrad r = dt::gelu_and_grad(in[0], n.attr_str("approximate"), /*overwrite_x=*/owned);
+        out[0] = std::move(r.value);
+        kept_derivative[size_t(f)] = std::move(r.derivative);
+      });
+      meter.acquire(kept_derivative[size_t(f)]);
+    } else if (fuse_ && activation_grad_backward_[i] >= 0) {
+      Tensor& d = kept_derivative[size_t(activation_grad_backward_[i])];
+      run_kernel_of(g_, n, i, [&] { out[0] = dt::mul(in[0], d); });
+      meter.release(d);
+      d = Tensor();
     } else if (head_of >= 0) {
       const EpilogueFusion& f = fusions_[size_t(head_of)];
       run_kernel_of(g_, n, i, [&] {
@@ -301,6 +326,12 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
     for (int id : release_after_[i]) {
       meter.release(env[size_t(id)]);
       env[size_t(id)] = Tensor();
+    }
+    if (fuse_ && activation_grad_forward_[i] >= 0) {
+      // x's other reader, the backward node, reads the kept derivative instead.
+      Tensor& x = env[size_t(activation_grads_[size_t(activation_grad_forward_[i])].x->id)];
+      meter.release(x);
+      x = Tensor();
     }
     if (hook_) hook_(n, i, t0, Clock::now());
   }

@@ -85,6 +85,7 @@ class Interpreter {
   const std::vector<EpilogueFusion>& fusions() const { return fusions_; }
   // The rotary embedding chains of the graph (used when fusion() is on).
   const std::vector<RotaryFusion>& rotary_fusions() const { return rotary_; }
+  const std::vector<ActivationGradFusion>& activation_grad_fusions() const { return activation_grads_; }
   // The all_gathers gathered straight into their join's layout (when fusion() is on).
   const std::vector<GatherJoin>& gather_joins() const { return gather_joins_; }
 
@@ -111,6 +112,9 @@ class Interpreter {
   static constexpr int kRotaryMember = -2;
   std::vector<RotaryFusion> rotary_;
   std::vector<int> rotary_of_tail_;  // per node: index into rotary_, or -1
+  std::vector<ActivationGradFusion> activation_grads_;
+  // per node: index into activation_grads_ of the fusion it is the forward / backward node of, or -1
+  std::vector<int> activation_grad_forward_, activation_grad_backward_;
   std::vector<GatherJoin> gather_joins_;
   std::vector<int> gather_join_of_;  // per node of a gather join's chain: index into gather_joins_, or -1
   bool fuse_ = true;

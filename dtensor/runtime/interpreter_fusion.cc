@@ -179,6 +179,30 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const FusionAnalysis& analysis
   return out;
 }
 
+std::vector<ActivationGradFusion> find_activation_grad_fusions(const FusionAnalysis& analysis) {
+  const auto& nodes = analysis.graph.nodes();
+  std::vector<ActivationGradFusion> out;
+  auto f32_node = [](const ir::Node& n, ir::OpKind op) {
+    return n.op == op && n.results.size() == 1 && n.result()->type.dtype == DType::f32;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& b = *nodes[i];
+    if (!f32_node(b, ir::OpKind::gelu_backward) || b.operands.size() != 2 || analysis.arena_offset[i] >= 0) continue;
+    const ir::Value* x = b.operands[1];
+    if (!x->producer || analysis.uses.is_output(x) || b.operands[0]->type != x->type) continue;
+    const auto readers = analysis.uses.users(x);
+    if (readers.size() != 2) continue;
+    const ir::Node* f = readers[0] == &b ? readers[1] : readers[0];
+    if (f == &b || !f32_node(*f, ir::OpKind::gelu) || f->operands.size() != 1 ||
+        f->attr_str("approximate") != b.attr_str("approximate"))
+      continue;
+    const size_t at = analysis.position(f);
+    if (at >= i || analysis.arena_offset[at] >= 0) continue;
+    out.push_back({int(at), int(i), x});
+  }
+  return out;
+}
+
 std::vector<EpilogueFusion> find_epilogue_fusions(const ir::Graph& graph) {
   std::vector<int64_t> offsets;
   for (const ir::Node* n : graph.nodes()) offsets.push_back(ir::arena_offset(*n));

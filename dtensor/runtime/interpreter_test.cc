@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "dtensor/autodiff/train_step.h"
 #include "dtensor/comm/threads/run_ranks.h"
 #include "dtensor/core/error.h"
 #include "dtensor/kernels/gemm_f32_packed.h"
@@ -153,6 +154,74 @@ TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
   EXPECT_THROW(linear_mul(bind.at("x"), bind.at("w"), Tensor::ones({3, 4, 5})), ShapeError);
   EXPECT_THROW(linear_mul(bind.at("x").to(DType::f64), bind.at("w").to(DType::f64), Tensor::ones({3, 4, 6})),
                DTypeError);
+}
+
+// gelu(x) and gelu_backward(grad, x) on the same x with the same approximation: the gelu node
+// also computes the derivative and the backward node multiplies by it, bitwise equal to the two
+// ops; a pair with different approximations and a pair whose x has a third reader keep their nodes.
+TEST(Interpreter, KeepsTheGeluDerivativeFromTheForwardBitwise) {
+  Graph g("gelu_pairs");
+  Builder b(g);
+  Value* x = b.input("x", DType::f32, {6, 40});
+  Value* w = b.param("w", DType::f32, {40, 40});
+  Value* grad = b.input("grad", DType::f32, {6, 40});
+  auto backward = [&](Value* v, const std::string& approximate) {
+    return b.record(ir::OpKind::gelu_backward, {grad, v}, {{"approximate", approximate}})[0];
+  };
+  std::vector<Value*> outs;
+  std::vector<Value*> pre;
+  for (const char* approximate : {"tanh", "none"}) {  // fused
+    pre.push_back(b.linear(x, w));
+    outs.push_back(b.gelu(pre.back(), approximate));
+    outs.push_back(backward(pre.back(), approximate));
+  }
+  Value* mixed = b.linear(x, w);  // different approximations: kept
+  outs.push_back(b.gelu(mixed, "tanh"));
+  outs.push_back(backward(mixed, "none"));
+  Value* shared = b.linear(x, w);  // a third reader: kept
+  outs.push_back(b.gelu(shared, "tanh"));
+  outs.push_back(backward(shared, "tanh"));
+  outs.push_back(b.relu(shared));
+  b.outputs(outs);
+  Interpreter fused(g), plain(g);
+  plain.set_fusion(false);
+  ASSERT_EQ(fused.activation_grad_fusions().size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const ActivationGradFusion& f = fused.activation_grad_fusions()[k];
+    EXPECT_EQ(f.x, pre[k]);
+    EXPECT_EQ(g.nodes()[size_t(f.forward)]->op, ir::OpKind::gelu);
+    EXPECT_EQ(g.nodes()[size_t(f.backward)]->op, ir::OpKind::gelu_backward);
+  }
+  Generator gen(8);
+  // Pre-activations of standard deviation about 25: both sides of every clamp (-20, -15, 9, 10,
+  // 15, 20) and branch of the two kernels.
+  const Bindings bind = {{"x", randn({6, 40}, gen, DType::f32, 0, 4)}, {"w", randn({40, 40}, gen)},
+                         {"grad", randn({6, 40}, gen)}};
+  RunStats fs, ps;
+  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the derivative replaces x, released after the gelu
+}
+
+// The gpt's training step (tanh gelu in each layer): every layer's pair is kept fused, and the
+// step's loss, updated parameters and gradients are bitwise those of the unfused run.
+TEST(Interpreter, TrainingStepWithTheKeptGeluDerivativeIsBitwiseTheSame) {
+  ir::Graph fwd = ir::build_gpt({.vocab = 97, .hidden = 64, .heads = 4, .layers = 3, .max_seq = 16, .batch = 2,
+                                 .seq = 11, .loss = true});
+  const autodiff::TrainStep step = autodiff::make_train_step(fwd.clone(), autodiff::OptimizerConfig{}, /*with_grads=*/true);
+  Bindings bind = ir::random_weights(fwd, 5);
+  Generator gen(9);
+  bind["input"] = randint({2, 11}, 0, 97, gen);
+  bind["target"] = randint({2, 11}, 0, 97, gen);
+  for (const auto& [k, v] : autodiff::fresh_state(step)) bind[k] = v;
+  Interpreter fused(step.graph), plain(step.graph);
+  plain.set_fusion(false);
+  EXPECT_EQ(fused.activation_grad_fusions().size(), 3u);
+  RunStats fs, ps;
+  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);
 }
 
 // Hugging Face's rotary embedding, x·cos + cat(-x2, x1)·sin on a permuted [batch, heads, seq, 8]
