@@ -82,8 +82,12 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
   // hf_neox) are folded to one row and an expand, so pipeline micro-batches can broadcast them.
   const int64_t batch = inputs.begin()->second.size(0);
   for (const ir::Value* p : im.graph.params())
-    if (p->frozen && p->type.rank() > 0) EXPECT_NE(p->type.shape[0], batch) << p->name;
-  if (c.model == "hf_qwen2" || c.model == "hf_neox") EXPECT_GE(count_ops(im.graph, ir::OpKind::expand), 2);
+    if (p->frozen && p->type.rank() > 0) {
+      EXPECT_NE(p->type.shape[0], batch) << p->name;
+    }
+  if (c.model == "hf_qwen2" || c.model == "hf_neox") {
+    EXPECT_GE(count_ops(im.graph, ir::OpKind::expand), 2);
+  }
   if (c.model == "hf_gpt2") {
     // Tied: wte.weight serves the embedding and the logits; positions are gathered from wpe.weight.
     ASSERT_TRUE(im.graph.find("wte.weight"));

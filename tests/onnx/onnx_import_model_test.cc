@@ -375,7 +375,9 @@ TEST(OnnxImportParameters, ConstantsBroadcastToTheBatchStayOneRow) {
   const OnnxImportResult r = import(m, opt);
   EXPECT_EQ(count_ops(r.graph, ir::OpKind::expand), 2) << ir::print(r.graph);  // rows and ones
   for (const ir::Value* p : r.graph.params())
-    if (p->frozen) EXPECT_EQ(p->type.shape, p->name == "table2" ? Shape({4, 40}) : Shape({1, 40})) << p->name;
+    if (p->frozen) {
+      EXPECT_EQ(p->type.shape, p->name == "table2" ? Shape({4, 40}) : Shape({1, 40})) << p->name;
+    }
   // Values: as folded in full.
   const Tensor x = test::uniform({4, 40}, DType::f32, 5);
   const std::vector<Tensor> out = sharding::testing::run_single(r.graph, r.weights, {{"x", x}});
