@@ -122,7 +122,9 @@ py::array to_numpy(const Tensor& t) {
   for (int64_t s : t.strides()) strides.push_back(py::ssize_t(s * int64_t(item)));
   auto* owner = new Tensor(t);
   py::capsule keep(owner, [](void* p) { delete static_cast<Tensor*>(p); });
-  return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), keep);
+  py::array a(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), keep);
+  if (t.storage()->read_only()) a.attr("flags").attr("writeable") = false;  // a file's bytes (tensor.h)
+  return a;
 }
 
 py::dict to_numpy_dict(const std::map<std::string, Tensor>& tensors) {

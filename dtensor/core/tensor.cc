@@ -357,7 +357,17 @@ void convert_run(const S* src, D* dst, int64_t n) {
 
 }  // namespace
 
+namespace {
+void check_writable(const Tensor& t, const char* op) {
+  if (t.storage()->read_only())
+    DT_THROW(ValueError) << op << " into " << t.str()
+                         << ", whose bytes are read-only (a safetensors file's, shared by every tensor loaded from it): "
+                            "write into a clone()";
+}
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
+  check_writable(*this, "copy_");
   Tensor s = src.expand(shape_);
   std::array<const Strides*, 2> st{&strides_, &s.strides_};
   DT_DISPATCH(dtype_, {
@@ -391,6 +401,7 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor& Tensor::fill_(double value) {
+  check_writable(*this, "fill_");
   std::array<const Strides*, 1> st{&strides_};
   DT_DISPATCH(dtype_, {
     T* p = static_cast<T*>(raw_data());

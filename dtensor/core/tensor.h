@@ -27,9 +27,17 @@ class Storage {
   std::byte* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  // Read-only bytes (a safetensors file's, which every tensor loaded from it shares): copy_ and
+  // fill_ refuse them, the interpreter's in-place ops write a copy, and a cache may trust that
+  // contents it saw once are still there while the storage lives (packed weights, which otherwise
+  // hash the weight on every run).
+  void set_read_only() { read_only_ = true; }
+  bool read_only() const { return read_only_; }
+
  private:
   std::byte* data_ = nullptr;
   size_t nbytes_ = 0;
+  bool read_only_ = false;
   std::shared_ptr<void> owner_;
 };
 

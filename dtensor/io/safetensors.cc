@@ -161,8 +161,9 @@ Tensor SafetensorsFile::get(const std::string& name) const {
                           << std::to_integer<unsigned>(p[i]) << " at element " << i << " (a bool is 0 or 1)";
   if (reinterpret_cast<uintptr_t>(p) % itemsize(e.dtype) == 0 && nbytes > 0) {
     // Zero-copy: the storage aliases the file's bytes and keeps them alive. Every get() shares
-    // them, so these tensors must not be written (the interpreter never writes its inputs).
+    // them, so these tensors must not be written: the storage is read-only (tensor.h).
     auto storage = Storage::wrap(const_cast<std::byte*>(p), nbytes, bytes_owner_);
+    storage->set_read_only();
     return Tensor::from_storage(std::move(storage), e.dtype, e.shape, contiguous_strides(e.shape), 0);
   }
   Tensor t = Tensor::empty(e.shape, e.dtype);  // unaligned data (or empty): copy

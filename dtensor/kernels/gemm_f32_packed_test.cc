@@ -40,12 +40,13 @@ void expect_packed_matches_f64(const PackedCase& t) {
 
 TEST(GemmF32Packed, MatchesF64Sums) {
   DT_SKIP_WITHOUT_AVX512();
-  // Tiles are 6 rows x 64 columns, blocks 512 k x 256 columns: sizes on, below and past each.
+  // Tiles are 6 rows x 64 columns, blocks 256 k x 256 columns: sizes on, below and past each.
   const std::vector<PackedCase> cases = {
       {1, 1, 1, false, 1, 0},     {1, 1, 1, true, 1, 0},       {6, 64, 2, false, 1, 0},
       {7, 65, 3, true, 1, 0},     {5, 63, 7, false, 1, 0},     {13, 17, 1, true, 1, 0},
       {37, 130, 511, false, 1, 0}, {12, 256, 512, false, 1, 0}, {13, 257, 513, true, 1, 0},
       {3, 300, 1025, false, 1, 0}, {70, 45, 131, true, 1, 1},   {70, 45, 131, false, 0.5f, 2},
+      {8, 70, 255, false, 1, 1},  {9, 70, 256, true, 1, 0},    {10, 70, 257, false, 2, 0.5f},
       {19, 40, 600, true, -1.5f, 0.25f}, {1, 300, 77, false, 1, 1}, {100, 1, 50, false, 1, 1},
   };
   for (const PackedCase& t : cases) expect_packed_matches_f64(t);

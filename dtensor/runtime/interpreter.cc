@@ -294,12 +294,15 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       env[size_t(tail->id)] = out[0];
     } else {
       const ir::OpDef& def = ir::op_def(n.op);
-      // A buffer the caller owns is written only when handed over (set_update_params_in_place);
-      // else the program goes on with a copy of it, counted as its own.
+      // A buffer the caller owns is written only when handed over (set_update_params_in_place)
+      // and not read-only (a file's bytes, tensor.h); else the program goes on with a copy of it,
+      // counted as its own.
       for (size_t k = 0; def.in_place && k < n.results.size(); ++k) {
         const int j = def.written_operand(k);
         const ir::Value* w = j >= 0 ? n.operands[size_t(j)] : nullptr;
-        if (!w || !meter.external(in[size_t(j)]) || (update_params_ && w->kind == ir::ValueKind::param)) continue;
+        if (!w || !meter.external(in[size_t(j)]) ||
+            (update_params_ && w->kind == ir::ValueKind::param && !in[size_t(j)].storage()->read_only()))
+          continue;
         in[size_t(j)] = in[size_t(j)].clone();
         env[size_t(w->id)] = in[size_t(j)];
         if (w->kind == ir::ValueKind::result) meter.acquire(in[size_t(j)]);  // released as w

@@ -14,6 +14,7 @@
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/parser.h"
+#include "dtensor/io/safetensors.h"
 
 namespace dt::runtime {
 namespace {
@@ -634,6 +635,55 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   return %h, %w2
 })");
   EXPECT_EQ(Interpreter(train).packed_weights().packable_nodes(), 0u);
+}
+
+// Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once
+// and never hashed, since they cannot change; a weight rebound to another file's tensor is packed
+// again. An in-place update of such a parameter writes a copy even when the caller hands the
+// parameters over, and copy_ into one is refused.
+TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  ScopedF32GemmPath scoped(F32GemmPath::packed);
+  const Graph g = ir::parse(R"(graph lin {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  %y = linear(%x, %w) : f32[9, 70]
+  return %y
+})");
+  Generator gen(10);
+  const Tensor w1 = randn({70, 20}, gen), w2 = randn({70, 20}, gen);
+  const io::SafetensorsFile file = io::SafetensorsFile::from_bytes(io::safetensors_bytes({{"w1", w1}, {"w2", w2}}), "w");
+  Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", file.get("w1")}};
+  ASSERT_TRUE(bind["w"].storage()->read_only());
+  Interpreter interp(g);
+  const auto close = [](const Tensor& a, const Tensor& b) { return allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-5); };
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(close(interp.run(bind)[0], linear(bind["x"], w1)));
+  EXPECT_EQ(interp.packed_weights().packs(), 1);
+  EXPECT_EQ(interp.packed_weights().hashes(), 0);
+  bind["w"] = file.get("w2");  // rebound: another storage
+  EXPECT_TRUE(close(interp.run(bind)[0], linear(bind["x"], w2)));
+  EXPECT_EQ(interp.packed_weights().packs(), 2);
+  bind["w"] = w1;  // writable: hashed on every run
+  interp.run(bind);
+  interp.run(bind);
+  EXPECT_EQ(interp.packed_weights().packs(), 3);
+  EXPECT_EQ(interp.packed_weights().hashes(), 2);
+
+  Tensor read_only = file.get("w1");
+  EXPECT_THROW(read_only.copy_(w2), ValueError);
+  EXPECT_THROW(read_only.fill_(0), ValueError);
+  const Graph step = ir::parse(R"(graph step {
+  param %w : f32[70, 20]
+  input %g : f32[70, 20]
+  %w2 = sgd_update(%w, %g) {lr = 0.5} : f32[70, 20]
+  return %w2
+})");
+  Interpreter updater(step);
+  updater.set_update_params_in_place(true);
+  const Tensor updated = updater.run({{"w", read_only}, {"g", w2}})[0];
+  EXPECT_FALSE(updated.shares_storage_with(read_only));
+  EXPECT_EQ(read_only.to_doubles(), w1.to_doubles());  // the file's bytes are unchanged
+  EXPECT_TRUE(close(updated, sub(w1, mul(w2, 0.5))));
 }
 
 }  // namespace

@@ -44,8 +44,12 @@ const PackedWeight* PackedWeights::get(size_t node, const Tensor& weight) {
   Entry& entry = entries_[size_t(e)];
   // The bytes the weight's elements span (any strides; a parameter is normally contiguous).
   const Tensor dense = weight.is_contiguous() ? weight : weight.contiguous();
+  // Read-only bytes cannot have changed while their storage lived: the hash is needed (and
+  // computed) only for writable ones.
+  const bool read_only = weight.storage()->read_only();
+  hashes_ += !read_only;
   const uint64_t hash =
-      xxhash64(std::string_view(static_cast<const char*>(dense.raw_data()), dense.nbytes()), /*seed=*/0);
+      read_only ? 0 : xxhash64(std::string_view(static_cast<const char*>(dense.raw_data()), dense.nbytes()), /*seed=*/0);
   const bool same = entry.packed && entry.storage.lock() == weight.storage() && entry.offset == weight.offset() &&
                     entry.strides == weight.strides() && entry.hash == hash && entry.packed->n() == weight.shape()[0] &&
                     entry.packed->k() == weight.shape()[1];
