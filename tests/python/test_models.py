@@ -68,6 +68,23 @@ def test_weights_as_a_dict_of_arrays(ref, examples):
     assert set(b.weights) == set(b.params)
 
 
+def test_arrays_over_a_files_bytes_are_read_only(ref, examples):
+    # Every tensor loaded from the file shares its bytes (and packed weights trust them unchanged):
+    # writing one is numpy's ValueError, and a copy is writable.
+    w = dt.load_safetensors(ref / "mlp" / "weights.safetensors")
+    name = sorted(w)[0]
+    assert not w[name].flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        w[name][...] = 0
+    before = w[name].copy()
+    c = w[name].copy()
+    c[...] = 0
+    assert not c.any() and before.any()
+    assert np.array_equal(w[name], before)
+    a = dt.load(examples / "mlp.dt", weights=ref / "mlp" / "weights.safetensors")
+    assert not a.weights[name].flags.writeable
+
+
 def test_plan_auto_matches_one_device(ref, examples):
     """plan="auto" searches a plan for the mesh (as --plan auto) and runs it."""
     m = dt.load(examples / "gpt.dt", weights=ref / "gpt" / "weights.safetensors")
