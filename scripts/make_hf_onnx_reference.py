@@ -537,33 +537,21 @@ def main():
     pad = torch.ones((BATCH, SEQ), dtype=torch.long)
     pad[1, SEQ - 3:] = 0  # the second sequence is padded
 
-    if wanted("hf_gpt2"):
-        torch.manual_seed(0)
-        t = export(GPT2(), "hf_gpt2", {"input_ids": ids, "attention_mask": pad}, args.out, ["input_ids", "attention_mask"])
-        save_file(t, os.path.join(args.out, "hf_gpt2_io.safetensors"))
-
-    if wanted("hf_llama"):
-        torch.manual_seed(0)
-        t = export(Llama(), "hf_llama", {"input_ids": ids}, args.out, ["input_ids"])
-        save_file(t, os.path.join(args.out, "hf_llama_io.safetensors"))
-
-    if wanted("hf_bert"):
-        torch.manual_seed(0)
-        types = torch.zeros((BATCH, SEQ), dtype=torch.long)
-        types[:, SEQ // 2:] = 1
-        t = export(Bert(), "hf_bert", {"input_ids": ids, "token_type_ids": types, "attention_mask": pad}, args.out,
-                   ["input_ids", "token_type_ids", "attention_mask"])
-        save_file(t, os.path.join(args.out, "hf_bert_io.safetensors"))
-
-    if wanted("hf_qwen2"):
-        torch.manual_seed(0)
-        t = export(Qwen2(), "hf_qwen2", {"input_ids": ids}, args.out, ["input_ids"])
-        save_file(t, os.path.join(args.out, "hf_qwen2_io.safetensors"))
-
-    if wanted("hf_neox"):
-        torch.manual_seed(0)
-        t = export(NeoX(), "hf_neox", {"input_ids": ids, "attention_mask": pad}, args.out, ["input_ids", "attention_mask"])
-        save_file(t, os.path.join(args.out, "hf_neox_io.safetensors"))
+    types = torch.zeros((BATCH, SEQ), dtype=torch.long)
+    types[:, SEQ // 2:] = 1
+    # Forward-only models: name -> (class, inputs), each built from seed 0.
+    forward_models = {
+        "hf_gpt2": (GPT2, {"input_ids": ids, "attention_mask": pad}),
+        "hf_llama": (Llama, {"input_ids": ids}),
+        "hf_bert": (Bert, {"input_ids": ids, "token_type_ids": types, "attention_mask": pad}),
+        "hf_qwen2": (Qwen2, {"input_ids": ids}),
+        "hf_neox": (NeoX, {"input_ids": ids, "attention_mask": pad}),
+    }
+    for name, (cls, inputs) in forward_models.items():
+        if wanted(name):
+            torch.manual_seed(0)
+            t = export(cls(), name, inputs, args.out, list(inputs))
+            save_file(t, os.path.join(args.out, name + "_io.safetensors"))
 
     # Training: the same Llama (seed 0) with a loss; 5 SGD steps in f32 on its parameters only.
     targets = F.one_hot(torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), VOCAB).float()
