@@ -1,6 +1,7 @@
 #include "dtensor/runtime/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include "dtensor/comm/collectives.h"
@@ -110,6 +111,16 @@ class MemoryMeter {
   size_t peak_ = 0;
 };
 
+// Per node, the index in `fusions` of the fusion whose `nodes_of(fusion)` names it, or -1: how the
+// run loop finds, at each node, the fusion that node heads, ends or skips.
+template <class Fusion, class NodesOf>
+std::vector<int> index_by_node(size_t node_count, const std::vector<Fusion>& fusions, NodesOf nodes_of) {
+  std::vector<int> index(node_count, -1);
+  for (size_t f = 0; f < fusions.size(); ++f)
+    for (int node : nodes_of(fusions[f])) index[size_t(node)] = int(f);
+  return index;
+}
+
 }  // namespace
 
 Interpreter::Interpreter(const ir::Graph& graph) : g_(graph), packed_(graph) {
@@ -127,35 +138,24 @@ Interpreter::Interpreter(const ir::Graph& graph) : g_(graph), packed_(graph) {
   for (size_t i = 0; i < nodes.size(); ++i) arena_offset_[i] = ir::arena_offset(*nodes[i]);
   const FusionAnalysis analysis(g_, arena_offset_);
   fusions_ = find_epilogue_fusions(analysis);
-  fusion_of_head_.assign(nodes.size(), -1);
-  fusion_of_tail_.assign(nodes.size(), -1);
-  for (size_t f = 0; f < fusions_.size(); ++f) {
-    fusion_of_head_[size_t(fusions_[f].head)] = int(f);
-    fusion_of_tail_[size_t(fusions_[f].tail)] = int(f);
-  }
+  fusion_of_head_ = index_by_node(nodes.size(), fusions_, [](const EpilogueFusion& f) { return std::array{f.head}; });
+  fusion_of_tail_ = index_by_node(nodes.size(), fusions_, [](const EpilogueFusion& f) { return std::array{f.tail}; });
   rotary_ = find_rotary_fusions(analysis);
-  rotary_of_tail_.assign(nodes.size(), -1);
-  for (size_t f = 0; f < rotary_.size(); ++f) {
-    rotary_of_tail_[size_t(rotary_[f].tail)] = int(f);
-    for (int m : rotary_[f].members) fusion_of_tail_[size_t(m)] = kRotaryMember;
-  }
+  rotary_of_tail_ = index_by_node(nodes.size(), rotary_, [](const RotaryFusion& f) { return std::array{f.tail}; });
+  for (const RotaryFusion& f : rotary_)
+    for (int m : f.members) fusion_of_tail_[size_t(m)] = kRotaryMember;
   // A fused rotary chain reads x, cos and sin at its add node: they live at least until then.
   std::unordered_map<int, size_t> read_by_rotary;
   for (const RotaryFusion& f : rotary_)
     for (const ir::Value* v : {f.x, f.cos, f.sin}) read_by_rotary[v->id] = std::max(read_by_rotary[v->id], size_t(f.tail));
   activation_grads_ = find_activation_grad_fusions(analysis);
-  activation_grad_forward_.assign(nodes.size(), -1);
-  activation_grad_backward_.assign(nodes.size(), -1);
-  for (size_t f = 0; f < activation_grads_.size(); ++f) {
-    activation_grad_forward_[size_t(activation_grads_[f].forward)] = int(f);
-    activation_grad_backward_[size_t(activation_grads_[f].backward)] = int(f);
-  }
+  activation_grad_forward_ =
+      index_by_node(nodes.size(), activation_grads_, [](const ActivationGradFusion& f) { return std::array{f.forward}; });
+  activation_grad_backward_ =
+      index_by_node(nodes.size(), activation_grads_, [](const ActivationGradFusion& f) { return std::array{f.backward}; });
   gather_joins_ = find_gather_joins(analysis);
-  gather_join_of_.assign(nodes.size(), -1);
-  for (size_t f = 0; f < gather_joins_.size(); ++f) {
-    const GatherJoin& j = gather_joins_[f];
-    for (int k : {j.gather, j.wait, j.view, j.permute, j.join}) gather_join_of_[size_t(k)] = int(f);
-  }
+  gather_join_of_ = index_by_node(nodes.size(), gather_joins_,
+                                  [](const GatherJoin& j) { return std::array{j.gather, j.wait, j.view, j.permute, j.join}; });
   release_after_.assign(nodes.size(), {});
   // A result is released after its last reader (a result nobody reads, right after its node).
   const ir::UseLists& uses = analysis.uses;

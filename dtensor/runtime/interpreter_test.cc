@@ -66,6 +66,18 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
          std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), size_t(a.numel()) * itemsize(a.dtype())) == 0;
 }
 
+// Runs `fused` (an Interpreter of `g`, fusion on) and an Interpreter of `g` with fusion off on
+// `bind`: fusion must change no output bit and must not raise the peak of live buffers.
+void expect_fusion_changes_nothing(Interpreter& fused, const Graph& g, const Bindings& bind) {
+  Interpreter plain(g);
+  plain.set_fusion(false);
+  RunStats fs, ps;
+  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);
+}
+
 // The gpt at hidden 512 (8 heads, vocabulary 1000, a short sequence to stay cheap): each layer's
 // fc_in + gelu runs as one kernel, and the logits are bitwise those of the unfused run.
 TEST(Interpreter, FusesLinearAndActivationBitwise) {
@@ -73,19 +85,14 @@ TEST(Interpreter, FusesLinearAndActivationBitwise) {
   Bindings bind = ir::random_weights(g, 3);
   Generator gen(4);
   bind["input"] = randint({2, 12}, 0, 1000, gen);
-  Interpreter fused(g), plain(g);
-  plain.set_fusion(false);
+  Interpreter fused(g);
   ASSERT_EQ(fused.fusions().size(), 2u);
   for (const EpilogueFusion& f : fused.fusions()) {
     EXPECT_EQ(g.nodes()[size_t(f.head)]->op, ir::OpKind::linear);
     EXPECT_EQ(g.nodes()[size_t(f.tail)]->op, ir::OpKind::gelu);
     EXPECT_EQ(f.act, Activation::gelu_tanh);
   }
-  RunStats fs, ps;
-  const std::vector<Tensor> a = fused.run(bind, {}, &fs), b = plain.run(bind, {}, &ps);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], b[i])) << "output " << i;
-  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the activation writes into the linear's buffer
+  expect_fusion_changes_nothing(fused, g, bind);  // the activation writes into the linear's buffer
 }
 
 // Fusion needs the activation to be the linear result's only reader, an f32 or bf16 result and a
@@ -116,10 +123,7 @@ TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
   Bindings bind = {{"x", Tensor::arange(35, DType::f32).view({5, 7})}, {"w", Tensor::full({6, 7}, -0.25)}};
   bind["xh"] = bind["x"].to(DType::bf16);
   bind["wh"] = bind["w"].to(DType::bf16);
-  Interpreter plain(g);
-  plain.set_fusion(false);
-  const std::vector<Tensor> a = interp.run(bind), c = plain.run(bind);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  expect_fusion_changes_nothing(interp, g, bind);
 }
 
 // SwiGLU's silu(gate) * up: the up linear's GEMM panels take the product (linear+mul), bitwise
@@ -138,8 +142,7 @@ TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
   Value* late = b.mul(early, b.relu(gate));  // relu(gate) is made after `early`: kept
   Value* biased = b.mul(b.linear(x, w, bias), gate);  // bias: kept
   b.outputs({fused, late, biased});
-  Interpreter interp(g), plain(g);
-  plain.set_fusion(false);
+  Interpreter interp(g);
   int products = 0;
   for (const EpilogueFusion& f : interp.fusions())
     if (f.times) {
@@ -150,8 +153,7 @@ TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
   EXPECT_EQ(products, 1);
   Generator gen(6);
   const Bindings bind = {{"x", randn({3, 4, 7}, gen)}, {"w", randn({6, 7}, gen)}, {"bias", randn({6}, gen)}};
-  const std::vector<Tensor> a = interp.run(bind), c = plain.run(bind);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
+  expect_fusion_changes_nothing(interp, g, bind);
   EXPECT_THROW(linear_mul(bind.at("x"), bind.at("w"), Tensor::ones({3, 4, 5})), ShapeError);
   EXPECT_THROW(linear_mul(bind.at("x").to(DType::f64), bind.at("w").to(DType::f64), Tensor::ones({3, 4, 6})),
                DTypeError);
@@ -184,8 +186,7 @@ TEST(Interpreter, KeepsTheGeluDerivativeFromTheForwardBitwise) {
   outs.push_back(backward(shared, "tanh"));
   outs.push_back(b.relu(shared));
   b.outputs(outs);
-  Interpreter fused(g), plain(g);
-  plain.set_fusion(false);
+  Interpreter fused(g);
   ASSERT_EQ(fused.activation_grad_fusions().size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
     const ActivationGradFusion& f = fused.activation_grad_fusions()[k];
@@ -198,10 +199,7 @@ TEST(Interpreter, KeepsTheGeluDerivativeFromTheForwardBitwise) {
   // 15, 20) and branch of the two kernels.
   const Bindings bind = {{"x", randn({6, 40}, gen, DType::f32, 0, 4)}, {"w", randn({40, 40}, gen)},
                          {"grad", randn({6, 40}, gen)}};
-  RunStats fs, ps;
-  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
-  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the derivative replaces x, released after the gelu
+  expect_fusion_changes_nothing(fused, g, bind);  // the derivative replaces x, released after the gelu
 }
 
 // The gpt's training step (tanh gelu in each layer): every layer's pair is kept fused, and the
@@ -215,14 +213,9 @@ TEST(Interpreter, TrainingStepWithTheKeptGeluDerivativeIsBitwiseTheSame) {
   bind["input"] = randint({2, 11}, 0, 97, gen);
   bind["target"] = randint({2, 11}, 0, 97, gen);
   for (const auto& [k, v] : autodiff::fresh_state(step)) bind[k] = v;
-  Interpreter fused(step.graph), plain(step.graph);
-  plain.set_fusion(false);
+  Interpreter fused(step.graph);
   EXPECT_EQ(fused.activation_grad_fusions().size(), 3u);
-  RunStats fs, ps;
-  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
-  ASSERT_EQ(a.size(), c.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
-  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);
+  expect_fusion_changes_nothing(fused, step.graph, bind);
 }
 
 // Hugging Face's rotary embedding, x·cos + cat(-x2, x1)·sin on a permuted [batch, heads, seq, 8]
@@ -249,8 +242,7 @@ TEST(Interpreter, FusesTheRotaryChainBitwise) {
   Value* shared_neg = neg(b.slice(x, 3, 4, 8));
   Value* shared = b.add(b.mul(x, cos), b.mul(b.cat({shared_neg, b.slice(x, 3, 0, 4)}, -1), sin));
   b.outputs({fused1, fused2, swapped, foreign, shared, shared_neg});
-  Interpreter fused(g), plain(g);
-  plain.set_fusion(false);
+  Interpreter fused(g);
   ASSERT_EQ(fused.rotary_fusions().size(), 2u);
   for (const RotaryFusion& f : fused.rotary_fusions()) {
     EXPECT_EQ(f.members.size(), 6u);
@@ -261,10 +253,7 @@ TEST(Interpreter, FusesTheRotaryChainBitwise) {
   Generator gen(5);
   const Bindings bind = {{"x", randn({2, 5, 3, 8}, gen)}, {"other", randn({2, 3, 5, 8}, gen)},
                          {"cos", randn({1, 1, 5, 8}, gen)}, {"sin", randn({5, 8}, gen)}};
-  RunStats fs, ps;
-  const std::vector<Tensor> a = fused.run(bind, {}, &fs), c = plain.run(bind, {}, &ps);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], c[i])) << "output " << i;
-  EXPECT_LE(fs.peak_bytes, ps.peak_bytes);  // the chains' intermediates are never made
+  expect_fusion_changes_nothing(fused, g, bind);  // the chains' intermediates are never made
   EXPECT_THROW(rotary_embedding(bind.at("x"), bind.at("cos"), bind.at("sin")), ShapeError);  // cos is [.., 5, 8]
   EXPECT_THROW(rotary_embedding(bind.at("x").to(DType::f64), bind.at("cos"), bind.at("sin")), DTypeError);
   EXPECT_THROW(rotary_embedding(Tensor::ones({3}), Tensor::ones({3}), Tensor::ones({3})), ShapeError);  // odd
