@@ -27,6 +27,7 @@
 #include "dtensor/job/train.h"
 #include "dtensor/sharding/propagation.h"
 #include "tests/support/sanitizer.h"
+#include "tests/support/ops_test_util.h"
 
 namespace dt::autoplan {
 namespace {
@@ -58,13 +59,7 @@ Model mlp() {
   return m;
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
-  return d;
-}
+using test::max_abs_diff;
 
 std::vector<Tensor> run(const Model& m, const std::string& mesh, const sharding::ParallelPlan& plan,
                         std::vector<std::string>* warnings = nullptr) {

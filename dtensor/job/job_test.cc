@@ -13,6 +13,7 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/job/train.h"
 #include "dtensor/sharding/propagation.h"
+#include "tests/support/ops_test_util.h"
 
 namespace dt::job {
 namespace {
@@ -43,13 +44,7 @@ JobOptions options(const std::string& mesh, const std::string& plan) {
   return o;
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
-  return d;
-}
+using test::max_abs_diff;
 
 // One device: a job on mesh 1 with the empty plan.
 std::vector<Tensor> single_device(const Gpt& g) {

@@ -1,5 +1,5 @@
-// Helpers shared by the kernel tests (ops_*_test.cc): seeded inputs, strided views of them and
-// naive double-precision reference loops to check the kernels against.
+// Helpers shared by the tests (the kernel tests ops_*_test.cc first): seeded inputs, strided views of them,
+// naive double-precision reference loops to check the kernels against, and comparisons of results.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +20,12 @@
 #endif
 
 namespace dt::test {
+
+// Returns the largest |actual - expected| (infinity where the shapes differ or only one side is
+// finite, as dt::compare counts it).
+inline double max_abs_diff(const Tensor& actual, const Tensor& expected) {
+  return compare(actual, expected).max_abs_diff;
+}
 
 // Returns uniform [low, high) values of the given shape and dtype, from a fixed seed.
 inline Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low = -2, double high = 2) {
