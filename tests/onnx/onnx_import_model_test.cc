@@ -51,7 +51,10 @@ onnx::ModelProto model(const Shape& x_shape = {2, 3}) {
 onnx::NodeProto* node(onnx::ModelProto& m, const std::string& op, std::vector<std::string> ins,
                       std::vector<std::string> outs, const std::string& name = "") {
   auto* n = m.mutable_graph()->add_node();
-  n->set_name(name.empty() ? "n" + std::to_string(m.graph().node_size() - 1) : name);
+  // Appended rather than `"n" + std::to_string(...)`, on which GCC 12 warns falsely (-Wrestrict).
+  std::string numbered = "n";
+  numbered += std::to_string(m.graph().node_size() - 1);
+  n->set_name(name.empty() ? numbered : name);
   n->set_op_type(op);
   for (auto& i : ins) n->add_input(i);
   for (auto& o : outs) n->add_output(o);
