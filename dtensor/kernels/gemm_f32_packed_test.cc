@@ -84,6 +84,52 @@ TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
   }
 }
 
+// A block of the product (the attention kernel's score and value tiles) against the f64 sums of
+// its products, and bitwise against the same elements of the whole product when k is whole; k
+// ranges that start at a k block and end anywhere (a causal diagonal key block), columns that
+// start at a panel and end anywhere, beta 0 and 1; a column-major W (vᵀ) packs to the same bits
+// as its row-major copy.
+TEST(GemmF32Packed, BlocksMatchF64SumsAndTheWholeProduct) {
+  DT_SKIP_WITHOUT_AVX512();
+  const int64_t m = 37, n = 300, k = 600;
+  const Tensor a = uniform({m, k}, DType::f32, 11, -1, 1), w = uniform({n, k}, DType::f32, 12, -1, 1);
+  const Tensor c0 = uniform({m, n}, DType::f32, 13, -2, 2);
+  const PackedWeight packed(w.data<float>(), n, k, k, 1);
+  std::vector<float> whole(size_t(m * n));
+  gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
+  struct Block {
+    int64_t j0, j1, k0, k1;
+  };
+  for (const Block& b : std::vector<Block>{{0, 300, 0, 600}, {64, 129, 0, 600}, {256, 300, 256, 257},
+                                           {0, 1, 512, 600}, {128, 256, 256, 511}, {192, 300, 0, 5}}) {
+    for (float beta : {0.f, 1.f}) {
+      SCOPED_TRACE(testing::Message() << "columns [" << b.j0 << ", " << b.j1 << ") k [" << b.k0 << ", " << b.k1
+                                      << ") beta " << beta);
+      const int64_t cols = b.j1 - b.j0;
+      const Tensor a_blk = a.narrow(1, b.k0, b.k1 - b.k0).contiguous();
+      const Tensor w_blk = w.narrow(0, b.j0, cols).narrow(1, b.k0, b.k1 - b.k0);
+      const Tensor c_blk0 = c0.narrow(1, b.j0, cols).contiguous();
+      Tensor c = c_blk0.clone();
+      gemm_f32_packed_block(m, 1, a.data<float>() + b.k0, k, packed, b.j0, b.j1, b.k0, b.k1, beta, c.data<float>(),
+                            cols);
+      test::expect_gemm_matches_f64(c, a_blk, w_blk.transpose(0, 1), c_blk0, 1, beta);
+      if (b.k0 == 0 && b.k1 == k && beta == 0) {
+        for (int64_t i = 0; i < m; ++i) {
+          EXPECT_EQ(std::memcmp(c.data<float>() + i * cols, whole.data() + i * n + b.j0, size_t(cols) * sizeof(float)), 0)
+              << "row " << i;
+        }
+      }
+    }
+  }
+  // W = vᵀ read through v [k, n] (W's column stride is v's row stride, plus padding: 70).
+  const Tensor v = uniform({k, n + 70}, DType::f32, 14, -1, 1).narrow(1, 0, n);
+  const PackedWeight from_columns(v.data<float>(), n, k, 1, n + 70);
+  const Tensor vt = v.transpose(0, 1).contiguous();
+  const PackedWeight from_rows(vt.data<float>(), n, k, k, 1);
+  const int64_t padded = (n + kPackedPanelCols - 1) / kPackedPanelCols * kPackedPanelCols;
+  EXPECT_EQ(std::memcmp(from_columns.data(), from_rows.data(), size_t(padded * k) * sizeof(float)), 0);
+}
+
 // Returns the largest |a - b| over two tensors of one shape.
 double max_abs_difference(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());

@@ -33,10 +33,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "dtensor/kernels/elementwise.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/kernels/ops_attention_blas.h"
 #include "dtensor/core/parallel.h"
@@ -53,6 +55,8 @@ using namespace attention_detail;
 constexpr int64_t kQueryBlock = 32;
 constexpr int64_t kKeyBlock = 256;
 static_assert(kKeyBlock % kQueryBlock == 0, "the causal argument in the file comment needs this");
+// Key blocks start at a panel and a k block of the packed layout (gemm_f32_packed_block's rule).
+static_assert(kKeyBlock % kPackedPanelCols == 0 && kKeyBlock % kPackedKBlock == 0);
 
 // One head's matrices: row i of q is q + i * ldq (unit column stride), likewise k and v.
 template <typename C>
@@ -64,6 +68,10 @@ struct Head {
   int64_t ldq, ldk, ldv;
   const C* mask = nullptr;  // additive, element (i, j) at mask + i * mask_ld + j * mask_col
   int64_t mask_ld = 0, mask_col = 0;
+  // k and v packed for gemm_f32_packed (f32 only; null: k and v multiply through sgemm):
+  // packed_k's W is k [Sk, D] (the product q·kᵀ), packed_v's is vᵀ [Dv, Sk] (the product p·v).
+  const PackedWeight* packed_k = nullptr;
+  const PackedWeight* packed_v = nullptr;
 };
 
 // Per-call scratch of the tiled loop.
@@ -106,6 +114,36 @@ DT_SIMD_CLONES float exp_row_f32(float* row, int64_t visible, int64_t n, float s
   return exp_row<float>(row, visible, n, scale, m, mask_col, m_old, block_sum);
 }
 
+// True when attention with S query rows multiplies through gemm_f32_packed against k and v
+// packed once per kv head: on the f32 GEMM path that chose it (f32_gemm_path), and with at least
+// one whole query block, as packing costs about as much as one block's products (decode, S = 1,
+// keeps sgemm).
+bool packed_attention(int64_t S) { return S >= kQueryBlock && f32_gemm_path() == F32GemmPath::packed; }
+
+// Computes the score tile s [bq, bk] (row stride bk) = q rows [i0, i0 + bq) · k rows [j0, j0 + bk)ᵀ.
+template <typename C>
+void score_tile(const Head<C>& h, int64_t i0, int64_t bq, int64_t j0, int64_t bk, int64_t D, C* s) {
+  if constexpr (std::is_same_v<C, float>)
+    if (h.packed_k) {
+      gemm_f32_packed_block(bq, 1.f, h.q + i0 * h.ldq, h.ldq, *h.packed_k, /*j0=*/j0, /*j1=*/j0 + bk, /*k0=*/0,
+                            /*k1=*/D, 0.f, s, bk);
+      return;
+    }
+  gemm<C>(/*trans_a=*/false, /*trans_b=*/true, bq, bk, D, C(1), h.q + i0 * h.ldq, h.ldq, h.k + j0 * h.ldk, h.ldk, C(0),
+          s, bk);
+}
+
+// Adds p · v rows [j0, j0 + bk) to acc [bq, Dv], p being the tile s of exponentials.
+template <typename C>
+void accumulate_values(const Head<C>& h, int64_t bq, int64_t j0, int64_t bk, int64_t Dv, const C* s, C* acc) {
+  if constexpr (std::is_same_v<C, float>)
+    if (h.packed_v) {
+      gemm_f32_packed_block(bq, 1.f, s, bk, *h.packed_v, /*j0=*/0, /*j1=*/Dv, /*k0=*/j0, /*k1=*/j0 + bk, 1.f, acc, Dv);
+      return;
+    }
+  gemm<C>(/*trans_a=*/false, /*trans_b=*/false, bq, Dv, bk, C(1), s, bk, h.v + j0 * h.ldv, h.ldv, C(1), acc, Dv);
+}
+
 // Computes the query block of rows [i0, i0 + kQueryBlock) of one head (see the file comment).
 // S, Sk, D, Dv >= 1. Blocks write disjoint output rows, so they run on any thread in any order.
 template <typename C>
@@ -121,8 +159,7 @@ void attend_block(const Head<C>& h, int64_t i0, int64_t S, int64_t Sk, int64_t D
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
     const int64_t bk = std::min(kKeyBlock, key_end - j0);
     C* s = w.tile.data();
-    gemm<C>(/*trans_a=*/false, /*trans_b=*/true, bq, bk, D, C(1), h.q + i0 * h.ldq, h.ldq, h.k + j0 * h.ldk, h.ldk,
-            C(0), s, bk);
+    score_tile(h, i0, bq, j0, bk, D, s);
     for (int64_t r = 0; r < bq; ++r) {
       C* row = s + r * bk;
       // Keys j0 + c with c < visible are unmasked for query i0 + r.
@@ -145,7 +182,7 @@ void attend_block(const Head<C>& h, int64_t i0, int64_t S, int64_t Sk, int64_t D
       w.row_sum[size_t(r)] += block_sum;
       w.row_max[size_t(r)] = m_new;
     }
-    gemm<C>(/*trans_a=*/false, /*trans_b=*/false, bq, Dv, bk, C(1), s, bk, h.v + j0 * h.ldv, h.ldv, C(1), acc, Dv);
+    accumulate_values(h, bq, j0, bk, Dv, s, acc);
   }
   if (key_end == 0) return;  // no keys: the output stays 0, as softmax over nothing times v
   for (int64_t r = 0; r < bq; ++r) {
@@ -198,14 +235,36 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor
         widen_rows(qp + batch_offset(q, b), S, D, ldq, qh.data());
         widen_rows(kp + batch_offset(k, kb), Sk, D, ldk, kh.data());
         widen_rows(vp + batch_offset(v, kb), Sk, Dv, ldv, vh.data());
+        // Packed as the f32 path packs them, so that the bits stay those of attending in f32.
+        std::unique_ptr<PackedWeight> pk, pv;
+        if (packed_attention(S)) {
+          pk = std::make_unique<PackedWeight>(kh.data(), Sk, D, D, 1);
+          pv = std::make_unique<PackedWeight>(vh.data(), Dv, Sk, 1, Dv);
+        }
         const Head<C> h{qh.data(), kh.data(), vh.data(), oh.data(), /*ldq=*/D, /*ldk=*/D, /*ldv=*/Dv,
-                        mp ? mp + batch_offset(mask, b) : nullptr, mask_ld, mask_col};
+                        mp ? mp + batch_offset(mask, b) : nullptr, mask_ld, mask_col, pk.get(), pv.get()};
         for (int64_t blk = 0; blk < blocks; ++blk)
           attend_block(h, blk * kQueryBlock, S, Sk, D, Dv, causal, sc, scratch);
         kernel::store_run<T>(oh.data(), op + b * S * Dv, S * Dv);
       }
     });
   } else {
+    // On the packed f32 GEMM path every kv head's k and v are packed once, in parallel, for all
+    // the query blocks (and grouped q heads) that read them (see the file comment).
+    std::vector<std::unique_ptr<PackedWeight>> packed_k, packed_v;
+    if constexpr (std::is_same_v<C, float>) {
+      if (packed_attention(S)) {
+        const int64_t kv_batches = batches / group;
+        packed_k.resize(size_t(kv_batches));
+        packed_v.resize(size_t(kv_batches));
+        parallel_for(kv_batches, 1, [&](int64_t b0, int64_t b1) {
+          for (int64_t kb = b0; kb < b1; ++kb) {
+            packed_k[size_t(kb)] = std::make_unique<PackedWeight>(kp + batch_offset(k, kb), Sk, D, ldk, 1);
+            packed_v[size_t(kb)] = std::make_unique<PackedWeight>(vp + batch_offset(v, kb), Dv, Sk, 1, ldv);
+          }
+        });
+      }
+    }
     // One task per (head, query block), split over the rank's threads. Causal blocks cost in
     // proportion to their index, so tasks go out last block first (largest first) and ranges are
     // small, so that threads finishing early take the remaining small ones.
@@ -225,7 +284,9 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor
                             ldv,
                             mp ? mp + batch_offset(mask, b) : nullptr,
                             mask_ld,
-                            mask_col};
+                            mask_col,
+                            packed_k.empty() ? nullptr : packed_k[size_t(kb)].get(),
+                            packed_v.empty() ? nullptr : packed_v[size_t(kb)].get()};
             attend_block(h, blk * kQueryBlock, S, Sk, D, Dv, causal, sc, scratch);
           }
         },
