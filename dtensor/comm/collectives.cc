@@ -104,6 +104,24 @@ WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, 
   return std::make_shared<TensorWork>(std::move(w), std::vector<Tensor>{out, in});
 }
 
+WorkPtr all_gather_into_tensor_inplace(ProcessGroup& pg, Tensor& out, int64_t dim) {
+  check_defined_contiguous(out, "all_gather_into_tensor_", "buffer");
+  const int64_t n = pg.size();
+  if (dim < 0 || dim >= out.dim() || out.size(dim) % n != 0)
+    DT_THROW(ShapeError) << "all_gather_into_tensor_: dim " << dim << " of buffer " << shape_str(out.shape())
+                         << " is not a dim divisible by group size " << n;
+  const int64_t block = out.size(dim) / n;
+  // My block: the rows before dim, each holding `block` of dim's slices of the trailing dims.
+  int64_t rows = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) rows *= out.size(d);
+  for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
+  const size_t count = size_t(rows * block * inner);
+  const void* mine = static_cast<const std::byte*>(out.raw_data()) + size_t(pg.rank() * block * inner) * itemsize(out.dtype());
+  WorkPtr w = rows > 1 && count > 0 ? pg.all_gather_rows(mine, out.raw_data(), count, size_t(rows), out.dtype())
+                                    : pg.all_gather(mine, out.raw_data(), count, out.dtype());
+  return std::make_shared<TensorWork>(std::move(w), std::vector<Tensor>{out});
+}
+
 WorkPtr reduce_scatter_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op) {
   check_out_in(out, in, "reduce_scatter_tensor");
   check_stacked(in, "input", out, "output", pg.size(), "reduce_scatter_tensor");

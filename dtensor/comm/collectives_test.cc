@@ -105,6 +105,39 @@ TEST(Collectives, AllGatherAlongALaterDimMatchesTheStackedOne) {
   }
 }
 
+// In place: each rank's block along dim already lies in its output (a producer wrote it there);
+// the gather fills the other blocks exactly as the out-of-place gather does (they start at -1, so
+// a block it missed shows), for the shapes above, dim 0 too, on 3 ranks.
+TEST(Collectives, AllGatherInPlaceAlongADimLeavesTheOwnBlockAndGathersTheRest) {
+  for (auto [shape, dim] : {std::pair<Shape, int64_t>{{3, 100003}, 1}, {{2, 3, 5}, 1}, {{2, 3, 5}, 2}, {{2, 3, 5}, 0}}) {
+    run_ranks(3, [&](ProcessGroup& pg) {
+      auto block_of = [&](int rank) {
+        std::vector<int32_t> values(size_t(numel(shape)));
+        for (size_t i = 0; i < values.size(); ++i) values[i] = int32_t(3 * i) + rank;
+        return Tensor::from_vector(values, shape);
+      };
+      Shape joined = shape;
+      joined[size_t(dim)] *= 3;
+      Tensor expected = Tensor::zeros(joined, DType::i32);
+      all_gather_into_tensor(pg, expected, block_of(pg.rank()), dim)->wait();
+      // -1 everywhere but my block, which holds my values before the gather starts.
+      Tensor out = Tensor::full(joined, -1.0, DType::i32);
+      const int64_t b = shape[size_t(dim)];
+      out.narrow(dim, pg.rank() * b, b).copy_(block_of(pg.rank()));
+      all_gather_into_tensor_inplace(pg, out, dim)->wait();
+      EXPECT_EQ(out.to_doubles(), expected.to_doubles());
+    });
+  }
+  on_rank0([](ProcessGroup& pg) {
+    Tensor odd = Tensor::zeros({3, 5});
+    EXPECT_EQ(error_text<ShapeError>([&] { all_gather_into_tensor_inplace(pg, odd, 1); }),
+              "all_gather_into_tensor_: dim 1 of buffer [3, 5] is not a dim divisible by group size 2");
+    Tensor strided = Tensor::zeros({4, 4}).transpose(0, 1);
+    EXPECT_EQ(error_text<ValueError>([&] { all_gather_into_tensor_inplace(pg, strided, 1); }),
+              "all_gather_into_tensor_: buffer must be contiguous, got shape [4, 4] with strides [1, 4]");
+  });
+}
+
 TEST(Collectives, ReduceScatterAndAllToAllCheckSizes) {
   on_rank0([](ProcessGroup& pg) {
     Tensor out = Tensor::zeros({2, 3});

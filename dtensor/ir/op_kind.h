@@ -39,7 +39,8 @@ namespace dt::ir {
   X(all_gather_into_tensor_out)                                                                       \
   /* ops_bucketing.cc (introduced by dtensor/passes) */                                               \
   X(bucket_copy_in) X(bucket_split_out) X(chunk_cat) X(flat_view) X(clone) X(all_reduce_)             \
-  X(one_shot_all_reduce) X(all_gather_copy_in) X(all_gather_into_tensor_)                            \
+  X(one_shot_all_reduce) X(all_gather_copy_in) X(all_gather_into_tensor_)                             \
+  X(all_gather_linear_in) /* its GEMM: ops_linear.cc */                                               \
   /* ops_grad.cc (introduced by dtensor/autodiff) */                                                  \
   X(relu_backward) X(gelu_backward) X(silu_backward) X(layer_norm_backward) X(rms_norm_backward)      \
   X(softmax_backward) X(scaled_dot_product_attention_backward) X(embedding_backward)                  \

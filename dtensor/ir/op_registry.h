@@ -59,6 +59,9 @@ struct KernelArgs {
   std::span<const Tensor> in;
   std::span<Tensor> out;
   CommContext* comm = nullptr;  // null when the graph has no collectives
+  // Ops with OpDef::packs_weight: the packed copy of operand 1 the interpreter keeps between runs
+  // (runtime/packed_weights.h), or null (not packed, or f32 GEMMs take the blas path).
+  const PackedWeight* packed = nullptr;
 };
 
 // Appends the result types of `node` (operands and attributes already set) to `out`; throws a
@@ -187,6 +190,10 @@ struct OpDef {
   // The rank of such a weight: 2, or -1 for any rank >= 2 whose dims 0 and 1 are the output and
   // input channels (conv's [O, C/groups, *kernel]: colwise shards the output channels).
   int weight_rank = 2;
+  // Reads operand 1 as a linear's weight [out, in] and multiplies by its packed copy when given
+  // one (KernelArgs::packed): the interpreter packs such a weight once if it is a parameter
+  // nothing writes (runtime/packed_weights.h). linear and all_gather_linear_in.
+  bool packs_weight = false;
   // Matmul-like ops only (linear, matmul, bmm): the GEMMs the node performs, from its operand and
   // result types (`dtensor profile` times a plain GEMM of each shape against the node).
   GemmShape (*gemm_shape)(const Node& node) = nullptr;

@@ -107,7 +107,7 @@ TEST(OpRegistry, EveryDifferentiableOpHasAGradientRule) {
       OpKind::cross_entropy_target_logit, OpKind::cross_entropy_combine,
       // Written by passes after autodiff: the bucketing copies and their collectives.
       OpKind::bucket_copy_in, OpKind::bucket_split_out, OpKind::chunk_cat, OpKind::flat_view, OpKind::clone,
-      OpKind::all_gather_copy_in, OpKind::wait_tensor,
+      OpKind::all_gather_copy_in, OpKind::all_gather_linear_in, OpKind::wait_tensor,
       // Backward ops: no second derivatives.
       OpKind::relu_backward, OpKind::gelu_backward, OpKind::silu_backward, OpKind::layer_norm_backward,
       OpKind::rms_norm_backward, OpKind::softmax_backward, OpKind::scaled_dot_product_attention_backward,

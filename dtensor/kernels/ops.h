@@ -81,6 +81,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul incl. 1-d and 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
 // x [..., in] · weight[out, in]ᵀ + bias[out] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// linear(x, weight, bias) written into `out` (linear's result shape, x's dtype, f32 or f64), a view
+// whose rows (the last dim) are contiguous and whose leading dims fold into rows one stride apart:
+// a block of columns of a wider buffer, such as one rank's columns of gathered logits. Bitwise
+// linear()'s values (the same GEMM panels, only the output's row stride differs).
+// With `packed` (as linear_act), an f32 product multiplies through it.
+void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                 const PackedWeight* packed = nullptr);
 // c = a @ b + beta · c in place, for 2-d a [m, k] and b [k, n] (any layout) of c's dtype (f32 or
 // f64) and a contiguous c [m, n]; beta 0 ignores c's contents. The GEMM behind mm, split into the
 // same row panels on the rank's threads, for kernels that multiply into a slice of their own

@@ -49,7 +49,8 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
   return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
 }
 
-// Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a contiguous c [m,n],
+// Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a c [m,n] with
+// contiguous rows (row stride ldc >= n: contiguous, or a block of columns of a wider buffer),
 // all of the same floating dtype T in {float, double}, or bf16 a and b with an f32 c (multiplied by
 // gemm_bf16_dot; the caller checked the CPU has it); `init` ([m, n], any layout and dtype) is
 // read only when beta != 0 (undefined: c's own contents are the seed). Each row panel is seeded from init, multiplied and activated in turn
@@ -69,6 +70,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
   DT_CHECK(((act == Activation::none && !round_to && !times) || std::is_same_v<T, float>))
       << "gemm epilogue on a non-f32 output";
   T* cp = static_cast<T*>(c.raw_data());
+  const int64_t ldc = c.strides()[0];
+  // The epilogue walks whole panels as one run of values: it needs contiguous rows.
+  DT_CHECK(c.strides()[1] == 1 && ldc >= n && (ldc == n || (act == Activation::none && !round_to && !times)))
+      << "gemm output with strides " << shape_str(c.strides()) << " for " << m << " x " << n;
   const bool seed = init.defined() && beta != 0;
   // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
   auto seed_rows = [&](int64_t r0, int64_t r1) {
@@ -87,7 +92,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
   };
   if (k == 0) {  // empty sum: c = beta * c (beta == 0 ignores c, as BLAS does)
     seed_rows(0, m);
-    for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0 ? T(0) : T(beta) * cp[i];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) cp[i * ldc + j] = beta == 0 ? T(0) : T(beta) * cp[i * ldc + j];
     epilogue(0, m);
     return;
   }
@@ -99,7 +105,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
   const Tensor& bv = std::get<0>(b_blas);
   const auto& ao = std::get<1>(a_blas);
   const auto& bo = std::get<1>(b_blas);
-  for (int64_t v : {m, n, k, ao.ld, bo.ld})
+  for (int64_t v : {m, n, k, ao.ld, bo.ld, ldc})
     if (v > std::numeric_limits<blasint>::max())
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
   const bool bf16_dot = a.dtype() == DType::bf16;
@@ -123,20 +129,20 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
         const auto [a_rs, a_cs] = strides(ao);
         const auto [b_rs, b_cs] = strides(bo);
         gemm_bf16_dot(r1 - r0, n, k, float(alpha), static_cast<const bf16*>(av.raw_data()) + a_offset, a_rs, a_cs,
-                      static_cast<const bf16*>(bv.raw_data()), b_rs, b_cs, float(beta), cp + r0 * n, n);
+                      static_cast<const bf16*>(bv.raw_data()), b_rs, b_cs, float(beta), cp + r0 * ldc, ldc);
         epilogue(r0, r1);
         return;
       }
       if (packed && ao.trans == CblasNoTrans) {
-        gemm_f32_packed(r1 - r0, float(alpha), ap + a_offset, ao.ld, *packed, float(beta), cp + r0 * n, n);
+        gemm_f32_packed(r1 - r0, float(alpha), ap + a_offset, ao.ld, *packed, float(beta), cp + r0 * ldc, ldc);
         epilogue(r0, r1);
         return;
       }
       cblas_sgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), float(alpha), ap + a_offset,
-                  blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp + r0 * n, blasint(n));
+                  blasint(ao.ld), bp, blasint(bo.ld), float(beta), cp + r0 * ldc, blasint(ldc));
     } else {
       cblas_dgemm(CblasRowMajor, ao.trans, bo.trans, blasint(r1 - r0), blasint(n), blasint(k), alpha, ap + a_offset,
-                  blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * n, blasint(n));
+                  blasint(ao.ld), bp, blasint(bo.ld), beta, cp + r0 * ldc, blasint(ldc));
     }
     epilogue(r0, r1);
   };
@@ -416,6 +422,41 @@ Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times, co
 
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   return linear_act(x, weight, bias, act, nullptr);
+}
+
+void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                 const PackedWeight* packed) {
+  check_rank("linear", "weight", weight, 2);
+  check_floating("linear", x, weight);
+  kernel::check_same_dtype("linear", x, out);
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
+    DT_THROW(DTypeError) << "linear into a strided output supports f32 and f64 only, got " << dtype_name(x.dtype());
+  Shape want(x.shape().begin(), x.shape().end() - (x.dim() > 0 ? 1 : 0));
+  want.push_back(weight.shape()[0]);
+  if (x.dim() == 0 || x.shape().back() != weight.shape()[1] || out.shape() != want ||
+      (bias.defined() && bias.shape() != Shape{weight.shape()[0]}))
+    DT_THROW(ShapeError) << "linear_into: x " << shape_str(x.shape()) << ", weight " << shape_str(weight.shape())
+                         << (bias.defined() ? ", bias " + shape_str(bias.shape()) : std::string())
+                         << " do not give out " << shape_str(out.shape());
+  if (bias.defined()) kernel::check_same_dtype("linear", x, bias);
+  // out's leading dims must fold into rows one stride apart, each row contiguous.
+  const int64_t d = out.dim(), n = want.back(), m = n == 0 ? 0 : out.numel() / n;
+  bool folds = out.strides()[size_t(d - 1)] == 1;
+  for (int64_t i = d - 3; i >= 0 && folds; --i)
+    folds = out.shape()[size_t(i)] == 1 ||
+            out.strides()[size_t(i)] == out.strides()[size_t(i + 1)] * out.shape()[size_t(i + 1)];
+  const int64_t ldc = d >= 2 ? out.strides()[size_t(d - 2)] : n;
+  if (!folds || ldc < n)
+    DT_THROW(ValueError) << "linear_into: out of shape " << shape_str(out.shape()) << " and strides "
+                         << shape_str(out.strides()) << " is not rows of contiguous values one stride apart";
+  if (m == 0 || n == 0) return;
+  const Tensor c = Tensor::from_storage(out.storage(), out.dtype(), {m, n}, {ldc, 1}, out.offset());
+  const Tensor x2 = fold_to_2d(x), init = bias.defined() ? bias.expand({m, n}) : Tensor();
+  if (x.dtype() == DType::f32)
+    gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr, nullptr,
+                packed);
+  else
+    gemm<double>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none);
 }
 
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, const PackedWeight* packed) {

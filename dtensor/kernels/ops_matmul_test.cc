@@ -8,6 +8,7 @@
 #include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/threading.h"
 #include "dtensor/kernels/gemm_bf16_dot.h"
+#include "dtensor/kernels/gemm_f32_packed.h"
 
 namespace dt {
 namespace {
@@ -275,6 +276,40 @@ TEST(OpsMatmul, OtherErrors) {
                            {"mm", "f32", "bf16"});
   expect_error<ShapeError>([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 3}), Tensor::zeros({5})); },
                            {"linear", "bias", "[5]", "4"});
+}
+
+// linear_into writes linear()'s bits into one block of columns of a wider buffer (rows 18
+// apart) and nothing else: the other blocks keep their contents. With a packed weight, the bits of
+// linear_act through the same packed copy. Leading dims that do not fold into rows one stride
+// apart, a wrong shape or an unsupported dtype are errors.
+TEST(Matmul, LinearIntoABlockOfColumnsIsLinearsBits) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor x = uniform({2, 70, 7}, dt, 1, -1, 1), w = uniform({6, 7}, dt, 2, -1, 1), b = uniform({6}, dt, 3, -1, 1);
+    for (const Tensor& bias : {b, Tensor()}) {
+      Tensor out = Tensor::full({2, 70, 18}, 5.0, dt);
+      linear_into(x, w, bias, out.narrow(2, 6, 6));
+      const Tensor want = linear(x, w, bias);
+      EXPECT_EQ(out.narrow(2, 6, 6).to_doubles(), want.to_doubles());
+      EXPECT_EQ(out.narrow(2, 0, 6).to_doubles(), std::vector<double>(size_t(2 * 70 * 6), 5.0));
+      EXPECT_EQ(out.narrow(2, 12, 6).to_doubles(), std::vector<double>(size_t(2 * 70 * 6), 5.0));
+    }
+  }
+  if (f32_packed_supported()) {
+    const Tensor x = uniform({300, 64}, DType::f32, 4, -1, 1), w = uniform({40, 64}, DType::f32, 5, -1, 1);
+    const PackedWeight packed(w.data<float>(), 40, 64, 64, 1);
+    Tensor out = Tensor::zeros({300, 80});
+    linear_into(x, w, Tensor(), out.narrow(1, 40, 40), &packed);
+    EXPECT_EQ(out.narrow(1, 40, 40).to_doubles(), linear_act(x, w, Tensor(), Activation::none, &packed).to_doubles());
+  }
+  const Tensor x = uniform({4, 3}, DType::f32, 6, -1, 1), w = uniform({2, 3}, DType::f32, 7, -1, 1);
+  expect_error<ValueError>([&] { linear_into(x, w, Tensor(), Tensor::zeros({2, 4}).transpose(0, 1)); },
+                           {"linear_into: out of shape [4, 2] and strides [1, 4] is not rows of contiguous values"});
+  expect_error<ValueError>([&] { linear_into(x.view({2, 2, 3}), w, Tensor(), Tensor::zeros({2, 4, 2}).narrow(1, 0, 2)); },
+                           {"linear_into: out of shape [2, 2, 2] and strides [8, 2, 1] is not rows"});
+  expect_error<ShapeError>([&] { linear_into(x, w, Tensor(), Tensor::zeros({4, 3})); },
+                           {"linear_into: x [4, 3], weight [2, 3] do not give out [4, 3]"});
+  expect_error<DTypeError>([&] { linear_into(x.to(DType::bf16), w.to(DType::bf16), Tensor(), Tensor::zeros({4, 2}, DType::bf16)); },
+                           {"linear into a strided output supports f32 and f64 only, got bf16"});
 }
 
 }  // namespace

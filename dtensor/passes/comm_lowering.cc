@@ -10,7 +10,18 @@
 //    form: `all_gather_copy_in(x...)` writes the inputs straight into this rank's block of the
 //    output buffer and `all_gather_into_tensor_` gathers the other blocks around it, which saves
 //    the flat input buffer and one copy of it.
+//  * an all_gather whose input is a linear's result read by nothing else (f32/f64: the
+//    vocabulary-parallel lm_head's logits) becomes `all_gather_linear_in(x, w, b) {dim}`, the
+//    linear writing straight into this rank's block of the gathered buffer, and
+//    `all_gather_into_tensor_ {dim}` gathering the other blocks around it. The gathered dim is 0,
+//    or d when the gather feeds the view -> permute -> reshape chain of a gather along d
+//    (ir/gather_join.h), whose reshape's readers then read the buffer; d must be the last dim (or
+//    follow size-1 dims) for the block to be rows a GEMM writes (ir::block_rows_fold). Saves the
+//    gather's copy of the own block (on the anchor gpt's tp 2: 8 MiB of logits per rank, read and
+//    written again) and the linear's separate output; the values are the linear's, unchanged
+//    (its weight packed as a linear's would be: OpDef::packs_weight).
 // Other collectives (single all_gathers, reduce_scatter, all_to_all) keep their functional form.
+#include "dtensor/ir/gather_join.h"
 #include "dtensor/ir/op_registry.h"
 #include "dtensor/ir/graph_edit.h"
 #include "dtensor/passes/pass.h"
@@ -45,6 +56,45 @@ bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, Grap
     ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}}, edit.key(ag));
     edit.set_order(r, double(i));
     edit.replace(ag->result(), r);
+    any = true;
+  }
+  return any;
+}
+
+// linear -> all_gather_into_tensor [-> wait -> view -> permute -> reshape]  =>
+// all_gather_linear_in {dim} -> all_gather_into_tensor_ {dim} -> wait.
+bool lower_gathered_linears(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
+  bool any = false;
+  for (size_t i = 0; i < original; ++i) {
+    const ir::Node* ag = graph.nodes()[i];
+    if (ag->op != ir::OpKind::all_gather_into_tensor) continue;
+    const ir::Value* block = ag->operands[0];
+    const ir::Node* lin = block->producer;
+    const ir::Node* wait = uses.sole_user(ag->result());
+    if (!lin || lin->op != ir::OpKind::linear || uses.sole_user(block) != ag || !wait ||
+        wait->op != ir::OpKind::wait_tensor || block->type.rank() < 1)
+      continue;
+    const DType dtype = block->type.dtype;
+    if (dtype != DType::f32 && dtype != DType::f64) continue;
+    const std::string& group = ag->attr_str("group");
+    const std::optional<ir::GatherJoinChain> join = ir::match_gather_join(*ag, uses);
+    const int64_t dim = join ? join->dim : 0;
+    if (!ir::block_rows_fold(block->type.shape, dim)) continue;  // a middle dim: the GEMM cannot write its block
+    edit.drop(lin);
+    edit.drop(ag);
+    edit.drop(wait);
+    // The new values take the names of those they replace (%logits, %logits.ag, the join's).
+    ir::Value* buf =
+        edit.add(ir::OpKind::all_gather_linear_in, lin->operands, {{"group", group}, {"dim", dim}}, edit.key(lin));
+    edit.replace(block, buf);
+    ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}, {"dim", dim}}, edit.key(ag));
+    edit.set_order(r, double(i));
+    edit.replace(ag->result(), r);
+    const ir::Value* gathered = join ? join->join->result() : wait->result();
+    if (join)
+      for (const ir::Node* n : {join->view, join->permute, join->join}) edit.drop(n);
+    ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait));
+    edit.replace(gathered, w);
     any = true;
   }
   return any;
@@ -88,6 +138,7 @@ bool lower_comm(ir::Graph& graph, size_t one_shot_threshold) {
     edit.replace(wait->result(), w);
   }
   any = lower_all_gather_buckets(graph, uses, edit, original) || any;
+  any = lower_gathered_linears(graph, uses, edit, original) || any;
   return any && edit.commit();
 }
 

@@ -308,11 +308,9 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
         if (w->kind == ir::ValueKind::result) meter.acquire(in[size_t(j)]);  // released as w
       }
       run_kernel_of(g_, n, i, [&] {
-        // A linear whose weight is packed (packed_weights.h) runs here; its result is never one the
-        // kernel must write into a placed buffer.
-        const PackedWeight* packed = n.op == ir::OpKind::linear && !placed ? packed_.get(i, in[1]) : nullptr;
-        if (packed) out[0] = dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), Activation::none, packed);
-        else def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr});
+        // An op reading a packed weight (packed_weights.h) gets its packed copy.
+        const PackedWeight* packed = def.packs_weight ? packed_.get(i, in[1]) : nullptr;
+        def.kernel(ir::KernelArgs{n, in, out, has_collectives_ ? &comm : nullptr, packed});
       });
     }
     DT_CHECK(!placed || (out[0].defined() && out[0].raw_data() == placed))

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "dtensor/core/error.h"
+#include "dtensor/ir/gather_join.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::runtime {
@@ -126,32 +127,13 @@ std::vector<GatherJoin> find_gather_joins(const FusionAnalysis& analysis) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& g = *nodes[i];
     if (g.op != ir::OpKind::all_gather_into_tensor || analysis.arena_offset[i] >= 0) continue;
-    auto next = [&](const ir::Node* n, ir::OpKind op) { return n ? analysis.sole_user_of_kind(n->result(), op) : nullptr; };
-    const ir::Node* w = next(&g, ir::OpKind::wait_tensor);
-    const ir::Node* v = next(w, ir::OpKind::view);
-    const ir::Node* p = next(v, ir::OpKind::permute);
-    const ir::Node* j = next(p, ir::OpKind::reshape);
-    if (!j) continue;
-    // The exact shapes stacked_to_dim makes: block p, members [n, p...], members' axis to d.
-    const Shape& block = g.operands[0]->type.shape;
-    const Shape& members = v->result()->type.shape;
-    // (An empty block says nothing about the group size: left alone.)
-    const int64_t n = block.empty() || block[0] == 0 ? 0 : g.result()->type.shape[0] / block[0];
-    if (n < 1 || members.size() != block.size() + 1 || members[0] != n ||
-        !std::equal(block.begin(), block.end(), members.begin() + 1))
-      continue;
-    const std::vector<int64_t>& dims = p->attr_ints("dims");
-    int64_t d = 0;
-    while (d < int64_t(dims.size()) && dims[size_t(d)] != 0) ++d;
-    std::vector<int64_t> want;
-    for (int64_t k = 1; k <= d; ++k) want.push_back(k);
-    want.push_back(0);
-    for (int64_t k = d + 1; k < int64_t(members.size()); ++k) want.push_back(k);
-    Shape joined = block;
-    if (d < 1 || d >= int64_t(block.size()) || dims != want) continue;
-    joined[size_t(d)] *= n;
-    if (j->result()->type.shape != joined) continue;
-    out.push_back({int(i), int(position(w)), int(position(v)), int(position(p)), int(position(j)), d});
+    const auto c = ir::match_gather_join(g, analysis.uses);
+    if (!c) continue;
+    bool placed = false;
+    for (const ir::Node* n : {c->wait, c->view, c->permute, c->join}) placed |= analysis.arena_offset[position(n)] >= 0;
+    if (placed) continue;
+    out.push_back({int(i), int(position(c->wait)), int(position(c->view)), int(position(c->permute)),
+                   int(position(c->join)), c->dim});
   }
   return out;
 }

@@ -21,7 +21,7 @@ PackedWeights::PackedWeights(const ir::Graph& graph) {
   entry_of_node_.assign(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& n = *nodes[i];
-    if (n.op != ir::OpKind::linear) continue;
+    if (!ir::op_def(n.op).packs_weight) continue;
     const ir::Value* w = n.operands[1];
     if (w->kind != ir::ValueKind::param || w->type.dtype != DType::f32 || written.count(w)) continue;
     auto [it, added] = entry_of_value.emplace(w, int(entries_.size()));

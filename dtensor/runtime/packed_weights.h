@@ -2,7 +2,8 @@
 // (gemm_f32_packed.h: packing W once instead of on every call, as ONNX Runtime does for constant
 // initializers).
 //
-// A weight qualifies when it is a parameter read directly as a linear's weight (f32, 2-d) and no
+// A weight qualifies when it is a parameter read directly as the weight of an op that packs it
+// (OpDef::packs_weight: linear, all_gather_linear_in; f32, 2-d) and no
 // in-place op of the graph writes it: the training step's updates do, so a training graph's
 // weights are never packed. Each run still binds its own tensors, which the caller may have
 // changed since the last run (rebound, or written in place); so before a packed copy is used, the

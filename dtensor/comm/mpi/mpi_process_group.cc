@@ -194,7 +194,8 @@ WorkPtr MpiProcessGroup::issue_all_gather(const CollectiveDesc& desc, const void
   const int stride = mpi_count(count / desc.rows * size_t(size()), "all_gather row stride");
   WorkContext context = begin(desc, true);
   // MPI forbids aliased send/receive buffers unless the input is given as MPI_IN_PLACE.
-  const char* my_block = static_cast<const char*>(out) + size_t(rank_) * count * itemsize(dtype);
+  // (rows > 1: my block starts one row piece into `out`, its rows strided as the receive type's.)
+  const char* my_block = static_cast<const char*>(out) + size_t(rank_) * count / desc.rows * itemsize(dtype);
   const void* send = (in == my_block && count > 0) ? MPI_IN_PLACE : in;
   std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
   int rc;
@@ -211,7 +212,7 @@ WorkPtr MpiProcessGroup::issue_all_gather(const CollectiveDesc& desc, const void
       MPI_Type_vector(rows, inner, stride, t, &rows_type);
       MPI_Type_create_resized(rows_type, 0, MPI_Aint(count / desc.rows * itemsize(dtype)), &block_type);
       MPI_Type_commit(&block_type);
-      rc = MPI_Iallgather(in, n, t, out, 1, block_type, comm_, &requests[0]);
+      rc = MPI_Iallgather(send, n, t, out, 1, block_type, comm_, &requests[0]);
       MPI_Type_free(&block_type);
       MPI_Type_free(&rows_type);
     }

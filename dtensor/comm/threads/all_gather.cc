@@ -16,11 +16,14 @@
 // there, so each input crosses the memory bus about once instead of n times. The intermediate
 // barriers are for pacing only; correctness needs just the final one.
 //
-// In place: when `in` is exactly my block of `out` (in == out + me*count), the own copy is
-// skipped; peers then read my block of `out`, which I never write. Any other overlap of `in` and
-// `out` is undefined (rows > 1: `in` never lies in `out`).
+// In place: when `in` is exactly my block of `out` (in == out + me*count; rows > 1: in == out +
+// me*count/rows, the first row of my block, its rows n*count/rows apart as in `out`), the own copy
+// is skipped; peers then read my block where it lies in my `out`, which I never write (a producer
+// wrote its result there: a vocabulary-parallel lm_head's GEMM into its columns of the logits).
+// Any other overlap of `in` and `out` is undefined.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "dtensor/comm/threads/algorithms.h"
 
@@ -32,6 +35,12 @@ void all_gather(AlgorithmContext& ctx) {
   if (block == 0) return;
   auto* out = static_cast<std::byte*>(ctx.mine().out);
   const size_t row = block / ctx.desc().rows;  // rows == 1: the whole block
+  // Rank s's input row r starts at in_s + r * stride_s: rows of a block are `row` bytes apart, or
+  // n * row when rank s's input is its block of its own output (in place).
+  std::vector<size_t> stride(size_t(n), row);
+  for (int s = 0; s < n; ++s)
+    if (ctx.desc().rows > 1 && ctx.part(s).in == static_cast<const std::byte*>(ctx.part(s).out) + size_t(s) * row)
+      stride[size_t(s)] = size_t(n) * row;
   ctx.paced_chunks(block, kAllGatherChunkBytes, [&](size_t begin, size_t len) {
     for (int k = 0; k < n; ++k) {
       int s = (ctx.me + k) % n;
@@ -40,7 +49,8 @@ void all_gather(AlgorithmContext& ctx) {
       for (size_t at = begin, end = begin + len; at < end;) {
         const size_t r = at / row, col = at % row, piece = std::min(row - col, end - at);
         std::byte* dst = out + (r * size_t(n) + size_t(s)) * row + col;
-        if (src + at != dst) std::memcpy(dst, src + at, piece);
+        const std::byte* from = src + r * stride[size_t(s)] + col;
+        if (from != dst) std::memcpy(dst, from, piece);
         at += piece;
       }
     }

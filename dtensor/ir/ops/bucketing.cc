@@ -271,24 +271,24 @@ void run_all_gather_copy_in(const KernelArgs& a) {
   a.out[0] = out;
 }
 
-// all_gather_into_tensor_(w) {group}: in-place all_gather on a flat buffer whose block of this
-// rank (group index me, blocks of numel/n) already holds the input: the backends skip the own
-// copy (threads) or pass MPI_IN_PLACE (mpi). The result is w once the wait completes.
+// all_gather_into_tensor_(w) {group, dim}: in-place all_gather on a buffer whose block of this
+// rank along dim (group index me, blocks of w.shape[dim]/n) already holds the input: the backends
+// skip the own copy (threads) or pass MPI_IN_PLACE (mpi). The result is w once the wait completes.
+// dim 0 (a flat bucket of all_gather_copy_in) stacks the blocks; a later dim (a producer that wrote
+// its result into its columns of the gathered value, linear_gather_in) interleaves them by rows.
 void infer_all_gather_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   const int n = infer_util::group_size(node, graph);
   const TensorType& w = node.operands[0]->type;
-  if (w.rank() != 1 || w.shape[0] % n != 0)
-    DT_THROW(ShapeError) << "all_gather_into_tensor_ expects a flat buffer divisible by group size " << n << ", got "
-                         << type_str(w);
+  const int64_t dim = node.attr_int("dim");
+  if (dim < 0 || dim >= int64_t(w.rank()) || w.shape[size_t(dim)] % n != 0)
+    DT_THROW(ShapeError) << "all_gather_into_tensor_ expects a buffer whose dim " << dim
+                         << " is divisible by group size " << n << ", got " << type_str(w);
   out.push_back(w);
 }
 void run_all_gather_inplace(const KernelArgs& a) {
   ProcessGroup& pg = kernel_group(a);
   Tensor t = a.in[0];
-  DT_CHECK(t.is_contiguous()) << "all_gather_into_tensor_ needs a contiguous buffer";
-  const int64_t block = t.numel() / pg.size();
-  Tensor mine = t.narrow(0, pg.rank() * block, block);
-  WorkPtr w = dt::all_gather_into_tensor(pg, t, mine);
+  WorkPtr w = dt::all_gather_into_tensor_inplace(pg, t, a.node.attr_int("dim"));
   a.comm->issue(a.node.result(), std::move(w), {t});
   a.out[0] = t;
 }
@@ -322,7 +322,8 @@ void register_bucketing_ops(OpTable& t) {
   t.add({.kind = OpKind::all_gather_copy_in, .operands = {{"x", false, true}},
          .attrs = {group_attr(), {"dtype", AttrKind::dtype, std::nullopt}, bitcast_attr(), arena_offset_attr()},
          .infer = infer_all_gather_copy_in, .kernel = run_all_gather_copy_in, .writes_preallocated_out = true});
-  t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}}, .attrs = {group_attr()},
+  t.add({.kind = OpKind::all_gather_into_tensor_, .operands = {{"w"}},
+         .attrs = {group_attr(), {"dim", AttrKind::i64, Attr(int64_t(0))}},
          .infer = infer_all_gather_inplace, .kernel = run_all_gather_inplace, .needs_wait = true,
          .bytes_sent = comm_bytes::gather_inplace,
          .result_aliases_operand = true});

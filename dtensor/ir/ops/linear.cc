@@ -1,5 +1,7 @@
 // linear, matmul, bmm: schema, inference and kernels.
+#include "dtensor/comm/process_group.h"
 #include "dtensor/kernels/ops.h"
+#include "dtensor/ir/gather_join.h"
 #include "dtensor/ir/grad_rule.h"
 #include "dtensor/ir/op_registry.h"
 
@@ -29,7 +31,35 @@ void infer_linear(const Node& node, const Graph&, std::vector<TensorType>& out) 
 }
 
 void run_linear(const KernelArgs& a) {
-  a.out[0] = dt::linear(a.in[0], a.in[1], a.in.size() == 3 ? a.in[2] : Tensor());
+  a.out[0] = dt::linear_act(a.in[0], a.in[1], a.in.size() == 3 ? a.in[2] : Tensor(), Activation::none, a.packed);
+}
+
+// all_gather_linear_in(x, weight, bias?) {group, dim}: the output buffer of an all_gather along
+// dim of linear(x, weight, bias), with only this rank's block filled: the linear writes its result
+// straight into [me*b, (me+1)*b) along dim (b = the linear's size there), in place of a block the
+// gather would copy (the all_gather_copy_in of a producer; comm_lowering.cc). The other blocks
+// are written by all_gather_into_tensor_ {dim}. f32 and f64 (linear_into).
+void infer_all_gather_linear_in(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
+  infer_util::check_arena_offset(node);
+  const int n = infer_util::group_size(node, graph);
+  infer_linear(node, graph, out);
+  TensorType& t = out.back();
+  const int64_t dim = node.attr_int("dim");
+  if (t.dtype != DType::f32 && t.dtype != DType::f64)
+    DT_THROW(DTypeError) << "all_gather_linear_in supports f32 and f64, got " << dtype_name(t.dtype);
+  if (!block_rows_fold(t.shape, dim))
+    DT_THROW(ShapeError) << "all_gather_linear_in: the block along dim " << dim << " of the linear's result "
+                         << type_str(t) << " is not rows one stride apart (dim must be the last, or follow size-1 dims)";
+  if (__builtin_mul_overflow(t.shape[size_t(dim)], int64_t(n), &t.shape[size_t(dim)]))
+    DT_THROW(ShapeError) << "all_gather_linear_in: gathered " << type_str(t) << " is too large";
+}
+void run_all_gather_linear_in(const KernelArgs& a) {
+  ProcessGroup& pg = kernel_group(a);
+  Tensor out = output_buffer(a);
+  const int64_t dim = a.node.attr_int("dim"), block = out.size(dim) / pg.size();
+  dt::linear_into(a.in[0], a.in[1], a.in.size() == 3 ? a.in[2] : Tensor(), out.narrow(dim, pg.rank() * block, block),
+                  a.packed);
+  a.out[0] = out;
 }
 
 // torch.matmul shape rules: 1-d operands get a dim prepended/appended and removed again; batch
@@ -113,7 +143,8 @@ GemmShape gemm_of(const Node& node) {
   const Shape& b = node.operands[1]->type.shape;
   const Shape& out = node.result()->type.shape;
   GemmShape g;
-  if (node.op == OpKind::linear) {  // x [..., in], weight [out, in]: one GEMM over all rows
+  if (node.op == OpKind::linear || node.op == OpKind::all_gather_linear_in) {
+    // x [..., in], weight [out, in]: one GEMM over all rows
     g.k = b[1];
     g.n = b[0];
     g.m = g.k == 0 ? 0 : numel(a) / g.k;
@@ -140,15 +171,22 @@ void register_linear_ops(OpTable& t) {
          .attrs = {},
          .infer = infer_linear,
          .kernel = run_linear});
+  t.add({.kind = OpKind::all_gather_linear_in,
+         .operands = {{"x"}, {"weight"}, {"bias", /*optional=*/true}},
+         .attrs = {group_attr(), {"dim", AttrKind::i64, std::nullopt}, arena_offset_attr()},
+         .infer = infer_all_gather_linear_in,
+         .kernel = run_all_gather_linear_in,
+         .writes_preallocated_out = true});
   t.add({.kind = OpKind::matmul, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_matmul, .kernel = run_matmul});
   t.add({.kind = OpKind::bmm, .operands = {{"a"}, {"b"}}, .attrs = {}, .infer = infer_bmm, .kernel = run_bmm});
   // Kernel outputs: a buffer of their own.
-  for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm}) {
+  for (OpKind k : {OpKind::linear, OpKind::matmul, OpKind::bmm, OpKind::all_gather_linear_in}) {
     t.at(k).fresh_result = true;
     t.at(k).gemm_shape = gemm_of;
     t.at(k).flops = gemm_flops;
   }
   t.at(OpKind::linear).grad = grad_linear;
+  for (OpKind k : {OpKind::linear, OpKind::all_gather_linear_in}) t.at(k).packs_weight = true;
   t.at(OpKind::matmul).grad = grad_matmul;
   t.at(OpKind::bmm).grad = grad_bmm;
   t.set_sharding_rules(linear_sharding_rules());
