@@ -33,7 +33,9 @@ kinds = {k["op"]: k for k in j["op_kinds"]}
 assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds
 assert "gelu" not in kinds and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
 assert j["collective_ms"] == 0 and j["wait_ms"] == 0 and j["recv_wait_ms"] == 0 and j["sends"] == 0
-assert abs(sum(k["percent"] for k in j["op_kinds"]) - 100) < 25  # node times fill most of the run
+# Node times (each node's fastest run) add up to at most the fastest run's span. How much of the span
+# they fill is not asserted: on a loaded machine a preempted thread leaves gaps between nodes.
+assert 0 < sum(k["percent"] for k in j["op_kinds"]) <= 100.5, j["op_kinds"]
 assert 1 <= len(j["top_nodes"]) <= 20
 ms = [n["ms"] for n in j["top_nodes"]]
 assert ms == sorted(ms, reverse=True)
