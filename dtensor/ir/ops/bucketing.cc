@@ -275,7 +275,7 @@ void run_all_gather_copy_in(const KernelArgs& a) {
 // rank along dim (group index me, blocks of w.shape[dim]/n) already holds the input: the backends
 // skip the own copy (threads) or pass MPI_IN_PLACE (mpi). The result is w once the wait completes.
 // dim 0 (a flat bucket of all_gather_copy_in) stacks the blocks; a later dim (a producer that wrote
-// its result into its columns of the gathered value, linear_gather_in) interleaves them by rows.
+// its result into its columns of the gathered value, all_gather_linear_in) interleaves them by rows.
 void infer_all_gather_inplace(const Node& node, const Graph& graph, std::vector<TensorType>& out) {
   const int n = infer_util::group_size(node, graph);
   const TensorType& w = node.operands[0]->type;
