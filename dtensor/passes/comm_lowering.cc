@@ -36,66 +36,69 @@ namespace {
 // A value whose producer gives it a buffer of its own (OpDef::fresh_result).
 bool owns_buffer(const ir::Value* v) { return v->producer && ir::op_def(v->producer->op).fresh_result; }
 
-// bucket_copy_in -> all_gather_into_tensor  =>  all_gather_copy_in -> all_gather_into_tensor_.
-bool lower_all_gather_buckets(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
-  bool any = false;
-  for (size_t i = 0; i < original; ++i) {
-    const ir::Node* ag = graph.nodes()[i];
-    if (ag->op != ir::OpKind::all_gather_into_tensor) continue;
-    const ir::Value* flat = ag->operands[0];
-    const ir::Node* copy_in = flat->producer;
-    if (!copy_in || copy_in->op != ir::OpKind::bucket_copy_in || uses.users(flat).size() != 1 || uses.is_output(flat))
-      continue;
-    const std::string& group = ag->attr_str("group");
-    edit.drop(copy_in);
-    edit.drop(ag);
-    ir::Value* buf = edit.add(ir::OpKind::all_gather_copy_in, copy_in->operands,
-                              {{"group", group}, {"dtype", copy_in->attr_dtype("dtype")}, {"bitcast", copy_in->attr_bool("bitcast")}},
-                              edit.key(copy_in));
-    edit.replace(flat, buf);
-    ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}}, edit.key(ag));
-    edit.set_order(r, double(i));
-    edit.replace(ag->result(), r);
-    any = true;
-  }
-  return any;
+// The in-place form of an all_gather's input producer: the op that writes this rank's block
+// straight into the gathered buffer, its attributes, the gathered dim and the gather-join chain
+// the buffer replaces (a gather along dim > 0).
+struct InPlaceProducer {
+  ir::OpKind op;
+  ir::NamedAttrs attrs;
+  int64_t dim = 0;
+  std::optional<ir::GatherJoinChain> join;
+};
+
+// Returns how the producer of `ag`'s input writes into its block, or nullopt when it cannot:
+//   bucket_copy_in (read only by the gather)            -> all_gather_copy_in, dim 0;
+//   linear (f32/f64, read only by the gather, waited on) -> all_gather_linear_in {dim}, dim 0 or
+//   the d of the gather-join chain after the wait, when the block is rows a GEMM writes.
+std::optional<InPlaceProducer> in_place_producer(const ir::Node& ag, const UseLists& uses) {
+  const ir::Value* block = ag.operands[0];
+  const ir::Node* p = block->producer;
+  if (!p || uses.sole_user(block) != &ag || uses.is_output(block)) return std::nullopt;
+  const std::string& group = ag.attr_str("group");
+  if (p->op == ir::OpKind::bucket_copy_in)
+    return InPlaceProducer{ir::OpKind::all_gather_copy_in,
+                           {{"group", group}, {"dtype", p->attr_dtype("dtype")}, {"bitcast", p->attr_bool("bitcast")}},
+                           0,
+                           std::nullopt};
+  const ir::Node* wait = uses.sole_user(ag.result());
+  if (p->op != ir::OpKind::linear || !wait || wait->op != ir::OpKind::wait_tensor || block->type.rank() < 1 ||
+      (block->type.dtype != DType::f32 && block->type.dtype != DType::f64))
+    return std::nullopt;
+  std::optional<ir::GatherJoinChain> join = ir::match_gather_join(ag, uses);
+  const int64_t dim = join ? join->dim : 0;
+  if (!ir::block_rows_fold(block->type.shape, dim)) return std::nullopt;  // a middle dim: the GEMM cannot write its block
+  return InPlaceProducer{ir::OpKind::all_gather_linear_in, {{"group", group}, {"dim", dim}}, dim, std::move(join)};
 }
 
-// linear -> all_gather_into_tensor [-> wait -> view -> permute -> reshape]  =>
-// all_gather_linear_in {dim} -> all_gather_into_tensor_ {dim} -> wait.
-bool lower_gathered_linears(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
+// producer -> all_gather_into_tensor [-> wait -> view -> permute -> reshape]  =>
+// in-place producer -> all_gather_into_tensor_ [-> wait, read where the reshape was].
+bool lower_in_place_gathers(const ir::Graph& graph, const UseLists& uses, GraphEdit& edit, size_t original) {
   bool any = false;
   for (size_t i = 0; i < original; ++i) {
     const ir::Node* ag = graph.nodes()[i];
     if (ag->op != ir::OpKind::all_gather_into_tensor) continue;
+    std::optional<InPlaceProducer> form = in_place_producer(*ag, uses);
+    if (!form) continue;
     const ir::Value* block = ag->operands[0];
-    const ir::Node* lin = block->producer;
-    const ir::Node* wait = uses.sole_user(ag->result());
-    if (!lin || lin->op != ir::OpKind::linear || uses.sole_user(block) != ag || !wait ||
-        wait->op != ir::OpKind::wait_tensor || block->type.rank() < 1)
-      continue;
-    const DType dtype = block->type.dtype;
-    if (dtype != DType::f32 && dtype != DType::f64) continue;
+    const ir::Node* producer = block->producer;
     const std::string& group = ag->attr_str("group");
-    const std::optional<ir::GatherJoinChain> join = ir::match_gather_join(*ag, uses);
-    const int64_t dim = join ? join->dim : 0;
-    if (!ir::block_rows_fold(block->type.shape, dim)) continue;  // a middle dim: the GEMM cannot write its block
-    edit.drop(lin);
+    edit.drop(producer);
     edit.drop(ag);
-    edit.drop(wait);
     // The new values take the names of those they replace (%logits, %logits.ag, the join's).
-    ir::Value* buf =
-        edit.add(ir::OpKind::all_gather_linear_in, lin->operands, {{"group", group}, {"dim", dim}}, edit.key(lin));
+    ir::Value* buf = edit.add(form->op, producer->operands, form->attrs, edit.key(producer));
     edit.replace(block, buf);
-    ir::Value* r = edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}, {"dim", dim}}, edit.key(ag));
+    ir::Value* r =
+        edit.add(ir::OpKind::all_gather_into_tensor_, {buf}, {{"group", group}, {"dim", form->dim}}, edit.key(ag));
     edit.set_order(r, double(i));
     edit.replace(ag->result(), r);
-    const ir::Value* gathered = join ? join->join->result() : wait->result();
-    if (join)
-      for (const ir::Node* n : {join->view, join->permute, join->join}) edit.drop(n);
-    ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait));
-    edit.replace(gathered, w);
     any = true;
+    if (!form->join) continue;  // the wait now reads r
+    // The gathered buffer is already in the join's layout: one wait stands for wait -> view ->
+    // permute -> reshape.
+    const ir::GatherJoinChain& join = *form->join;
+    for (const ir::Node* n : {join.wait, join.view, join.permute, join.join}) edit.drop(n);
+    ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(join.wait));
+    edit.replace(join.join->result(), w);
   }
   return any;
 }
@@ -137,8 +140,7 @@ bool lower_comm(ir::Graph& graph, size_t one_shot_threshold) {
     ir::Value* w = edit.add(ir::OpKind::wait_tensor, {r}, {}, edit.key(wait), wait->result()->name + "_inplace");
     edit.replace(wait->result(), w);
   }
-  any = lower_all_gather_buckets(graph, uses, edit, original) || any;
-  any = lower_gathered_linears(graph, uses, edit, original) || any;
+  any = lower_in_place_gathers(graph, uses, edit, original) || any;
   return any && edit.commit();
 }
 
