@@ -44,7 +44,7 @@ ir::Graph build_case(const Case& c, runtime::Bindings& bind) {
   std::vector<Value*> results = c.build(b);
   Value* loss = nullptr;
   for (size_t i = 0; i < results.size(); ++i) {
-    Value* r = b.input("R" + std::to_string(i), results[i]->type.dtype, results[i]->type.shape);
+    Value* r = b.input(std::string("R").append(std::to_string(i)), results[i]->type.dtype, results[i]->type.shape);
     Value* term = b.sum(b.mul(results[i], r));
     loss = loss ? b.add(loss, term) : term;
   }

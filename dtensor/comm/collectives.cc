@@ -81,6 +81,22 @@ std::vector<int64_t> resolve_splits(const std::vector<int64_t>& splits, int64_t 
   return splits;
 }
 
+// The rows of a gather along `dim` of `t`: the product of the dims before it (dim 0: one row).
+int64_t rows_before(const Tensor& t, int64_t dim) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d < dim; ++d) rows *= t.size(d);
+  return rows;
+}
+
+// Gathers each rank's block of `count` elements at `mine` into `out` along `dim`: one contiguous
+// block per rank along dim 0, else each block is rows_before(out, dim) rows one stride of `out`
+// apart (all_gather_rows). `mine` may lie inside `out` (the in-place form).
+WorkPtr gather_along(ProcessGroup& pg, const void* mine, Tensor& out, size_t count, int64_t dim) {
+  const int64_t rows = rows_before(out, dim);
+  return rows > 1 && count > 0 ? pg.all_gather_rows(mine, out.raw_data(), count, size_t(rows), out.dtype())
+                               : pg.all_gather(mine, out.raw_data(), count, out.dtype());
+}
+
 }  // namespace
 
 WorkPtr all_reduce_(ProcessGroup& pg, Tensor& t, ReduceOp op, AllReduceAlgo algo) {
@@ -95,12 +111,7 @@ WorkPtr all_gather_into_tensor(ProcessGroup& pg, Tensor& out, const Tensor& in, 
     DT_THROW(ValueError) << "all_gather_into_tensor: dim " << dim << " out of range for input "
                          << shape_str(in.shape());
   check_stacked(out, "output", in, "input", pg.size(), "all_gather_into_tensor", dim);
-  // The rows of the gather: everything before dim (dim 0: one row, the stacked blocks).
-  int64_t rows = 1;
-  for (int64_t d = 0; d < dim; ++d) rows *= in.size(d);
-  const size_t count = size_t(in.numel());
-  WorkPtr w = rows > 1 && count > 0 ? pg.all_gather_rows(in.raw_data(), out.raw_data(), count, size_t(rows), in.dtype())
-                                    : pg.all_gather(in.raw_data(), out.raw_data(), count, in.dtype());
+  WorkPtr w = gather_along(pg, in.raw_data(), out, size_t(in.numel()), dim);
   return std::make_shared<TensorWork>(std::move(w), std::vector<Tensor>{out, in});
 }
 
@@ -112,13 +123,11 @@ WorkPtr all_gather_into_tensor_inplace(ProcessGroup& pg, Tensor& out, int64_t di
                          << " is not a dim divisible by group size " << n;
   const int64_t block = out.size(dim) / n;
   // My block: the rows before dim, each holding `block` of dim's slices of the trailing dims.
-  int64_t rows = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) rows *= out.size(d);
+  int64_t inner = 1;
   for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
-  const size_t count = size_t(rows * block * inner);
+  const size_t count = size_t(rows_before(out, dim) * block * inner);
   const void* mine = static_cast<const std::byte*>(out.raw_data()) + size_t(pg.rank() * block * inner) * itemsize(out.dtype());
-  WorkPtr w = rows > 1 && count > 0 ? pg.all_gather_rows(mine, out.raw_data(), count, size_t(rows), out.dtype())
-                                    : pg.all_gather(mine, out.raw_data(), count, out.dtype());
+  WorkPtr w = gather_along(pg, mine, out, count, dim);
   return std::make_shared<TensorWork>(std::move(w), std::vector<Tensor>{out});
 }
 

@@ -104,7 +104,7 @@ void StagedFiles::add(const std::string& requested, std::string_view bytes) {
 
   static std::atomic<uint64_t> counter{0};
   const fs::path p(path);
-  const std::string temp = (fs::path(parent_dir(path)) / ("." + p.filename().string() + ".dtensor-tmp-" +
+  const std::string temp = (fs::path(parent_dir(path)) / (std::string(".") + p.filename().string() + ".dtensor-tmp-" +
                                                          std::to_string(::getpid()) + "-" +
                                                          std::to_string(counter.fetch_add(1))))
                                .string();

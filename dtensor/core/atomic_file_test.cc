@@ -105,7 +105,9 @@ TEST_F(AtomicFileTest, KeepsPermissionsAndOwner) {
   ASSERT_EQ(::chmod(path("target").c_str(), 0640), 0);
   // Only a privileged writer can give a file away; as root the replaced file keeps its owner.
   const bool root = ::geteuid() == 0;
-  if (root) ASSERT_EQ(::chown(path("target").c_str(), 4321, 4322), 0);
+  if (root) {
+    ASSERT_EQ(::chown(path("target").c_str(), 4321, 4322), 0);
+  }
   write_file_atomically(path("target"), "new");
   EXPECT_EQ(read(path("target")), "new");
   struct stat st {};

@@ -59,7 +59,7 @@ int64_t rank_peak(const autodiff::OptimizerConfig& opt, int ranks, const std::st
 std::string default_without(std::string_view pass) {
   std::string spec;
   for (std::string_view p : passes::default_pipeline())
-    if (p != pass) spec += (spec.empty() ? "" : ",") + std::string(p);
+    if (p != pass) spec.append(spec.empty() ? "" : ",").append(p);
   return spec;
 }
 
