@@ -47,8 +47,8 @@ namespace dt {
 
 namespace {
 
-constexpr int64_t kMr = 6, kNr = kPackedPanelCols, kKc = kPackedKBlock, kNc = 256;
-static_assert(kNc % kNr == 0);
+constexpr int64_t kMr = kPackedRows, kNr = kPackedPanelCols, kKc = kPackedKBlock, kNc = 256;
+static_assert(kNc % kNr == 0 && kNr % 16 == 0);
 
 #define DT_F32_PACKED_TARGET __attribute__((target("avx512f")))
 
@@ -56,27 +56,29 @@ static_assert(kNc % kNr == 0);
 // weight whose columns pad to n_padded.
 int64_t panel_offset(int64_t k0, int64_t kc, int64_t j0, int64_t n_padded) { return k0 * n_padded + j0 * kc; }
 
-// The C tile's rows [0, Rows) of A (a: the first row's k block, rows lda apart) times one packed
-// panel (pb) over kc, into c (row stride ldc) under the column mask (bit j: column j of 64).
-// Every accumulator sees the same instruction sequence whatever Rows and the mask are.
-template <int Rows>
+// The C tile's rows [0, Rows) of A (a: the first row's k block, rows lda apart) times the first
+// Vecs 16-column vectors of one packed panel (pb) over kc, into c (row stride ldc) under the column
+// mask (bit j: column j of 64; only columns below 16 * Vecs may be set). Every accumulator sees
+// the same instruction sequence whatever Rows, Vecs and the mask are; Vecs < 4 only skips the
+// vectors no stored column is in (a narrow last panel, such as the causal attention's diagonal).
+template <int Rows, int Vecs>
 DT_F32_PACKED_TARGET void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* pb, float* c, int64_t ldc,
                                        uint64_t mask, float alpha, bool first, float beta) {
-  __m512 acc[Rows][4];
+  __m512 acc[Rows][Vecs];
   // Fully unrolled, so that the accumulators live in registers.
 #pragma GCC unroll 6
   for (int i = 0; i < Rows; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < Vecs; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    __m512 b[4];
+    __m512 b[Vecs];
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) b[v] = _mm512_load_ps(pb + 16 * v);
+    for (int v = 0; v < Vecs; ++v) b[v] = _mm512_load_ps(pb + 16 * v);
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i * lda + p]);
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(ai, b[v], acc[i][v]);
+      for (int v = 0; v < Vecs; ++v) acc[i][v] = _mm512_fmadd_ps(ai, b[v], acc[i][v]);
     }
     pb += kNr;
   }
@@ -84,7 +86,7 @@ DT_F32_PACKED_TARGET void micro_kernel(int64_t kc, const float* a, int64_t lda, 
 #pragma GCC unroll 6
   for (int i = 0; i < Rows; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < Vecs; ++v) {
       float* cv = c + i * ldc + 16 * v;
       const __mmask16 m = __mmask16(mask >> (16 * v));
       const __m512 prod = alpha == 1 ? acc[i][v] : _mm512_mul_ps(va, acc[i][v]);
@@ -96,12 +98,13 @@ DT_F32_PACKED_TARGET void micro_kernel(int64_t kc, const float* a, int64_t lda, 
 }
 
 using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, uint64_t, float, bool, float);
-template <size_t... R>
-constexpr auto micro_kernels(std::index_sequence<R...>) {
-  return std::array<MicroKernel, sizeof...(R)>{&micro_kernel<int(R) + 1>...};
+constexpr int kVecs = int(kNr / 16);
+template <size_t... I>
+constexpr auto micro_kernels(std::index_sequence<I...>) {
+  return std::array<MicroKernel, sizeof...(I)>{&micro_kernel<int(I) / kVecs + 1, int(I) % kVecs + 1>...};
 }
-// kMicroKernels[r - 1] computes r rows.
-constexpr auto kMicroKernels = micro_kernels(std::make_index_sequence<size_t(kMr)>());
+// kMicroKernels[(r - 1) * kVecs + v - 1] computes r rows of the panel's first v vectors.
+constexpr auto kMicroKernels = micro_kernels(std::make_index_sequence<size_t(kMr * kVecs)>());
 
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
 bool prefer_packed() { return amd_cpu_family() == 0x19; }
@@ -176,10 +179,11 @@ void gemm_f32_packed_block(int64_t m, float alpha, const float* a, int64_t lda, 
       // The layout's block holds kc rows; the product uses the first `used` of them.
       const int64_t kc = std::min(kKc, k - kb), used = std::min(kc, k1 - kb);
       for (int64_t i = 0; i < m; i += kMr) {
-        const MicroKernel kernel = kMicroKernels[size_t(std::min(kMr, m - i) - 1)];
+        const int64_t rows = std::min(kMr, m - i);
         for (int64_t jp = jb; jp < jb + nc; jp += kNr) {
           const int64_t cols = std::min(kNr, j1 - jp);
           const uint64_t mask = cols == 64 ? ~uint64_t(0) : (uint64_t(1) << cols) - 1;
+          const MicroKernel kernel = kMicroKernels[size_t((rows - 1) * kVecs + (cols + 15) / 16 - 1)];
           kernel(used, a + i * lda + (kb - k0), lda, b.data() + panel_offset(kb, kc, jp, n_padded),
                  c + i * ldc + (jp - j0), ldc, mask, alpha, kb == k0, beta);
         }

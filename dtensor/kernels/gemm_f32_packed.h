@@ -54,15 +54,18 @@ void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const 
                      int64_t ldc);
 
 // The packed layout's granularity (gemm_f32_packed.cc): W's rows (the product's columns) in
-// panels of kPackedPanelCols, and k in blocks of kPackedKBlock.
-inline constexpr int64_t kPackedPanelCols = 64, kPackedKBlock = 256;
+// panels of kPackedPanelCols, and k in blocks of kPackedKBlock. A's rows go through the
+// micro-kernel kPackedRows at a time: a caller that splits rows at multiples of it runs no
+// narrower tile than it must.
+inline constexpr int64_t kPackedPanelCols = 64, kPackedKBlock = 256, kPackedRows = 6;
 
 // gemm_f32_packed over a block of the product: c [m, j1 - j0] = alpha * a @ B[k0:k1, j0:j1] +
 // beta * c, where B = b.W^T, a's column 0 is k index k0 and c's column 0 is W's row j0. j0 is a
 // multiple of kPackedPanelCols and k0 one of kPackedKBlock (so the block starts at a panel and at a
 // k block of the layout); j1 <= b.n(), k1 <= b.k(). The attention kernel multiplies its score
 // tiles through this against k and v packed once per head (ops_attention.cc). Each element is
-// computed as gemm_f32_packed computes it when k0 = 0 and k1 = b.k().
+// computed as gemm_f32_packed computes it when k0 = 0 and k1 = b.k(). The work is in whole
+// 16-column vectors: a block whose last panel holds 16 columns costs a quarter of a full panel.
 void gemm_f32_packed_block(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, int64_t j0,
                            int64_t j1, int64_t k0, int64_t k1, float beta, float* c, int64_t ldc);
 

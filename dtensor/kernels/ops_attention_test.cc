@@ -262,6 +262,27 @@ TEST(OpsAttention, PackedPathMatchesTheSgemmPath) {
     }
 }
 
+TEST(OpsAttention, PackedQueryBlockEdges) {
+  // Every S from 1 to 100 (the packed path from S = 30: blocks of 30 rows in 6-row groups, each over
+  // its own causal keys, the last group and block short), and S around the 256-key block, where a
+  // causal group spans two key blocks and some of its rows see none of the second's keys.
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  ScopedF32GemmPath path(F32GemmPath::packed);
+  std::vector<int64_t> sizes;
+  for (int64_t s = 1; s <= 100; ++s) sizes.push_back(s);
+  for (int64_t s = 250; s <= 262; ++s) sizes.push_back(s);
+  uint64_t seed = 900;
+  for (int64_t s : sizes)
+    for (bool causal : {false, true}) {
+      if (s > 100 && !causal) continue;
+      const Tensor q = uniform({1, 2, s, 16}, DType::f32, seed++, -2, 2);
+      const Tensor k = uniform({1, 2, s, 16}, DType::f32, seed++, -2, 2);
+      const Tensor v = uniform({1, 2, s, 20}, DType::f32, seed++);
+      expect_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
+                   "S " + std::to_string(s) + (causal ? " causal" : ""));
+    }
+}
+
 TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
   const Tensor q = uniform({1, 1, 3, 4}, DType::f32, 1), k = uniform({1, 1, 3, 4}, DType::f32, 2),
                v = uniform({1, 1, 3, 2}, DType::f32, 3);
