@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "dtensor/core/blas_kernels.h"
+#include "dtensor/kernels/activation_avx512.h"
 #include "dtensor/kernels/fast_math.h"
 #include "tests/support/ops_test_util.h"
 
@@ -9,6 +11,23 @@ namespace dt {
 namespace {
 
 using namespace test;
+
+// silu and tanh gelu of one f32 value as the ops compute it on the current activation path: the
+// scalar kernel (portable) or activation_avx512.
+float silu_as_op(float x) {
+  apply_activation(Activation::silu, &x, 1);
+  return x;
+}
+float gelu_tanh_as_op(float x) {
+  apply_activation(Activation::gelu_tanh, &x, 1);
+  return x;
+}
+
+// Returns the activation paths this CPU can run.
+std::vector<ActivationPath> activation_paths() {
+  if (cpu_isa() == BlasIsa::avx512) return {ActivationPath::portable, ActivationPath::avx512};
+  return {ActivationPath::portable};
+}
 
 // Returns |x| (log's inputs).
 Tensor abs_of(const Tensor& x) { return maximum(x, neg(x)); }
@@ -85,15 +104,17 @@ TEST(OpsUnary, MatchesReferenceForFloatDtypesAndLayouts) {
 TEST(OpsUnary, F32KernelsGiveTheSameBitsInEveryLayoutAndDtype) {
   // The vectorised contiguous rows, the scalar strided rows and a plain call of the fast_math.h
   // kernel agree bitwise (no dependence on vector width or row start), and bf16 is the f32 result
-  // rounded once.
+  // rounded once. silu and tanh gelu: on either activation path, the op on one value.
+  for (ActivationPath path : activation_paths()) {
+  const ScopedActivationPath scoped(path);
   const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
       {"exp", [](const Tensor& x) { return exp(x); }},      {"log", [](const Tensor& x) { return log(abs_of(x)); }},
       {"tanh", [](const Tensor& x) { return tanh(x); }},    {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"silu", [](const Tensor& x) { return silu(x); }},    {"gelu", [](const Tensor& x) { return gelu(x); }},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }}};
-  const std::vector<float (*)(float)> kernels = {kernel::exp_f32,     kernel::log_f32,  kernel::tanh_f32,
-                                                 kernel::sigmoid_f32, kernel::silu_f32, kernel::gelu_f32,
-                                                 kernel::gelu_tanh_f32};
+  const std::vector<float (*)(float)> kernels = {kernel::exp_f32,     kernel::log_f32, kernel::tanh_f32,
+                                                 kernel::sigmoid_f32, silu_as_op,      kernel::gelu_f32,
+                                                 gelu_tanh_as_op};
   Tensor x = uniform({37, 41}, DType::f32, 3, -12, 12);  // 41: rows not a multiple of the width
   for (size_t k = 0; k < ops.size(); ++k) {
     const auto& [name, op] = ops[k];
@@ -110,11 +131,13 @@ TEST(OpsUnary, F32KernelsGiveTheSameBitsInEveryLayoutAndDtype) {
       ASSERT_EQ(bf[i], double(float(bf16(kernels[k](in_bf[i]))))) << name << " bf16 element " << i;
     }
   }
+  }
 }
 
 // The activations' tails, subnormal x and special points (ops_test_util.h): the vector loop gives
 // the scalar kernels' bits there too.
 TEST(OpsUnary, ActivationTailsAreTheScalarKernelBitwise) {
+  const ScopedActivationPath portable(ActivationPath::portable);  // activation_avx512_test has its own
   const std::vector<float> xs = test::activation_tail_inputs();
   const Tensor x = Tensor::from_vector(xs, {int64_t(xs.size())});
   struct Case {
