@@ -32,13 +32,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/core/error.h"
-#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/kernels/ops_attention_blas.h"
 #include "dtensor/kernels/ops_grad.h"
@@ -67,39 +65,6 @@ using namespace attention_detail;
 // makes the calls fewer without adding masked pairs.
 constexpr int64_t kQueryBlock = 32;
 
-// One kv head's k and v in gemm_f32_packed's layout, packed once for every query block (and
-// every grouped q head) that multiplies them. OpenBLAS packs its B operand on every call: with a
-// call per query block, k was packed S / kQueryBlock times per product (8 at S = 256), and
-// OpenBLAS's packing of its operands was 18 % of this op's profile.
-struct PackedKv {
-  PackedWeight k;   // W = k [Sk, D]: the scores q·kᵀ
-  PackedWeight v;   // W = v [Sk, Dv]: dP = g·vᵀ
-  PackedWeight kt;  // W = kᵀ [D, Sk]: dq = dS·k·scale
-
-  PackedKv(const float* kp, const float* vp, int64_t Sk, int64_t D, int64_t Dv, int64_t ldk, int64_t ldv)
-      : k(kp, Sk, D, ldk, 1), v(vp, Sk, Dv, ldv, 1), kt(kp, D, Sk, 1, ldk) {}
-};
-
-// True when the backward of S query rows multiplies through gemm_f32_packed: on the f32 GEMM path
-// that chose it (f32_gemm_path), with at least one whole query block (packing k twice and v once
-// costs about one block's products; the forward decides the same way) and non-empty head dims.
-bool packed_attention_grad(int64_t S, int64_t D, int64_t Dv) {
-  return S >= kQueryBlock && D > 0 && Dv > 0 && f32_gemm_path() == F32GemmPath::packed;
-}
-
-// Computes c [m, n] = alpha · a [m, k] · op(b) (gemm's operands, beta 0), through `packed` (b's
-// matrix packed with W = op(b)ᵀ, f32 only) when not null, else through sgemm.
-template <typename C>
-void kv_product(const PackedWeight* packed, bool trans_b, int64_t m, int64_t n, int64_t k, C alpha, const C* a,
-                int64_t lda, const C* b, int64_t ldb, C* c, int64_t ldc) {
-  if constexpr (std::is_same_v<C, float>)
-    if (packed) {
-      gemm_f32_packed_block(m, alpha, a, lda, *packed, /*j0=*/0, /*j1=*/n, /*k0=*/0, /*k1=*/k, 0.f, c, ldc);
-      return;
-    }
-  gemm<C>(/*trans_a=*/false, trans_b, m, n, k, alpha, a, lda, b, ldb, C(0), c, ldc);
-}
-
 // One head's operands (row i of q is q + i * ldq, unit column stride; likewise k, v, g) and its
 // contiguous gradients.
 template <typename C>
@@ -116,10 +81,6 @@ struct GradHead {
   C* dv;                 // [Sk, Dv], zero on entry, row j at dv + j * lddv
   int64_t lddq, lddk, lddv;
   C* dscores = nullptr;  // [S, Sk], zero on entry; null unless the mask is float
-  // The head's k and v packed (f32 only; null: every product goes through sgemm). The scores,
-  // dP and dq multiply against them; dv and dk, whose B operand (g, q) is the query block's own,
-  // stay sgemm calls.
-  const PackedKv* packed = nullptr;
 };
 
 // Turns one block row in place from scores q·kᵀ (pr) and dP (dr) into probabilities and dS, over
@@ -167,9 +128,8 @@ void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, in
     const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
     const C* qb = h.q + i0 * h.ldq;
     const C* gb = h.g + i0 * h.ldg;
-    const PackedKv* pk = h.packed;
-    kv_product<C>(pk ? &pk->k : nullptr, /*trans_b=*/true, bq, key_end, D, C(1), qb, h.ldq, h.k, h.ldk, p, key_end);
-    kv_product<C>(pk ? &pk->v : nullptr, /*trans_b=*/true, bq, key_end, Dv, C(1), gb, h.ldg, h.v, h.ldv, dp, key_end);
+    gemm<C>(false, true, bq, key_end, D, C(1), qb, h.ldq, h.k, h.ldk, C(0), p, key_end);
+    gemm<C>(false, true, bq, key_end, Dv, C(1), gb, h.ldg, h.v, h.ldv, C(0), dp, key_end);
     for (int64_t r = 0; r < bq; ++r) {
       C* pr = p + r * key_end;
       C* dr = dp + r * key_end;
@@ -191,8 +151,7 @@ void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, in
     }
     gemm<C>(true, false, key_end, Dv, bq, C(1), p, key_end, gb, h.ldg, C(1), h.dv, h.lddv);
     gemm<C>(true, false, key_end, D, bq, scale, dp, key_end, qb, h.ldq, C(1), h.dk, h.lddk);
-    kv_product<C>(pk ? &pk->kt : nullptr, /*trans_b=*/false, bq, D, key_end, scale, dp, key_end, h.k, h.ldk,
-                  h.dq + i0 * h.lddq, h.lddq);
+    gemm<C>(false, false, bq, D, key_end, scale, dp, key_end, h.k, h.ldk, C(0), h.dq + i0 * h.lddq, h.lddq);
   }
   if (masked_row)
     for (int64_t j = 0; j < Sk; ++j) {
@@ -252,18 +211,6 @@ AttentionGrads attend_grad(const Tensor& g0, const Tensor& q0, const Tensor& k0,
   const int64_t mask_ld = mp ? mask.strides()[size_t(mask.dim() - 2)] : 0, mask_col = mp ? mask.strides().back() : 0;
   const C sc = C(scale != 0 ? scale : D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0);
   init_compute_threads();
-  // On the packed f32 GEMM path every kv head's k and v are packed once, in parallel.
-  std::vector<std::unique_ptr<PackedKv>> packed;
-  if constexpr (std::is_same_v<C, float>) {
-    if (packed_attention_grad(S, D, Dv)) {
-      packed.resize(size_t(heads / group));
-      parallel_for(heads / group, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t kb = b0; kb < b1; ++kb)
-          packed[size_t(kb)] =
-              std::make_unique<PackedKv>(kp + batch_offset(k, kb), vp + batch_offset(v, kb), Sk, D, Dv, ldk, ldv);
-      });
-    }
-  }
   // One task per q head; heads cost the same, so one range per thread.
   parallel_for(heads, 1, [&](int64_t b0, int64_t b1) {
     std::vector<C> p(size_t(kQueryBlock * Sk)), dp(size_t(kQueryBlock * Sk));
@@ -286,8 +233,7 @@ AttentionGrads attend_grad(const Tensor& g0, const Tensor& q0, const Tensor& k0,
                     .lddq = row_stride(r.dq),
                     .lddk = row_stride(dk_heads),
                     .lddv = row_stride(dv_heads),
-                    .dscores = dsp ? dsp + b * S * Sk : nullptr,
-                    .packed = packed.empty() ? nullptr : packed[size_t(kb)].get()};
+                    .dscores = dsp ? dsp + b * S * Sk : nullptr};
       attend_grad_head(h, S, Sk, D, Dv, causal, sc, p.data(), dp.data());
     }
   });

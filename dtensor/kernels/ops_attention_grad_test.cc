@@ -4,13 +4,10 @@
 // dims, grouped-query k/v, an explicit scale, bool and float masks of full and broadcast shapes,
 // fully masked rows (NaN where the reference has NaN), strided views, every float dtype and empty
 // sizes. Inputs are seeded uniform values; the largest cases are 2 x 3 heads at S = 257 and 1 x 8 q
-// heads on 2 kv heads at S = 257. The packed f32 path (k and v packed once per kv head) is also
-// checked against the sgemm path and the f64 backward.
-#include <algorithm>
+// heads on 2 kv heads at S = 257.
 #include <cmath>
 #include <string>
 
-#include "dtensor/kernels/gemm_f32_packed.h"
 #include "tests/support/ops_attention_reference.h"
 #include "tests/support/ops_test_util.h"
 
@@ -152,71 +149,6 @@ TEST(OpsAttentionGrad, WritesGradientsWithHeadsInner) {
   EXPECT_TRUE(grouped.dk.is_contiguous());
   EXPECT_TRUE(grouped.dv.is_contiguous());
   expect_grads_close(grouped, naive_attention_backward(g, q, kg, vg, o), 1e-6, "grouped");
-}
-
-// Expects the packed path's gradient (k and v packed once per kv head, gemm_f32_packed) within
-// 2e-6 of the sgemm path's, and no further from the f64 backward than 1.5 times the sgemm path's
-// error (plus 1e-7), both relative to the largest |f64 gradient|; NaNs where the f64 one has them.
-void expect_packed_as_close(const Tensor& packed, const Tensor& blas, const Tensor& exact, const std::string& what) {
-  ASSERT_EQ(packed.defined(), exact.defined()) << what;
-  if (!exact.defined()) return;
-  const std::vector<double> p = packed.to_doubles(), b = blas.to_doubles(), e = exact.to_doubles();
-  ASSERT_EQ(p.size(), e.size()) << what;
-  double err_packed = 0, err_blas = 0, diff = 0, largest = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    ASSERT_EQ(std::isnan(p[i]), std::isnan(e[i])) << what << " at " << i;
-    ASSERT_EQ(std::isnan(b[i]), std::isnan(e[i])) << what << " at " << i;
-    if (std::isnan(e[i])) continue;
-    err_packed = std::max(err_packed, std::abs(p[i] - e[i]));
-    err_blas = std::max(err_blas, std::abs(b[i] - e[i]));
-    diff = std::max(diff, std::abs(p[i] - b[i]));
-    largest = std::max(largest, std::abs(e[i]));
-  }
-  EXPECT_LE(diff, 2e-6 * largest) << what;
-  EXPECT_LE(err_packed, 1.5 * err_blas + 1e-7 * largest) << what;
-}
-
-// The packed path against the sgemm path and the f64 backward: sequence lengths off the query
-// block (31, 33, 100) and past the key block of the packed layout (300: dq's inner dimension spans
-// two of its k blocks), an odd head count, grouped heads (Hq 6 / Hkv 2), gpt-layout strided
-// views, causal and not, every mask kind (fully masked rows: NaN in all three).
-TEST(OpsAttentionGrad, PackedPathMatchesTheSgemmPath) {
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
-  uint64_t seed = 700;
-  for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {6, 2}})
-    for (int64_t s : {31, 33, 100, 300}) {
-      const Tensor q = uniform({2, s, hq, 24}, DType::f32, seed++, -2, 2).transpose(1, 2);
-      const Tensor k = uniform({2, s, hkv, 24}, DType::f32, seed++, -2, 2).transpose(1, 2);
-      const Tensor v = uniform({2, s, hkv, 40}, DType::f32, seed++).transpose(1, 2);
-      const Tensor g = uniform({2, s, hq, 40}, DType::f32, seed++).transpose(1, 2);
-      for (const auto& [name, mask] : attention_test_masks(2, s, seed)) {
-        if (mask.defined() && mask.dim() >= 3 && mask.size(-3) != 1 && mask.size(-3) != hq) continue;  // 8 heads only
-        for (bool causal : {false, true}) {
-          AttentionOptions o;
-          o.causal = causal;
-          o.mask = mask;
-          const std::string what = "Hq " + std::to_string(hq) + " Hkv " + std::to_string(hkv) + " S " +
-                                   std::to_string(s) + " mask " + name + (causal ? " causal" : "");
-          AttentionGrads packed, blas;
-          {
-            ScopedF32GemmPath path(F32GemmPath::packed);
-            packed = scaled_dot_product_attention_backward(g, q, k, v, o);
-          }
-          {
-            ScopedF32GemmPath path(F32GemmPath::blas);
-            blas = scaled_dot_product_attention_backward(g, q, k, v, o);
-          }
-          AttentionOptions o64 = o;
-          o64.mask = mask.defined() && mask.dtype() != DType::boolean ? mask.to(DType::f64) : mask;
-          const AttentionGrads exact = scaled_dot_product_attention_backward(
-              g.to(DType::f64), q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), o64);
-          expect_packed_as_close(packed.dq, blas.dq, exact.dq, what + " dq");
-          expect_packed_as_close(packed.dk, blas.dk, exact.dk, what + " dk");
-          expect_packed_as_close(packed.dv, blas.dv, exact.dv, what + " dv");
-          expect_packed_as_close(packed.dscores, blas.dscores, exact.dscores, what + " dscores");
-        }
-      }
-    }
 }
 
 TEST(OpsAttentionGrad, OtherFloatDtypes) {
