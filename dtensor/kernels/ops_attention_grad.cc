@@ -62,7 +62,12 @@ using namespace attention_detail;
 // its sum, the divide and D each in one loop (11.7 ms), also the scale and max (12.1 ms: the max
 // no longer vectorises). In a profile the GEMM kernel is 59 % of this op, OpenBLAS packing its
 // operands 18 % and the softmax rows 13 %: packing is per call, and no blocking of these shapes
-// makes the calls fewer without adding masked pairs.
+// makes the calls fewer without adding masked pairs. Nor did packing k and v once per kv head for
+// gemm_f32_packed (the forward's way) pay: the scores, dP and dq through gemm_f32_packed_block,
+// dk and dv on sgemm, [4, 8, 256, 64] at one thread, packed vs sgemm alternating, min of 5 runs x
+// 3 rounds: causal 11.6-12.6 vs 11.4-12.8 ms (short causal key ranges pad to its 64-column
+// panels), not causal 17.7-18.8 vs 18.6-21.8 ms (load 1.5-4); the anchor gpt's step did not
+// move beyond noise.
 constexpr int64_t kQueryBlock = 32;
 
 // One head's operands (row i of q is q + i * ldq, unit column stride; likewise k, v, g) and its
