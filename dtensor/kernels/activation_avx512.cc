@@ -3,10 +3,8 @@
 // With a = -|t| and e = exp(a) <= 1, σ(t) = 1/(1 + e) for t >= 0 and e/(1 + e) for t < 0, so
 //   y = (t < 0 ? x·e : x) / (1 + e)
 // keeps full relative precision down to the subnormal results (1/(1 + e^-t) would overflow e^-t),
-// with one division. exp(a) is Cephes' expf scheme as in fast_exp.h, on FMAs: n = round(a/ln2),
-// r = a - n·ln2 in two FMAs (ln2 in two parts: |n| <= 217 times ln2's f32 rounding error would
-// cost 25 ulp), p = e^r by a degree-7 polynomial (Horner, 7 FMAs), e = p·2^n by vscalefps, which
-// rounds once into the subnormal range and gives 0 below it; x·e is (x·p)·2^n, rounded into the
+// with one division. exp(a) = p·2^n is exp_avx512_lanes.h's (Cephes' expf scheme on FMAs), e by
+// vscalefps, which rounds once into the subnormal range and gives 0 below it; x·e is (x·p)·2^n, rounded into the
 // subnormal range once (x·e from a subnormal e measured 52 ulp at silu(-100)). a is clamped at
 // -150 (e = 0 there) so that t = ±inf reduces to no inf - inf; for t < -150 the result is x·0.
 //
@@ -25,6 +23,7 @@
 
 #include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/error.h"
+#include "dtensor/kernels/exp_avx512_lanes.h"
 
 namespace dt {
 
@@ -45,18 +44,7 @@ DT_ACTIVATION_TARGET inline __m512 x_sigmoid(__m512 x, __m512 t) {
   const __m512 minus_abs_t =
       _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_set1_epi32(int32_t(0x80000000u))));
   const __m512 a = _mm512_max_ps(_mm512_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), a);  // exact: n·ln2_hi has 17 bits
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const auto [p, n] = avx512_lanes::exp_parts(a);
   const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(p, n));
   // x·e as (x·p)·2^n: scaled last, so that a subnormal e does not lose bits that x·e would keep.
   const __mmask16 negative = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);

@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "dtensor/core/blas_kernels.h"
+#include "dtensor/kernels/exp_avx512_lanes.h"
 
 // GCC 12's max, min and roundscale intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized flags once they are inlined here; no value is read uninitialized. Clang has
@@ -39,26 +40,13 @@ DT_EXP_ROW_TARGET inline __mmask16 lanes(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-// Returns exp(x) per lane (see exp_avx512). n = round(x / ln2), r = x - n ln2 in two FMAs
-// (Cody-Waite: ln2 = kLn2Hi + kLn2Lo), e^r by Cephes' degree-7 polynomial in Horner form, then
-// scalef(p, n) = p * 2^n. Lanes below kLo (-inf included) are 0; NaN passes through max/min
+// Returns exp(x) per lane (see exp_avx512): exp_avx512_lanes.h's p·2^n, applied by scalef. Lanes below kLo (-inf included) are 0; NaN passes through max/min
 // (which return their second operand when either is NaN) and the mask (unordered compare).
 DT_EXP_ROW_TARGET inline __m512 exp16(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(100.0f);
   const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
   const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));  // above 88.72 scalef overflows to +inf
-  const __m512 n =
-      _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const auto [p, n] = avx512_lanes::exp_parts(xc);
   return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
