@@ -92,10 +92,7 @@ DT_EXP_ROW_TARGET float exp_row_avx512(float* row, int64_t visible, int64_t n, f
   float row_max = _mm512_reduce_max_ps(vmax);
   if (pass2_scale != 1) row_max *= scale;
   const float m_new = std::max(m_old, row_max);
-  if (m_new == neg_inf) {
-    std::fill(row, row + n, 0.f);
-    return m_new;
-  }
+  if (m_new == neg_inf) return m_new;  // no finite score so far: the caller looks at the row
   // Pass 2: e = exp(s·scale - m_new), stored, summed in double (two 8-lane accumulators, combined
   // in a fixed order: the sum depends only on the row).
   const __m512 vs = _mm512_set1_ps(pass2_scale), vneg_max = _mm512_set1_ps(-m_new);

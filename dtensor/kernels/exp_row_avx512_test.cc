@@ -98,10 +98,7 @@ TEST(ExpRowAvx512, RowMatchesTheRowInDouble) {
     double sum = -1;
     const float got_max = exp_row_avx512(row.data(), rc.visible, rc.n, rc.scale, m, rc.mask_col, rc.m_old, &sum);
     EXPECT_EQ(got_max, mx) << what;
-    if (mx == ninf) {
-      for (int64_t c = 0; c < rc.n; ++c) EXPECT_EQ(row[size_t(c)], 0.f) << what << " at " << c;
-      continue;
-    }
+    if (mx == ninf) continue;  // no finite score: the row is left to the caller (ops_attention.cc)
     double want_sum = 0;
     for (int64_t c = 0; c < rc.visible; ++c) {
       const double arg = t[size_t(c)] - double(mx), want = std::exp(arg);

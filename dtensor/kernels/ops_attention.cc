@@ -35,7 +35,8 @@
 // key block can hold none of a causal row's keys (rows [252, 258) use key blocks [0, 256) and
 // [256, 258), where rows 252..255 see nothing): that block adds 0 to the row and keeps its max. A
 // mask can hide a row's whole block (its max stays -inf: the block adds nothing) or the whole row
-// (sum 0: the row is 0/0 = NaN, as torch's). On the sgemm path the row work (scale,
+// (sum 0: the row is 0/0 = NaN, as torch's). A NaN score makes its whole row NaN, as in torch,
+// whichever key block holds it (attend_rows). On the sgemm path the row work (scale,
 // mask, max, exp, sum) is plain loops compiled for each CPU's vector width (exp_row_f32), in the
 // same operation order as before, so results are unchanged bit for bit; with baseline SSE2 loops
 // the causal [4, 8, 256, 64] forward took 8.5 ms instead of 6.7 (kernels_bench, one run each). Results match the unfused softmax(scores)·v to a few ulps (fast_exp is the same
@@ -99,8 +100,10 @@ struct Scratch {
 // Turns one score row of a tile in place into exponentials against the row's new running max,
 // over keys [0, visible) of a row of n (the rest become 0): scale, add the mask row (m: keys
 // mask_col apart; null for none), take the max with the running max m_old, exp, and sum in
-// double into *block_sum. Returns the new max; -inf (the row all 0) when everything is masked so
-// far. Inlined into each caller's loop.
+// double into *block_sum. Returns the new max; -inf when no score so far is finite (every visible
+// score -inf or NaN): then the row holds the scaled, masked scores for attend_rows to look at
+// (the AVX-512 row also returns -inf when a NaN hides finite scores from its max).
+// Inlined into each caller's loop.
 template <typename C>
 [[gnu::always_inline]] inline C exp_row(C* row, int64_t visible, int64_t n, C scale, const C* m, int64_t mask_col,
                                         C m_old, double* block_sum) {
@@ -112,10 +115,7 @@ template <typename C>
   else if (m)
     for (int64_t c = 0; c < visible; ++c) row[c] += m[c * mask_col];
   const C m_new = std::max(m_old, kernel::row_max(row, visible));
-  if (m_new == -std::numeric_limits<C>::infinity()) {
-    std::fill(row, row + n, C(0));
-    return m_new;
-  }
+  if (m_new == -std::numeric_limits<C>::infinity()) return m_new;
   for (int64_t c = 0; c < visible; ++c) row[c] = kernel::softmax_exp(row[c] - m_new);
   std::fill(row + visible, row + n, C(0));
   *block_sum = lane_sum(row, row, visible, false);
@@ -186,7 +186,21 @@ void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D
                            : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       else
         m_new = exp_row<C>(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
-      if (m_new == neg_inf) continue;  // everything masked so far (only a mask does that, see the file comment)
+      if (m_new == neg_inf) {
+        // No finite max so far: every visible score is -inf or NaN (or, on the AVX-512 row, a NaN
+        // hid the finite ones from the max). All -inf: everything masked so far (only a mask does
+        // that, see the file comment), and the block adds nothing to the row. A NaN score makes torch's
+        // softmax row NaN: the row's max, sum and output become NaN from this block on (a max
+        // that ignores NaN would otherwise take the block for a masked one and let later key
+        // blocks give finite outputs).
+        if (std::none_of(row, row + visible, [](C x) { return std::isnan(x); })) {
+          std::fill(row, row + bk, C(0));
+          continue;
+        }
+        m_new = std::numeric_limits<C>::quiet_NaN();
+        std::fill(row, row + bk, m_new);
+        block_sum = std::numeric_limits<double>::quiet_NaN();
+      }
       if (m_new != m_old && m_old != neg_inf) {  // m_old = -inf: the sum and output so far are 0
         const C rescale = kernel::softmax_exp(m_old - m_new);
         w.row_sum[size_t(r)] *= double(rescale);

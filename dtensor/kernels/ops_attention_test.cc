@@ -3,7 +3,10 @@
 // block sizes (1, 7, 64, 257 > kKeyBlock = 256), causal and not, uneven head dims, strided views;
 // grouped-query k/v, an explicit scale and bool/float masks against the same reference with k/v
 // repeated (repeat_interleave) and the mask applied with where/add.
+#include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "dtensor/kernels/gemm_f32_packed.h"
 #include "tests/support/ops_attention_reference.h"
@@ -292,6 +295,59 @@ TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
   EXPECT_FALSE(std::isnan(out[0]));
   EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[3]));
   EXPECT_FALSE(std::isnan(out[4]));
+}
+
+TEST(OpsAttention, NaNScoresPropagateAsTorch) {
+  // A NaN score makes its softmax row NaN in torch. The online softmax skips a key block whose
+  // scores are all -inf (masked so far), and a row max ignoring NaN took an all-NaN (or, on the
+  // AVX-512 row, a NaN in the last 16-key step) first block for a masked one: with Sk = 300 the
+  // second block's 44 keys then gave finite outputs. NaN positions must match the reference on
+  // both GEMM paths; the finite values too.
+  const int64_t s = 40, sk = 300;
+  const Tensor q = uniform({1, 2, s, 16}, DType::f32, 31, -2, 2), v = uniform({1, 2, sk, 8}, DType::f32, 33);
+  const auto with_nan = [](const Tensor& t, int64_t row_begin, int64_t row_end) {
+    std::vector<double> d = t.to_doubles();
+    const int64_t rows = t.size(-2), cols = t.size(-1);
+    for (size_t i = 0; i < d.size(); ++i) {
+      const int64_t r = int64_t(i) / cols % rows;
+      if (r >= row_begin && r < row_end) d[i] = std::nan("");
+    }
+    return Tensor::from_doubles(d, t.shape()).to(t.dtype());
+  };
+  const Tensor k = uniform({1, 2, sk, 16}, DType::f32, 32, -2, 2);
+  struct Case {
+    std::string name;
+    Tensor q, k, mask;
+  };
+  std::vector<double> mask_values(size_t(s * sk), 0.25);
+  mask_values[size_t(5 * sk + 255)] = std::nan("");  // query row 5, the last key of the first block
+  const std::vector<Case> cases = {
+      {"keys 0..255 NaN", q, with_nan(k, 0, 256), {}},
+      {"key 255 NaN", q, with_nan(k, 255, 256), {}},
+      {"key 3 NaN", q, with_nan(k, 3, 4), {}},
+      {"query 7 NaN", with_nan(q, 7, 8), k, {}},
+      {"float mask NaN at (5, 255)", q, k, Tensor::from_doubles(mask_values, {s, sk}).to(DType::f32)},
+  };
+  for (const Case& c : cases)
+    for (F32GemmPath gemm_path : {F32GemmPath::blas, F32GemmPath::packed}) {
+      if (gemm_path == F32GemmPath::packed && !f32_packed_supported()) continue;
+      ScopedF32GemmPath path(gemm_path);
+      AttentionOptions o;
+      o.mask = c.mask;
+      const std::string what = c.name + (gemm_path == F32GemmPath::packed ? " packed" : " sgemm");
+      const std::vector<double> got = scaled_dot_product_attention(c.q, c.k, v, o).to_doubles();
+      const std::vector<double> want = naive_sdpa(c.q, c.k, v, o).to_doubles();
+      ASSERT_EQ(got.size(), want.size()) << what;
+      int64_t nans = 0;
+      double err = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << what << " at " << i;
+        if (std::isnan(want[i])) ++nans;
+        else err = std::max(err, std::abs(got[i] - want[i]));
+      }
+      EXPECT_GT(nans, 0) << what;
+      EXPECT_LE(err, 1e-6) << what;
+    }
 }
 
 TEST(OpsAttention, RejectsBadGroupsAndMasks) {
