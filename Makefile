@@ -32,8 +32,11 @@ test: build
 # Only the unit tests run under ASan, so only their executables are built there (each unit test's
 # target is named like the test: dtensor_add_unit_test in CMakeLists.txt). -O1 rather than -O0:
 # the sanitizers see the same errors, the tests run 2-3x faster (train_pipeline_test 132 -> 47 s); asserts stay on.
+# -g1 (line tables, which is what the sanitizers' stack traces print) rather than -g: a file compiles
+# in about 3/4 of the time (interpreter.cc 9.1-10.0 -> 7.1 s, ops_attention_test.cc 7.5-7.9 -> 5.4-5.8 s).
+# For gdb with locals: make asan CMAKE_FLAGS='-DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"'.
 asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDTENSOR_SANITIZE=ON \
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDTENSOR_SANITIZE=ON \
 	  -DDTENSOR_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build-asan -j $(JOBS) \
 	  --target $$(ctest --test-dir build-asan -N -L unit | awk '$$1 == "Test" {print $$3}')
