@@ -19,8 +19,9 @@ void exp_avx512(const float* x, float* y, int64_t n);
 // Turns one score row in place into exponentials against the row's new running max, over keys
 // [0, visible) of a row of n (the rest become 0): scale, add the mask row (m: keys mask_col apart;
 // null for none), take the max with the running max m_old, exp, and sum in double into
-// *block_sum. Returns the new max; -inf when no score so far is finite (then the row holds the
-// scores, scaled and masked or, without a mask, possibly unscaled). The contract of
+// *block_sum. Returns the new max; -inf when no score so far is finite, or when a NaN score hid
+// the finite ones from the vector max (then the row holds the scores, scaled and masked or,
+// without a mask, possibly unscaled, for the caller to look at). The contract of
 // ops_attention.cc's exp_row; requires exp_row_avx512_supported().
 float exp_row_avx512(float* row, int64_t visible, int64_t n, float scale, const float* m, int64_t mask_col,
                      float m_old, double* block_sum);
