@@ -73,7 +73,7 @@ BENCHMARK(BM_Gemm)->ArgNames({"n", "threads", "bf16"})->Args({512, 1, 0})->Args(
 void BM_LinearShapes(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = 1024;
   const bool packed_path = state.range(2) == 1;
-  if (packed_path && !dt::f32_packed_supported()) return state.SkipWithError("no AVX-512");
+  if (packed_path && !dt::f32_packed_supported()) return state.SkipWithError("no AVX2 and FMA");
   dt::set_threads_per_rank(1);
   dt::Generator gen(1);
   const dt::Tensor x = dt::rand({m, k}, gen), w = dt::rand({n, k}, gen);
@@ -116,7 +116,7 @@ __attribute__((target("avx512f,avx512bf16"))) void peak_bf16_dot(benchmark::Stat
   DT_PEAK_LOOP(state, 64, _mm512_set1_ps(0), _mm512_dpbf16_ps(a, x, x));
 }
 void BM_PeakF32Fma(benchmark::State& state) {
-  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512");
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX2 and FMA");
   peak_f32_fma(state);
 }
 void BM_PeakBf16Dot(benchmark::State& state) {

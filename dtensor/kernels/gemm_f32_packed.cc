@@ -47,7 +47,7 @@ namespace dt {
 
 namespace {
 
-constexpr int64_t kMr = kPackedRows, kNr = kPackedPanelCols, kKc = kPackedKBlock, kNc = 256;
+constexpr int64_t kMr = kPackedRows, kNr = kPackedPanelCols, kKc = kPackedKBlock, kNc = 256, kMcAvx2 = 96;
 static_assert(kNc % kNr == 0 && kNr % 16 == 0);
 
 #define DT_F32_PACKED_TARGET __attribute__((target("avx512f")))
@@ -97,6 +97,56 @@ DT_F32_PACKED_TARGET void micro_kernel(int64_t kc, const float* a, int64_t lda, 
     }
 }
 
+#define DT_F32_PACKED_AVX2_TARGET __attribute__((target("avx2,fma")))
+
+// The same tile on AVX2 + FMA (16 ymm registers): Rows rows of A times the first Vecs 8-column
+// vectors of one 16-column slice of a panel (pb: the slice's first column; its rows are still kNr
+// floats apart), into c under `cols` (the slice's stored columns, a prefix: 1..16). 6 x 16 keeps
+// 12 accumulators, 2 B vectors and a broadcast in registers. Per element it is the AVX-512
+// kernel's sequence (one FMA per k in order, then alpha, then the old c), so the two give the same
+// bits.
+template <int Rows, int Vecs>
+DT_F32_PACKED_AVX2_TARGET void micro_kernel_avx2(int64_t kc, const float* a, int64_t lda, const float* pb, float* c,
+                                                 int64_t ldc, int cols, float alpha, bool first, float beta) {
+  __m256 acc[Rows][Vecs];
+#pragma GCC unroll 6
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < Vecs; ++v) acc[i][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b[Vecs];
+#pragma GCC unroll 2
+    for (int v = 0; v < Vecs; ++v) b[v] = _mm256_load_ps(pb + 8 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < Rows; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+#pragma GCC unroll 2
+      for (int v = 0; v < Vecs; ++v) acc[i][v] = _mm256_fmadd_ps(ai, b[v], acc[i][v]);
+    }
+    pb += kNr;
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#pragma GCC unroll 2
+  for (int v = 0; v < Vecs; ++v) {
+    const int n = std::clamp(cols - 8 * v, 0, 8);  // stored columns of this vector, a prefix
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+#pragma GCC unroll 6
+    for (int i = 0; i < Rows; ++i) {
+      float* cv = c + i * ldc + 8 * v;
+      const __m256 prod = alpha == 1 ? acc[i][v] : _mm256_mul_ps(va, acc[i][v]);
+      __m256 old = _mm256_setzero_ps();
+      if (!first || beta != 0) {  // beta == 0 ignores c, so it is not even read
+        const __m256 loaded = n == 8 ? _mm256_loadu_ps(cv) : _mm256_maskload_ps(cv, m);
+        old = first ? _mm256_mul_ps(vb, loaded) : loaded;
+      }
+      const __m256 sum = _mm256_add_ps(old, prod);
+      if (n == 8) _mm256_storeu_ps(cv, sum);
+      else _mm256_maskstore_ps(cv, m, sum);
+    }
+  }
+}
+
 using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, uint64_t, float, bool, float);
 constexpr int kVecs = int(kNr / 16);
 template <size_t... I>
@@ -106,19 +156,49 @@ constexpr auto micro_kernels(std::index_sequence<I...>) {
 // kMicroKernels[(r - 1) * kVecs + v - 1] computes r rows of the panel's first v vectors.
 constexpr auto kMicroKernels = micro_kernels(std::make_index_sequence<size_t(kMr * kVecs)>());
 
+using MicroKernelAvx2 = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int, float, bool, float);
+template <size_t... I>
+constexpr auto micro_kernels_avx2(std::index_sequence<I...>) {
+  return std::array<MicroKernelAvx2, sizeof...(I)>{&micro_kernel_avx2<int(I) / 2 + 1, int(I) % 2 + 1>...};
+}
+// kMicroKernelsAvx2[(r - 1) * 2 + v - 1] computes r rows of a 16-column slice's first v vectors.
+constexpr auto kMicroKernelsAvx2 = micro_kernels_avx2(std::make_index_sequence<size_t(kMr * 2)>());
+
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
+bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
 bool prefer_packed() { return amd_cpu_family() == 0x19; }
 
 // packed on AMD family 0x19 (see the header for the measurements), blas elsewhere.
-constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX-512", &avx512, &prefer_packed});
+constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX2 and FMA", &avx2, &prefer_packed});
+
+// The micro-kernels' vector width: -1 until first asked (then the CPU's widest), else a PackedIsa.
+std::atomic<int> g_isa{-1};
 
 }  // namespace
 
-bool f32_packed_supported() { return avx512(); }
+bool f32_packed_supported() { return avx2(); }
+
+PackedIsa packed_isa() {
+  int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = int(avx512() ? PackedIsa::avx512 : PackedIsa::avx2);
+    g_isa.store(isa, std::memory_order_relaxed);
+  }
+  return PackedIsa(isa);
+}
+
+void set_packed_isa(PackedIsa isa) {
+  if (!avx2()) DT_THROW(ValueError) << "the packed f32 GEMM needs AVX2 and FMA, which this CPU does not have";
+  if (isa == PackedIsa::avx512 && !avx512())
+    DT_THROW(ValueError) << "the packed f32 GEMM's AVX-512 kernels need AVX-512, which this CPU does not have";
+  g_isa.store(int(isa), std::memory_order_relaxed);
+}
 
 F32GemmPath f32_gemm_path() { return g_path.fast() ? F32GemmPath::packed : F32GemmPath::blas; }
 
 void set_f32_gemm_path(F32GemmPath path) { g_path.set(path == F32GemmPath::packed); }
+
+bool f32_packed_linears() { return f32_gemm_path() == F32GemmPath::packed && packed_isa() == PackedIsa::avx512; }
 
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs)
     : n_(n), k_(k), data_(nullptr, &std::free) {
@@ -156,6 +236,38 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, i
   }
 }
 
+namespace {
+
+// gemm_f32_packed_block on AVX2 (arguments checked there): the same blocks, but the 6-row tiles
+// run over kMcAvx2 rows at a time for each 16-column slice, so that the slice (kc x 16 floats,
+// 16 KiB) stays in L1 while those rows' A (kMcAvx2 x kc, 96 KiB) comes from L2.
+void gemm_avx2(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, int64_t j0, int64_t j1,
+               int64_t k0, int64_t k1, float beta, float* c, int64_t ldc) {
+  const int64_t n = b.n(), k = b.k(), n_padded = (n + kNr - 1) / kNr * kNr;
+  for (int64_t jb = j0; jb < j1; jb += kNc) {
+    const int64_t nc = std::min(kNc, j1 - jb);
+    for (int64_t kb = k0; kb < k1; kb += kKc) {
+      const int64_t kc = std::min(kKc, k - kb), used = std::min(kc, k1 - kb);
+      for (int64_t ic = 0; ic < m; ic += kMcAvx2) {
+        const int64_t mc = std::min(kMcAvx2, m - ic);
+        for (int64_t js = jb; js < jb + nc; js += 16) {
+          const int64_t jp = js / kNr * kNr;
+          const int slice_cols = int(std::min<int64_t>(16, j1 - js));
+          const float* slice = b.data() + panel_offset(kb, kc, jp, n_padded) + (js - jp);
+          for (int64_t i = ic; i < ic + mc; i += kMr) {
+            const int64_t rows = std::min(kMr, m - i);
+            const MicroKernelAvx2 kernel = kMicroKernelsAvx2[size_t((rows - 1) * 2 + (slice_cols + 7) / 8 - 1)];
+            kernel(used, a + i * lda + (kb - k0), lda, slice, c + i * ldc + (js - j0), ldc, slice_cols, alpha,
+                   kb == k0, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, float beta, float* c,
                      int64_t ldc) {
   gemm_f32_packed_block(m, alpha, a, lda, b, 0, b.n(), 0, b.k(), beta, c, ldc);
@@ -163,7 +275,7 @@ void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const 
 
 void gemm_f32_packed_block(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, int64_t j0,
                            int64_t j1, int64_t k0, int64_t k1, float beta, float* c, int64_t ldc) {
-  DT_CHECK(f32_packed_supported()) << "gemm_f32_packed on a CPU without AVX-512";
+  DT_CHECK(f32_packed_supported()) << "gemm_f32_packed on a CPU without AVX2 and FMA";
   const int64_t n = b.n(), k = b.k(), n_padded = (n + kNr - 1) / kNr * kNr;
   DT_CHECK(j0 % kNr == 0 && k0 % kKc == 0 && 0 <= j0 && j0 <= j1 && j1 <= n && 0 <= k0 && k0 <= k1 && k1 <= k)
       << "packed gemm block columns [" << j0 << ", " << j1 << "), k [" << k0 << ", " << k1 << ") of a " << n << " x "
@@ -173,6 +285,7 @@ void gemm_f32_packed_block(int64_t m, float alpha, const float* a, int64_t lda, 
       for (int64_t j = 0; j < j1 - j0; ++j) c[i * ldc + j] = beta == 0 ? 0.f : beta * c[i * ldc + j];
     return;
   }
+  if (packed_isa() == PackedIsa::avx2) return gemm_avx2(m, alpha, a, lda, b, j0, j1, k0, k1, beta, c, ldc);
   for (int64_t jb = j0; jb < j1; jb += kNc) {
     const int64_t nc = std::min(kNc, j1 - jb);
     for (int64_t kb = k0; kb < k1; kb += kKc) {

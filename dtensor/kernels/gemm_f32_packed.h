@@ -17,17 +17,35 @@ namespace dt {
 // How f32 GEMMs with a packed constant weight multiply: OpenBLAS's sgemm, or gemm_f32_packed.
 enum class F32GemmPath { blas, packed };
 
-// True when this CPU (and its OS) can run gemm_f32_packed (AVX-512 F).
+// True when this CPU (and its OS) can run gemm_f32_packed (AVX2 and FMA; AVX-512 F where present).
 bool f32_packed_supported();
 
+// The vector width of gemm_f32_packed's micro-kernels: 6 x 64 tiles of zmm on AVX-512, 6 x 16
+// tiles of ymm on AVX2 + FMA, over the same packed layout. Both compute every element with the
+// same FMAs in the same order, so their results are bitwise equal (gemm_f32_packed_test.cc).
+enum class PackedIsa { avx2, avx512 };
+// Returns the width in use: the CPU's widest unless set.
+PackedIsa packed_isa();
+// Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for one this CPU lacks.
+void set_packed_isa(PackedIsa isa);
+
 // Returns the path. Chosen once: DTENSOR_F32_GEMM=packed|blas if set (packed on a CPU without
-// AVX-512 throws ValueError), otherwise by CPU, where the faster one was measured: packed on AMD
-// family 0x19 with AVX-512 (Zen 4: 4-8 % over OpenBLAS's Haswell sgemm on Llama's shapes,
-// kernels_bench BM_LinearShapes), blas everywhere else (unmeasured: Intel's full-width AVX-512
-// cores run OpenBLAS's SkylakeX kernels).
+// AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on
+// AMD family 0x19 (Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's
+// shapes, kernels_bench BM_LinearShapes; Zen 3 with AVX2: attention only, see
+// f32_packed_linears), blas everywhere else (unmeasured: Intel's full-width AVX-512 cores run
+// OpenBLAS's SkylakeX kernels).
 F32GemmPath f32_gemm_path();
-// Overrides the path for this process; ValueError for packed on a CPU without AVX-512.
+// Overrides the path for this process; ValueError for packed on a CPU without AVX2 and FMA.
 void set_f32_gemm_path(F32GemmPath path);
+
+// True when linears against constant weights multiply through gemm_f32_packed (the interpreter
+// packs them, runtime/packed_weights.h): on the packed path with the AVX-512 micro-kernels. The
+// AVX2 6 x 16 kernel ran at 0.92-0.95 of OpenBLAS's Haswell sgemm on the same shapes (Zen 3, one
+// thread, 82-88 vs 89-91 GFLOP/s; blocking A over 48-192 rows changed nothing), so on AVX2 the
+// packed path packs only attention's k and v, where it pays (causal [4, 8, 256, 64] forward
+// 7.01 -> 6.07 ms, ops_attention.cc).
+bool f32_packed_linears();
 
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
 using ScopedF32GemmPath = ScopedKernelPath<F32GemmPath, f32_gemm_path, set_f32_gemm_path>;
@@ -49,7 +67,8 @@ class PackedWeight {
 // Computes c = alpha * a @ b.W^T + beta * c for row-major f32 a [m, b.k()] (row stride lda) into
 // row-major c [m, b.n()] (row stride ldc); beta == 0 ignores c's contents. Each element of c is
 // computed by the same instructions in the same order whatever m, its row and its column are, so
-// any split of the rows (or of W's rows) gives the same bits. Requires f32_packed_supported().
+// any split of the rows (or of W's rows) gives the same bits, on either PackedIsa. Requires
+// f32_packed_supported().
 void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, float beta, float* c,
                      int64_t ldc);
 

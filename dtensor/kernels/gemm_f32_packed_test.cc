@@ -15,8 +15,24 @@ namespace {
 
 using test::uniform;
 
-#define DT_SKIP_WITHOUT_AVX512() \
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs"
+#define DT_SKIP_WITHOUT_PACKED() \
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs"
+
+using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
+
+// The micro-kernel widths this CPU runs: AVX2, and AVX-512 where it has it.
+std::vector<PackedIsa> cpu_isas() {
+  if (!f32_packed_supported()) return {};
+  ScopedPackedIsa widest(packed_isa());
+  try {
+    set_packed_isa(PackedIsa::avx512);
+  } catch (const ValueError&) {
+    return {PackedIsa::avx2};
+  }
+  return {PackedIsa::avx2, PackedIsa::avx512};
+}
+
+const char* isa_name(PackedIsa isa) { return isa == PackedIsa::avx512 ? "AVX-512" : "AVX2"; }
 
 struct PackedCase {
   int64_t m, n, k;
@@ -39,7 +55,7 @@ void expect_packed_matches_f64(const PackedCase& t) {
 }
 
 TEST(GemmF32Packed, MatchesF64Sums) {
-  DT_SKIP_WITHOUT_AVX512();
+  DT_SKIP_WITHOUT_PACKED();
   // Tiles are 6 rows x 64 columns, blocks 256 k x 256 columns: sizes on, below and past each.
   const std::vector<PackedCase> cases = {
       {1, 1, 1, false, 1, 0},     {1, 1, 1, true, 1, 0},       {6, 64, 2, false, 1, 0},
@@ -49,12 +65,47 @@ TEST(GemmF32Packed, MatchesF64Sums) {
       {8, 70, 255, false, 1, 1},  {9, 70, 256, true, 1, 0},    {10, 70, 257, false, 2, 0.5f},
       {19, 40, 600, true, -1.5f, 0.25f}, {1, 300, 77, false, 1, 1}, {100, 1, 50, false, 1, 1},
   };
-  for (const PackedCase& t : cases) expect_packed_matches_f64(t);
+  for (PackedIsa isa : cpu_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    ScopedPackedIsa scoped(isa);
+    for (const PackedCase& t : cases) expect_packed_matches_f64(t);
+  }
+}
+
+// The AVX2 6 x 16 kernels compute each element with the AVX-512 kernels' FMAs in the same order:
+// the two give the same bits, on ragged tiles, masked panels, blocks (the attention's tiles),
+// alpha and beta. Needs an AVX-512 CPU to run both.
+TEST(GemmF32Packed, Avx2AndAvx512AreBitwiseEqual) {
+  DT_SKIP_WITHOUT_PACKED();
+  if (cpu_isas().size() < 2) {
+    EXPECT_THROW(set_packed_isa(PackedIsa::avx512), ValueError);
+    GTEST_SKIP() << "this CPU has no AVX-512: only the AVX2 kernels run here (checked against f64 sums)";
+  }
+  struct Case {
+    int64_t m, n, k, j0, j1, k0, k1;
+    float alpha, beta;
+  };
+  for (const Case& t : std::vector<Case>{{41, 150, 700, 0, 150, 0, 700, 1, 0}, {7, 65, 3, 0, 65, 0, 3, -1.5f, 0.25f},
+                                         {37, 300, 600, 64, 129, 256, 511, 1, 1}, {13, 257, 513, 256, 257, 512, 513, 2, 0}}) {
+    SCOPED_TRACE(testing::Message() << "m " << t.m << " n " << t.n << " k " << t.k);
+    const Tensor a = uniform({t.m, t.k}, DType::f32, 21, -1, 1), w = uniform({t.n, t.k}, DType::f32, 22, -1, 1);
+    const Tensor c0 = uniform({t.m, t.j1 - t.j0}, DType::f32, 23, -2, 2);
+    const PackedWeight packed(w.data<float>(), t.n, t.k, t.k, 1);
+    std::vector<std::vector<float>> out;
+    for (PackedIsa isa : {PackedIsa::avx2, PackedIsa::avx512}) {
+      ScopedPackedIsa scoped(isa);
+      Tensor c = c0.clone();
+      gemm_f32_packed_block(t.m, t.alpha, a.data<float>() + t.k0, t.k, packed, t.j0, t.j1, t.k0, t.k1, t.beta,
+                            c.data<float>(), t.j1 - t.j0);
+      out.emplace_back(c.data<float>(), c.data<float>() + c.numel());
+    }
+    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
+  }
 }
 
 // beta == 0 ignores c's contents, NaN included (outputs are uninitialized).
 TEST(GemmF32Packed, BetaZeroIgnoresTheOutputsContents) {
-  DT_SKIP_WITHOUT_AVX512();
+  DT_SKIP_WITHOUT_PACKED();
   const Tensor a = Tensor::ones({3, 4}), w = Tensor::ones({5, 4});
   Tensor c = Tensor::full({3, 5}, std::nan(""));
   gemm_f32_packed(3, 1, a.data<float>(), 4, PackedWeight(w.data<float>(), 5, 4, 4, 1), 0, c.data<float>(), 5);
@@ -64,23 +115,27 @@ TEST(GemmF32Packed, BetaZeroIgnoresTheOutputsContents) {
 // Any cut of the rows of A (the threads' row panels) or of W (a column-sharded weight) gives the
 // bits of the whole product: ragged tiles and masked panels run the full tile's instructions.
 TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
-  DT_SKIP_WITHOUT_AVX512();
-  const int64_t m = 41, n = 150, k = 700;
-  const Tensor a = uniform({m, k}, DType::f32, 7, -1, 1), w = uniform({n, k}, DType::f32, 8, -1, 1);
-  std::vector<float> whole(size_t(m * n)), parts(size_t(m * n));
-  const PackedWeight packed(w.data<float>(), n, k, k, 1);
-  gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
-  for (int64_t r0 = 0, r1 = 0; r0 < m; r0 = r1) {  // rows cut at 5, 12, 19, ... (off the 6-row tiles)
-    r1 = std::min(m, r0 + 7 - (r0 == 0 ? 2 : 0));
-    gemm_f32_packed(r1 - r0, 1, a.data<float>() + r0 * k, k, packed, 0, parts.data() + r0 * n, n);
+  DT_SKIP_WITHOUT_PACKED();
+  for (PackedIsa isa : cpu_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    ScopedPackedIsa scoped(isa);
+    const int64_t m = 41, n = 150, k = 700;
+    const Tensor a = uniform({m, k}, DType::f32, 7, -1, 1), w = uniform({n, k}, DType::f32, 8, -1, 1);
+    std::vector<float> whole(size_t(m * n)), parts(size_t(m * n));
+    const PackedWeight packed(w.data<float>(), n, k, k, 1);
+    gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
+    for (int64_t r0 = 0, r1 = 0; r0 < m; r0 = r1) {  // rows cut at 5, 12, 19, ... (off the 6-row tiles)
+      r1 = std::min(m, r0 + 7 - (r0 == 0 ? 2 : 0));
+      gemm_f32_packed(r1 - r0, 1, a.data<float>() + r0 * k, k, packed, 0, parts.data() + r0 * n, n);
+    }
+    EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0);
+    for (int64_t j0 : {0, 37, 100}) {  // W's rows [j0, j0 + 50): columns [j0, j0 + 50) of C
+      const PackedWeight slice(w.data<float>() + j0 * k, 50, k, k, 1);
+      std::vector<float> c(size_t(m * 50));
+      gemm_f32_packed(m, 1, a.data<float>(), k, slice, 0, c.data(), 50);
+      for (int64_t i = 0; i < m; ++i)
+        EXPECT_EQ(std::memcmp(c.data() + i * 50, whole.data() + i * n + j0, 50 * sizeof(float)), 0) << "row " << i;
   }
-  EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0);
-  for (int64_t j0 : {0, 37, 100}) {  // W's rows [j0, j0 + 50): columns [j0, j0 + 50) of C
-    const PackedWeight slice(w.data<float>() + j0 * k, 50, k, k, 1);
-    std::vector<float> c(size_t(m * 50));
-    gemm_f32_packed(m, 1, a.data<float>(), k, slice, 0, c.data(), 50);
-    for (int64_t i = 0; i < m; ++i)
-      EXPECT_EQ(std::memcmp(c.data() + i * 50, whole.data() + i * n + j0, 50 * sizeof(float)), 0) << "row " << i;
   }
 }
 
@@ -90,33 +145,37 @@ TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
 // start at a panel and end anywhere, beta 0 and 1; a column-major W (vᵀ) packs to the same bits
 // as its row-major copy.
 TEST(GemmF32Packed, BlocksMatchF64SumsAndTheWholeProduct) {
-  DT_SKIP_WITHOUT_AVX512();
+  DT_SKIP_WITHOUT_PACKED();
   const int64_t m = 37, n = 300, k = 600;
-  const Tensor a = uniform({m, k}, DType::f32, 11, -1, 1), w = uniform({n, k}, DType::f32, 12, -1, 1);
-  const Tensor c0 = uniform({m, n}, DType::f32, 13, -2, 2);
-  const PackedWeight packed(w.data<float>(), n, k, k, 1);
-  std::vector<float> whole(size_t(m * n));
-  gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
-  struct Block {
-    int64_t j0, j1, k0, k1;
-  };
-  for (const Block& b : std::vector<Block>{{0, 300, 0, 600}, {64, 129, 0, 600}, {256, 300, 256, 257},
-                                           {0, 1, 512, 600}, {128, 256, 256, 511}, {192, 300, 0, 5}}) {
-    for (float beta : {0.f, 1.f}) {
-      SCOPED_TRACE(testing::Message() << "columns [" << b.j0 << ", " << b.j1 << ") k [" << b.k0 << ", " << b.k1
-                                      << ") beta " << beta);
-      const int64_t cols = b.j1 - b.j0;
-      const Tensor a_blk = a.narrow(1, b.k0, b.k1 - b.k0).contiguous();
-      const Tensor w_blk = w.narrow(0, b.j0, cols).narrow(1, b.k0, b.k1 - b.k0);
-      const Tensor c_blk0 = c0.narrow(1, b.j0, cols).contiguous();
-      Tensor c = c_blk0.clone();
-      gemm_f32_packed_block(m, 1, a.data<float>() + b.k0, k, packed, b.j0, b.j1, b.k0, b.k1, beta, c.data<float>(),
-                            cols);
-      test::expect_gemm_matches_f64(c, a_blk, w_blk.transpose(0, 1), c_blk0, 1, beta);
-      if (b.k0 == 0 && b.k1 == k && beta == 0) {
-        for (int64_t i = 0; i < m; ++i) {
-          EXPECT_EQ(std::memcmp(c.data<float>() + i * cols, whole.data() + i * n + b.j0, size_t(cols) * sizeof(float)), 0)
-              << "row " << i;
+  for (PackedIsa isa : cpu_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    ScopedPackedIsa scoped(isa);
+    const Tensor a = uniform({m, k}, DType::f32, 11, -1, 1), w = uniform({n, k}, DType::f32, 12, -1, 1);
+    const Tensor c0 = uniform({m, n}, DType::f32, 13, -2, 2);
+    const PackedWeight packed(w.data<float>(), n, k, k, 1);
+    std::vector<float> whole(size_t(m * n));
+    gemm_f32_packed(m, 1, a.data<float>(), k, packed, 0, whole.data(), n);
+    struct Block {
+      int64_t j0, j1, k0, k1;
+    };
+    for (const Block& b : std::vector<Block>{{0, 300, 0, 600}, {64, 129, 0, 600}, {256, 300, 256, 257},
+                                             {0, 1, 512, 600}, {128, 256, 256, 511}, {192, 300, 0, 5}}) {
+      for (float beta : {0.f, 1.f}) {
+        SCOPED_TRACE(testing::Message() << "columns [" << b.j0 << ", " << b.j1 << ") k [" << b.k0 << ", " << b.k1
+                                        << ") beta " << beta);
+        const int64_t cols = b.j1 - b.j0;
+        const Tensor a_blk = a.narrow(1, b.k0, b.k1 - b.k0).contiguous();
+        const Tensor w_blk = w.narrow(0, b.j0, cols).narrow(1, b.k0, b.k1 - b.k0);
+        const Tensor c_blk0 = c0.narrow(1, b.j0, cols).contiguous();
+        Tensor c = c_blk0.clone();
+        gemm_f32_packed_block(m, 1, a.data<float>() + b.k0, k, packed, b.j0, b.j1, b.k0, b.k1, beta, c.data<float>(),
+                              cols);
+        test::expect_gemm_matches_f64(c, a_blk, w_blk.transpose(0, 1), c_blk0, 1, beta);
+        if (b.k0 == 0 && b.k1 == k && beta == 0) {
+          for (int64_t i = 0; i < m; ++i) {
+            const float* want = whole.data() + i * n + b.j0;
+            EXPECT_EQ(std::memcmp(c.data<float>() + i * cols, want, size_t(cols) * sizeof(float)), 0) << "row " << i;
+          }
         }
       }
     }
@@ -142,7 +201,7 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
 // linear and linear_mul with a packed weight (bias, activation, batch dims) agree with the sgemm
 // path within f32 accumulation error; a non-f32 linear ignores the packed weight.
 TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
-  DT_SKIP_WITHOUT_AVX512();
+  DT_SKIP_WITHOUT_PACKED();
   const int64_t k = 96, n = 70;
   const Tensor x = uniform({3, 50, k}, DType::f32, 1, -1, 1), w = uniform({n, k}, DType::f32, 2, -1, 1);
   const Tensor bias = uniform({n}, DType::f32, 3, -1, 1), times = uniform({3, 50, n}, DType::f32, 4, -1, 1);
@@ -157,11 +216,17 @@ TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
   EXPECT_EQ(linear_act(x64, w64, Tensor(), Activation::none, &packed).to_doubles(), plain64.to_doubles());
 }
 
-// The path is chosen by CPU unless set; packed needs AVX-512.
-TEST(GemmF32Packed, PathNeedsAvx512) {
+// The path is chosen by CPU unless set; packed needs AVX2 and FMA, and packs linears' weights only
+// on AVX-512 (f32_packed_linears).
+TEST(GemmF32Packed, PathNeedsAvx2) {
   if (f32_packed_supported()) {
     ScopedF32GemmPath scoped(F32GemmPath::packed);
     EXPECT_EQ(f32_gemm_path(), F32GemmPath::packed);
+    EXPECT_EQ(f32_packed_linears(), packed_isa() == PackedIsa::avx512);
+    {
+      ScopedPackedIsa narrow(PackedIsa::avx2);
+      EXPECT_FALSE(f32_packed_linears());
+    }
   } else {
     EXPECT_EQ(f32_gemm_path(), F32GemmPath::blas);
     EXPECT_THROW(set_f32_gemm_path(F32GemmPath::packed), ValueError);

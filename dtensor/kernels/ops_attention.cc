@@ -23,7 +23,8 @@
 // [0, 42), so the causal triangle is cut at 6 rows instead of the block's 30, and the packed GEMM
 // computes only the 16-column vectors that hold keys (the diagonal panel's [36, 42) in one vector
 // of 16, not four). Groups cost nothing extra there: the packed GEMM runs 6-row tiles anyway.
-// Its row work is exp_row_avx512.h's (the same CPU requirement as the packed GEMM). Causal
+// Its row work is exp_row_avx512.h's where the CPU has AVX-512, else exp_row_f32's (the packed GEMM
+// also runs on AVX2). Causal
 // [4, 8, 256, 64] forward, kernels_bench, one thread, alternating: 5.08-5.26 ms -> 4.23-4.30 ms
 // (non-causal 7.82-8.25 -> 6.95-6.98; S = 1024 127-131 -> 110-115, causal 69.9-72.5 -> 64.6-67.8).
 //
@@ -182,8 +183,9 @@ void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D
       double block_sum = 0;
       C m_new;
       if constexpr (std::is_same_v<C, float>)
-        m_new = h.packed_k ? exp_row_avx512(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum)
-                           : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
+        m_new = h.packed_k && exp_row_avx512_supported()
+                    ? exp_row_avx512(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum)
+                    : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       else
         m_new = exp_row<C>(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       if (m_new == neg_inf) {

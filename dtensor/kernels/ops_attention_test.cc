@@ -220,7 +220,7 @@ TEST(OpsAttention, Bf16AndF16AreTheF32KernelOnWidenedInputsRoundedOnce) {
 // (300: rescaling), an odd head count, grouped query heads (Hq 6 / Hkv 2 = 3), gpt-layout strided
 // views, causal and not, every mask kind.
 TEST(OpsAttention, PackedPathMatchesTheSgemmPath) {
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   uint64_t seed = 700;
   for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {6, 2}})
     for (int64_t s : {31, 33, 100, 300}) {
@@ -270,7 +270,7 @@ TEST(OpsAttention, PackedQueryBlockEdges) {
   // Every S from 1 to 100 (the packed path from S = 30: blocks of 30 rows in 6-row groups, each over
   // its own causal keys, the last group and block short), and S around the 256-key block, where a
   // causal group spans two key blocks and some of its rows see none of the second's keys.
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   ScopedF32GemmPath path(F32GemmPath::packed);
   std::vector<int64_t> sizes;
   for (int64_t s = 1; s <= 100; ++s) sizes.push_back(s);

@@ -584,8 +584,10 @@ TEST(Interpreter, CollectiveVariantsMatchTheSingleCollectives) {
 // written in place between runs, or rebound, is packed again, and the outputs follow it; a
 // weight an in-place update writes (a training step) is never packed.
 TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
+    GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
   param %w : f32[70, 20]
@@ -626,13 +628,35 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   EXPECT_EQ(Interpreter(train).packed_weights().packable_nodes(), 0u);
 }
 
+// On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
+// kernel is slower than OpenBLAS's there): nothing is packed, and the outputs are sgemm's.
+TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
+  ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa> narrow(PackedIsa::avx2);
+  const Graph g = ir::parse(R"(graph lin {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  %y = linear(%x, %w) : f32[9, 70]
+  return %y
+})");
+  Interpreter interp(g);
+  EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
+  Generator gen(10);
+  const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), linear(bind.at("x"), bind.at("w")).to_doubles());
+  EXPECT_EQ(interp.packed_weights().packs(), 0);
+}
+
 // Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once
 // and never hashed, since they cannot change; a weight rebound to another file's tensor is packed
 // again. An in-place update of such a parameter writes a copy even when the caller hands the
 // parameters over, and copy_ into one is refused.
 TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX-512, which the packed f32 GEMM needs";
+  if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
+    GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
   param %w : f32[70, 20]

@@ -38,7 +38,7 @@ size_t PackedWeights::packable_nodes() const {
 
 const PackedWeight* PackedWeights::get(size_t node, const Tensor& weight) {
   const int e = entry_of_node_[node];
-  if (e < 0 || f32_gemm_path() != F32GemmPath::packed || weight.dtype() != DType::f32 || weight.dim() != 2 ||
+  if (e < 0 || !f32_packed_linears() || weight.dtype() != DType::f32 || weight.dim() != 2 ||
       weight.numel() == 0)
     return nullptr;
   Entry& entry = entries_[size_t(e)];
