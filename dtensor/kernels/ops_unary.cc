@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dtensor/kernels/activation_avx512.h"
+#include "dtensor/kernels/activation_fma.h"
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/kernels/fast_math.h"
 #include "dtensor/kernels/ops.h"
@@ -135,21 +135,21 @@ Tensor vector_unary(const char* op, const Tensor& x, Loop loop, F f) {
   return unary<Allowed>(op, x, f);
 }
 
-// out = act(x) over n contiguous f32 values: activation_avx512 for the activations it serves on
+// out = act(x) over n contiguous f32 values: activation_fma for the activations it serves on
 // its path, else activation_loop.
 void activation_rows(Activation act, const float* x, float* out, int64_t n) {
-  if (uses_activation_avx512(act)) activation_avx512(act, x, out, n);
+  if (uses_activation_fma(act)) activation_fma(act, x, out, n);
   else activation_loop(act, x, out, n);
 }
 
-// act(x) through activation_rows. An activation that activation_avx512 computes has no scalar
+// act(x) through activation_rows. An activation that activation_fma computes has no scalar
 // kernel with its bits, so every x of an f32 compute type (a strided view, bf16, f16) goes through
 // a contiguous f32 copy: the same bits as the contiguous f32 op, rounded once to x's dtype.
 template <unsigned Allowed, typename F>
 Tensor activation(const char* op, const Tensor& x, Activation act, F f) {
   const auto rows = [act](const float* in, float* out, int64_t n) { activation_rows(act, in, out, n); };
   const DType dt = x.dtype();
-  if (uses_activation_avx512(act) && (dt == DType::f32 || dt == DType::bf16 || dt == DType::f16) &&
+  if (uses_activation_fma(act) && (dt == DType::f32 || dt == DType::bf16 || dt == DType::f16) &&
       !(dt == DType::f32 && x.is_contiguous()))
     return vector_unary<Allowed>(op, x.to(DType::f32).contiguous(), rows, f).to(dt);
   return vector_unary<Allowed>(op, x, rows, f);

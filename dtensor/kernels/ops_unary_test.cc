@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "dtensor/core/blas_kernels.h"
-#include "dtensor/kernels/activation_avx512.h"
+#include "dtensor/kernels/activation_fma.h"
 #include "dtensor/kernels/fast_math.h"
 #include "tests/support/ops_test_util.h"
 
@@ -13,7 +13,7 @@ namespace {
 using namespace test;
 
 // silu and tanh gelu of one f32 value as the ops compute it on the current activation path: the
-// scalar kernel (portable) or activation_avx512.
+// scalar kernel (portable) or activation_fma.
 float silu_as_op(float x) {
   apply_activation(Activation::silu, &x, 1);
   return x;
@@ -25,7 +25,7 @@ float gelu_tanh_as_op(float x) {
 
 // Returns the activation paths this CPU can run.
 std::vector<ActivationPath> activation_paths() {
-  if (cpu_isa() == BlasIsa::avx512) return {ActivationPath::portable, ActivationPath::avx512};
+  if (cpu_isa() >= BlasIsa::avx2) return {ActivationPath::portable, ActivationPath::fma};
   return {ActivationPath::portable};
 }
 
@@ -137,7 +137,7 @@ TEST(OpsUnary, F32KernelsGiveTheSameBitsInEveryLayoutAndDtype) {
 // The activations' tails, subnormal x and special points (ops_test_util.h): the vector loop gives
 // the scalar kernels' bits there too.
 TEST(OpsUnary, ActivationTailsAreTheScalarKernelBitwise) {
-  const ScopedActivationPath portable(ActivationPath::portable);  // activation_avx512_test has its own
+  const ScopedActivationPath portable(ActivationPath::portable);  // activation_fma_test has its own
   const std::vector<float> xs = test::activation_tail_inputs();
   const Tensor x = Tensor::from_vector(xs, {int64_t(xs.size())});
   struct Case {

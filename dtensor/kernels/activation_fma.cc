@@ -1,0 +1,188 @@
+// x·σ(t) on 16 AVX-512 lanes or 8 AVX2 + FMA lanes: tanh gelu (t = 2·√(2/π)·(x + 0.044715·x³))
+// and silu (t = x).
+//
+// With a = -|t| and e = exp(a) <= 1, σ(t) = 1/(1 + e) for t >= 0 and e/(1 + e) for t < 0, so
+//   y = (t < 0 ? x·e : x) / (1 + e)
+// keeps full relative precision down to the subnormal results (1/(1 + e^-t) would overflow e^-t),
+// with one division. exp(a) = p·2^n is exp_avx512_lanes.h's (Cephes' expf scheme on FMAs), e by
+// vscalefps, which rounds once into the subnormal range and gives 0 below it; x·e is (x·p)·2^n, rounded into the
+// subnormal range once (x·e from a subnormal e measured 52 ulp at silu(-100)). a is clamped at
+// -150 (e = 0 there) so that t = ±inf reduces to no inf - inf; for t < -150 the result is x·0.
+//
+// Worked example, silu(-100): a = -100, n = -144, r = -100 + 144·ln2 = -0.1868, p = 0.8296,
+// x·p = -82.96, x·e = -82.96·2^-144 = -3.72e-42 (a subnormal, rounded once), 1 + e = 1:
+// y = -3.72e-42, as x·σ(x) rounds it.
+//
+// AVX2 has no vscalefps: v·2^n is there two multiplies by powers of two built from exponent bits,
+// 2^max(n, -125) (exact: v·2^max(n, -125) stays normal for the values scaled here, p and x·p
+// with |x| >= 1 whenever n < -125) and then 2^(n - max(n, -125)) >= 2^-91 (the one rounding, into
+// the subnormal range). Both widths run the same IEEE operations per lane, so they give the same
+// bits (activation_fma_test.cc compares them on AVX-512 CPUs).
+//
+// Accuracy against x·σ(t) in long double with t from the f32 x (activation_fma_test.cc):
+// silu 3 ulp over the whole float range (2.8 measured); tanh gelu 4 ulp (3.7) for x >= -1, and below, as the scalar
+// kernel, dominated by the f32 rounding of t: at most 4·|t| + 4 ulp. Against the scalar kernels:
+// within those bounds of each other. Specials as the scalar kernels and torch: NaN stays NaN,
+// f(+inf) = +inf, f(-inf) = NaN (-inf · 0), f(-0) = -0.
+#include "dtensor/kernels/activation_fma.h"
+
+#include <immintrin.h>
+
+#include <atomic>
+
+#include "dtensor/core/blas_kernels.h"
+#include "dtensor/core/error.h"
+#include "dtensor/kernels/exp_avx2_lanes.h"
+#include "dtensor/kernels/exp_avx512_lanes.h"
+
+namespace dt {
+
+namespace {
+
+#define DT_ACTIVATION_TARGET __attribute__((target("avx512f")))
+
+// GCC 12's masked intrinsics start from an undefined vector, which -Wmaybe-uninitialized flags
+// once they are inlined here; no value is read uninitialized (as in gemm_bf16_dot.cc). GCC only:
+// clang has no such warning.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// Returns x·σ(t) per lane (see the file comment).
+DT_ACTIVATION_TARGET inline __m512 x_sigmoid(__m512 x, __m512 t) {
+  const __m512 minus_abs_t =
+      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_set1_epi32(int32_t(0x80000000u))));
+  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
+  const auto [p, n] = avx512_lanes::exp_parts(a);
+  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(p, n));
+  // x·e as (x·p)·2^n: scaled last, so that a subnormal e does not lose bits that x·e would keep.
+  const __mmask16 negative = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);
+  __m512 num = _mm512_mask_scalef_ps(x, negative, _mm512_mul_ps(x, p), n);
+  // Below the clamp e^-|t| is 0 and the result x·0 (-0, or NaN for x = -inf, as torch): the clamped
+  // n would scale a large x·p to a wrong nonzero value.
+  const __mmask16 gone = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-150.0f), _CMP_LT_OQ);
+  num = _mm512_mask_mul_ps(num, gone, x, _mm512_setzero_ps());
+  return _mm512_div_ps(num, d);
+}
+
+// Returns t = 2·√(2/π)·(x + 0.044715·x³), as (2·√(2/π)·x)·(1 + 0.044715·x²).
+DT_ACTIVATION_TARGET inline __m512 gelu_tanh_arg(__m512 x) {
+  const __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), _mm512_mul_ps(x, x), _mm512_set1_ps(1.0f));
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(1.59576912160573071f), x), q);
+}
+
+// out = f(x) over n values, 16 at a time, the last partial vector under a mask (same instructions).
+template <typename F>
+DT_ACTIVATION_TARGET inline void rows(const float* x, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, f(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(out + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+// The two lane functions for rows (structs: a lambda's operator() would lack the target).
+struct GeluTanhLanes {
+  DT_ACTIVATION_TARGET __m512 operator()(__m512 v) const { return x_sigmoid(v, gelu_tanh_arg(v)); }
+};
+struct SiluLanes {
+  DT_ACTIVATION_TARGET __m512 operator()(__m512 v) const { return x_sigmoid(v, v); }
+};
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#define DT_ACTIVATION_AVX2_TARGET __attribute__((target("avx2,fma")))
+
+// x_sigmoid on 8 AVX2 + FMA lanes: the same operations, with scalef and the masks written out.
+DT_ACTIVATION_AVX2_TARGET inline __m256 x_sigmoid_avx2(__m256 x, __m256 t) {
+  const __m256 minus_abs_t = _mm256_or_ps(t, _mm256_set1_ps(-0.0f));
+  const __m256 a = _mm256_max_ps(_mm256_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
+  const auto [p, n] = avx2_lanes::exp_parts(a);
+  const __m256i ni = _mm256_cvtps_epi32(n);  // n is integral: exact (a NaN lane gives INT_MIN; p is NaN there)
+  const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), avx2_lanes::scale_pow2(p, ni));
+  const __m256 negative = _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ);
+  __m256 num = _mm256_blendv_ps(x, avx2_lanes::scale_pow2(_mm256_mul_ps(x, p), ni), negative);
+  const __m256 gone = _mm256_cmp_ps(t, _mm256_set1_ps(-150.0f), _CMP_LT_OQ);
+  num = _mm256_blendv_ps(num, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
+  return _mm256_div_ps(num, d);
+}
+
+DT_ACTIVATION_AVX2_TARGET inline __m256 gelu_tanh_arg_avx2(__m256 x) {
+  const __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), _mm256_mul_ps(x, x), _mm256_set1_ps(1.0f));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(1.59576912160573071f), x), q);
+}
+
+// out = f(x) over n values, 8 at a time; the last partial vector goes through a zero-padded copy
+// (the same instructions as a whole vector).
+template <typename F>
+DT_ACTIVATION_AVX2_TARGET inline void rows_avx2(const float* x, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
+    _mm256_store_ps(tail, f(_mm256_load_ps(tail)));
+    for (int64_t j = i; j < n; ++j) out[j] = tail[j - i];
+  }
+}
+
+struct GeluTanhLanesAvx2 {
+  DT_ACTIVATION_AVX2_TARGET __m256 operator()(__m256 v) const { return x_sigmoid_avx2(v, gelu_tanh_arg_avx2(v)); }
+};
+struct SiluLanesAvx2 {
+  DT_ACTIVATION_AVX2_TARGET __m256 operator()(__m256 v) const { return x_sigmoid_avx2(v, v); }
+};
+
+bool avx512() { return cpu_isa() == BlasIsa::avx512; }
+bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
+bool always() { return true; }
+
+constinit KernelPathSwitch g_path({"DTENSOR_ACTIVATIONS", "portable", "fma", "AVX2 and FMA", &avx2, &always});
+
+// The lanes' width: -1 until first asked (then the CPU's widest), else an ActivationIsa.
+std::atomic<int> g_isa{-1};
+
+}  // namespace
+
+ActivationPath activation_path() { return g_path.fast() ? ActivationPath::fma : ActivationPath::portable; }
+
+void set_activation_path(ActivationPath path) { g_path.set(path == ActivationPath::fma); }
+
+ActivationIsa activation_isa() {
+  int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = int(avx512() ? ActivationIsa::avx512 : ActivationIsa::avx2);
+    g_isa.store(isa, std::memory_order_relaxed);
+  }
+  return ActivationIsa(isa);
+}
+
+void set_activation_isa(ActivationIsa isa) {
+  if (!avx2()) DT_THROW(ValueError) << "the fma activation kernels need AVX2 and FMA, which this CPU does not have";
+  if (isa == ActivationIsa::avx512 && !avx512())
+    DT_THROW(ValueError) << "the AVX-512 activation kernels need AVX-512, which this CPU does not have";
+  g_isa.store(int(isa), std::memory_order_relaxed);
+}
+
+bool uses_activation_fma(Activation act) {
+  return (act == Activation::gelu_tanh || act == Activation::silu) && g_path.fast();
+}
+
+void activation_fma(Activation act, const float* x, float* out, int64_t n) {
+  DT_CHECK(avx2() && (act == Activation::gelu_tanh || act == Activation::silu))
+      << "activation_fma for activation " << int(act) << " or on a CPU without AVX2 and FMA";
+  const bool gelu = act == Activation::gelu_tanh;
+  if (activation_isa() == ActivationIsa::avx512) {
+    if (gelu) rows(x, out, n, GeluTanhLanes{});
+    else rows(x, out, n, SiluLanes{});
+  } else {
+    if (gelu) rows_avx2(x, out, n, GeluTanhLanesAvx2{});
+    else rows_avx2(x, out, n, SiluLanesAvx2{});
+  }
+}
+
+}  // namespace dt

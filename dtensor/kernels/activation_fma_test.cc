@@ -1,0 +1,195 @@
+// Checks activation_fma's tanh gelu and silu at each vector width the CPU runs (AVX2, and AVX-512
+// where present): their error bounds against long double (the comment in activation_fma.cc), their
+// distance to fast_math.h's scalar kernels, specials, that a value does not depend on where it
+// sits in a row, and that the two widths give the same bits. Skipped on a CPU without AVX2 and FMA.
+#include "dtensor/kernels/activation_fma.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "dtensor/core/blas_kernels.h"
+#include "dtensor/kernels/fast_math.h"
+
+namespace dt {
+namespace {
+
+using LD = long double;
+
+// The widths this CPU runs: none without AVX2 and FMA, AVX2, and AVX-512 where it has it.
+std::vector<ActivationIsa> cpu_widths() {
+  if (cpu_isa() < BlasIsa::avx2) return {};
+  if (cpu_isa() == BlasIsa::avx512) return {ActivationIsa::avx2, ActivationIsa::avx512};
+  return {ActivationIsa::avx2};
+}
+const char* width_name(ActivationIsa isa) { return isa == ActivationIsa::avx512 ? "AVX-512" : "AVX2"; }
+
+#define DT_SKIP_WITHOUT_FMA() \
+  if (cpu_widths().empty()) GTEST_SKIP() << "no AVX2 and FMA"
+
+// Returns |y - exact| in ulps of the f32 nearest to exact (2^-149 in the subnormal range); NaN must
+// match NaN, an infinity must be what exact rounds to; mismatches count as 1e9.
+double ulp_error(float y, LD exact) {
+  if (std::isnan(exact) || std::isnan(y)) return std::isnan(exact) && std::isnan(y) ? 0 : 1e9;
+  const float rounded = float(exact);
+  if (std::isinf(rounded) || std::isinf(y)) return rounded == y ? 0 : 1e9;
+  if (exact == 0) return y == 0 ? 0 : 1e9;
+  const int e = std::max(std::ilogb(std::fabs(exact)), -126);
+  return double(std::fabs(LD(y) - exact) / std::ldexp(LD(1), e - 23));
+}
+
+LD sigmoid_ref(LD t) { return 1 / (1 + std::exp(-t)); }
+LD gelu_tanh_arg(LD x) { return 2 * std::sqrt(2 / LD(M_PI)) * (x + LD(0.044715f) * x * x * x); }
+
+// The inputs: a seeded sample of all 2^32 bit patterns (NaN, ±inf, subnormals), uniform values in
+// [-16, 16], and every float in the ranges where the results underflow or saturate.
+std::vector<float> inputs() {
+  std::vector<float> xs;
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> moderate(-16.0f, 16.0f);
+  for (int i = 0; i < (1 << 19); ++i) {
+    xs.push_back(std::bit_cast<float>(uint32_t(gen())));
+    xs.push_back(moderate(gen));
+  }
+  for (auto [lo, hi] : {std::pair{-113.0f, -100.0f}, {-1.05f, -0.95f}, {15.0f, 18.0f}})
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) xs.push_back(x);
+  return xs;
+}
+
+// Returns act over xs through activation_fma, as one row.
+std::vector<float> run(Activation act, const std::vector<float>& xs) {
+  std::vector<float> out(xs.size());
+  activation_fma(act, xs.data(), out.data(), int64_t(xs.size()));
+  return out;
+}
+
+TEST(ActivationFma, WithinTheirBoundsOfLongDouble) {
+  DT_SKIP_WITHOUT_FMA();
+  for (ActivationIsa width : cpu_widths()) {
+    const ScopedActivationIsa scoped(width);
+    SCOPED_TRACE(width_name(width));
+    const std::vector<float> xs = inputs();
+    const std::vector<float> silu = run(Activation::silu, xs), gelu = run(Activation::gelu_tanh, xs);
+    double silu_worst = 0, gelu_worst = 0, tail_worst = 0;  // tail: error / (4|t| + 4) below x = -1
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const LD x = xs[i];
+      silu_worst = std::max(silu_worst, ulp_error(silu[i], x * sigmoid_ref(x)));
+      const LD t = gelu_tanh_arg(x);
+      const double e = ulp_error(gelu[i], x * sigmoid_ref(t));
+      if (xs[i] >= -1.0f || std::isnan(xs[i])) gelu_worst = std::max(gelu_worst, e);
+      else tail_worst = std::max(tail_worst, e / (4 * double(std::fabs(t)) + 4));
+    }
+    std::printf("silu max %.3f ulp; gelu_tanh max %.3f ulp (x >= -1), tail max error / (4|t| + 4) = %.3f\n",
+                silu_worst, gelu_worst, tail_worst);
+    EXPECT_LE(silu_worst, 3.0);
+    EXPECT_LE(gelu_worst, 4.0);
+    EXPECT_LE(tail_worst, 1.0);
+  }
+}
+
+// Against the scalar kernels the two paths serve: the same bounds, measured between them (where
+// both are within a few ulp of the exact value, they are within the sum of each other).
+TEST(ActivationFma, CloseToTheScalarKernels) {
+  DT_SKIP_WITHOUT_FMA();
+  for (ActivationIsa width : cpu_widths()) {
+    const ScopedActivationIsa scoped(width);
+    SCOPED_TRACE(width_name(width));
+    const std::vector<float> xs = inputs();
+    const std::vector<float> silu = run(Activation::silu, xs), gelu = run(Activation::gelu_tanh, xs);
+    double silu_worst = 0, gelu_worst = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      silu_worst = std::max(silu_worst, ulp_error(silu[i], LD(kernel::silu_f32(xs[i]))));
+      if (xs[i] >= -1.0f || std::isnan(xs[i]))
+        gelu_worst = std::max(gelu_worst, ulp_error(gelu[i], LD(kernel::gelu_tanh_f32(xs[i]))));
+    }
+    std::printf("against the scalar kernels: silu %.3f ulp, gelu_tanh %.3f ulp (x >= -1)\n", silu_worst, gelu_worst);
+    EXPECT_LE(silu_worst, 6.0);  // 3 + 3 (silu_f32's bound)
+    EXPECT_LE(gelu_worst, 8.0);  // 4 + 4 (gelu_tanh_f32's bound)
+  }
+}
+
+TEST(ActivationFma, SpecialValues) {
+  DT_SKIP_WITHOUT_FMA();
+  for (ActivationIsa width : cpu_widths()) {
+    const ScopedActivationIsa scoped(width);
+    SCOPED_TRACE(width_name(width));
+    const float inf = INFINITY;
+    const std::vector<float> xs = {NAN, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e-45f, -1e-45f};
+    for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+      const std::vector<float> y = run(act, xs);
+      EXPECT_TRUE(std::isnan(y[0]));
+      EXPECT_EQ(y[1], inf);
+      EXPECT_TRUE(std::isnan(y[2]));  // -inf · 0, as torch
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[3]), 0u);
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[4]), 0x80000000u);  // -0
+      EXPECT_EQ(y[5], 1e30f);
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[6]), 0x80000000u);  // underflows to -0
+      EXPECT_EQ(y[7], FLT_MAX);
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[8]), 0x80000000u);
+      // Tiny |x|: σ(t) = 1/2 and t ≈ 0: x/2 rounds to ±0 or the smallest subnormal, as x·σ(t) does.
+      EXPECT_EQ(y[9], kernel::silu_f32(1e-45f));
+      EXPECT_EQ(y[10], kernel::silu_f32(-1e-45f));
+    }
+  }
+}
+
+// A value does not depend on its position: every start and length (full vectors and masked tails)
+// gives the bits of the element computed alone.
+TEST(ActivationFma, SameBitsAtEveryPositionAndLength) {
+  DT_SKIP_WITHOUT_FMA();
+  for (ActivationIsa width : cpu_widths()) {
+    const ScopedActivationIsa scoped(width);
+    SCOPED_TRACE(width_name(width));
+    std::mt19937 gen(5);
+    std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+    std::vector<float> xs(67);
+    for (float& x : xs) x = dist(gen);
+    for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+      std::vector<float> alone(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) activation_fma(act, &xs[i], &alone[i], 1);
+      for (int64_t start : {0, 1, 7, 15, 16, 17})
+        for (int64_t len : {0, 1, 15, 16, 17, 33, 50}) {
+          std::vector<float> out(xs.size(), -7.0f);
+          activation_fma(act, xs.data() + start, out.data() + start, len);
+          for (int64_t i = 0; i < int64_t(xs.size()); ++i) {
+            const float want = i >= start && i < start + len ? alone[size_t(i)] : -7.0f;  // nothing outside written
+            ASSERT_EQ(std::memcmp(&out[size_t(i)], &want, 4), 0) << "start " << start << " len " << len << " i " << i;
+          }
+        }
+    }
+  }
+}
+
+// AVX2 builds vscalefps's product from two powers of two and blends instead of masking: the same
+// bits as the AVX-512 lanes over every input of the bounds test. Needs an AVX-512 CPU to run both.
+TEST(ActivationFma, Avx2AndAvx512AreBitwiseEqual) {
+  DT_SKIP_WITHOUT_FMA();
+  if (cpu_widths().size() < 2) {
+    EXPECT_THROW(set_activation_isa(ActivationIsa::avx512), ValueError);
+    GTEST_SKIP() << "this CPU has no AVX-512: only the AVX2 lanes run here (checked against long double)";
+  }
+  const std::vector<float> xs = inputs();
+  for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+    std::vector<float> narrow, wide;
+    {
+      const ScopedActivationIsa scoped(ActivationIsa::avx2);
+      narrow = run(act, xs);
+    }
+    {
+      const ScopedActivationIsa scoped(ActivationIsa::avx512);
+      wide = run(act, xs);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < xs.size(); ++i) differ += std::memcmp(&narrow[i], &wide[i], 4) != 0;
+    EXPECT_EQ(differ, 0u) << "of " << xs.size() << " values, activation " << int(act);
+  }
+}
+
+}  // namespace
+}  // namespace dt
