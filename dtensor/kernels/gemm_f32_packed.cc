@@ -18,6 +18,10 @@
 // c + alpha * acc. The blocks depend only on k and n, never on m, and a column's sums never on
 // its neighbours, which is why any split of rows or columns gives the same bits.
 //
+// On AVX2 + FMA (no AVX-512) the same layout runs 6 x 16 tiles of ymm, a panel as four 16-column
+// slices, each slice kept in L1 over 96 rows of A at a time (gemm_avx2); every element sees the
+// same FMAs in the same order, so the results are the AVX-512 kernels' bits.
+//
 // kKc is 256, not 512, for accuracy: each sum is a chain of at most 256 f32 additions, and the
 // chains add in C. On the benchmark Llama (k = 512 and 1536) the logits' error against float64
 // fell from 3.6e-6 max / 2.6e-7 rms (kKc 512) to 1.9e-6 / 1.9e-7 (ONNX Runtime, whose MLAS
