@@ -28,8 +28,6 @@
 
 #include <immintrin.h>
 
-#include <atomic>
-
 #include "dtensor/core/blas_kernels.h"
 #include "dtensor/core/error.h"
 #include "dtensor/kernels/exp_avx2_lanes.h"
@@ -143,8 +141,8 @@ bool always() { return true; }
 
 constinit KernelPathSwitch g_path({"DTENSOR_ACTIVATIONS", "portable", "fma", "AVX2 and FMA", &avx2, &always});
 
-// The lanes' width: -1 until first asked (then the CPU's widest), else an ActivationIsa.
-std::atomic<int> g_isa{-1};
+// The lanes' width: AVX-512 wherever the CPU has it, unless set (tests).
+constinit KernelPathSwitch g_isa({nullptr, "avx2", "avx512", "AVX-512", &avx512, &always});
 
 }  // namespace
 
@@ -152,21 +150,9 @@ ActivationPath activation_path() { return g_path.fast() ? ActivationPath::fma : 
 
 void set_activation_path(ActivationPath path) { g_path.set(path == ActivationPath::fma); }
 
-ActivationIsa activation_isa() {
-  int isa = g_isa.load(std::memory_order_relaxed);
-  if (isa < 0) {
-    isa = int(avx512() ? ActivationIsa::avx512 : ActivationIsa::avx2);
-    g_isa.store(isa, std::memory_order_relaxed);
-  }
-  return ActivationIsa(isa);
-}
+ActivationIsa activation_isa() { return g_isa.fast() ? ActivationIsa::avx512 : ActivationIsa::avx2; }
 
-void set_activation_isa(ActivationIsa isa) {
-  if (!avx2()) DT_THROW(ValueError) << "the fma activation kernels need AVX2 and FMA, which this CPU does not have";
-  if (isa == ActivationIsa::avx512 && !avx512())
-    DT_THROW(ValueError) << "the AVX-512 activation kernels need AVX-512, which this CPU does not have";
-  g_isa.store(int(isa), std::memory_order_relaxed);
-}
+void set_activation_isa(ActivationIsa isa) { g_isa.set(isa == ActivationIsa::avx512); }
 
 bool uses_activation_fma(Activation act) {
   return (act == Activation::gelu_tanh || act == Activation::silu) && g_path.fast();

@@ -38,7 +38,8 @@ using ScopedActivationPath = ScopedKernelPath<ActivationPath, activation_path, s
 enum class ActivationIsa { avx2, avx512 };
 // Returns the width in use: the CPU's widest unless set.
 ActivationIsa activation_isa();
-// Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for one this CPU lacks.
+// Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for AVX-512 on a CPU
+// without it.
 void set_activation_isa(ActivationIsa isa);
 using ScopedActivationIsa = ScopedKernelPath<ActivationIsa, activation_isa, set_activation_isa>;
 

@@ -15,6 +15,13 @@ namespace dt::kernel {
 
 namespace exp_detail {
 
+// Cephes' expf constants, shared by this scalar form and the vector lanes (exp_avx512_lanes.h,
+// exp_avx2_lanes.h): 1/ln2, ln2 split into a 9-bit high part and a low part, and the polynomial's
+// coefficients from the highest degree down (the last two, 1 and 1, are written where used).
+inline constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 // exp(a + b) = m * s. b is the low part of an argument that f32 cannot hold in one number (b = 0
 // is the common case); n is chosen from a + b, so the reduced argument stays within ±ln2/2.
 struct ScaledExp {
@@ -62,18 +69,14 @@ template <bool kUnfolded = true>
   // Round (a + b) / ln2 to nearest: adding 1.5·2^23 pushes the fraction bits out, and the low
   // mantissa bits of k then hold n in two's complement.
   const float magic = 12582912.0f;
-  const float k = (ac + b) * 1.44269504088896341f + magic;
+  const float k = (ac + b) * kLog2e + magic;
   const float n = k - magic;
   const int32_t ni = int32_t(std::bit_cast<uint32_t>(k) - std::bit_cast<uint32_t>(magic));
   // ln2_hi = 0.693359375 has 9 significant bits, so n·ln2_hi is exact for |n| < 2^15 and
   // ac - n·ln2_hi is exact (Sterbenz): only the ln2_lo term and b are rounded.
-  const float r = ((ac - n * 0.693359375f) - n * -2.12194440e-4f) + b;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float r = ((ac - n * kLn2Hi) - n * kLn2Lo) + b;
+  float p = kExpPoly[0];
+  for (int i = 1; i < 6; ++i) p = p * r + kExpPoly[i];
   p = p * (r * r) + r + 1.0f;
   const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor(n/2): n = -161 -> -81, -80
   const float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);

@@ -171,32 +171,21 @@ constexpr auto kMicroKernelsAvx2 = micro_kernels_avx2(std::make_index_sequence<s
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
 bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
 bool prefer_packed() { return amd_cpu_family() == 0x19; }
+bool always() { return true; }
 
 // packed on AMD family 0x19 (see the header for the measurements), blas elsewhere.
 constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX2 and FMA", &avx2, &prefer_packed});
 
-// The micro-kernels' vector width: -1 until first asked (then the CPU's widest), else a PackedIsa.
-std::atomic<int> g_isa{-1};
+// The micro-kernels' vector width: AVX-512 wherever the CPU has it, unless set (tests).
+constinit KernelPathSwitch g_isa({nullptr, "avx2", "avx512", "AVX-512", &avx512, &always});
 
 }  // namespace
 
 bool f32_packed_supported() { return avx2(); }
 
-PackedIsa packed_isa() {
-  int isa = g_isa.load(std::memory_order_relaxed);
-  if (isa < 0) {
-    isa = int(avx512() ? PackedIsa::avx512 : PackedIsa::avx2);
-    g_isa.store(isa, std::memory_order_relaxed);
-  }
-  return PackedIsa(isa);
-}
+PackedIsa packed_isa() { return g_isa.fast() ? PackedIsa::avx512 : PackedIsa::avx2; }
 
-void set_packed_isa(PackedIsa isa) {
-  if (!avx2()) DT_THROW(ValueError) << "the packed f32 GEMM needs AVX2 and FMA, which this CPU does not have";
-  if (isa == PackedIsa::avx512 && !avx512())
-    DT_THROW(ValueError) << "the packed f32 GEMM's AVX-512 kernels need AVX-512, which this CPU does not have";
-  g_isa.store(int(isa), std::memory_order_relaxed);
-}
+void set_packed_isa(PackedIsa isa) { g_isa.set(isa == PackedIsa::avx512); }
 
 F32GemmPath f32_gemm_path() { return g_path.fast() ? F32GemmPath::packed : F32GemmPath::blas; }
 

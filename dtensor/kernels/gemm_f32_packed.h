@@ -26,7 +26,8 @@ bool f32_packed_supported();
 enum class PackedIsa { avx2, avx512 };
 // Returns the width in use: the CPU's widest unless set.
 PackedIsa packed_isa();
-// Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for one this CPU lacks.
+// Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for AVX-512 on a CPU
+// without it.
 void set_packed_isa(PackedIsa isa);
 
 // Returns the path. Chosen once: DTENSOR_F32_GEMM=packed|blas if set (packed on a CPU without

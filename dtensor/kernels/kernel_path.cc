@@ -8,7 +8,7 @@
 namespace dt {
 
 bool KernelPathSwitch::from_environment() const {
-  if (const char* env = std::getenv(spec_.env)) {
+  if (const char* env = spec_.env ? std::getenv(spec_.env) : nullptr) {
     const std::string_view v(env);
     if (v == spec_.portable) return false;
     if (v != spec_.fast)
@@ -33,8 +33,8 @@ bool KernelPathSwitch::fast() const {
 
 void KernelPathSwitch::set(bool fast) {
   if (fast && !spec_.supported())
-    DT_THROW(ValueError) << "the " << spec_.fast << " path of " << spec_.env << " needs " << spec_.needs
-                         << ", which this CPU does not have";
+    DT_THROW(ValueError) << "the " << spec_.fast << " path" << (spec_.env ? " of " : "") << (spec_.env ? spec_.env : "")
+                         << " needs " << spec_.needs << ", which this CPU does not have";
   chosen_.store(fast ? 1 : 0, std::memory_order_relaxed);
 }
 

@@ -10,7 +10,7 @@ namespace dt {
 // What a switch needs to know: its variable, the names of its two paths (the values the variable
 // takes), the instructions the fast one needs, whether this CPU has them, and the default by CPU.
 struct KernelPathSpec {
-  const char* env;       // e.g. "DTENSOR_F32_GEMM"
+  const char* env;       // e.g. "DTENSOR_F32_GEMM"; null: not read from the environment
   const char* portable;  // e.g. "blas"
   const char* fast;      // e.g. "packed"
   const char* needs;     // e.g. "AVX-512", for the error when the CPU lacks it

@@ -165,6 +165,7 @@ template <typename C>
 void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D, int64_t Dv, bool causal, C scale,
                  Scratch<C>& w) {
   const C neg_inf = -std::numeric_limits<C>::infinity();
+  static const bool avx512_row = exp_row_avx512_supported();  // asked once, not per row
   const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
   C* acc = h.out + i0 * Dv;
   std::fill(acc, acc + bq * Dv, C(0));
@@ -183,7 +184,7 @@ void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D
       double block_sum = 0;
       C m_new;
       if constexpr (std::is_same_v<C, float>)
-        m_new = h.packed_k && exp_row_avx512_supported()
+        m_new = h.packed_k && avx512_row
                     ? exp_row_avx512(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum)
                     : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       else
