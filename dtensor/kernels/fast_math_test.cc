@@ -14,21 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/ulp_error.h"
+
 namespace dt::kernel {
 namespace {
 
-using LD = long double;
-
-// Returns |y - exact| in ulps of the f32 result nearest to `exact` (2^-149 in the subnormal range).
-// NaN must match NaN; an infinite result must be what `exact` rounds to. Mismatches count as 1e9.
-double ulp_error(float y, LD exact) {
-  if (std::isnan(exact) || std::isnan(y)) return std::isnan(exact) && std::isnan(y) ? 0 : 1e9;
-  const float rounded = float(exact);
-  if (std::isinf(rounded) || std::isinf(y)) return rounded == y ? 0 : 1e9;
-  if (exact == 0) return y == 0 ? 0 : 1e9;
-  const int e = std::max(std::ilogb(std::fabs(exact)), -126);
-  return double(std::fabs(LD(y) - exact) / std::ldexp(LD(1), e - 23));
-}
+using test::LD;
+using test::gelu_tanh_arg;
+using test::sigmoid_ref;
+using test::ulp_error;
 
 struct Kernel {
   const char* name;
@@ -37,9 +31,6 @@ struct Kernel {
   double max_ulp;                               // asserted bound (the comment in fast_math.h)
   std::vector<std::pair<float, float>> sweeps;  // every float in [lo, hi]
 };
-
-LD sigmoid_ref(LD x) { return 1 / (1 + std::exp(-x)); }
-LD gelu_tanh_arg(LD x) { return 2 * std::sqrt(2 / LD(M_PI)) * (x + LD(0.044715f) * x * x * x); }
 
 std::vector<Kernel> kernels() {
   return {
