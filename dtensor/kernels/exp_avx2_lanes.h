@@ -1,6 +1,6 @@
-// exp_avx512_lanes.h's exponential core on 8 AVX2 + FMA lanes (activation_fma.cc): the same
-// Cody-Waite reduction and degree-7 polynomial, instruction for instruction, so p and n are the
-// AVX-512 lanes' bits; and v·2^n without vscalefps.
+// exp_avx512_lanes.h's exponential core on 8 AVX2 + FMA lanes (activation_fma.cc, exp_row_fma.cc):
+// the same Cody-Waite reduction and degree-7 polynomial, instruction for instruction, so p and n are
+// the AVX-512 lanes' bits; and v·2^n without vscalefps.
 #pragma once
 
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 // The exponential's core on 16 AVX-512 lanes, written once for the two kernels that take exp in
-// AVX-512 intrinsics: the attention kernel's softmax row (exp_row_avx512.cc) and the sigmoid-gated
+// AVX-512 intrinsics: the attention kernel's softmax row (exp_row_fma.cc) and the sigmoid-gated
 // activations (activation_fma.cc). Each clamps its argument and finishes with its own scalef
 // (the row zeroes the lanes below its range; the activations scale x·p instead of p).
 //

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+
 #include "dtensor/kernels/kernel_path.h"
 
 namespace dt {
@@ -29,6 +30,7 @@ PackedIsa packed_isa();
 // Sets the width for this process (tests: AVX2 on an AVX-512 CPU); ValueError for AVX-512 on a CPU
 // without it.
 void set_packed_isa(PackedIsa isa);
+using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
 
 // Returns the path. Chosen once: DTENSOR_F32_GEMM=packed|blas if set (packed on a CPU without
 // AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on

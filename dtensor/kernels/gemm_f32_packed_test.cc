@@ -9,6 +9,7 @@
 
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_test_util.h"
+#include "tests/support/packed_isas.h"
 
 namespace dt {
 namespace {
@@ -18,21 +19,7 @@ using test::uniform;
 #define DT_SKIP_WITHOUT_PACKED() \
   if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs"
 
-using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
-
-// The micro-kernel widths this CPU runs: AVX2, and AVX-512 where it has it.
-std::vector<PackedIsa> cpu_isas() {
-  if (!f32_packed_supported()) return {};
-  ScopedPackedIsa widest(packed_isa());
-  try {
-    set_packed_isa(PackedIsa::avx512);
-  } catch (const ValueError&) {
-    return {PackedIsa::avx2};
-  }
-  return {PackedIsa::avx2, PackedIsa::avx512};
-}
-
-const char* isa_name(PackedIsa isa) { return isa == PackedIsa::avx512 ? "AVX-512" : "AVX2"; }
+using test::cpu_packed_isas;
 
 struct PackedCase {
   int64_t m, n, k;
@@ -65,8 +52,8 @@ TEST(GemmF32Packed, MatchesF64Sums) {
       {8, 70, 255, false, 1, 1},  {9, 70, 256, true, 1, 0},    {10, 70, 257, false, 2, 0.5f},
       {19, 40, 600, true, -1.5f, 0.25f}, {1, 300, 77, false, 1, 1}, {100, 1, 50, false, 1, 1},
   };
-  for (PackedIsa isa : cpu_isas()) {
-    SCOPED_TRACE(isa_name(isa));
+  for (PackedIsa isa : cpu_packed_isas()) {
+    SCOPED_TRACE(test::packed_isa_name(isa));
     ScopedPackedIsa scoped(isa);
     for (const PackedCase& t : cases) expect_packed_matches_f64(t);
   }
@@ -77,7 +64,7 @@ TEST(GemmF32Packed, MatchesF64Sums) {
 // alpha and beta. Needs an AVX-512 CPU to run both.
 TEST(GemmF32Packed, Avx2AndAvx512AreBitwiseEqual) {
   DT_SKIP_WITHOUT_PACKED();
-  if (cpu_isas().size() < 2) {
+  if (cpu_packed_isas().size() < 2) {
     EXPECT_THROW(set_packed_isa(PackedIsa::avx512), ValueError);
     GTEST_SKIP() << "this CPU has no AVX-512: only the AVX2 kernels run here (checked against f64 sums)";
   }
@@ -116,8 +103,8 @@ TEST(GemmF32Packed, BetaZeroIgnoresTheOutputsContents) {
 // bits of the whole product: ragged tiles and masked panels run the full tile's instructions.
 TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
   DT_SKIP_WITHOUT_PACKED();
-  for (PackedIsa isa : cpu_isas()) {
-    SCOPED_TRACE(isa_name(isa));
+  for (PackedIsa isa : cpu_packed_isas()) {
+    SCOPED_TRACE(test::packed_isa_name(isa));
     ScopedPackedIsa scoped(isa);
     const int64_t m = 41, n = 150, k = 700;
     const Tensor a = uniform({m, k}, DType::f32, 7, -1, 1), w = uniform({n, k}, DType::f32, 8, -1, 1);
@@ -147,8 +134,8 @@ TEST(GemmF32Packed, SplitsOfRowsAndColumnsAreBitwiseTheWhole) {
 TEST(GemmF32Packed, BlocksMatchF64SumsAndTheWholeProduct) {
   DT_SKIP_WITHOUT_PACKED();
   const int64_t m = 37, n = 300, k = 600;
-  for (PackedIsa isa : cpu_isas()) {
-    SCOPED_TRACE(isa_name(isa));
+  for (PackedIsa isa : cpu_packed_isas()) {
+    SCOPED_TRACE(test::packed_isa_name(isa));
     ScopedPackedIsa scoped(isa);
     const Tensor a = uniform({m, k}, DType::f32, 11, -1, 1), w = uniform({n, k}, DType::f32, 12, -1, 1);
     const Tensor c0 = uniform({m, n}, DType::f32, 13, -2, 2);

@@ -23,10 +23,10 @@
 // [0, 42), so the causal triangle is cut at 6 rows instead of the block's 30, and the packed GEMM
 // computes only the 16-column vectors that hold keys (the diagonal panel's [36, 42) in one vector
 // of 16, not four). Groups cost nothing extra there: the packed GEMM runs 6-row tiles anyway.
-// Its row work is exp_row_avx512.h's where the CPU has AVX-512, else exp_row_f32's (the packed GEMM
-// also runs on AVX2). Causal
-// [4, 8, 256, 64] forward, kernels_bench, one thread, alternating: 5.08-5.26 ms -> 4.23-4.30 ms
-// (non-causal 7.82-8.25 -> 6.95-6.98; S = 1024 127-131 -> 110-115, causal 69.9-72.5 -> 64.6-67.8).
+// Its row work is exp_row_fma.h's, at the packed GEMM's width (AVX-512 or AVX2, the same bits), so
+// a packed attention gives one result on either CPU. Causal [4, 8, 256, 64] forward on Zen 4,
+// kernels_bench, one thread, alternating: 5.08-5.26 ms -> 4.23-4.30 ms (non-causal 7.82-8.25 ->
+// 6.95-6.98; S = 1024 127-131 -> 110-115, causal 69.9-72.5 -> 64.6-67.8).
 //
 // Grouped-query k/v: q head h reads kv head h / (Hq / Hkv) through the kv pointer of its task, so
 // k and v are never repeated. A mask (bool masks become 0 / -inf once, in the mask's own shape) is
@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "dtensor/kernels/elementwise.h"
-#include "dtensor/kernels/exp_row_avx512.h"
+#include "dtensor/kernels/exp_row_fma.h"
 #include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/kernels/ops_attention_blas.h"
@@ -103,7 +103,7 @@ struct Scratch {
 // mask_col apart; null for none), take the max with the running max m_old, exp, and sum in
 // double into *block_sum. Returns the new max; -inf when no score so far is finite (every visible
 // score -inf or NaN): then the row holds the scaled, masked scores for attend_rows to look at
-// (the AVX-512 row also returns -inf when a NaN hides finite scores from its max).
+// (the FMA row also returns -inf when a NaN hides finite scores from its max).
 // Inlined into each caller's loop.
 template <typename C>
 [[gnu::always_inline]] inline C exp_row(C* row, int64_t visible, int64_t n, C scale, const C* m, int64_t mask_col,
@@ -165,7 +165,6 @@ template <typename C>
 void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D, int64_t Dv, bool causal, C scale,
                  Scratch<C>& w) {
   const C neg_inf = -std::numeric_limits<C>::infinity();
-  static const bool avx512_row = exp_row_avx512_supported();  // asked once, not per row
   const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
   C* acc = h.out + i0 * Dv;
   std::fill(acc, acc + bq * Dv, C(0));
@@ -184,13 +183,12 @@ void attend_rows(const Head<C>& h, int64_t i0, int64_t bq, int64_t Sk, int64_t D
       double block_sum = 0;
       C m_new;
       if constexpr (std::is_same_v<C, float>)
-        m_new = h.packed_k && avx512_row
-                    ? exp_row_avx512(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum)
-                    : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
+        m_new = h.packed_k ? exp_row_fma(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum)
+                           : exp_row_f32(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       else
         m_new = exp_row<C>(row, visible, bk, scale, m, h.mask_col, m_old, &block_sum);
       if (m_new == neg_inf) {
-        // No finite max so far: every visible score is -inf or NaN (or, on the AVX-512 row, a NaN
+        // No finite max so far: every visible score is -inf or NaN (or, on the FMA row, a NaN
         // hid the finite ones from the max). All -inf: everything masked so far (only a mask does
         // that, see the file comment), and the block adds nothing to the row. A NaN score makes torch's
         // softmax row NaN: the row's max, sum and output become NaN from this block on (a max

@@ -301,7 +301,7 @@ TEST(OpsAttention, FullyMaskedRowIsNaNAsTorch) {
 TEST(OpsAttention, NaNScoresPropagateAsTorch) {
   // A NaN score makes its softmax row NaN in torch. The online softmax skips a key block whose
   // scores are all -inf (masked so far), and a row max ignoring NaN took an all-NaN (or, on the
-  // AVX-512 row, a NaN in the last 16-key step) first block for a masked one: with Sk = 300 the
+  // FMA row, a NaN in the last 16-key step) first block for a masked one: with Sk = 300 the
   // second block's 44 keys then gave finite outputs. NaN positions must match the reference on
   // both GEMM paths; the finite values too.
   const int64_t s = 40, sk = 300;

@@ -633,7 +633,7 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
 TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
   if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
-  ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa> narrow(PackedIsa::avx2);
+  ScopedPackedIsa narrow(PackedIsa::avx2);
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
   param %w : f32[70, 20]
