@@ -185,7 +185,7 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-// linear and linear_mul with a packed weight (bias, activation, batch dims) agree with the sgemm
+// linear and linear_binary with a packed weight (bias, activation, batch dims) agree with the sgemm
 // path within f32 accumulation error; a non-f32 linear ignores the packed weight.
 TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
   DT_SKIP_WITHOUT_PACKED();
@@ -197,7 +197,9 @@ TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
   const Tensor with = linear_act(x, w, bias, Activation::silu, &packed);
   EXPECT_LE(max_abs_difference(with, linear_act(x, w, bias, Activation::silu)), tol);
   EXPECT_GT(max_abs_difference(with, linear_act(x, w, Tensor(), Activation::silu, &packed)), 0.01);  // bias applied
-  EXPECT_LE(max_abs_difference(linear_mul(x, w, times, &packed), linear_mul(x, w, times)), tol);
+  for (EpilogueOp op : {EpilogueOp::mul, EpilogueOp::add})
+    EXPECT_LE(max_abs_difference(linear_binary(x, w, bias, op, times, &packed), linear_binary(x, w, bias, op, times)),
+              tol + 2 * std::ldexp(1.0, -24));  // the sum rounds once more, at |value| <= k + 2
   const Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
   const Tensor plain64 = linear_act(x64, w64, Tensor(), Activation::none);
   EXPECT_EQ(linear_act(x64, w64, Tensor(), Activation::none, &packed).to_doubles(), plain64.to_doubles());

@@ -106,10 +106,15 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
 // multiplies through gemm_f32_packed instead of sgemm; results differ from sgemm's only by the
 // order of the f32 additions. Other dtypes, or an input sgemm cannot read row by row, ignore it.
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, const PackedWeight* packed);
-// linear(x, weight) * times as one pass over the output (Llama's SwiGLU: silu(gate) * up, fused
-// into up's GEMM panels while they are in cache). f32 only; times has the product's shape;
-// bitwise equal to the mul of the two.
-Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times, const PackedWeight* packed = nullptr);
+// The elementwise op a linear's epilogue can apply with a second tensor of its output's shape.
+enum class EpilogueOp { mul, add };
+// op(linear(x, weight, bias), other) as one pass over the output: each GEMM row panel is multiplied
+// by, or added to, other's rows while it is in cache. Llama's SwiGLU (silu(gate) * up, fused into
+// up's panels) and the residual add after a projection (h + o_proj(a), h + down_proj(m), GPT-2's
+// c_proj with its bias). f32 only; other has the linear's shape; bitwise equal to the two ops (mul
+// and add are commutative: either operand order).
+Tensor linear_binary(const Tensor& x, const Tensor& weight, const Tensor& bias, EpilogueOp op, const Tensor& other,
+                     const PackedWeight* packed = nullptr);
 // Applies act in place to n contiguous f32 values, exactly as the relu/gelu/silu ops compute them.
 void apply_activation(Activation act, float* p, int64_t n);
 

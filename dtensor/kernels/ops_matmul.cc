@@ -49,6 +49,12 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
   return {c, BlasOperand{CblasNoTrans, std::max<int64_t>(c.shape()[1], 1)}};
 }
 
+// A gemm epilogue's second operand: contiguous [m, n] f32 rows and the op applied with them.
+struct PanelOperand {
+  const float* data = nullptr;  // null: none
+  EpilogueOp op = EpilogueOp::mul;
+};
+
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a c [m,n] with
 // contiguous rows (row stride ldc >= n: contiguous, or a block of columns of a wider buffer),
 // all of the same floating dtype T in {float, double}, or bf16 a and b with an f32 c (multiplied by
@@ -58,21 +64,22 @@ std::pair<Tensor, BlasOperand> as_blas(const Tensor& t) {
 // none unless T is float. With `round_to` (T float only), each finished row panel is also rounded
 // into round_to's [m, n] bf16 rows while in cache; an activation then applies to the rounded values
 // and rounds again, exactly as a bf16 linear followed by the bf16 activation op would. With
-// `times` (T float only, contiguous [m, n]), each activated panel is then multiplied by its rows.
+// `other` (T float only, contiguous [m, n]), each activated panel is then multiplied by, or added
+// to, its rows.
 // With `packed` (T float, f32 operands; b is the packed weight's W^T) a row-major a multiplies
 // through gemm_f32_packed instead of sgemm.
 template <typename T>
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
-          Activation act, bf16* round_to = nullptr, const float* times = nullptr,
+          Activation act, bf16* round_to = nullptr, PanelOperand other = {},
           const PackedWeight* packed = nullptr) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
-  DT_CHECK(((act == Activation::none && !round_to && !times) || std::is_same_v<T, float>))
+  DT_CHECK(((act == Activation::none && !round_to && !other.data) || std::is_same_v<T, float>))
       << "gemm epilogue on a non-f32 output";
   T* cp = static_cast<T*>(c.raw_data());
   const int64_t ldc = c.strides()[0];
   // The epilogue walks whole panels as one run of values: it needs contiguous rows.
-  DT_CHECK(c.strides()[1] == 1 && ldc >= n && (ldc == n || (act == Activation::none && !round_to && !times)))
+  DT_CHECK(c.strides()[1] == 1 && ldc >= n && (ldc == n || (act == Activation::none && !round_to && !other.data)))
       << "gemm output with strides " << shape_str(c.strides()) << " for " << m << " x " << n;
   const bool seed = init.defined() && beta != 0;
   // Rows [r0, r1) of c = rows of init (a nested copy_ runs on this thread).
@@ -85,8 +92,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
       const int64_t len = (r1 - r0) * n;
       if (round_to && act != Activation::none) round_through_bf16(p, len);
       apply_activation(act, p, len);
-      if (times)  // the mul op's product (mul is commutative: the same bits either way)
-        for (int64_t i = 0; i < len; ++i) p[i] = p[i] * times[r0 * n + i];
+      // The mul or add op's result (both commutative: the same bits in either operand order).
+      if (const float* o = other.data; o && other.op == EpilogueOp::mul)
+        for (int64_t i = 0; i < len; ++i) p[i] = p[i] * o[r0 * n + i];
+      else if (o)
+        for (int64_t i = 0; i < len; ++i) p[i] = p[i] + o[r0 * n + i];
       if (round_to) narrow_to_bf16(p, round_to + r0 * n, len);
     }
   };
@@ -252,7 +262,7 @@ Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alph
   const Tensor ag = a.dtype() == gt ? a : a.to(gt);
   const Tensor bg = b.dtype() == gt ? b : b.to(gt);
   if (gt == DType::f32)
-    gemm<float>(ag, bg, c, init, alpha, beta, act, nullptr, nullptr, dt == gt && b.dtype() == gt ? packed : nullptr);
+    gemm<float>(ag, bg, c, init, alpha, beta, act, nullptr, {}, dt == gt && b.dtype() == gt ? packed : nullptr);
   else
     gemm<double>(ag, bg, c, init, alpha, beta, act);
   return dt == gt ? c : c.to(dt);
@@ -405,19 +415,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_act(x, weight, bias, Activation::none);
 }
 
-Tensor linear_mul(const Tensor& x, const Tensor& weight, const Tensor& times, const PackedWeight* packed) {
-  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 || times.dtype() != DType::f32)
-    DT_THROW(DTypeError) << "linear with a fused product supports f32 only";
+Tensor linear_binary(const Tensor& x, const Tensor& weight, const Tensor& bias, EpilogueOp op, const Tensor& other,
+                     const PackedWeight* packed) {
+  const char* name = op == EpilogueOp::mul ? "linear_mul" : "linear_add";
+  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 || other.dtype() != DType::f32 ||
+      (bias.defined() && bias.dtype() != DType::f32))
+    DT_THROW(DTypeError) << name << ": a linear with a fused product or sum supports f32 only";
   check_rank("linear", "weight", weight, 2);
   Shape out_shape(x.shape().begin(), x.shape().end() - (x.dim() > 0 ? 1 : 0));
   out_shape.push_back(weight.shape()[0]);
-  if (x.dim() == 0 || x.shape().back() != weight.shape()[1] || times.shape() != out_shape)
-    DT_THROW(ShapeError) << "linear_mul: x " << shape_str(x.shape()) << ", weight " << shape_str(weight.shape())
-                         << " and times " << shape_str(times.shape()) << " do not match";
-  const Tensor x2 = fold_to_2d(x), t = times.contiguous();
-  Tensor c = Tensor::uninitialized({x2.shape()[0], weight.shape()[0]}, DType::f32);
-  gemm<float>(x2, weight.transpose(0, 1), c, Tensor(), 1, 0, Activation::none, nullptr, t.data<float>(), packed);
-  return c.view(times.shape());
+  if (x.dim() == 0 || x.shape().back() != weight.shape()[1] || other.shape() != out_shape ||
+      (bias.defined() && bias.shape() != Shape{weight.shape()[0]}))
+    DT_THROW(ShapeError) << name << ": x " << shape_str(x.shape()) << ", weight " << shape_str(weight.shape())
+                         << (bias.defined() ? ", bias " + shape_str(bias.shape()) : std::string()) << " and other "
+                         << shape_str(other.shape()) << " do not match";
+  const Tensor x2 = fold_to_2d(x), o = other.contiguous();
+  const int64_t m = x2.shape()[0], n = weight.shape()[0];
+  Tensor c = Tensor::uninitialized({m, n}, DType::f32);
+  const Tensor init = bias.defined() ? bias.expand({m, n}) : Tensor();
+  gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr,
+              {o.data<float>(), op}, packed);
+  return c.view(other.shape());
 }
 
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
@@ -453,7 +471,7 @@ void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   const Tensor c = Tensor::from_storage(out.storage(), out.dtype(), {m, n}, {ldc, 1}, out.offset());
   const Tensor x2 = fold_to_2d(x), init = bias.defined() ? bias.expand({m, n}) : Tensor();
   if (x.dtype() == DType::f32)
-    gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr, nullptr,
+    gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr, {},
                 packed);
   else
     gemm<double>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none);

@@ -282,8 +282,9 @@ std::vector<Tensor> Interpreter::run(const Bindings& bindings, const GroupMap& g
       const EpilogueFusion& f = fusions_[size_t(head_of)];
       run_kernel_of(g_, n, i, [&] {
         const PackedWeight* packed = packed_.get(i, in[1]);
-        out[0] = f.times ? dt::linear_mul(in[0], in[1], env[size_t(f.times->id)], packed)
-                         : dt::linear_act(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), f.act, packed);
+        const Tensor bias = in.size() == 3 ? in[2] : Tensor();
+        out[0] = f.other ? dt::linear_binary(in[0], in[1], bias, f.other_op, env[size_t(f.other->id)], packed)
+                         : dt::linear_act(in[0], in[1], bias, f.act, packed);
       });
       const ir::Value* tail = nodes[size_t(f.tail)]->result();
       DT_CHECK(out[0].shape() == tail->type.shape && out[0].dtype() == tail->type.dtype)

@@ -98,12 +98,13 @@ class RotaryMatcher {
   std::vector<int> members_;
 };
 
-// The other operand of `mul` when it multiplies the result of the bias-free f32 linear `head` (at
-// position `at`) by a tensor of the same type computed before it, else null.
-const ir::Value* multiplier(const ir::Node& head, const ir::Node& mul, const ir::NodePositions& position, int at) {
-  if (mul.op != ir::OpKind::mul || mul.operands.size() != 2 || head.operands.size() != 2) return nullptr;
+// The other operand of a mul or add `tail` reading the result of the f32 linear `head` (at
+// position `at`) when it is a tensor of the same type computed before the head, else null.
+const ir::Value* epilogue_operand(const ir::Node& head, const ir::Node& tail, const ir::NodePositions& position,
+                                  int at) {
+  if ((tail.op != ir::OpKind::mul && tail.op != ir::OpKind::add) || tail.operands.size() != 2) return nullptr;
   const ir::Value* r = head.result();
-  const ir::Value* other = mul.operands[0] == r ? mul.operands[1] : mul.operands[0];
+  const ir::Value* other = tail.operands[0] == r ? tail.operands[1] : tail.operands[0];
   if (r->type.dtype != DType::f32 || other == r || other->type != r->type) return nullptr;
   return !other->producer || int(position(other->producer)) < at ? other : nullptr;
 }
@@ -150,8 +151,8 @@ std::vector<EpilogueFusion> find_epilogue_fusions(const FusionAnalysis& analysis
     if ((r.type.dtype != DType::f32 && r.type.dtype != DType::bf16) || !analysis.absorbable(only, &r, only)) continue;
     const int j = int(analysis.position(only));
     const ir::Node& t = *only;
-    if (const ir::Value* times = multiplier(n, t, analysis.position, int(i))) {
-      out.push_back({int(i), j, Activation::none, times});
+    if (const ir::Value* other = epilogue_operand(n, t, analysis.position, int(i))) {
+      out.push_back({int(i), j, Activation::none, other, t.op == ir::OpKind::add ? EpilogueOp::add : EpilogueOp::mul});
       continue;
     }
     const std::optional<Activation> act = activation_of(t);

@@ -15,6 +15,7 @@
 #include "dtensor/ir/example_models.h"
 #include "dtensor/ir/parser.h"
 #include "dtensor/io/safetensors.h"
+#include "tests/support/error_text.h"
 
 namespace dt::runtime {
 namespace {
@@ -79,19 +80,31 @@ void expect_fusion_changes_nothing(Interpreter& fused, const Graph& g, const Bin
 }
 
 // The gpt at hidden 512 (8 heads, vocabulary 1000, a short sequence to stay cheap): each layer's
-// fc_in + gelu runs as one kernel, and the logits are bitwise those of the unfused run.
+// fc_in + gelu runs as one kernel, and so do its two residual adds with the projections before
+// them (attention out, fc_out); the logits are bitwise those of the unfused run.
 TEST(Interpreter, FusesLinearAndActivationBitwise) {
   const Graph g = ir::build_gpt({.vocab = 1000, .hidden = 512, .heads = 8, .layers = 2, .max_seq = 16, .batch = 2, .seq = 12});
   Bindings bind = ir::random_weights(g, 3);
   Generator gen(4);
   bind["input"] = randint({2, 12}, 0, 1000, gen);
   Interpreter fused(g);
-  ASSERT_EQ(fused.fusions().size(), 2u);
+  ASSERT_EQ(fused.fusions().size(), 6u);
+  int activations = 0, residuals = 0;
   for (const EpilogueFusion& f : fused.fusions()) {
     EXPECT_EQ(g.nodes()[size_t(f.head)]->op, ir::OpKind::linear);
-    EXPECT_EQ(g.nodes()[size_t(f.tail)]->op, ir::OpKind::gelu);
-    EXPECT_EQ(f.act, Activation::gelu_tanh);
+    const ir::OpKind tail = g.nodes()[size_t(f.tail)]->op;
+    if (f.other) {
+      ++residuals;
+      EXPECT_EQ(tail, ir::OpKind::add);
+      EXPECT_EQ(f.other_op, EpilogueOp::add);
+    } else {
+      ++activations;
+      EXPECT_EQ(tail, ir::OpKind::gelu);
+      EXPECT_EQ(f.act, Activation::gelu_tanh);
+    }
   }
+  EXPECT_EQ(activations, 2);
+  EXPECT_EQ(residuals, 4);
   expect_fusion_changes_nothing(fused, g, bind);  // the activation writes into the linear's buffer
 }
 
@@ -127,8 +140,8 @@ TEST(Interpreter, FusesOnlyWhereTheActivationIsTheSoleReader) {
 }
 
 // SwiGLU's silu(gate) * up: the up linear's GEMM panels take the product (linear+mul), bitwise
-// equal to the two ops; a mul by a tensor made after the linear, and one after a linear with a
-// bias, keep their nodes.
+// equal to the two ops, with or without the linear's bias; a mul by a tensor made after the
+// linear keeps its nodes.
 TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
   Graph g("swiglu");
   Builder b(g);
@@ -140,23 +153,66 @@ TEST(Interpreter, FusesTheProductAfterALinearBitwise) {
   Value* fused = b.mul(gate, up);  // fused: gate exists before up
   Value* early = b.linear(x, w);
   Value* late = b.mul(early, b.relu(gate));  // relu(gate) is made after `early`: kept
-  Value* biased = b.mul(b.linear(x, w, bias), gate);  // bias: kept
+  Value* biased = b.mul(b.linear(x, w, bias), gate);  // fused, the bias seeded as without the mul
   b.outputs({fused, late, biased});
   Interpreter interp(g);
-  int products = 0;
+  std::vector<const Value*> products;
   for (const EpilogueFusion& f : interp.fusions())
-    if (f.times) {
-      ++products;
-      EXPECT_EQ(f.times, gate);
-      EXPECT_EQ(g.nodes()[size_t(f.tail)]->result(), fused);
+    if (f.other) {
+      EXPECT_EQ(f.other_op, EpilogueOp::mul);
+      EXPECT_EQ(f.other, gate);
+      products.push_back(g.nodes()[size_t(f.tail)]->result());
     }
-  EXPECT_EQ(products, 1);
+  EXPECT_EQ(products, (std::vector<const Value*>{fused, biased}));
   Generator gen(6);
   const Bindings bind = {{"x", randn({3, 4, 7}, gen)}, {"w", randn({6, 7}, gen)}, {"bias", randn({6}, gen)}};
   expect_fusion_changes_nothing(interp, g, bind);
-  EXPECT_THROW(linear_mul(bind.at("x"), bind.at("w"), Tensor::ones({3, 4, 5})), ShapeError);
-  EXPECT_THROW(linear_mul(bind.at("x").to(DType::f64), bind.at("w").to(DType::f64), Tensor::ones({3, 4, 6})),
-               DTypeError);
+  const Tensor none{};
+  EXPECT_EQ(test::error_text<ShapeError>([&] {
+              linear_binary(bind.at("x"), bind.at("w"), none, EpilogueOp::mul, Tensor::ones({3, 4, 5}));
+            }),
+            "linear_mul: x [3, 4, 7], weight [6, 7] and other [3, 4, 5] do not match");
+  EXPECT_EQ(test::error_text<DTypeError>([&] {
+              linear_binary(bind.at("x").to(DType::f64), bind.at("w").to(DType::f64), none, EpilogueOp::add,
+                            Tensor::ones({3, 4, 6}));
+            }),
+            "linear_add: a linear with a fused product or sum supports f32 only");
+}
+
+// The residual add after a block's output projection (h + o_proj(a), GPT-2's c_proj with its bias):
+// the projection's GEMM panels take the sum (linear+add), bitwise equal to the two ops, in either
+// operand order; an add of a tensor made after the linear, of a broadcast row, of the linear's
+// result to itself, or of a linear result that another node reads too keeps its nodes.
+TEST(Interpreter, FusesTheResidualAddAfterALinearBitwise) {
+  Graph g("residual");
+  Builder b(g);
+  Value* h = b.input("h", DType::f32, {3, 4, 6});
+  Value* x = b.input("x", DType::f32, {3, 4, 7});
+  Value* w = b.param("w", DType::f32, {6, 7});
+  Value* bias = b.param("bias", DType::f32, {6});
+  Value* row = b.param("row", DType::f32, {6});
+  Value* h1 = b.add(h, b.linear(x, w));           // fused
+  Value* h2 = b.add(b.linear(x, w, bias), h1);    // fused: h1 exists before this linear
+  Value* early = b.linear(x, w);
+  Value* late = b.add(early, b.relu(h2));         // relu(h2) is made after `early`: kept
+  Value* broadcast = b.add(b.linear(x, w), row);  // [6] broadcast over the rows: kept
+  Value* twice = b.linear(x, w);
+  Value* doubled = b.add(twice, twice);           // kept
+  Value* shared = b.linear(x, w);
+  Value* read_twice = b.add(h, shared);           // shared has a second reader: kept
+  b.outputs({h2, late, broadcast, doubled, read_twice, b.relu(shared)});
+  Interpreter interp(g);
+  std::vector<const Value*> sums;
+  for (const EpilogueFusion& f : interp.fusions())
+    if (f.other) {
+      EXPECT_EQ(f.other_op, EpilogueOp::add);
+      sums.push_back(g.nodes()[size_t(f.tail)]->result());
+    }
+  EXPECT_EQ(sums, (std::vector<const Value*>{h1, h2}));
+  Generator gen(7);
+  const Bindings bind = {{"h", randn({3, 4, 6}, gen)}, {"x", randn({3, 4, 7}, gen)}, {"w", randn({6, 7}, gen)},
+                         {"bias", randn({6}, gen)}, {"row", randn({6}, gen)}};
+  expect_fusion_changes_nothing(interp, g, bind);
 }
 
 // gelu(x) and gelu_backward(grad, x) on the same x with the same approximation: the gelu node

@@ -29,8 +29,10 @@ assert u["voluntary_switches"] >= 0 and u["involuntary_switches"] >= 0, u
 # the BLAS kernels in use are named, so a slow choice shows (OpenBLAS names a core it runs)
 assert isinstance(j["blas_kernels"], str) and j["blas_kernels"], j.get("blas_kernels")
 kinds = {k["op"]: k for k in j["op_kinds"]}
-# 2 layers x 6 linears + lm_head, fc_in fused with its gelu; 2 attention nodes; no collectives
-assert kinds["linear"]["nodes"] == 11 and kinds["linear+gelu"]["nodes"] == 2, kinds
+# 2 layers x 6 linears + lm_head: fc_in fused with its gelu, the attention out and fc_out projections
+# with their residual adds; 2 attention nodes; no collectives
+assert kinds["linear"]["nodes"] == 7 and kinds["linear+gelu"]["nodes"] == 2, kinds
+assert kinds["linear+add"]["nodes"] == 4 and kinds["add"]["nodes"] == 1, kinds
 assert "gelu" not in kinds and kinds["scaled_dot_product_attention"]["nodes"] == 2, kinds
 assert j["collective_ms"] == 0 and j["wait_ms"] == 0 and j["recv_wait_ms"] == 0 and j["sends"] == 0
 # Node times (each node's fastest run) add up to at most the fastest run's span. How much of the span
@@ -39,7 +41,7 @@ assert 0 < sum(k["percent"] for k in j["op_kinds"]) <= 100.5, j["op_kinds"]
 assert 1 <= len(j["top_nodes"]) <= 20
 ms = [n["ms"] for n in j["top_nodes"]]
 assert ms == sorted(ms, reverse=True)
-lin = [m for m in j["matmuls"] if m["op"] in ("linear", "linear+gelu")]
+lin = [m for m in j["matmuls"] if m["op"] in ("linear", "linear+gelu", "linear+add")]
 assert len(lin) == 13
 for m in lin:
     # [2*32 tokens, 128] x [128, out]

@@ -67,7 +67,7 @@ TEST_P(HfReference, ImportsFusedWithItsParametersAndMatchesPyTorch) {
   EXPECT_EQ(im.summary.fused.rms_norm, c.rms_norm);
   EXPECT_EQ(im.summary.fused.activation, c.activation);
   const auto epilogues = runtime::find_epilogue_fusions(im.graph);
-  EXPECT_EQ(std::count_if(epilogues.begin(), epilogues.end(), [](const auto& f) { return !f.times; }), c.activation);
+  EXPECT_EQ(std::count_if(epilogues.begin(), epilogues.end(), [](const auto& f) { return !f.other; }), c.activation);
   EXPECT_EQ(count_ops(im.graph, ir::OpKind::scaled_dot_product_attention), c.attention);
   EXPECT_EQ(count_ops(im.graph, ir::OpKind::matmul), 0);
   // Parameters: module paths only (no exporter-made names), each trainable one once.

@@ -240,8 +240,9 @@ TEST(OnnxImportRealistic, Hidden512FusesAndShardsOnMeshesHeadsAndVocabDoNotDivid
   // SwiGLU's gate g * sigmoid(g) is one silu, run as the gate projection's epilogue.
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::silu), 1);
   EXPECT_EQ(sharding::testing::count_ops(im.graph, ir::OpKind::sigmoid), 0);
-  // ... and its product with the up projection runs as that projection's epilogue (linear+mul).
-  EXPECT_EQ(runtime::find_epilogue_fusions(im.graph).size(), 2u);
+  // ... and its product with the up projection runs as that projection's epilogue (linear+mul), as
+  // do the residual adds after o_proj and down_proj (linear+add).
+  EXPECT_EQ(runtime::find_epilogue_fusions(im.graph).size(), 4u);
   std::mt19937 rng(3);
   std::vector<int64_t> ids(16);
   for (auto& i : ids) i = int64_t(rng() % 509);
