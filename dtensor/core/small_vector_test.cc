@@ -13,7 +13,7 @@ namespace {
 using Vec = SmallVector<int64_t, 6>;
 
 // Returns {0, 1, ..., n-1}.
-Vec iota(size_t n) {
+Vec iota_vec(size_t n) {
   Vec v(n);
   std::iota(v.begin(), v.end(), int64_t{0});
   return v;
@@ -40,7 +40,7 @@ TEST(SmallVector, StaysInlineUpToCapacityThenMovesToHeap) {
 }
 
 TEST(SmallVector, PushBackOfOwnElementWhileGrowing) {
-  Vec v = iota(6);
+  Vec v = iota_vec(6);
   v.push_back(v[2]);  // the reference dies when the elements move to the heap
   EXPECT_EQ(to_std(v), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 2}));
 }
@@ -50,7 +50,7 @@ class SmallVectorCopyMove : public ::testing::TestWithParam<std::pair<size_t, si
 
 TEST_P(SmallVectorCopyMove, CopyAndMoveKeepTheElements) {
   auto [source_size, target_size] = GetParam();
-  const Vec source = iota(source_size);
+  const Vec source = iota_vec(source_size);
   const std::vector<int64_t> want = to_std(source);
 
   Vec copied(source);
@@ -60,7 +60,7 @@ TEST_P(SmallVectorCopyMove, CopyAndMoveKeepTheElements) {
     EXPECT_NE(copied.data(), source.data());
   }
 
-  Vec assigned = iota(target_size);
+  Vec assigned = iota_vec(target_size);
   assigned = source;
   EXPECT_EQ(to_std(assigned), want);
 
@@ -76,7 +76,7 @@ TEST_P(SmallVectorCopyMove, CopyAndMoveKeepTheElements) {
   from.push_back(7);
   EXPECT_EQ(to_std(from), (std::vector<int64_t>{7}));
 
-  Vec move_assigned = iota(target_size);
+  Vec move_assigned = iota_vec(target_size);
   Vec from2 = source;
   move_assigned = std::move(from2);
   EXPECT_EQ(to_std(move_assigned), want);
@@ -99,10 +99,10 @@ TEST(SmallVector, Equality) {
   EXPECT_NE(Vec({1, 2, 3}), Vec({1, 2}));
   EXPECT_NE(Vec({1, 2, 3}), Vec({1, 2, 4}));
   EXPECT_EQ(Vec(), Vec());
-  EXPECT_EQ(iota(10), iota(10));  // heap vs heap
-  Vec grown = iota(10);
+  EXPECT_EQ(iota_vec(10), iota_vec(10));  // heap vs heap
+  Vec grown = iota_vec(10);
   grown.resize(3);  // heap storage, 3 elements
-  EXPECT_EQ(grown, iota(3));
+  EXPECT_EQ(grown, iota_vec(3));
   EXPECT_TRUE(Vec({1, 2}) == (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE((std::vector<int64_t>{1, 2}) != Vec({1, 3}));
   EXPECT_TRUE(Vec({1, 2}) < Vec({1, 3}));

@@ -211,15 +211,15 @@ struct PackBuffers {
 bool prefer_dot() { return amd_cpu_family() >= 0x19; }
 
 // dot on AMD family 0x19 and later (see the header for the measurements), widen elsewhere.
-constinit KernelPathSwitch g_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
+constinit KernelPathSwitch g_bf16_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
 
 }  // namespace
 
 bool bf16_dot_supported() { return cpu_has_avx512_bf16(); }
 
-Bf16GemmPath bf16_gemm_path() { return g_path.fast() ? Bf16GemmPath::dot : Bf16GemmPath::widen; }
+Bf16GemmPath bf16_gemm_path() { return g_bf16_path.fast() ? Bf16GemmPath::dot : Bf16GemmPath::widen; }
 
-void set_bf16_gemm_path(Bf16GemmPath path) { g_path.set(path == Bf16GemmPath::dot); }
+void set_bf16_gemm_path(Bf16GemmPath path) { g_bf16_path.set(path == Bf16GemmPath::dot); }
 
 void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, int64_t a_rs, int64_t a_cs,
                    const bf16* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc) {

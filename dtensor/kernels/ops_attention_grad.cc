@@ -3,7 +3,7 @@
 //
 // For P = softmax(q·kᵀ·scale + mask) (causal: keys j > i masked) and the output gradient g:
 //   dv = Pᵀ·g;  dP = g·vᵀ;  D_i = Σ_j P_ij·dP_ij;  dS = P∘(dP − D);  dq = dS·k·scale;  dk = dSᵀ·q·scale
-// and, for a float mask, dscores = dS. Each head walks its query blocks of kQueryBlock rows in
+// and, for a float mask, dscores = dS. Each head walks its query blocks of kGradQueryBlock rows in
 // order. For block [i0, i0 + bq) it computes the block's scores over the keys it can see (causal:
 // keys [0, min(Sk, i0 + bq)), the rest of the row is masked, so those key columns are never
 // computed: about half the flops at long sequences), multiplies dP in one more GEMM, takes the
@@ -11,13 +11,13 @@
 // turns dP into dS in place (one vectorised pass per step, compiled for each CPU's vector width),
 // and then
 //   dv[0, key_end) += Pᵀ·g_blk,  dk[0, key_end) += dSᵀ·q_blk·scale,  dq_blk = dS·k[0, key_end)·scale
-// as three GEMMs. So the only score memory is the block's P and dP, [kQueryBlock, Sk] each per
+// as three GEMMs. So the only score memory is the block's P and dP, [kGradQueryBlock, Sk] each per
 // thread (2 × 32 KiB at S = 256 in f32), not [S, Sk] per head, and nothing is recomputed: the
 // forward's output and row statistics are not needed, since a whole block row is held at once
 // (FlashAttention-2's backward tiles keys too, and so needs the forward's logsumexp or a second
 // pass over the keys: 7 GEMMs instead of these 5).
 //
-// Worked example, causal, S = Sk = 100, kQueryBlock = 32: blocks [0, 32), [32, 64), [64, 96),
+// Worked example, causal, S = Sk = 100, kGradQueryBlock = 32: blocks [0, 32), [32, 64), [64, 96),
 // [96, 100) use keys [0, 32), [0, 64), [0, 96), [0, 100): 6,544 (query, key) pairs of the 10,000
 // the naive backward multiplies. Row 10 of the first block has P and dS 0 at keys 11..31.
 //
@@ -50,7 +50,7 @@ namespace {
 
 using namespace attention_detail;
 
-// Query rows per block: the dk/dv GEMMs have kQueryBlock as their inner dimension, so a larger
+// Query rows per block: the dk/dv GEMMs have kGradQueryBlock as their inner dimension, so a larger
 // block runs them nearer the GEMM rate, while a smaller one computes fewer masked causal pairs.
 // Measured on [4, 8, S, 64] (kernels_bench): 32 is as fast as 64 and 128 without a causal mask and
 // the fastest with one (causal S = 256, separate runs: 12.2 ms against about 13 and 15).
@@ -68,7 +68,7 @@ using namespace attention_detail;
 // 3 rounds: causal 11.6-12.6 vs 11.4-12.8 ms (short causal key ranges pad to its 64-column
 // panels), not causal 17.7-18.8 vs 18.6-21.8 ms (load 1.5-4); the anchor gpt's step did not
 // move beyond noise.
-constexpr int64_t kQueryBlock = 32;
+constexpr int64_t kGradQueryBlock = 32;
 
 // One head's operands (row i of q is q + i * ldq, unit column stride; likewise k, v, g) and its
 // contiguous gradients.
@@ -122,14 +122,14 @@ DT_SIMD_CLONES bool softmax_grad_row_f32(float* pr, float* dr, int64_t visible, 
 }
 
 // Computes one head's gradients (see the file comment). S, Sk >= 1; D, Dv >= 0. p and dp hold at
-// least kQueryBlock * Sk values.
+// least kGradQueryBlock * Sk values.
 template <typename C>
 void attend_grad_head(const GradHead<C>& h, int64_t S, int64_t Sk, int64_t D, int64_t Dv, bool causal, C scale,
                       C* p, C* dp) {
   const C nan = std::numeric_limits<C>::quiet_NaN();
   bool masked_row = false;
-  for (int64_t i0 = 0; i0 < S; i0 += kQueryBlock) {
-    const int64_t bq = std::min(kQueryBlock, S - i0);
+  for (int64_t i0 = 0; i0 < S; i0 += kGradQueryBlock) {
+    const int64_t bq = std::min(kGradQueryBlock, S - i0);
     const int64_t key_end = causal ? std::min(Sk, i0 + bq) : Sk;
     const C* qb = h.q + i0 * h.ldq;
     const C* gb = h.g + i0 * h.ldg;
@@ -218,7 +218,7 @@ AttentionGrads attend_grad(const Tensor& g0, const Tensor& q0, const Tensor& k0,
   init_compute_threads();
   // One task per q head; heads cost the same, so one range per thread.
   parallel_for(heads, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<C> p(size_t(kQueryBlock * Sk)), dp(size_t(kQueryBlock * Sk));
+    std::vector<C> p(size_t(kGradQueryBlock * Sk)), dp(size_t(kGradQueryBlock * Sk));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t kb = (b / hq) * hkv + (b % hq) / group;
       GradHead<C> h{.q = qp + batch_offset(q, b),

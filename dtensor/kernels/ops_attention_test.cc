@@ -62,7 +62,7 @@ Tensor naive_sdpa(const Tensor& q, const Tensor& k0, const Tensor& v0, const Att
   return matmul(softmax(scores, -1), v);
 }
 
-void expect_close(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
+void expect_rel_close(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
   ASSERT_EQ(got.shape(), want.shape()) << what;
   EXPECT_LE(rel_diff(got, want), rel) << what;
@@ -90,7 +90,7 @@ TEST(OpsAttention, MatchesTheUnfusedKernel) {
                                  " amp " + std::to_string(amp);
         const Tensor got = scaled_dot_product_attention(q, k, v, causal), old = naive_sdpa(q, k, v, causal);
         if (amp == 1.0) {
-          expect_close(got, old, 1e-6, what);
+          expect_rel_close(got, old, 1e-6, what);
         } else {
           const Tensor exact = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
           EXPECT_LE(rel_diff(got.to(DType::f64), exact), 2 * rel_diff(old.to(DType::f64), exact) + 1e-7) << what;
@@ -106,7 +106,7 @@ TEST(OpsAttention, ReadsStridedViewsInPlace) {
   Tensor k = uniform({2, 33, 4, 16}, DType::f32, 8).transpose(1, 2).slice(3, 0, 16, 2);
   Tensor v = uniform({2, 33, 4, 5}, DType::f32, 9).transpose(1, 2);
   for (bool causal : {false, true})
-    expect_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
+    expect_rel_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
                  causal ? "causal" : "full");
 }
 
@@ -117,7 +117,7 @@ TEST(OpsAttention, OtherFloatDtypes) {
     const double rel = dtype == DType::f64 ? 1e-12 : dtype == DType::bf16 ? 1e-2 : 2e-3;
     for (bool causal : {false, true}) {
       Tensor want = naive_sdpa(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), causal);
-      expect_close(scaled_dot_product_attention(q, k, v, causal).to(DType::f64), want, rel,
+      expect_rel_close(scaled_dot_product_attention(q, k, v, causal).to(DType::f64), want, rel,
                    std::string(dtype_name(dtype)) + (causal ? " causal" : ""));
     }
   }
@@ -179,7 +179,7 @@ TEST(OpsAttention, GroupedQueryScaleAndMasks) {
                 g[i] = w[i] = 0;
               }
             }
-            if (nans == 0) expect_close(got, want, 2e-6, what);
+            if (nans == 0) expect_rel_close(got, want, 2e-6, what);
           }
     }
   }
@@ -282,7 +282,7 @@ TEST(OpsAttention, PackedQueryBlockEdges) {
       const Tensor q = uniform({1, 2, s, 16}, DType::f32, seed++, -2, 2);
       const Tensor k = uniform({1, 2, s, 16}, DType::f32, seed++, -2, 2);
       const Tensor v = uniform({1, 2, s, 20}, DType::f32, seed++);
-      expect_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
+      expect_rel_close(scaled_dot_product_attention(q, k, v, causal), naive_sdpa(q, k, v, causal), 1e-6,
                    "S " + std::to_string(s) + (causal ? " causal" : ""));
     }
 }

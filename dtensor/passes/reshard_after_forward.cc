@@ -37,7 +37,7 @@ std::string fresh_name(const ir::Graph& g, const std::string& base) {
   return name;
 }
 
-bool reshard_after_forward(ir::Graph& graph) {
+bool free_and_regather(ir::Graph& graph) {
   if (graph.outputs().empty() || graph.outputs()[0]->type.rank() != 0 || !graph.outputs()[0]->producer) return false;
   // The forward: every node the loss depends on.
   std::unordered_set<const ir::Node*> forward;
@@ -127,7 +127,7 @@ bool reshard_after_forward(ir::Graph& graph) {
 PassPtr make_reshard_after_forward_pass() {
   return make_pass("reshard-after-forward",
                    "free gathered parameters after the forward and gather them again for the backward (fsdp)",
-                   reshard_after_forward);
+                   free_and_regather);
 }
 
 }  // namespace dt::passes

@@ -35,13 +35,13 @@
 #include "dtensor/runtime/interpreter_fusion.h"
 #include "dtensor/runtime/launcher.h"
 #include "tests/sharding/sharded_run.h"
+#include "tests/onnx/onnx_reference.h"
 
 namespace dt::io {
 namespace {
 
 using sharding::testing::count_ops;
 
-const std::string kReference = std::string(DTENSOR_REFERENCE_DIR) + "/onnx";
 
 struct HfCase {
   std::string model;

@@ -27,6 +27,7 @@
 #include "dtensor/sharding/parallel_plan.h"
 #include "tests/sharding/sharded_run.h"
 #include "tests/support/ops_test_util.h"
+#include "tests/onnx/onnx_reference.h"
 
 namespace dt::io {
 namespace {
@@ -34,7 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_error;
 
-const std::string kReference = std::string(DTENSOR_REFERENCE_DIR) + "/onnx";
 
 std::string read(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -16,13 +16,13 @@
 #include "dtensor/runtime/launcher.h"
 #include "dtensor/sharding/parallel_plan.h"
 #include "tests/sharding/sharded_run.h"
+#include "tests/onnx/onnx_reference.h"
 
 namespace dt::io {
 namespace {
 
 using sharding::testing::count_ops;
 
-const std::string kReference = std::string(DTENSOR_REFERENCE_DIR) + "/onnx";
 
 OnnxImportResult import_vit(const std::string& model, const TensorMap& io) {
   OnnxImportOptions opt;

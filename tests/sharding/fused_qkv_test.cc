@@ -58,7 +58,7 @@ ParallelPlan fused_plan() {
       {"pattern": "h.*.mlp.c_fc", "style": "colwise"}, {"pattern": "h.*.mlp.c_proj", "style": "rowwise"}]})");
 }
 
-TensorMap random_inputs(const ir::Graph& g, uint64_t seed) {
+TensorMap uniform_inputs(const ir::Graph& g, uint64_t seed) {
   Generator gen(seed);
   TensorMap m;
   for (const ir::Value* v : g.inputs()) m[v->name] = rand(v->type.shape, gen, v->type.dtype, -1, 1);
@@ -73,7 +73,7 @@ void expect_close(const Tensor& actual, const Tensor& expected, const std::strin
 
 TEST(FusedQkv, ForwardMatchesSingleDeviceWithAttentionSharded) {
   ir::Graph g = gpt2_block(false);
-  TensorMap w = ir::random_weights(g, 5), in = random_inputs(g, 9);
+  TensorMap w = ir::random_weights(g, 5), in = uniform_inputs(g, 9);
   std::vector<Tensor> single = testing::run_single(g, w, in);
   for (int64_t tp : {2, 4}) {
     testing::ShardedRun run = testing::run_sharded(g, fused_plan(), DeviceMesh({tp}), w, in);
@@ -112,7 +112,7 @@ TEST(FusedQkv, PlainColwiseGathersTheSplit) {
 // blocked bias stays replicated on dp. Equals the single-device run.
 TEST(FusedQkv, FsdpOverTheBlocksShardsColumns) {
   ir::Graph g = gpt2_block(false);
-  TensorMap w = ir::random_weights(g, 5), in = random_inputs(g, 9);
+  TensorMap w = ir::random_weights(g, 5), in = uniform_inputs(g, 9);
   std::vector<Tensor> single = testing::run_single(g, w, in);
   ParallelPlan plan = ParallelPlan::parse(R"({"mesh_dims": ["dp", "tp"], "modules": [
       {"pattern": "*", "style": "fsdp", "mesh_dim": "dp"},
@@ -142,7 +142,7 @@ TEST(FusedQkv, BlockedShardOfTheWeightRoundTrips) {
 TEST(FusedQkv, OneSgdStepMatchesSingleDevice) {
   autodiff::TrainStep step = autodiff::make_train_step(gpt2_block(true), {.lr = 0.5});
   const ir::Graph& g = step.graph;
-  TensorMap w = ir::random_weights(g, 5), in = random_inputs(g, 9);
+  TensorMap w = ir::random_weights(g, 5), in = uniform_inputs(g, 9);
   std::vector<Tensor> single = testing::run_single(g, w, in);
   for (int64_t tp : {2, 4}) {
     const DeviceMesh mesh({tp});
@@ -192,7 +192,7 @@ TEST(EmptyShards, MeshLargerThanAColwiseDim) {
     ir::Value* x = b.input("input", DType::f32, {2, 3});
     ir::Value* y = b.linear(x, b.param("fc.weight", DType::f32, {out, 3}), b.param("fc.bias", DType::f32, {out}));
     b.outputs({b.named("out").relu(y)});
-    TensorMap w = ir::random_weights(g, 3), in = random_inputs(g, 4);
+    TensorMap w = ir::random_weights(g, 3), in = uniform_inputs(g, 4);
     std::vector<Tensor> single = testing::run_single(g, w, in);
     const ParallelPlan plan = ParallelPlan::parse(R"({"modules": [{"pattern": "fc", "style": "colwise"}]})");
     for (int64_t tp : {2, 4}) {

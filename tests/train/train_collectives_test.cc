@@ -25,6 +25,7 @@
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/train_step_placement.h"
+#include "tests/train/fsdp_plan.h"
 
 namespace dt::sharding {
 namespace {
@@ -34,11 +35,6 @@ const std::string kExamples = DTENSOR_EXAMPLES_DIR;
 ir::GptConfig config(int64_t layers) {
   return {.vocab = 509, .hidden = 512, .heads = 8, .layers = layers, .max_seq = 32, .batch = 4, .seq = 32,
           .loss = true};
-}
-
-ParallelPlan fsdp_plan() {
-  return ParallelPlan::parse(R"json({"mesh_dims": ["dp"], "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
-    "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
 }
 
 struct Programs {

@@ -25,17 +25,13 @@
 #include "dtensor/passes/rank_pipeline.h"
 #include "dtensor/sharding/compiler.h"
 #include "dtensor/sharding/train_step_placement.h"
+#include "tests/train/fsdp_plan.h"
 
 namespace dt::sharding {
 namespace {
 
 const ir::GptConfig kAnchor{.vocab = 4096, .hidden = 512, .heads = 8, .layers = 4, .max_seq = 256, .batch = 4,
                             .seq = 256, .loss = true};
-
-ParallelPlan fsdp_plan() {
-  return ParallelPlan::parse(R"json({"mesh_dims": ["dp"], "inputs": {"input": {"dp": "S(0)"}, "target": {"dp": "S(0)"}},
-    "modules": [{"pattern": "*", "style": "fsdp", "mesh_dim": "dp"}]})json");
-}
 
 // The largest rank peak (held shards + estimated live results) of the step on `ranks` ranks after
 // the pipeline `passes`.
