@@ -10,6 +10,14 @@ FUZZ_SECONDS ?= 60
 # slow host). So names private to a .cc (anonymous namespaces, statics) must differ within a target.
 # The release build (make build) compiles file by file, so an edit rebuilds one file.
 UNITY ?= ON
+# They also build with Ninja: given several targets it schedules them as one graph, where CMake's
+# Makefiles build one named target after another (.NOTPARALLEL), which leaves a core idle behind
+# every target of one or two unity batches. A directory configured earlier with another generator
+# is started again.
+define ninja_dir
+	@if [ -f $(1)/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' $(1)/CMakeCache.txt; then \
+	  echo "$(1): configured with another generator, starting it again"; rm -rf $(1); fi
+endef
 FUZZ_HARNESSES = ir_text safetensors plan_json interpreter onnx
 # The ThreadSanitizer job: the comm, runtime and launcher tests (scripts/tsan.sh runs them).
 TSAN_TESTS = comm_threads_test comm_fault_test comm_collectives_test comm_symmetric_arena_test \
@@ -43,7 +51,8 @@ test: build
 # in about 3/4 of the time (interpreter.cc 9.1-10.0 -> 7.1 s, ops_attention_test.cc 7.5-7.9 -> 5.4-5.8 s).
 # For gdb with locals: make asan CMAKE_FLAGS='-DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"'.
 asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDTENSOR_SANITIZE=ON \
+	$(call ninja_dir,build-asan)
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDTENSOR_SANITIZE=ON \
 	  -DDTENSOR_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build-asan -j $(JOBS) \
 	  --target $$(ctest --test-dir build-asan -N -L unit | awk '$$1 == "Test" && $$2 ~ /^#/ {print $$3}')
@@ -53,7 +62,8 @@ asan: deps
 # libFuzzer harnesses (fuzz/), built with clang under ASan + UBSan, each run for FUZZ_SECONDS
 # (two at a time); prints the executions per harness; a crash fails (input in build-fuzz/fuzz-artifacts/).
 fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
+	$(call ninja_dir,build-fuzz)
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
 	  -DCMAKE_CXX_COMPILER=clang++ -DDTENSOR_FUZZ=ON -DDTENSOR_WITH_MPI=OFF -DDTENSOR_BUILD_BENCH=OFF \
 	  -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_HARNESSES))
@@ -61,7 +71,8 @@ fuzz: deps
 
 # ThreadSanitizer build of the threaded tests only (TSAN_TESTS), then scripts/tsan.sh runs them.
 tsan: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+	$(call ninja_dir,build-tsan)
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
 	  -DDTENSOR_TSAN=ON -DDTENSOR_WITH_MPI=OFF -DDTENSOR_BUILD_BENCH=OFF \
 	  -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS) > /dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
+  ninja-build              # the sanitizer builds (Makefile: asan, tsan, fuzz)
   libopenblas-dev          # GEMM for the matmul family
   googletest libgtest-dev  # unit tests
   libbenchmark-dev         # microbenchmarks
