@@ -36,8 +36,9 @@ using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
 // AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on
 // AMD family 0x19 (Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's
 // shapes, kernels_bench BM_LinearShapes; Zen 3 with AVX2: attention only, see
-// f32_packed_linears), blas everywhere else (unmeasured: Intel's full-width AVX-512 cores run
-// OpenBLAS's SkylakeX kernels).
+// f32_packed_linears) and on every CPU with AVX-512 (Intel's Sapphire Rapids: 3-17 % over
+// OpenBLAS's SkylakeX sgemm on the same shapes), blas elsewhere (AVX2 without AVX-512 on Intel:
+// unmeasured).
 F32GemmPath f32_gemm_path();
 // Overrides the path for this process; ValueError for packed on a CPU without AVX2 and FMA.
 void set_f32_gemm_path(F32GemmPath path);
