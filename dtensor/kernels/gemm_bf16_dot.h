@@ -23,8 +23,9 @@ bool bf16_dot_supported();
 
 // Returns the path bf16 GEMMs take. Chosen once: DTENSOR_BF16_GEMM=dot|widen if set (dot on a CPU
 // without AVX512-BF16 throws ValueError), otherwise by CPU, where the faster one was measured:
-// dot on AMD family 0x19 and later with AVX512-BF16 (Zen 4: vdpbf16ps at twice the f32 FMA rate),
-// widen everywhere else (the Xeon host ran vdpbf16ps at half the f32 FMA rate).
+// dot on AMD family 0x19 and later with AVX512-BF16 (Zen 4: vdpbf16ps at twice the f32 FMA rate)
+// and on CPUs with AMX (bf16_dot_isa), widen everywhere else (a Xeon host without AMX exposed ran
+// vdpbf16ps at half the f32 FMA rate).
 Bf16GemmPath bf16_gemm_path();
 // Overrides the path for this process (tests and benchmarks compare both); ValueError for dot on a
 // CPU without AVX512-BF16.
@@ -32,6 +33,20 @@ void set_bf16_gemm_path(Bf16GemmPath path);
 
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
 using ScopedBf16GemmPath = ScopedKernelPath<Bf16GemmPath, bf16_gemm_path, set_bf16_gemm_path>;
+
+// The dot path's instructions: vdpbf16ps on zmm (a 12 x 32 tile of C per step), or AMX's tile
+// multiply tdpbf16ps (32 x 32 per step, 16 pairs of k at a time: Sapphire Rapids and later), over
+// the same packed layout. Both add exact products in f32 and treat subnormals as zero; the order of
+// the f32 additions differs (AMX sums 16 pairs of k per instruction), so they agree to f32
+// rounding of the sums, not bit for bit.
+enum class Bf16DotIsa { avx512bf16, amx };
+// True when this CPU has AMX-TILE and AMX-BF16 and the OS lets this process use the tiles.
+bool amx_bf16_supported();
+// Returns the instructions in use: AMX wherever supported, unless set.
+Bf16DotIsa bf16_dot_isa();
+// Sets them for this process (tests: vdpbf16ps on an AMX CPU); ValueError for AMX where unsupported.
+void set_bf16_dot_isa(Bf16DotIsa isa);
+using ScopedBf16DotIsa = ScopedKernelPath<Bf16DotIsa, bf16_dot_isa, set_bf16_dot_isa>;
 
 // Computes c = alpha * a @ b + beta * c for bf16 a [m, k] (element (i, p) at a[i * a_rs + p * a_cs])
 // and b [k, n] (element (p, j) at b[p * b_rs + j * b_cs]) into row-major f32 c [m, n] with row

@@ -16,6 +16,17 @@ using test::uniform;
 #define DT_SKIP_WITHOUT_BF16_DOT() \
   if (!bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps), which the dot GEMM needs"
 
+// Runs body once per instruction set of the dot path this CPU has (vdpbf16ps; AMX where present).
+template <class Body>
+void at_each_dot_isa(Body body) {
+  for (Bf16DotIsa isa : {Bf16DotIsa::avx512bf16, Bf16DotIsa::amx}) {
+    if (isa == Bf16DotIsa::amx && !amx_bf16_supported()) continue;
+    SCOPED_TRACE(isa == Bf16DotIsa::amx ? "AMX" : "vdpbf16ps");
+    ScopedBf16DotIsa scoped(isa);
+    body();
+  }
+}
+
 struct DotCase {
   int64_t m, n, k;
   bool b_transposed;  // b is the transpose of a row-major [n, k] (a linear's weight.T)
@@ -49,16 +60,20 @@ TEST(GemmBf16Dot, MatchesF64ProductsOfTheBf16Values) {
       {2, 2081, 513, false, 1, 0}, {70, 45, 131, true, 1, 1},    {70, 45, 131, false, 0.5f, 2},
       {19, 40, 300, true, -1.5f, 0.25f}, {1, 300, 77, true, 1, 1}, {100, 1, 50, false, 1, 1},
   };
-  for (const DotCase& t : cases) expect_dot_matches_f64(t);
+  at_each_dot_isa([&] {
+    for (const DotCase& t : cases) expect_dot_matches_f64(t);
+  });
 }
 
 // beta == 0 ignores c's contents, NaN included (the scratch output is uninitialized).
 TEST(GemmBf16Dot, BetaZeroIgnoresTheOutputsContents) {
   DT_SKIP_WITHOUT_BF16_DOT();
   const Tensor a = Tensor::ones({3, 4}, DType::bf16), b = Tensor::ones({4, 5}, DType::bf16);
-  Tensor c = Tensor::full({3, 5}, std::nan(""), DType::f32);
-  gemm_bf16_dot(3, 5, 4, 1, a.data<bf16>(), 4, 1, b.data<bf16>(), 5, 1, 0, c.data<float>(), 5);
-  EXPECT_EQ(c.to_doubles(), std::vector<double>(15, 4.0));
+  at_each_dot_isa([&] {
+    Tensor c = Tensor::full({3, 5}, std::nan(""), DType::f32);
+    gemm_bf16_dot(3, 5, 4, 1, a.data<bf16>(), 4, 1, b.data<bf16>(), 5, 1, 0, c.data<float>(), 5);
+    EXPECT_EQ(c.to_doubles(), std::vector<double>(15, 4.0));
+  });
 }
 
 // Any split of the rows gives the same bits (what threads and the tp-overlap chunks rely on).
@@ -66,12 +81,14 @@ TEST(GemmBf16Dot, RowsSplitAnywhereGiveTheSameBits) {
   DT_SKIP_WITHOUT_BF16_DOT();
   const int64_t m = 53, n = 70, k = 601;
   const Tensor a = uniform({m, k}, DType::f32, 51).to(DType::bf16), w = uniform({n, k}, DType::f32, 52).to(DType::bf16);
-  Tensor whole = Tensor::zeros({m, n}, DType::f32), split = Tensor::zeros({m, n}, DType::f32);
-  gemm_bf16_dot(m, n, k, 1, a.data<bf16>(), k, 1, w.data<bf16>(), 1, k, 0, whole.data<float>(), n);
-  for (int64_t r0 = 0, step = 1; r0 < m; r0 += step, step += 4)
-    gemm_bf16_dot(std::min(step, m - r0), n, k, 1, a.data<bf16>() + r0 * k, k, 1, w.data<bf16>(), 1, k, 0,
-                  split.data<float>() + r0 * n, n);
-  EXPECT_EQ(whole.to_doubles(), split.to_doubles());
+  at_each_dot_isa([&] {
+    Tensor whole = Tensor::zeros({m, n}, DType::f32), split = Tensor::zeros({m, n}, DType::f32);
+    gemm_bf16_dot(m, n, k, 1, a.data<bf16>(), k, 1, w.data<bf16>(), 1, k, 0, whole.data<float>(), n);
+    for (int64_t r0 = 0, step = 1; r0 < m; r0 += step, step += 4)
+      gemm_bf16_dot(std::min(step, m - r0), n, k, 1, a.data<bf16>() + r0 * k, k, 1, w.data<bf16>(), 1, k, 0,
+                    split.data<float>() + r0 * n, n);
+    EXPECT_EQ(whole.to_doubles(), split.to_doubles());
+  });
 }
 
 // Through the ops (mm, linear with bias and activation, addmm, transposed and strided views) the
@@ -92,6 +109,7 @@ TEST(GemmBf16Dot, DotAndWidenPathsAgree) {
       [&] { return mm(m2.transpose(0, 1), x.reshape({87, 301}).transpose(0, 1)); },
       [&] { return mm(x.reshape({87, 301}).slice(1, 0, 301, 2), m2.slice(0, 0, 301, 2)); },
   };
+  at_each_dot_isa([&] {
   for (size_t i = 0; i < ops.size(); ++i) {
     SCOPED_TRACE(i);
     Tensor dot, widen;
@@ -113,6 +131,7 @@ TEST(GemmBf16Dot, DotAndWidenPathsAgree) {
     }
     EXPECT_LT(differ * 10, int64_t(d.size())) << "over a tenth of the values differ";
   }
+  });
 }
 
 TEST(GemmBf16Dot, PathChoiceAndOverride) {
@@ -127,6 +146,42 @@ TEST(GemmBf16Dot, PathChoiceAndOverride) {
   }
   ScopedBf16GemmPath path(Bf16GemmPath::dot);
   EXPECT_EQ(bf16_gemm_path(), Bf16GemmPath::dot);
+  // AMX where the CPU has it, else refused.
+  EXPECT_EQ(bf16_dot_isa(), amx_bf16_supported() ? Bf16DotIsa::amx : Bf16DotIsa::avx512bf16);
+  if (!amx_bf16_supported()) {
+    EXPECT_THROW(set_bf16_dot_isa(Bf16DotIsa::amx), ValueError);
+  }
+  {
+    ScopedBf16DotIsa narrow(Bf16DotIsa::avx512bf16);
+    EXPECT_EQ(bf16_dot_isa(), Bf16DotIsa::avx512bf16);
+  }
+}
+
+// The two instruction sets of the dot path sum the same exact products in different orders: they
+// agree to f32 rounding of the sums, |difference| <= 2 k eps sum_p |a_ip w_jp|.
+TEST(GemmBf16Dot, AmxAndVdpbf16psAgree) {
+  if (!amx_bf16_supported()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16 tiles";
+  const int64_t m = 45, n = 50, k = 333;
+  const Tensor a = uniform({m, k}, DType::f32, 71, -2, 2).to(DType::bf16);
+  const Tensor w = uniform({n, k}, DType::f32, 72, -1, 1).to(DType::bf16);
+  std::vector<double> out[2];
+  for (Bf16DotIsa isa : {Bf16DotIsa::avx512bf16, Bf16DotIsa::amx}) {
+    ScopedBf16DotIsa scoped(isa);
+    Tensor c = Tensor::zeros({m, n}, DType::f32);
+    gemm_bf16_dot(m, n, k, 1, a.data<bf16>(), k, 1, w.data<bf16>(), 1, k, 0, c.data<float>(), n);
+    out[isa == Bf16DotIsa::amx] = c.to_doubles();
+  }
+  const std::vector<double> av = a.to_doubles(), wv = w.to_doubles();
+  int64_t differ = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double magnitude = 0;
+      for (int64_t p = 0; p < k; ++p) magnitude += std::abs(av[size_t(i * k + p)] * wv[size_t(j * k + p)]);
+      const size_t e = size_t(i * n + j);
+      differ += out[0][e] != out[1][e];
+      EXPECT_LE(std::abs(out[0][e] - out[1][e]), 2.0 * double(k) * std::ldexp(1.0, -24) * magnitude) << i << ", " << j;
+    }
+  RecordProperty("elements_that_differ", int(differ));
 }
 
 }  // namespace
