@@ -184,6 +184,10 @@ bool always() { return true; }
 // packed on AMD family 0x19 and on AVX-512 CPUs (see the header for the measurements), blas elsewhere.
 constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX2 and FMA", &avx2, &prefer_packed});
 
+// Writable weights packed (and hashed every run) on AMD family 0x19 only; see the header.
+bool zen() { return amd_cpu_family() == 0x19; }
+constinit KernelPathSwitch g_writable({nullptr, "unpacked", "packed", "AVX2 and FMA", &avx2, &zen});
+
 // The micro-kernels' vector width: AVX-512 wherever the CPU has it, unless set (tests).
 constinit KernelPathSwitch g_isa({nullptr, "avx2", "avx512", "AVX-512", &avx512, &always});
 
@@ -198,6 +202,10 @@ void set_packed_isa(PackedIsa isa) { g_isa.set(isa == PackedIsa::avx512); }
 F32GemmPath f32_gemm_path() { return g_path.fast() ? F32GemmPath::packed : F32GemmPath::blas; }
 
 void set_f32_gemm_path(F32GemmPath path) { g_path.set(path == F32GemmPath::packed); }
+
+WritableWeights writable_weights() { return g_writable.fast() ? WritableWeights::packed : WritableWeights::unpacked; }
+
+void set_writable_weights(WritableWeights w) { g_writable.set(w == WritableWeights::packed); }
 
 bool f32_packed_linears() { return f32_gemm_path() == F32GemmPath::packed && packed_isa() == PackedIsa::avx512; }
 

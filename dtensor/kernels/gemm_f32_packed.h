@@ -54,6 +54,18 @@ bool f32_packed_linears();
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
 using ScopedF32GemmPath = ScopedKernelPath<F32GemmPath, f32_gemm_path, set_f32_gemm_path>;
 
+// Whether a writable weight is packed too. A read-only one (a safetensors file's bytes) is packed
+// once for good; a writable one can change between runs, so reusing its packed copy costs a hash
+// of its bytes every run (runtime/packed_weights.h), which must be cheaper than what packing wins.
+// By CPU, as measured: packed on AMD family 0x19 (Zen 4: the packed linears 4-8 % faster, the hash
+// ~1.5 % of a GPT-2 forward), not elsewhere (Sapphire Rapids: the anchor gpt's forward with
+// in-memory weights 231-236 ms on sgemm, 245-249 ms packed and hashed, the hash of its 64 MiB of
+// weights 8.9 ms; from a file, 241 vs 233-236 ms).
+enum class WritableWeights { unpacked, packed };
+WritableWeights writable_weights();
+void set_writable_weights(WritableWeights w);
+using ScopedWritableWeights = ScopedKernelPath<WritableWeights, writable_weights, set_writable_weights>;
+
 // B = W^T of a weight W [n, k] in gemm_f32_packed's panel layout (gemm_f32_packed.cc). Immutable.
 class PackedWeight {
  public:

@@ -643,6 +643,7 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ScopedWritableWeights writable(WritableWeights::packed);
   ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
@@ -684,6 +685,33 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   EXPECT_EQ(Interpreter(train).packed_weights().packable_nodes(), 0u);
 }
 
+// Where hashing a writable weight every run costs more than packing wins (writable_weights), a
+// writable weight is neither packed nor hashed and its linear is sgemm's, bit for bit.
+TEST(Interpreter, WritableWeightsStayOnSgemmWhereTheHashDoesNotPay) {
+  if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
+    GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
+  ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ScopedWritableWeights writable(WritableWeights::unpacked);
+  const Graph g = ir::parse(R"(graph lin {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  %y = linear(%x, %w) : f32[9, 70]
+  return %y
+})");
+  Interpreter interp(g);
+  EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
+  Generator gen(11);
+  const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
+  for (int r = 0; r < 2; ++r) {
+    ScopedF32GemmPath blas(F32GemmPath::blas);
+    const std::vector<double> want = linear(bind.at("x"), bind.at("w")).to_doubles();
+    ScopedF32GemmPath packed(F32GemmPath::packed);
+    EXPECT_EQ(interp.run(bind)[0].to_doubles(), want);
+  }
+  EXPECT_EQ(interp.packed_weights().packs(), 0);
+  EXPECT_EQ(interp.packed_weights().hashes(), 0);
+}
+
 // On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
 // kernel is slower than OpenBLAS's there): nothing is packed, and the outputs are sgemm's.
 TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
@@ -712,6 +740,7 @@ TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ScopedWritableWeights writable(WritableWeights::packed);  // the writable weight at the end is packed
   ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
