@@ -320,14 +320,15 @@ struct PackBuffers {
 };
 
 bool prefer_dot() { return amd_cpu_family() >= 0x19 || amx_usable(); }
-bool always() { return true; }
+// AMX wherever usable (names private to this file differ within the target: unity builds).
+bool prefer_amx() { return true; }
 
 // dot on AMD family 0x19 and later and on CPUs with AMX (see the header for the measurements),
 // widen elsewhere.
 constinit KernelPathSwitch g_bf16_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
 
 // The dot path's instructions: AMX tiles wherever the CPU has them, unless set (tests).
-constinit KernelPathSwitch g_dot_isa({nullptr, "avx512bf16", "amx", "AMX-BF16", &amx_usable, &always});
+constinit KernelPathSwitch g_dot_isa({nullptr, "avx512bf16", "amx", "AMX-BF16", &amx_usable, &prefer_amx});
 
 }  // namespace
 

@@ -57,6 +57,8 @@ class Interpreter {
  public:
   // `graph` must outlive the interpreter and satisfy verify().
   explicit Interpreter(const ir::Graph& graph);
+  // It keeps a reference to the graph: a temporary one would dangle.
+  explicit Interpreter(ir::Graph&&) = delete;
 
   void set_node_hook(NodeHook hook) { hook_ = std::move(hook); }
   // Places the program's planned comm buffers in `arena`'s region of `arena_rank` (ValueError

@@ -685,51 +685,46 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   EXPECT_EQ(Interpreter(train).packed_weights().packable_nodes(), 0u);
 }
 
+// One linear against a parameter, y = x @ w^T.
+constexpr const char* kOneLinear = R"(graph lin {
+  input %x : f32[9, 20]
+  param %w : f32[70, 20]
+  %y = linear(%x, %w) : f32[9, 70]
+  return %y
+})";
+
+// Runs kOneLinear twice and expects its linear left on sgemm: outputs sgemm's bit for bit, nothing
+// packed or hashed.
+void expect_linear_left_on_sgemm(uint64_t seed) {
+  const Graph g = ir::parse(kOneLinear);  // the interpreter keeps a reference to it
+  Interpreter interp(g);
+  EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
+  Generator gen(seed);
+  const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
+  for (int run = 0; run < 2; ++run)
+    EXPECT_EQ(interp.run(bind)[0].to_doubles(), linear(bind.at("x"), bind.at("w")).to_doubles());
+  EXPECT_EQ(interp.packed_weights().packs(), 0);
+  EXPECT_EQ(interp.packed_weights().hashes(), 0);
+}
+
 // Where hashing a writable weight every run costs more than packing wins (writable_weights), a
-// writable weight is neither packed nor hashed and its linear is sgemm's, bit for bit.
+// writable weight is neither packed nor hashed.
 TEST(Interpreter, WritableWeightsStayOnSgemmWhereTheHashDoesNotPay) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
   ScopedWritableWeights writable(WritableWeights::unpacked);
-  const Graph g = ir::parse(R"(graph lin {
-  input %x : f32[9, 20]
-  param %w : f32[70, 20]
-  %y = linear(%x, %w) : f32[9, 70]
-  return %y
-})");
-  Interpreter interp(g);
-  EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
-  Generator gen(11);
-  const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
-  for (int r = 0; r < 2; ++r) {
-    ScopedF32GemmPath blas(F32GemmPath::blas);
-    const std::vector<double> want = linear(bind.at("x"), bind.at("w")).to_doubles();
-    ScopedF32GemmPath packed(F32GemmPath::packed);
-    EXPECT_EQ(interp.run(bind)[0].to_doubles(), want);
-  }
-  EXPECT_EQ(interp.packed_weights().packs(), 0);
-  EXPECT_EQ(interp.packed_weights().hashes(), 0);
+  expect_linear_left_on_sgemm(11);
 }
 
 // On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
-// kernel is slower than OpenBLAS's there): nothing is packed, and the outputs are sgemm's.
+// kernel is slower than OpenBLAS's there).
 TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
   if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
   ScopedPackedIsa narrow(PackedIsa::avx2);
-  const Graph g = ir::parse(R"(graph lin {
-  input %x : f32[9, 20]
-  param %w : f32[70, 20]
-  %y = linear(%x, %w) : f32[9, 70]
-  return %y
-})");
-  Interpreter interp(g);
-  EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
-  Generator gen(10);
-  const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
-  EXPECT_EQ(interp.run(bind)[0].to_doubles(), linear(bind.at("x"), bind.at("w")).to_doubles());
-  EXPECT_EQ(interp.packed_weights().packs(), 0);
+  ScopedWritableWeights writable(WritableWeights::packed);  // it is the width that keeps them off
+  expect_linear_left_on_sgemm(10);
 }
 
 // Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once
@@ -742,12 +737,7 @@ TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
   ScopedF32GemmPath scoped(F32GemmPath::packed);
   ScopedWritableWeights writable(WritableWeights::packed);  // the writable weight at the end is packed
   ASSERT_TRUE(f32_packed_linears());
-  const Graph g = ir::parse(R"(graph lin {
-  input %x : f32[9, 20]
-  param %w : f32[70, 20]
-  %y = linear(%x, %w) : f32[9, 70]
-  return %y
-})");
+  const Graph g = ir::parse(kOneLinear);
   Generator gen(10);
   const Tensor w1 = randn({70, 20}, gen), w2 = randn({70, 20}, gen);
   const io::SafetensorsFile file = io::SafetensorsFile::from_bytes(io::safetensors_bytes({{"w1", w1}, {"w2", w2}}), "w");
