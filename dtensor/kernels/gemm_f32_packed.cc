@@ -33,12 +33,6 @@
 // 117.2 vs 111.5, 1536x512 114.7 vs 109.3, 512x1536 113.4 vs 108.8, 4096x512 113.7 vs 107.1 (the
 // core's FMA peak is 117.3). Packing A as well (k-major 6- or 12-row panels) ran at 97-113; the
 // AVX2 6x16 tile at 97-110; a 12x32 tile 97-112: the A stream and the wide tile are what win.
-//
-// Measured on an Intel Xeon (Sapphire Rapids) host, one thread pinned, M = 1024, against OpenBLAS
-// 0.3.21's SkylakeX sgemm, GFLOP/s, kernels_bench BM_LinearShapes, three alternating sittings:
-// 512x512 147-158 vs 163-172, 256x512 144-152 vs 164-171, 1536x512 154-159 vs 160-166, 512x1536
-// 151-162 vs 161-169, 4096x512 149-160 vs 155-158 (the core's FMA peak, BM_PeakF32Fma, is 216);
-// the benchmark Llama's forward at one thread 230-234 -> 224 ms.
 #include "dtensor/kernels/gemm_f32_packed.h"
 
 #include <immintrin.h>
@@ -176,17 +170,11 @@ constexpr auto kMicroKernelsAvx2 = micro_kernels_avx2(std::make_index_sequence<s
 
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
 bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
-// Zen 3 (AVX2: attention only, f32_packed_linears) and Zen 4, or any CPU with AVX-512 (Intel's
-// Sapphire Rapids runs the packed linears 1.03-1.17x over OpenBLAS's SkylakeX sgemm; see the top).
-bool prefer_packed() { return avx512() || amd_cpu_family() == 0x19; }
+bool prefer_packed() { return amd_cpu_family() == 0x19; }
 bool always() { return true; }
 
-// packed on AMD family 0x19 and on AVX-512 CPUs (see the header for the measurements), blas elsewhere.
+// packed on AMD family 0x19 (see the header for the measurements), blas elsewhere.
 constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX2 and FMA", &avx2, &prefer_packed});
-
-// Writable weights packed (and hashed every run) on AMD family 0x19 only; see the header.
-bool zen() { return amd_cpu_family() == 0x19; }
-constinit KernelPathSwitch g_writable({nullptr, "unpacked", "packed", "AVX2 and FMA", &avx2, &zen});
 
 // The micro-kernels' vector width: AVX-512 wherever the CPU has it, unless set (tests).
 constinit KernelPathSwitch g_isa({nullptr, "avx2", "avx512", "AVX-512", &avx512, &always});
@@ -202,10 +190,6 @@ void set_packed_isa(PackedIsa isa) { g_isa.set(isa == PackedIsa::avx512); }
 F32GemmPath f32_gemm_path() { return g_path.fast() ? F32GemmPath::packed : F32GemmPath::blas; }
 
 void set_f32_gemm_path(F32GemmPath path) { g_path.set(path == F32GemmPath::packed); }
-
-WritableWeights writable_weights() { return g_writable.fast() ? WritableWeights::packed : WritableWeights::unpacked; }
-
-void set_writable_weights(WritableWeights w) { g_writable.set(w == WritableWeights::packed); }
 
 bool f32_packed_linears() { return f32_gemm_path() == F32GemmPath::packed && packed_isa() == PackedIsa::avx512; }
 

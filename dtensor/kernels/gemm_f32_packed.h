@@ -36,9 +36,13 @@ using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
 // AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on
 // AMD family 0x19 (Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's
 // shapes, kernels_bench BM_LinearShapes; Zen 3 with AVX2: attention only, see
-// f32_packed_linears) and on every CPU with AVX-512 (Intel's Sapphire Rapids: 3-17 % over
-// OpenBLAS's SkylakeX sgemm on the same shapes), blas elsewhere (AVX2 without AVX-512 on Intel:
-// unmeasured).
+// f32_packed_linears), blas everywhere else. On Intel's Sapphire Rapids the packed linears ran
+// 3-17 % over OpenBLAS's SkylakeX sgemm (kernels_bench BM_LinearShapes; the benchmark Llama's
+// forward from its file 230-234 -> 224 ms), but a writable weight is hashed on every run
+// (runtime/packed_weights.h), 8.9 ms for the anchor gpt's 64 MiB, and its forward with in-memory
+// weights went from 231-236 to 245-249 ms; packing only read-only weights would make a model's
+// bits depend on how its weights were passed. So blas stays the default there until a storage
+// can say it was written without a hash; DTENSOR_F32_GEMM=packed chooses packed.
 F32GemmPath f32_gemm_path();
 // Overrides the path for this process; ValueError for packed on a CPU without AVX2 and FMA.
 void set_f32_gemm_path(F32GemmPath path);
@@ -53,18 +57,6 @@ bool f32_packed_linears();
 
 // Sets the path for a scope and restores the previous one at its end (tests, benchmarks).
 using ScopedF32GemmPath = ScopedKernelPath<F32GemmPath, f32_gemm_path, set_f32_gemm_path>;
-
-// Whether a writable weight is packed too. A read-only one (a safetensors file's bytes) is packed
-// once for good; a writable one can change between runs, so reusing its packed copy costs a hash
-// of its bytes every run (runtime/packed_weights.h), which must be cheaper than what packing wins.
-// By CPU, as measured: packed on AMD family 0x19 (Zen 4: the packed linears 4-8 % faster, the hash
-// ~1.5 % of a GPT-2 forward), not elsewhere (Sapphire Rapids: the anchor gpt's forward with
-// in-memory weights 231-236 ms on sgemm, 245-249 ms packed and hashed, the hash of its 64 MiB of
-// weights 8.9 ms; from a file, 241 vs 233-236 ms).
-enum class WritableWeights { unpacked, packed };
-WritableWeights writable_weights();
-void set_writable_weights(WritableWeights w);
-using ScopedWritableWeights = ScopedKernelPath<WritableWeights, writable_weights, set_writable_weights>;
 
 // B = W^T of a weight W [n, k] in gemm_f32_packed's panel layout (gemm_f32_packed.cc). Immutable.
 class PackedWeight {

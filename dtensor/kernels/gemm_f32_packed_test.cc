@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "dtensor/core/blas_kernels.h"
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_test_util.h"
 #include "tests/support/packed_isas.h"
@@ -224,15 +222,6 @@ TEST(GemmF32Packed, PathNeedsAvx2) {
   }
   ScopedF32GemmPath scoped(F32GemmPath::blas);
   EXPECT_EQ(f32_gemm_path(), F32GemmPath::blas);
-}
-
-// Unset, the path is packed wherever the CPU has AVX-512 (measured faster on Zen 4 and Sapphire
-// Rapids; the header has the figures).
-TEST(GemmF32Packed, Avx512CpusDefaultToThePackedPath) {
-  if (std::getenv("DTENSOR_F32_GEMM") != nullptr) GTEST_SKIP() << "DTENSOR_F32_GEMM is set, so the CPU does not choose";
-  if (cpu_isa() != BlasIsa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
-  EXPECT_EQ(f32_gemm_path(), F32GemmPath::packed);
-  EXPECT_TRUE(f32_packed_linears());
 }
 
 }  // namespace

@@ -643,7 +643,6 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
-  ScopedWritableWeights writable(WritableWeights::packed);
   ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(R"(graph lin {
   input %x : f32[9, 20]
@@ -707,23 +706,12 @@ void expect_linear_left_on_sgemm(uint64_t seed) {
   EXPECT_EQ(interp.packed_weights().hashes(), 0);
 }
 
-// Where hashing a writable weight every run costs more than packing wins (writable_weights), a
-// writable weight is neither packed nor hashed.
-TEST(Interpreter, WritableWeightsStayOnSgemmWhereTheHashDoesNotPay) {
-  if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
-    GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
-  ScopedF32GemmPath scoped(F32GemmPath::packed);
-  ScopedWritableWeights writable(WritableWeights::unpacked);
-  expect_linear_left_on_sgemm(11);
-}
-
 // On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
 // kernel is slower than OpenBLAS's there).
 TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
   if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
   ScopedPackedIsa narrow(PackedIsa::avx2);
-  ScopedWritableWeights writable(WritableWeights::packed);  // it is the width that keeps them off
   expect_linear_left_on_sgemm(10);
 }
 
@@ -735,7 +723,6 @@ TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
-  ScopedWritableWeights writable(WritableWeights::packed);  // the writable weight at the end is packed
   ASSERT_TRUE(f32_packed_linears());
   const Graph g = ir::parse(kOneLinear);
   Generator gen(10);

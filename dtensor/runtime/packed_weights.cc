@@ -45,9 +45,8 @@ const PackedWeight* PackedWeights::get(size_t node, const Tensor& weight) {
   // The bytes the weight's elements span (any strides; a parameter is normally contiguous).
   const Tensor dense = weight.is_contiguous() ? weight : weight.contiguous();
   // Read-only bytes cannot have changed while their storage lived: the hash is needed (and
-  // computed) only for writable ones, which are packed only where that pays (writable_weights).
+  // computed) only for writable ones.
   const bool read_only = weight.storage()->read_only();
-  if (!read_only && writable_weights() == WritableWeights::unpacked) return nullptr;
   hashes_ += !read_only;
   const uint64_t hash =
       read_only ? 0 : xxhash64(std::string_view(static_cast<const char*>(dense.raw_data()), dense.nbytes()), /*seed=*/0);

@@ -10,9 +10,7 @@
 // bound tensor must be the one packed: the same storage (still alive), offset, strides and
 // contents. Contents are compared by a 64-bit hash of the bytes (reading the weight once, ~0.1 ms
 // per MiB: 1.5 % of a GPT-2 forward), except for read-only storages (a safetensors file's bytes,
-// tensor.h), which cannot have changed while they lived. Otherwise it is packed again. Writable
-// weights are packed only on CPUs where the hash costs less than packing wins (writable_weights,
-// gemm_f32_packed.h); elsewhere their linears multiply on sgemm.
+// tensor.h), which cannot have changed while they lived. Otherwise it is packed again.
 #pragma once
 
 #include <cstdint>
