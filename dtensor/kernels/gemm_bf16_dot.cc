@@ -291,10 +291,35 @@ DT_BF16_AMX_TARGET void amx_kernel(int64_t pairs, const uint32_t* pa, const uint
   }
 }
 
+// The packed blocks of the calling thread, kept between calls (64-byte aligned).
+struct PackBuffers {
+  std::unique_ptr<uint32_t[], decltype(&std::free)> a{nullptr, &std::free}, b{nullptr, &std::free};
+  PackBuffers() {
+    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(std::max(kMc, kMcAmx) * kKc / 2) * 4)));
+    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(kNc * kKc / 2) * 4)));
+    DT_CHECK(a && b) << "out of memory for the bf16 GEMM's packed blocks";
+  }
+};
+
+bool prefer_dot() { return amd_cpu_family() >= 0x19 || amx_bf16_supported(); }
+// AMX wherever usable (names private to this file differ within the target: unity builds).
+bool prefer_amx() { return true; }
+
+// dot on AMD family 0x19 and later and on CPUs with AMX (see the header for the measurements),
+// widen elsewhere.
+constinit KernelPathSwitch g_bf16_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
+
+// The dot path's instructions: AMX tiles wherever the CPU has them, unless set (tests).
+constinit KernelPathSwitch g_dot_isa({nullptr, "avx512bf16", "amx", "AMX-BF16", &amx_bf16_supported, &prefer_amx});
+
+}  // namespace
+
+bool bf16_dot_supported() { return cpu_has_avx512_bf16(); }
+
 // True when the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22) with AVX512-BF16,
 // and Linux grants this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, once per
 // process; threads started later share it). Asked once.
-bool amx_usable() {
+bool amx_bf16_supported() {
   static const bool ok = [] {
 #if defined(__x86_64__) && defined(__linux__)
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -308,33 +333,6 @@ bool amx_usable() {
   }();
   return ok;
 }
-
-// The packed blocks of the calling thread, kept between calls (64-byte aligned).
-struct PackBuffers {
-  std::unique_ptr<uint32_t[], decltype(&std::free)> a{nullptr, &std::free}, b{nullptr, &std::free};
-  PackBuffers() {
-    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(std::max(kMc, kMcAmx) * kKc / 2) * 4)));
-    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, size_t(kNc * kKc / 2) * 4)));
-    DT_CHECK(a && b) << "out of memory for the bf16 GEMM's packed blocks";
-  }
-};
-
-bool prefer_dot() { return amd_cpu_family() >= 0x19 || amx_usable(); }
-// AMX wherever usable (names private to this file differ within the target: unity builds).
-bool prefer_amx() { return true; }
-
-// dot on AMD family 0x19 and later and on CPUs with AMX (see the header for the measurements),
-// widen elsewhere.
-constinit KernelPathSwitch g_bf16_path({"DTENSOR_BF16_GEMM", "widen", "dot", "AVX512-BF16", &cpu_has_avx512_bf16, &prefer_dot});
-
-// The dot path's instructions: AMX tiles wherever the CPU has them, unless set (tests).
-constinit KernelPathSwitch g_dot_isa({nullptr, "avx512bf16", "amx", "AMX-BF16", &amx_usable, &prefer_amx});
-
-}  // namespace
-
-bool bf16_dot_supported() { return cpu_has_avx512_bf16(); }
-
-bool amx_bf16_supported() { return amx_usable(); }
 
 Bf16GemmPath bf16_gemm_path() { return g_bf16_path.fast() ? Bf16GemmPath::dot : Bf16GemmPath::widen; }
 

@@ -110,27 +110,27 @@ TEST(GemmBf16Dot, DotAndWidenPathsAgree) {
       [&] { return mm(x.reshape({87, 301}).slice(1, 0, 301, 2), m2.slice(0, 0, 301, 2)); },
   };
   at_each_dot_isa([&] {
-  for (size_t i = 0; i < ops.size(); ++i) {
-    SCOPED_TRACE(i);
-    Tensor dot, widen;
-    {
-      ScopedBf16GemmPath path(Bf16GemmPath::dot);
-      dot = ops[i]();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      SCOPED_TRACE(i);
+      Tensor dot, widen;
+      {
+        ScopedBf16GemmPath path(Bf16GemmPath::dot);
+        dot = ops[i]();
+      }
+      {
+        ScopedBf16GemmPath path(Bf16GemmPath::widen);
+        widen = ops[i]();
+      }
+      ASSERT_EQ(dot.dtype(), DType::bf16);
+      ASSERT_EQ(dot.shape(), widen.shape());
+      const std::vector<double> d = dot.to_doubles(), wv = widen.to_doubles();
+      int64_t differ = 0;
+      for (size_t j = 0; j < d.size(); ++j) {
+        differ += d[j] != wv[j];
+        EXPECT_LE(std::abs(d[j] - wv[j]), std::ldexp(std::abs(wv[j]), -7) + 1e-3) << j;
+      }
+      EXPECT_LT(differ * 10, int64_t(d.size())) << "over a tenth of the values differ";
     }
-    {
-      ScopedBf16GemmPath path(Bf16GemmPath::widen);
-      widen = ops[i]();
-    }
-    ASSERT_EQ(dot.dtype(), DType::bf16);
-    ASSERT_EQ(dot.shape(), widen.shape());
-    const std::vector<double> d = dot.to_doubles(), wv = widen.to_doubles();
-    int64_t differ = 0;
-    for (size_t j = 0; j < d.size(); ++j) {
-      differ += d[j] != wv[j];
-      EXPECT_LE(std::abs(d[j] - wv[j]), std::ldexp(std::abs(wv[j]), -7) + 1e-3) << j;
-    }
-    EXPECT_LT(differ * 10, int64_t(d.size())) << "over a tenth of the values differ";
-  }
   });
 }
 

@@ -692,27 +692,21 @@ constexpr const char* kOneLinear = R"(graph lin {
   return %y
 })";
 
-// Runs kOneLinear twice and expects its linear left on sgemm: outputs sgemm's bit for bit, nothing
-// packed or hashed.
-void expect_linear_left_on_sgemm(uint64_t seed) {
-  const Graph g = ir::parse(kOneLinear);  // the interpreter keeps a reference to it
+// On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
+// kernel is slower than OpenBLAS's there): outputs sgemm's bit for bit, nothing packed or hashed.
+TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
+  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
+  ScopedF32GemmPath scoped(F32GemmPath::packed);
+  ScopedPackedIsa narrow(PackedIsa::avx2);
+  const Graph g = ir::parse(kOneLinear);
   Interpreter interp(g);
   EXPECT_EQ(interp.packed_weights().packable_nodes(), 1u);
-  Generator gen(seed);
+  Generator gen(10);
   const Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}};
   for (int run = 0; run < 2; ++run)
     EXPECT_EQ(interp.run(bind)[0].to_doubles(), linear(bind.at("x"), bind.at("w")).to_doubles());
   EXPECT_EQ(interp.packed_weights().packs(), 0);
   EXPECT_EQ(interp.packed_weights().hashes(), 0);
-}
-
-// On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
-// kernel is slower than OpenBLAS's there).
-TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
-  if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
-  ScopedF32GemmPath scoped(F32GemmPath::packed);
-  ScopedPackedIsa narrow(PackedIsa::avx2);
-  expect_linear_left_on_sgemm(10);
 }
 
 // Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once
