@@ -89,41 +89,53 @@ BENCHMARK(BM_LinearShapes)->ArgNames({"n", "k", "packed"})->ArgsProduct({{512}, 
     ->ArgsProduct({{256}, {512}, {0, 1}})->ArgsProduct({{1536}, {512}, {0, 1}})->ArgsProduct({{512}, {1536}, {0, 1}})
     ->ArgsProduct({{4096}, {512}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The core's peak rates of the two multiply-add instructions a bf16 GEMM could use: AVX-512 f32
-// FMA (vfmadd231ps, 32 FLOP) and AVX512-BF16's pair dot product (vdpbf16ps, 64 FLOP: 16 lanes of
-// two bf16 products), 24 independent accumulators each. Where the bf16 one is not about twice the
-// f32 one, widening bf16 to f32 for sgemm beats a bf16 kernel (kernels/ops_matmul.cc, gemm_bf16).
-// Skipped on CPUs without the instructions.
-// The loop of both: `step` on 24 accumulators, 1000 times per iteration. A macro, not a lambda:
-// the intrinsics inline only into functions compiled for their target.
-#define DT_PEAK_LOOP(state, flops_per_step, init, step)                                                  \
-  __m512 acc[24];                                                                                        \
-  for (__m512& a : acc) a = init;                                                                        \
+// The core's peak rates of the multiply-adds a GEMM could use: f32 FMA (vfmadd231ps) at AVX2 width
+// (ymm, 16 FLOP; avx2:1) and at AVX-512 width (zmm, 32 FLOP; avx2:0), and AVX512-BF16's pair dot
+// product (vdpbf16ps, 64 FLOP: 16 lanes of two bf16 products), on independent accumulators (12 at
+// AVX2 width, which has 16 registers; 24 at AVX-512's): what fraction of the peak a GEMM reaches
+// (OpenBLAS's sgemm, gemm_f32_packed). Where the bf16 one is not about twice the f32 one, widening
+// bf16 to f32 for sgemm beats a bf16 kernel (kernels/ops_matmul.cc, gemm_bf16). Skipped on CPUs
+// without the instructions.
+// The loop of all three: `step` on `count` accumulators of type `vec`, 1000 times per iteration. A
+// macro, not a lambda: the intrinsics inline only into functions compiled for their target.
+#define DT_PEAK_LOOP(state, vec, count, flops_per_step, init, step)                                     \
+  vec acc[count];                                                                                        \
+  for (vec& a : acc) a = init;                                                                           \
   for (auto _ : state) {                                                                                 \
     for (int rep = 0; rep < 1000; ++rep) {                                                               \
-      _Pragma("GCC unroll 24") for (__m512& a : acc) a = step; /* unrolled: acc stays in registers */    \
+      _Pragma("GCC unroll 24") for (vec& a : acc) a = step; /* unrolled: acc stays in registers */       \
     }                                                                                                    \
     benchmark::DoNotOptimize(acc);                                                                       \
   }                                                                                                      \
-  state.counters["FLOPS"] = benchmark::Counter((flops_per_step) * 24 * 1000, benchmark::Counter::kIsIterationInvariantRate)
+  state.counters["FLOPS"] =                                                                              \
+      benchmark::Counter((flops_per_step) * (count) * 1000, benchmark::Counter::kIsIterationInvariantRate)
 
+__attribute__((target("avx2,fma"))) void peak_f32_fma_avx2(benchmark::State& state) {
+  const __m256 x = _mm256_set1_ps(1.0001f), y = _mm256_set1_ps(0.9999f);
+  DT_PEAK_LOOP(state, __m256, 12, 16, _mm256_set1_ps(0), _mm256_fmadd_ps(x, y, a));
+}
 __attribute__((target("avx512f"))) void peak_f32_fma(benchmark::State& state) {
   const __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f);
-  DT_PEAK_LOOP(state, 32, _mm512_set1_ps(0), _mm512_fmadd_ps(x, y, a));
+  DT_PEAK_LOOP(state, __m512, 24, 32, _mm512_set1_ps(0), _mm512_fmadd_ps(x, y, a));
 }
 __attribute__((target("avx512f,avx512bf16"))) void peak_bf16_dot(benchmark::State& state) {
   const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);  // (1, 1) bf16 pairs
-  DT_PEAK_LOOP(state, 64, _mm512_set1_ps(0), _mm512_dpbf16_ps(a, x, x));
+  DT_PEAK_LOOP(state, __m512, 24, 64, _mm512_set1_ps(0), _mm512_dpbf16_ps(a, x, x));
 }
+
 void BM_PeakF32Fma(benchmark::State& state) {
-  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX2 and FMA");
+  if (state.range(0)) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return state.SkipWithError("no AVX2 and FMA");
+    return peak_f32_fma_avx2(state);
+  }
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512");
   peak_f32_fma(state);
 }
 void BM_PeakBf16Dot(benchmark::State& state) {
   if (!__builtin_cpu_supports("avx512bf16")) return state.SkipWithError("no AVX512-BF16");
   peak_bf16_dot(state);
 }
-BENCHMARK(BM_PeakF32Fma)->UseRealTime();
+BENCHMARK(BM_PeakF32Fma)->ArgName("avx2")->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_PeakBf16Dot)->UseRealTime();
 
 void BM_Add64MiB(benchmark::State& state) {

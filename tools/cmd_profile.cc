@@ -108,7 +108,7 @@ class FastestRun {
 
 double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds / 1e9 : 0; }
 
-// The process's wall and CPU time and context switches over `runs` timed runs, per run.
+// The process's wall and CPU time, context switches and page faults over `runs` timed runs, per run.
 nlohmann::json usage_per_run(const runtime::ProcessUsage& u, int runs) {
   const double n = double(runs);
   return {{"runs", runs},
@@ -116,7 +116,9 @@ nlohmann::json usage_per_run(const runtime::ProcessUsage& u, int runs) {
           {"cpu_ms", u.cpu_s * 1e3 / n},
           {"cores_busy", u.wall_s > 0 ? u.cpu_s / u.wall_s : 0.0},
           {"voluntary_switches", double(u.voluntary_switches) / n},
-          {"involuntary_switches", double(u.involuntary_switches) / n}};
+          {"involuntary_switches", double(u.involuntary_switches) / n},
+          {"minor_faults", double(u.minor_faults) / n},
+          {"major_faults", double(u.major_faults) / n}};
 }
 
 // The op-kind label of every node: "linear+gelu" for a fused head, "" for a fused tail (its few
@@ -413,9 +415,10 @@ void print_text(const nlohmann::json& j) {
   std::printf("BLAS kernels: OpenBLAS %s\n", j["blas_kernels"].get<std::string>().c_str());
   const auto& u = j["usage"];
   std::printf("per run (mean of %d): wall %.3f ms, CPU %.3f ms (%.2f cores busy), context switches %.1f voluntary, "
-              "%.1f involuntary\n",
+              "%.1f involuntary, page faults %.1f minor, %.1f major\n",
               u["runs"].get<int>(), u["wall_ms"].get<double>(), u["cpu_ms"].get<double>(), u["cores_busy"].get<double>(),
-              u["voluntary_switches"].get<double>(), u["involuntary_switches"].get<double>());
+              u["voluntary_switches"].get<double>(), u["involuntary_switches"].get<double>(),
+              u["minor_faults"].get<double>(), u["major_faults"].get<double>());
   std::printf("\n%-34s %6s %10s %7s\n", "op kind", "nodes", "ms", "%");
   for (const auto& e : j["op_kinds"])
     std::printf("%-34s %6d %10.3f %6.1f%%\n", e["op"].get<std::string>().c_str(), e["nodes"].get<int>(),

@@ -51,6 +51,11 @@ bool has_avx2() {
 // (Haswell's) ran 3-7 % faster than the Cooperlake kernels OpenBLAS 0.3.21 itself picks (kernels_bench BM_Gemm,
 // n = 512 and 1024, one thread: 105.9-109.1 vs 100.0-103.5 GFLOP/s, alternating; its "Zen" table,
 // the same kernels with other block sizes, 81.6-105.7). Zen 5 (0x1a) has full-width 512-bit units.
+// The "Zen" table OpenBLAS picks on Zen 1-3 (AVX2) is replaced by Haswell's too (replaces_core): on
+// a Zen 2 (EPYC, family 0x17), one thread, bench/compare_blas.py's Llama linear shapes ran at
+// 89.0-94.6 GFLOP/s with it and 91.0-97.4 with Haswell's (1.6-3.8 % faster on every shape; the
+// core's FMA peak is 103, kernels_bench BM_PeakF32Fma/avx2:1), and the Llama export's forward in
+// 388-393 ms against 377-389 (`dtensor profile`, three alternating pairs, load 0.5).
 const char* preferred_blas_core() {
   const BlasIsa cpu = cpu_isa();
   if (cpu == BlasIsa::avx512 && amd_cpu_family() != 0x19) {
@@ -62,6 +67,13 @@ const char* preferred_blas_core() {
 }
 
 namespace {
+
+// True when the preferred core replaces OpenBLAS's choice `own` (of ISA own_isa): wider or narrower
+// kernels than OpenBLAS's, or OpenBLAS's "Zen" table, whose block sizes ran slower than Haswell's
+// (the same AVX2 kernels) on every Zen measured (above).
+bool replaces_core(std::string_view own, BlasIsa own_isa, std::string_view preferred) {
+  return blas_core_isa(preferred) != own_isa || (own == "Zen" && preferred == "Haswell");
+}
 
 // Runs while the program (or the Python extension) loads: a static initializer, after OpenBLAS's
 // own constructor (a shared library's constructors run before those of the objects that link it)
@@ -77,10 +89,10 @@ bool choose_blas_kernels() {
   const BlasIsa chosen = blas_core_isa(openblas_get_corename());
   if (chosen == BlasIsa::unknown) return false;  // a newer core than we know
   // OpenBLAS's own choice stands when its kernels are as wide as those this CPU runs best (its
-  // core may be newer than ours); else the preferred core replaces it: wider than OpenBLAS's (a
-  // CPU model newer than the release) or narrower (Zen 4).
+  // core may be newer than ours), except its Zen table; else the preferred core replaces it: wider
+  // than OpenBLAS's (a CPU model newer than the release) or narrower (Zen 4).
   const char* core = preferred_blas_core();
-  if (!core || blas_core_isa(core) == chosen) return false;
+  if (!core || !replaces_core(openblas_get_corename(), chosen, core)) return false;
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   setenv("OPENBLAS_CORETYPE", core, 1);
   gotoblas_dynamic_quit();

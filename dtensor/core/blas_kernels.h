@@ -7,7 +7,8 @@
 // CPU's features when the detected core uses narrower vectors than the CPU has, as
 // OPENBLAS_CORETYPE would. A user's own OPENBLAS_CORETYPE is left alone; so is an OpenBLAS built
 // for one core (no DYNAMIC_ARCH) and a CPU whose core OpenBLAS already knows, except AMD's Zen 4,
-// where OpenBLAS picks its AVX-512 kernels and its AVX2 ones run faster (blas_kernels.cc).
+// where OpenBLAS picks its AVX-512 kernels and its AVX2 ones run faster, and Zen 1-3, where its
+// "Zen" table runs the Haswell kernels with block sizes measured slower (blas_kernels.cc).
 //
 // OpenBLAS stays the BLAS because no other Debian one is faster here: on the AMD EPYC (Zen 4) host,
 // one thread, the Llama export's linear shapes (M = 1024; N x K 256-4096 x 512, 512 x 1536),
@@ -39,7 +40,8 @@ bool cpu_has_avx512_bf16();
 // Returns the CPU family (CPUID leaf 1, extended family added: 0x19 = AMD Zen 3/4, 6 = Intel Core)
 // when the vendor is AMD, else -1.
 int amd_cpu_family();
-// True when the kernels were chosen again at load (OpenBLAS's own were not as wide as preferred_blas_core's).
+// True when the kernels were chosen again at load (OpenBLAS's own were not as wide as
+// preferred_blas_core's, or were its Zen table).
 // Referenced by init_compute_threads so that every binary running a GEMM links the choice.
 bool blas_kernels_rechosen();
 

@@ -1,7 +1,9 @@
-// What a process spent over an interval: wall time, CPU time (user + system, every thread) and
+// What a process spent over an interval: wall time, CPU time (user + system, every thread),
 // context switches (voluntary: a thread blocked or yielded; involuntary: the scheduler took the
-// core). `dtensor profile` reports them per run, so a forward whose wall time sits above its CPU
-// time per core, or whose involuntary switches climb (threads oversubscribing the cores), shows.
+// core) and page faults (minor: a page mapped on first touch, zeroed by the kernel; major: read
+// from disk). `dtensor profile` reports them per run, so a forward whose wall time sits above its
+// CPU time per core, whose involuntary switches climb (threads oversubscribing the cores), or whose
+// steady-state runs still touch fresh pages (buffers not recycled), shows.
 #pragma once
 
 #include <sys/resource.h>
@@ -13,6 +15,7 @@ namespace dt::runtime {
 struct ProcessUsage {
   double wall_s = 0, cpu_s = 0;
   long voluntary_switches = 0, involuntary_switches = 0;
+  long minor_faults = 0, major_faults = 0;
 
   // The process's totals now (getrusage(RUSAGE_SELF) sums every thread on Linux).
   static ProcessUsage now() {
@@ -20,11 +23,12 @@ struct ProcessUsage {
     getrusage(RUSAGE_SELF, &ru);
     auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
     return {std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
-            sec(ru.ru_utime) + sec(ru.ru_stime), ru.ru_nvcsw, ru.ru_nivcsw};
+            sec(ru.ru_utime) + sec(ru.ru_stime), ru.ru_nvcsw, ru.ru_nivcsw, ru.ru_minflt, ru.ru_majflt};
   }
   friend ProcessUsage operator-(const ProcessUsage& a, const ProcessUsage& b) {
     return {a.wall_s - b.wall_s, a.cpu_s - b.cpu_s, a.voluntary_switches - b.voluntary_switches,
-            a.involuntary_switches - b.involuntary_switches};
+            a.involuntary_switches - b.involuntary_switches, a.minor_faults - b.minor_faults,
+            a.major_faults - b.major_faults};
   }
 };
 

@@ -26,6 +26,8 @@ u = j["usage"]
 assert u["runs"] == 2 and u["wall_ms"] >= j["time_ms"] * 0.999 and u["cpu_ms"] > 0, u
 assert abs(u["cores_busy"] - u["cpu_ms"] / u["wall_ms"]) < 1e-9 and u["cores_busy"] < 2.5, u
 assert u["voluntary_switches"] >= 0 and u["involuntary_switches"] >= 0, u
+# and the pages it faulted in (a steady-state run that keeps faulting is not recycling its buffers)
+assert all(isinstance(u[k], (int, float)) and u[k] >= 0 for k in ("minor_faults", "major_faults")), u
 # the BLAS kernels in use are named, so a slow choice shows (OpenBLAS names a core it runs)
 assert isinstance(j["blas_kernels"], str) and j["blas_kernels"], j.get("blas_kernels")
 kinds = {k["op"]: k for k in j["op_kinds"]}
@@ -89,7 +91,8 @@ assert any(m["op"].startswith("linear") and m["n"] == 256 for m in j["matmuls"])
 PY
 out=$(timeout 300 "$DT" profile "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat 1 \
   --threads 1 --mesh 2 --plan "$ROOT/examples/gpt_tp.json" 2>&1) || FAIL "profile --mesh (text)"
-for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks" "cores busy), context switches"; do
+for text in "mesh 2 (2 ranks), rank 0" "collectives ms" "op kind over ranks" "cores busy), context switches" \
+            "involuntary, page faults"; do
   echo "$out" | grep -qF "$text" || FAIL "'$text' not in the mesh text report"
 done
 
