@@ -136,17 +136,35 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-int amd_cpu_family() {
+namespace {
+
+// CPUID leaf 1's EAX (family, model, stepping) when the vendor is AMD, else 0.
+unsigned amd_signature() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return -1;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return 0;
   const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
-  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return -1;
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  return eax;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+int amd_cpu_family() {
+  const unsigned eax = amd_signature();
+  if (eax == 0) return -1;
   const int family = int((eax >> 8) & 0xf);
   return family == 0xf ? family + int((eax >> 20) & 0xff) : family;
-#else
-  return -1;
-#endif
+}
+
+int amd_cpu_model() {
+  const unsigned eax = amd_signature();
+  if (eax == 0) return -1;
+  const int model = int((eax >> 4) & 0xf);
+  return ((eax >> 8) & 0xf) == 0xf ? model + (int((eax >> 16) & 0xf) << 4) : model;
 }
 
 bool blas_kernels_rechosen() { return g_rechosen; }

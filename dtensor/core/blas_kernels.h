@@ -40,6 +40,9 @@ bool cpu_has_avx512_bf16();
 // Returns the CPU family (CPUID leaf 1, extended family added: 0x19 = AMD Zen 3/4, 6 = Intel Core)
 // when the vendor is AMD, else -1.
 int amd_cpu_family();
+// Returns the CPU model within its family (CPUID leaf 1, extended model added: family 0x17 models
+// 0x30 and up are Zen 2, below Zen 1 and Zen+) when the vendor is AMD, else -1.
+int amd_cpu_model();
 // True when the kernels were chosen again at load (OpenBLAS's own were not as wide as
 // preferred_blas_core's, or were its Zen table).
 // Referenced by init_compute_threads so that every binary running a GEMM links the choice.

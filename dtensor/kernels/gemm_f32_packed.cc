@@ -170,10 +170,11 @@ constexpr auto kMicroKernelsAvx2 = micro_kernels_avx2(std::make_index_sequence<s
 
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
 bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
-bool prefer_packed() { return amd_cpu_family() == 0x19; }
+// AMD's Zen 2 (family 0x17 from model 0x30), Zen 3 and Zen 4 (family 0x19): the header's measurements.
+bool prefer_packed() { return amd_cpu_family() == 0x19 || (amd_cpu_family() == 0x17 && amd_cpu_model() >= 0x30); }
 bool always() { return true; }
 
-// packed on AMD family 0x19 (see the header for the measurements), blas elsewhere.
+// packed on AMD's Zen 2-4 (see the header for the measurements), blas elsewhere.
 constinit KernelPathSwitch g_path({"DTENSOR_F32_GEMM", "blas", "packed", "AVX2 and FMA", &avx2, &prefer_packed});
 
 // The micro-kernels' vector width: AVX-512 wherever the CPU has it, unless set (tests).

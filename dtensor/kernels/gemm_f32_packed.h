@@ -36,7 +36,11 @@ using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
 // AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on
 // AMD family 0x19 (Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's
 // shapes, kernels_bench BM_LinearShapes; Zen 3 with AVX2: attention only, see
-// f32_packed_linears), blas everywhere else. On Intel's Sapphire Rapids the packed linears ran
+// f32_packed_linears) and on Zen 2 (family 0x17 from model 0x30, AVX2: attention only; [4, 8, S,
+// 64] one thread against OpenBLAS's Haswell sgemm, kernels_bench BM_Attention tiled, two
+// alternating rounds: causal S = 256 8.30-8.41 -> 6.39-6.44 ms, not causal 14.1-14.6 -> 10.8-10.9,
+// S = 1024 causal 132-135 -> 113, not causal 263-270 -> 244-250), blas everywhere else (Zen 1 and
+// Intel's AVX2 CPUs unmeasured). On Intel's Sapphire Rapids the packed linears ran
 // 3-17 % over OpenBLAS's SkylakeX sgemm (kernels_bench BM_LinearShapes; the benchmark Llama's
 // forward from its file 230-234 -> 224 ms), but a writable weight is hashed on every run
 // (runtime/packed_weights.h), 8.9 ms for the anchor gpt's 64 MiB, and its forward with in-memory
