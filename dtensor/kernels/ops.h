@@ -130,6 +130,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // log_softmax(x, 1)[i, index[i]] for x [N, C] and integer index [N] (each in [0, C)), bitwise, without
 // the [N, C] result: cross_entropy's per-row loss reads one element of each row's log_softmax.
 Tensor log_softmax_at(const Tensor& x, const Tensor& index);
+// The loss-parallel pieces of cross_entropy on a class shard x [N, C] (ir/ops/loss.cc), each an [N]
+// row statistic in x's dtype: the row max; Σ exp(x - max) for a given [N] max (the global one: the
+// exps and the double sum of log_softmax's rows); and the logit at column target - class_start
+// where the row's target falls in this shard, else 0. f32, bf16 and f16 rows compute in f32, f64
+// in f64.
+Tensor cross_entropy_max(const Tensor& logits);
+Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& max);
+Tensor cross_entropy_target_logit(const Tensor& logits, const Tensor& target, int64_t class_start = 0);
 // Normalises over the trailing dims of `normalized_shape`; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

@@ -278,24 +278,36 @@ DT_SIMD_CLONES void scale_probabilities_f32(float* row, float sum, float s, int6
 
 }  // namespace
 
-Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count) {
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count,
+                              const Tensor& max, const Tensor& sum_exp, int64_t class_start) {
   if (grad.numel() != 1)
     DT_THROW(ShapeError) << "cross_entropy_backward: grad must be a scalar, got " << shape_str(grad.shape());
   if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0))
     DT_THROW(ShapeError) << "cross_entropy_backward: logits " << shape_str(logits.shape()) << " and target "
                          << shape_str(target.shape()) << " are not [N, C] and [N]";
+  const bool shard = max.defined();
+  if (shard != sum_exp.defined())
+    DT_THROW(ShapeError) << "cross_entropy_backward takes max and sum_exp together";
+  const int64_t n = logits.size(0), c = logits.size(1);
+  if (shard && (max.dim() != 1 || max.size(0) != n || sum_exp.dim() != 1 || sum_exp.size(0) != n))
+    DT_THROW(ShapeError) << "cross_entropy_backward: row statistics " << shape_str(max.shape()) << " and "
+                         << shape_str(sum_exp.shape()) << " for " << n << " rows";
   // (softmax(logits) - onehot(target)) · grad / N. f32/f64: row by row, each row's softmax (as
   // dt::softmax computes it) finished while it is in cache, with the same roundings as sub(p,
-  // onehot) then mul by the scalar in p's dtype: one pass over [N, C] instead of three.
-  const int64_t n = logits.size(0), c = logits.size(1);
+  // onehot) then mul by the scalar in p's dtype: one pass over [N, C] instead of three. On a class
+  // shard the softmax takes the whole row's max and sum instead of this shard's, and the target's
+  // column is target - class_start when it falls here.
   const Tensor t = target.to(DType::i64).contiguous();
   const int64_t* tp = static_cast<const int64_t*>(t.raw_data());
-  for (int64_t r = 0; r < n; ++r)
+  for (int64_t r = 0; !shard && r < n; ++r)
     if (tp[r] < 0 || tp[r] >= c)
       DT_THROW(ValueError) << "cross_entropy_backward: target " << tp[r] << " out of range for " << c << " classes";
   const double scale = grad.item() / double(std::max<int64_t>(count > 0 ? count : n, 1));
-  if (logits.dtype() != DType::f32 && logits.dtype() != DType::f64) {  // bf16/f16: the composed ops
-    const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());
+  if (logits.dtype() != DType::f32 && logits.dtype() != DType::f64) {
+    if (shard)  // bf16/f16 shards: in f32, rounded once
+      return cross_entropy_backward(grad, logits.to(DType::f32), target, count, max, sum_exp, class_start)
+          .to(logits.dtype());
+    const Tensor onehot = eq(Tensor::arange(c).view({1, c}), t.reshape({n, 1})).to(logits.dtype());  // composed ops
     return mul(sub(softmax(logits, 1), onehot), scale);
   }
   const Tensor x = logits.contiguous();
@@ -305,16 +317,21 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
     const C* xp = ptr<C>(x);
     C* pp = mut<C>(p);
     const C s = C(scale);
+    const std::vector<C> mx = shard ? max.to(p.dtype()).to_vector<C>() : std::vector<C>();
+    const std::vector<C> sx = shard ? sum_exp.to(p.dtype()).to_vector<C>() : std::vector<C>();
     parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const C* v = xp + r * c;
         C* row = pp + r * c;
         // p_j · s off the target (p_j - 0 is exact), (p_t - 1) · s at it.
-        const C sum = C(kernel::exp_row_sum(v, kernel::row_max(v, c), row, c));
-        const C pt = row[tp[r]] / sum;
+        const C own_sum = C(kernel::exp_row_sum(v, shard ? mx[size_t(r)] : kernel::row_max(v, c), row, c));
+        const C sum = shard ? sx[size_t(r)] : own_sum;
+        const int64_t k = tp[r] - class_start;
+        const bool here = k >= 0 && k < c;
+        const C pt = here ? row[k] / sum : C(0);
         if constexpr (std::is_same_v<C, float>) scale_probabilities_f32(row, sum, s, c);
         else for (int64_t j = 0; j < c; ++j) row[j] = row[j] / sum * s;
-        row[tp[r]] = (pt - C(1)) * s;
+        if (here) row[k] = (pt - C(1)) * s;
       }
     });
   });

@@ -70,7 +70,12 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 // `count` is what the mean divides by (elements for mse_loss, rows for cross_entropy); 0 means the
 // operand's own count (a sharded operand passes its global count).
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target, int64_t count = 0);
-Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count = 0);
+// cross_entropy_backward with `max` and `sum_exp` ([N], both or neither) is the loss-parallel form
+// on a class shard whose column 0 is class class_start: softmax with the whole row's max and sum of
+// exponentials (cross_entropy_max / cross_entropy_sum_exp, all-reduced), the target's one-hot only
+// where it falls in the shard (ir/ops/grad.cc).
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t count = 0,
+                              const Tensor& max = Tensor(), const Tensor& sum_exp = Tensor(), int64_t class_start = 0);
 
 // Optimizer steps, as torch.optim (PyTorch 1.13 and later, foreach off; same formulas):
 //   SGD:   g = grad + wd·p; buf = momentum·buf + g; p -= lr·buf (momentum 0: p -= lr·g). The

@@ -118,5 +118,46 @@ TEST(OpsGrad, CrossEntropyBackwardIsTheComposedFormula) {
   EXPECT_THROW(cross_entropy_backward(grad, logits, bad, 0), ValueError);
 }
 
+// The loss-parallel pieces on two uneven class shards (ir/ops/loss.cc): the statistics combined as
+// the all_reduces would give cross_entropy's loss, and the shards' backward, side by side, its
+// gradient. With one shard holding every class, the backward is bitwise the plain one.
+TEST(OpsGrad, LossParallelPiecesAddUpToCrossEntropy) {
+  const int64_t n = 67, c = 1003, split = 411;
+  const Tensor logits = uniform({n, c}, DType::f32, 12, -6, 6);
+  Tensor target = uniform({n}, DType::i64, 13, 0, c);
+  target.data<int64_t>()[0] = 0, target.data<int64_t>()[1] = split - 1, target.data<int64_t>()[2] = split;  // edges
+  const Tensor grad = Tensor::full({}, 0.5, DType::f32);
+  const Tensor lo = logits.narrow(1, 0, split), hi = logits.narrow(1, split, c - split);  // strided views
+  const Tensor m = maximum(cross_entropy_max(lo), cross_entropy_max(hi));
+  EXPECT_TRUE(allclose(m, amax(logits, {1}), 0, 0));  // a max is exact
+  const Tensor sum = add(cross_entropy_sum_exp(lo, m), cross_entropy_sum_exp(hi, m));
+  const Tensor xt = add(cross_entropy_target_logit(lo, target, 0), cross_entropy_target_logit(hi, target, split));
+  // Exactly one shard holds each row's target: the other gives 0.
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(xt.at({i}), logits.at({i, target.at({i})})) << "row " << i;
+  const double loss = mean(add(sub(log(sum), xt), m)).item();
+  EXPECT_NEAR(loss, -mean(log_softmax_at(logits, target)).item(), 2e-6);
+  const Tensor dlogits = cat({cross_entropy_backward(grad, lo, target, n, m, sum, 0),
+                              cross_entropy_backward(grad, hi, target, n, m, sum, split)}, 1);
+  const Tensor want = cross_entropy_backward(grad, logits, target, 0);
+  EXPECT_LT(test::max_abs_diff(dlogits, want), 1e-8);
+  // One shard of every class, with its own row statistics: the plain backward's bits.
+  const Tensor own_m = cross_entropy_max(logits), own_sum = cross_entropy_sum_exp(logits, own_m);
+  EXPECT_TRUE(allclose(cross_entropy_backward(grad, logits, target, 0, own_m, own_sum, 0), want, 0, 0));
+  // bf16 logits compute in f32 and round once.
+  const Tensor lo16 = lo.to(DType::bf16);
+  const Tensor got16 = cross_entropy_backward(grad, lo16, target, n, m, sum, 0);
+  EXPECT_EQ(got16.dtype(), DType::bf16);
+  EXPECT_TRUE(allclose(got16, cross_entropy_backward(grad, lo16.to(DType::f32), target, n, m, sum, 0).to(DType::bf16),
+                       0, 0));
+  EXPECT_EQ(cross_entropy_sum_exp(lo16, m).dtype(), DType::bf16);
+  // Errors: a statistic without the other, or of the wrong length; logits not [N, C].
+  EXPECT_THROW(cross_entropy_backward(grad, lo, target, n, m, Tensor(), 0), ShapeError);
+  EXPECT_THROW(cross_entropy_backward(grad, lo, target, n, m.narrow(0, 0, n - 1), sum.narrow(0, 0, n - 1), 0),
+               ShapeError);
+  EXPECT_THROW(cross_entropy_sum_exp(lo, m.narrow(0, 0, 3)), ShapeError);
+  EXPECT_THROW(cross_entropy_max(logits.flatten()), ShapeError);
+  EXPECT_THROW(cross_entropy_target_logit(lo, target.to(DType::f32), 0), DTypeError);
+}
+
 }  // namespace
 }  // namespace dt

@@ -195,6 +195,69 @@ Tensor log_softmax_at(const Tensor& x, const Tensor& index) {
 
 namespace {
 
+// The loss-parallel statistics' common frame (cross_entropy_max and the others below): f(row, C,
+// i) per row of x [N, C] in its compute type (f64 for f64, else f32: bf16/f16 logits are widened
+// once), rows in parallel, into an [N] result in x's dtype. They are summed across ranks after.
+template <typename F>
+Tensor per_logit_row(const char* op, const Tensor& x, F f) {
+  if (x.dim() != 2) DT_THROW(ShapeError) << op << ": logits must be [N, C], got " << shape_str(x.shape());
+  const bool f64 = x.dtype() == DType::f64;
+  if (!f64 && x.dtype() != DType::f32 && x.dtype() != DType::bf16 && x.dtype() != DType::f16)
+    DT_THROW(DTypeError) << op << ": logits must be floating, got " << dtype_name(x.dtype());
+  const Tensor xc = (f64 ? x : x.to(DType::f32)).contiguous();
+  const int64_t rows = x.size(0), n = x.size(1);
+  Tensor out = Tensor::uninitialized({rows}, xc.dtype());
+  const auto run = [&](auto tag) {
+    using C = decltype(tag);
+    const C* in = static_cast<const C*>(xc.raw_data());
+    C* o = static_cast<C*>(out.raw_data());
+    parallel_for(rows, std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+      std::vector<C> scratch;
+      for (int64_t r = r0; r < r1; ++r) o[r] = f(in + r * n, n, r, scratch);
+    });
+  };
+  if (f64) run(double{});
+  else run(float{});
+  return out.to(x.dtype());
+}
+
+}  // namespace
+
+Tensor cross_entropy_max(const Tensor& logits) {
+  return per_logit_row("cross_entropy_max", logits, [](const auto* v, int64_t n, int64_t, auto&) { return row_max(v, n); });
+}
+
+Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& max) {
+  const char* op = "cross_entropy_sum_exp";
+  const Tensor mx = max.to(logits.dtype() == DType::f64 ? DType::f64 : DType::f32).contiguous();
+  if (mx.dim() != 1 || logits.dim() != 2 || mx.size(0) != logits.size(0))
+    DT_THROW(ShapeError) << op << ": max " << shape_str(max.shape()) << " does not match logits "
+                         << shape_str(logits.shape());
+  return per_logit_row(op, logits, [&](const auto* v, int64_t n, int64_t r, auto& scratch) {
+    using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
+    scratch.resize(size_t(n));
+    return C(kernel::exp_row_sum(v, static_cast<const C*>(mx.raw_data())[r], scratch.data(), n));
+  });
+}
+
+Tensor cross_entropy_target_logit(const Tensor& logits, const Tensor& target, int64_t class_start) {
+  const char* op = "cross_entropy_target_logit";
+  if (target.dim() != 1 || logits.dim() != 2 || target.size(0) != logits.size(0))
+    DT_THROW(ShapeError) << op << ": target " << shape_str(target.shape()) << " does not match logits "
+                         << shape_str(logits.shape());
+  if (target.dtype() != DType::i64 && target.dtype() != DType::i32)
+    DT_THROW(DTypeError) << op << ": target must be i64 or i32, got " << dtype_name(target.dtype());
+  const Tensor t = target.to(DType::i64).contiguous();
+  const int64_t* tp = t.data<int64_t>();
+  return per_logit_row(op, logits, [&](const auto* v, int64_t n, int64_t r, auto&) {
+    using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
+    const int64_t k = tp[r] - class_start;
+    return k >= 0 && k < n ? v[k] : C(0);
+  });
+}
+
+namespace {
+
 // One row of layer_norm over len values, weight w and bias b optional (null). Inlined into each
 // caller's loop.
 template <typename C>

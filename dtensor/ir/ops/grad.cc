@@ -177,32 +177,13 @@ void run_embedding_backward(const KernelArgs& a) {
 void run_mse_backward(const KernelArgs& a) {
   a.out[0] = dt::mse_loss_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
 }
-// With the row statistics (loss parallel, ir/ops/loss.cc): this rank's columns, from
-// class_start, of (exp(x - max) / sum_exp - onehot(target)) · grad / count, in f64 like the
-// forward's statistics.
-Tensor ce_backward_shard(const KernelArgs& a) {
-  const Tensor x = a.in[1].to(DType::f64).contiguous();
-  const Tensor t = a.in[2].to(DType::i64).contiguous();
-  const Tensor m = a.in[3].to(DType::f64).contiguous(), s = a.in[4].to(DType::f64).contiguous();
-  const int64_t n = x.size(0), c = x.size(1), start = a.node.attr_int("class_start");
-  const int64_t count = a.node.attr_int("count");
-  const double scale = a.in[0].item() / double(std::max<int64_t>(count > 0 ? count : n, 1));
-  Tensor out = Tensor::uninitialized({n, c}, DType::f64);
-  const double* xp = x.data<double>();
-  double* op = out.data<double>();
-  for (int64_t i = 0; i < n; ++i) {
-    const double mi = m.data<double>()[i], si = s.data<double>()[i];
-    const int64_t k = t.data<int64_t>()[i] - start;
-    for (int64_t j = 0; j < c; ++j) op[i * c + j] = (std::exp(xp[i * c + j] - mi) / si - (j == k ? 1.0 : 0.0)) * scale;
-  }
-  return out.to(a.in[1].dtype());
-}
+// With the row statistics (loss parallel, ir/ops/loss.cc) it is this rank's columns, from
+// class_start, of (exp(x - max) / sum_exp - onehot(target)) · grad / count.
 void run_ce_backward(const KernelArgs& a) {
-  if (a.in.size() == 5) {
-    a.out[0] = ce_backward_shard(a);
-    return;
-  }
-  a.out[0] = dt::cross_entropy_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"));
+  const Tensor none{};
+  const bool shard = a.in.size() == 5;
+  a.out[0] = dt::cross_entropy_backward(a.in[0], a.in[1], a.in[2], a.node.attr_int("count"), shard ? a.in[3] : none,
+                                        shard ? a.in[4] : none, a.node.attr_int("class_start"));
 }
 void run_slice_backward(const KernelArgs& a) {
   const Node& n = a.node;

@@ -135,45 +135,11 @@ void infer_combine(const Node& node, const Graph&, std::vector<TensorType>& out)
   out.push_back({node.operands[0]->type.dtype, {}});
 }
 
-// Runs f(row pointer, C, i) per row of contiguous f64 logits and returns the [N] result in the
-// logits' dtype (the statistics are computed in double: they are summed across ranks after).
-template <typename F>
-Tensor per_row(const Tensor& logits, F f) {
-  const Tensor x = logits.to(DType::f64).contiguous();
-  const int64_t n = x.size(0), c = x.size(1);
-  Tensor out = Tensor::uninitialized({n}, DType::f64);
-  const double* xp = x.data<double>();
-  double* op = out.data<double>();
-  for (int64_t i = 0; i < n; ++i) op[i] = f(xp + i * c, c, i);
-  return out.to(logits.dtype());
-}
-
-void run_ce_max(const KernelArgs& a) {
-  a.out[0] = per_row(a.in[0], [](const double* row, int64_t c, int64_t) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t k = 0; k < c; ++k) m = std::max(m, row[k]);
-    return m;
-  });
-}
-
-void run_ce_sum_exp(const KernelArgs& a) {
-  const Tensor m = a.in[1].to(DType::f64).contiguous();
-  const double* mp = m.data<double>();
-  a.out[0] = per_row(a.in[0], [&](const double* row, int64_t c, int64_t i) {
-    double s = 0;
-    for (int64_t k = 0; k < c; ++k) s += std::exp(row[k] - mp[i]);
-    return s;
-  });
-}
-
+// The loss-parallel pieces: dt::cross_entropy_max and the others (kernels/ops_nn.cc).
+void run_ce_max(const KernelArgs& a) { a.out[0] = dt::cross_entropy_max(a.in[0]); }
+void run_ce_sum_exp(const KernelArgs& a) { a.out[0] = dt::cross_entropy_sum_exp(a.in[0], a.in[1]); }
 void run_ce_target_logit(const KernelArgs& a) {
-  const Tensor t = a.in[1].to(DType::i64).contiguous();
-  const int64_t* tp = t.data<int64_t>();
-  const int64_t start = a.node.attr_int("class_start");
-  a.out[0] = per_row(a.in[0], [&](const double* row, int64_t c, int64_t i) {
-    const int64_t k = tp[i] - start;
-    return k >= 0 && k < c ? row[k] : 0.0;
-  });
+  a.out[0] = dt::cross_entropy_target_logit(a.in[0], a.in[1], a.node.attr_int("class_start"));
 }
 
 void run_ce_combine(const KernelArgs& a) {
