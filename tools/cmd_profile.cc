@@ -10,8 +10,9 @@
 // (fastest of 3), and attention its GFLOP/s. "overall" is all matmul FLOPs over the whole
 // forward's time against the time those GEMMs alone would take: the fraction of the GEMM rate the
 // forward reaches. Peak memory is the interpreter's peak of live intermediates. Per timed run the
-// process's wall and CPU time and its context switches are reported too (runtime/process_usage.h):
-// time lost to waiting, spinning or oversubscribed threads shows as wall above CPU per core.
+// process's wall and CPU time, its context switches and its page faults are reported too
+// (runtime/process_usage.h): time lost to waiting, spinning or oversubscribed threads shows as wall
+// above CPU per core, and buffers not recycled between runs as faults in the steady state.
 //
 // With --mesh/--plan the model is compiled and sharded as `dtensor run` does (default pass
 // pipeline, threads backend, every rank in this process) and each rank's program is profiled: rank
