@@ -17,6 +17,7 @@ needs a second build); state the machine's load with its output.
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -96,7 +97,7 @@ def main():
     extra = {}
     for spec in a.args:
         name, _, rest = spec.partition("=")
-        extra[name] = rest.split()
+        extra[name] = shlex.split(rest)  # quoted words stay whole: --fsdp "" is an empty value
     report = {}
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name in names:
