@@ -196,8 +196,9 @@ Tensor log_softmax_at(const Tensor& x, const Tensor& index) {
 namespace {
 
 // The loss-parallel statistics' common frame (cross_entropy_max and the others below): f(row, C,
-// i) per row of x [N, C] in its compute type (f64 for f64, else f32: bf16/f16 logits are widened
-// once), rows in parallel, into an [N] result in x's dtype. They are summed across ranks after.
+// i, scratch) per row i of x [N, C] in its compute type (f64 for f64, else f32: bf16/f16 logits are
+// widened once), rows in parallel (scratch: a per-thread buffer f may size), into an [N] result in
+// x's dtype, which the partitioner's all_reduces then combine across ranks.
 template <typename F>
 Tensor per_logit_row(const char* op, const Tensor& x, F f) {
   if (x.dim() != 2) DT_THROW(ShapeError) << op << ": logits must be [N, C], got " << shape_str(x.shape());
