@@ -70,7 +70,7 @@ namespace {
 
 // True when the preferred core replaces OpenBLAS's choice `own` (of ISA own_isa): wider or narrower
 // kernels than OpenBLAS's, or OpenBLAS's "Zen" table, whose block sizes ran slower than Haswell's
-// (the same AVX2 kernels) on every Zen measured (above).
+// (the same AVX2 kernels) on each Zen measured, Zen 2 and Zen 4 (above; Zen 1 and 3 were not).
 bool replaces_core(std::string_view own, BlasIsa own_isa, std::string_view preferred) {
   return blas_core_isa(preferred) != own_isa || (own == "Zen" && preferred == "Haswell");
 }
