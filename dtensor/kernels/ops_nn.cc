@@ -195,49 +195,47 @@ Tensor log_softmax_at(const Tensor& x, const Tensor& index) {
 
 namespace {
 
-// The loss-parallel statistics' common frame (cross_entropy_max and the others below): f(row, C,
-// i, scratch) per row i of x [N, C] in its compute type (f64 for f64, else f32: bf16/f16 logits are
-// widened once), rows in parallel (scratch: a per-thread buffer f may size), into an [N] result in
-// x's dtype, which the partitioner's all_reduces then combine across ranks.
+// The loss-parallel statistics' common frame (cross_entropy_max and the others below): f(row, C, i,
+// stat, scratch) per row i of x [N, C] in its compute type (compute_t: bf16/f16 logits are widened
+// once), with stat = row i's value of the [N] statistic `stat` (0 when undefined), rows in parallel
+// (scratch: a per-thread buffer f may size), into an [N] result in x's dtype, which the
+// partitioner's all_reduces then combine across ranks.
 template <typename F>
-Tensor per_logit_row(const char* op, const Tensor& x, F f) {
+Tensor per_logit_row(const char* op, const Tensor& x, const Tensor& stat, F f) {
   if (x.dim() != 2) DT_THROW(ShapeError) << op << ": logits must be [N, C], got " << shape_str(x.shape());
-  const bool f64 = x.dtype() == DType::f64;
-  if (!f64 && x.dtype() != DType::f32 && x.dtype() != DType::bf16 && x.dtype() != DType::f16)
-    DT_THROW(DTypeError) << op << ": logits must be floating, got " << dtype_name(x.dtype());
-  const Tensor xc = (f64 ? x : x.to(DType::f32)).contiguous();
   const int64_t rows = x.size(0), n = x.size(1);
-  Tensor out = Tensor::uninitialized({rows}, xc.dtype());
-  const auto run = [&](auto tag) {
-    using C = decltype(tag);
+  if (stat.defined() && (stat.dim() != 1 || stat.size(0) != rows))
+    DT_THROW(ShapeError) << op << ": row statistic " << shape_str(stat.shape()) << " does not match logits "
+                         << shape_str(x.shape());
+  Tensor out;
+  kernel::dispatch<kFloat>(x.dtype(), op, [&](auto tag) {
+    using C = compute_t<typename decltype(tag)::type>;
+    const Tensor xc = x.to(dtype_of<C>()).contiguous();
+    const Tensor sc = stat.defined() ? stat.to(dtype_of<C>()).contiguous() : Tensor();
     const C* in = static_cast<const C*>(xc.raw_data());
-    C* o = static_cast<C*>(out.raw_data());
+    const C* sp = sc.defined() ? static_cast<const C*>(sc.raw_data()) : nullptr;
+    Tensor o = Tensor::uninitialized({rows}, dtype_of<C>());
+    C* op_ = static_cast<C*>(o.raw_data());
     parallel_for(rows, std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
       std::vector<C> scratch;
-      for (int64_t r = r0; r < r1; ++r) o[r] = f(in + r * n, n, r, scratch);
+      for (int64_t r = r0; r < r1; ++r) op_[r] = f(in + r * n, n, r, sp ? sp[r] : C(0), scratch);
     });
-  };
-  if (f64) run(double{});
-  else run(float{});
-  return out.to(x.dtype());
+    out = o.to(x.dtype());
+  });
+  return out;
 }
 
 }  // namespace
 
 Tensor cross_entropy_max(const Tensor& logits) {
-  return per_logit_row("cross_entropy_max", logits, [](const auto* v, int64_t n, int64_t, auto&) { return row_max(v, n); });
+  return per_logit_row("cross_entropy_max", logits, Tensor(),
+                       [](const auto* v, int64_t n, int64_t, auto, auto&) { return row_max(v, n); });
 }
 
 Tensor cross_entropy_sum_exp(const Tensor& logits, const Tensor& max) {
-  const char* op = "cross_entropy_sum_exp";
-  const Tensor mx = max.to(logits.dtype() == DType::f64 ? DType::f64 : DType::f32).contiguous();
-  if (mx.dim() != 1 || logits.dim() != 2 || mx.size(0) != logits.size(0))
-    DT_THROW(ShapeError) << op << ": max " << shape_str(max.shape()) << " does not match logits "
-                         << shape_str(logits.shape());
-  return per_logit_row(op, logits, [&](const auto* v, int64_t n, int64_t r, auto& scratch) {
-    using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
+  return per_logit_row("cross_entropy_sum_exp", logits, max, [](const auto* v, int64_t n, int64_t, auto mx, auto& scratch) {
     scratch.resize(size_t(n));
-    return C(kernel::exp_row_sum(v, static_cast<const C*>(mx.raw_data())[r], scratch.data(), n));
+    return decltype(mx)(kernel::exp_row_sum(v, mx, scratch.data(), n));
   });
 }
 
@@ -250,10 +248,9 @@ Tensor cross_entropy_target_logit(const Tensor& logits, const Tensor& target, in
     DT_THROW(DTypeError) << op << ": target must be i64 or i32, got " << dtype_name(target.dtype());
   const Tensor t = target.to(DType::i64).contiguous();
   const int64_t* tp = t.data<int64_t>();
-  return per_logit_row(op, logits, [&](const auto* v, int64_t n, int64_t r, auto&) {
-    using C = std::remove_const_t<std::remove_pointer_t<decltype(v)>>;
+  return per_logit_row(op, logits, Tensor(), [&](const auto* v, int64_t n, int64_t r, auto, auto&) {
     const int64_t k = tp[r] - class_start;
-    return k >= 0 && k < n ? v[k] : C(0);
+    return k >= 0 && k < n ? v[k] : std::remove_cvref_t<decltype(v[0])>(0);
   });
 }
 
