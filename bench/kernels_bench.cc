@@ -4,7 +4,8 @@
 //               default one BLAS thread and with two; and on bf16 ones (bf16:1 on the path this CPU
 //               takes, bf16:2 widened to f32 for sgemm, bf16:3 the vdpbf16ps kernel). BM_PeakF32Fma /
 //               BM_PeakBf16Dot: the core's peak rates of the f32 FMA and the bf16 dot instruction.
-//               BM_LinearShapes: the Llama export's linear shapes by sgemm and the packed-weight GEMM.
+//               BM_LinearShapes: the Llama export's linear shapes by sgemm, by the packed GEMM packing
+//               the weight during each call, and against a copy packed once.
 //   add vs memcpy at 64 MiB: bytes_per_second counts the 64 MiB output per iteration for both, so
 //               the two rates compare directly; dt::add also reads two inputs and allocates its
 //               output (memory traffic 3x vs memcpy's 2x), which is the honest cost of the op.
@@ -72,22 +73,26 @@ BENCHMARK(BM_Gemm)->ArgNames({"n", "threads", "bf16"})->Args({512, 1, 0})->Args(
 // the timed loop, as in the interpreter's cache). Run with --benchmark_enable_random_interleaving=true.
 void BM_LinearShapes(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = 1024;
-  const bool packed_path = state.range(2) == 1;
-  if (packed_path && !dt::f32_packed_supported()) return state.SkipWithError("no AVX2 and FMA");
+  // 0: OpenBLAS's sgemm; 1: gemm_f32_packing (the weight packed during each call, as a writable
+  // weight is); 2: gemm_f32_packed against a copy packed once (a read-only weight).
+  const int64_t path = state.range(2);
+  if (path > 0 && !dt::f32_packed_supported()) return state.SkipWithError("no AVX2 and FMA");
+  const dt::ScopedF32GemmPath scoped(path == 0 ? dt::F32GemmPath::blas : dt::F32GemmPath::packed);
+  if (path == 1 && !dt::f32_packed_linears()) return state.SkipWithError("linears stay on sgemm on AVX2");
   dt::set_threads_per_rank(1);
   dt::Generator gen(1);
   const dt::Tensor x = dt::rand({m, k}, gen), w = dt::rand({n, k}, gen);
   const dt::PackedWeight packed(w.data<float>(), n, k, k, 1);
   for (auto _ : state) {
-    dt::Tensor c = dt::linear_act(x, w, dt::Tensor(), dt::Activation::none, packed_path ? &packed : nullptr);
+    dt::Tensor c = dt::linear_act(x, w, dt::Tensor(), dt::Activation::none, path == 2 ? &packed : nullptr);
     benchmark::DoNotOptimize(c.raw_data());
   }
   state.counters["FLOPS"] =
       benchmark::Counter(2.0 * double(m) * double(n) * double(k), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_LinearShapes)->ArgNames({"n", "k", "packed"})->ArgsProduct({{512}, {512}, {0, 1}})
-    ->ArgsProduct({{256}, {512}, {0, 1}})->ArgsProduct({{1536}, {512}, {0, 1}})->ArgsProduct({{512}, {1536}, {0, 1}})
-    ->ArgsProduct({{4096}, {512}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LinearShapes)->ArgNames({"n", "k", "path"})->ArgsProduct({{512}, {512}, {0, 1, 2}})
+    ->ArgsProduct({{256}, {512}, {0, 1, 2}})->ArgsProduct({{1536}, {512}, {0, 1, 2}})
+    ->ArgsProduct({{512}, {1536}, {0, 1, 2}})->ArgsProduct({{4096}, {512}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The core's peak rates of the multiply-adds a GEMM could use: f32 FMA (vfmadd231ps) at AVX2 width
 // (ymm, 16 FLOP; avx2:1) and at AVX-512 width (zmm, 32 FLOP; avx2:0), and AVX512-BF16's pair dot

@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/autodiff/autodiff.h"
-#include "dtensor/kernels/gemm_f32_packed.h"
 #include "dtensor/kernels/ops.h"
 #include "dtensor/kernels/ops_grad.h"
 #include "dtensor/core/rng.h"
@@ -213,10 +212,10 @@ std::map<std::string, std::vector<double>> gradients(const ir::Graph& forward, c
   std::vector<ir::Value*> params(g.params().begin(), g.params().end());
   std::vector<ir::Value*> grads = autodiff::append_gradients(g, autodiff::find_loss(g), params);
   g.set_outputs(grads);
-  // The training step's GEMMs run on sgemm (its weights are updated in place, so never packed);
-  // the gradients here must round the same way, or AdamW, which divides by the gradients' own
-  // scale, turns their last-bit differences near zero into whole steps (5.8e-5 on fc1).
-  const ScopedF32GemmPath same_gemm_as_the_step(F32GemmPath::blas);
+  // The gradients here round as the training step's do: on either f32 GEMM path a linear whose
+  // weight is writable (these, and the step's, which it updates in place) multiplies the same way
+  // (gemm_f32_packed.h). AdamW, which divides by the gradients' own scale, would turn last-bit
+  // differences near zero into whole steps (5.8e-5 on fc1 when the two paths differed).
   std::vector<Tensor> out = Interpreter(g).run(bind);
   std::map<std::string, std::vector<double>> m;
   for (size_t i = 0; i < params.size(); ++i) m[params[i]->name] = out[i].to_doubles();

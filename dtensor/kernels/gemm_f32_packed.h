@@ -34,25 +34,27 @@ using ScopedPackedIsa = ScopedKernelPath<PackedIsa, packed_isa, set_packed_isa>;
 
 // Returns the path. Chosen once: DTENSOR_F32_GEMM=packed|blas if set (packed on a CPU without
 // AVX2 and FMA throws ValueError), otherwise by CPU, where the faster one was measured: packed on
-// AMD family 0x19 (Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's
-// shapes, kernels_bench BM_LinearShapes; Zen 3 with AVX2: attention only, see
-// f32_packed_linears) and on Zen 2 (family 0x17 from model 0x30, AVX2: attention only; [4, 8, S,
-// 64] one thread against OpenBLAS's Haswell sgemm, kernels_bench BM_Attention tiled, two
-// alternating rounds: causal S = 256 8.30-8.41 -> 6.39-6.44 ms, not causal 14.1-14.6 -> 10.8-10.9,
-// S = 1024 causal 132-135 -> 113, not causal 263-270 -> 244-250), blas everywhere else (Zen 1 and
-// Intel's AVX2 CPUs unmeasured). On Intel's Sapphire Rapids the packed linears ran
-// 3-17 % over OpenBLAS's SkylakeX sgemm (kernels_bench BM_LinearShapes; the benchmark Llama's
-// forward from its file 230-234 -> 224 ms), but a writable weight is hashed on every run
-// (runtime/packed_weights.h), 8.9 ms for the anchor gpt's 64 MiB, and its forward with in-memory
-// weights went from 231-236 to 245-249 ms; packing only read-only weights would make a model's
-// bits depend on how its weights were passed. So blas stays the default there until a storage
-// can say it was written without a hash; DTENSOR_F32_GEMM=packed chooses packed.
+// every AVX-512 CPU, on AMD family 0x19 (Zen 3 with AVX2: attention only, see f32_packed_linears)
+// and on Zen 2 (family 0x17 from model 0x30, AVX2: attention only), blas everywhere else (Zen 1 and
+// Intel's AVX2 CPUs unmeasured).
+//   - Intel Xeon with AVX-512 and AMX (2026-12-03, one thread, alternating): kernels_bench
+//     BM_LinearShapes on Llama's shapes 152-166 GFLOP/s packed once, 152-161 packed during the
+//     call, 146-158 OpenBLAS's SkylakeX sgemm; ONNX Runtime over dtensor on the benchmark Llama
+//     (bench/compare_runtimes.py) 1.11-1.12 / 1.07 at 1 / 2 threads on blas, 1.17-1.21 / 1.19 packed. Until
+//     linears without a packed copy packed during the call (gemm_f32_packing), a writable weight
+//     was hashed on every run to tell whether it changed (8.9 ms of the anchor gpt's 64 MiB), and
+//     blas stayed the default here. Intel's AVX-512 CPUs before Sapphire Rapids are unmeasured.
+//   - Zen 4 with AVX-512: linears 4-8 % over OpenBLAS's Haswell sgemm on Llama's shapes.
+//   - Zen 2: [4, 8, S, 64] attention one thread against OpenBLAS's Haswell sgemm, kernels_bench
+//     BM_Attention tiled, two alternating rounds: causal S = 256 8.30-8.41 -> 6.39-6.44 ms, not
+//     causal 14.1-14.6 -> 10.8-10.9, S = 1024 causal 132-135 -> 113, not causal 263-270 -> 244-250.
 F32GemmPath f32_gemm_path();
 // Overrides the path for this process; ValueError for packed on a CPU without AVX2 and FMA.
 void set_f32_gemm_path(F32GemmPath path);
 
-// True when linears against constant weights multiply through gemm_f32_packed (the interpreter
-// packs them, runtime/packed_weights.h): on the packed path with the AVX-512 micro-kernels. The
+// True when f32 linears multiply through the packed kernels (gemm_f32_packed against the copy the
+// interpreter keeps of a read-only weight, runtime/packed_weights.h; gemm_f32_packing for any
+// other weight): on the packed path with the AVX-512 micro-kernels. The
 // AVX2 6 x 16 kernel ran at 0.92-0.95 of OpenBLAS's Haswell sgemm on the same shapes (Zen 3, one
 // thread, 82-88 vs 89-91 GFLOP/s; blocking A over 48-192 rows changed nothing), so on AVX2 the
 // packed path packs only attention's k and v, where it pays (causal [4, 8, 256, 64] forward
@@ -83,6 +85,15 @@ class PackedWeight {
 // f32_packed_supported().
 void gemm_f32_packed(int64_t m, float alpha, const float* a, int64_t lda, const PackedWeight& b, float beta, float* c,
                      int64_t ldc);
+
+// gemm_f32_packed against W read in place (element (j, p) at w[j * w_rs + p * w_cs], W [n, k]):
+// each kKc x kNc block of B = W^T is packed into a buffer of the calling thread just before its
+// products, as OpenBLAS packs B on every call. The linears whose weight has no packed copy
+// (a writable weight, which may change between runs: runtime/packed_weights.h) multiply this way,
+// so a product's bits never depend on whether its weight was packed once: they are
+// gemm_f32_packed's on PackedWeight(w, n, k, w_rs, w_cs). m, n, k >= 0.
+void gemm_f32_packing(int64_t m, float alpha, const float* a, int64_t lda, const float* w, int64_t n, int64_t k,
+                      int64_t w_rs, int64_t w_cs, float beta, float* c, int64_t ldc);
 
 // The packed layout's granularity (gemm_f32_packed.cc): W's rows (the product's columns) in
 // panels of kPackedPanelCols, and k in blocks of kPackedKBlock. A's rows go through the

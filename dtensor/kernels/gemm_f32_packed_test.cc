@@ -59,6 +59,45 @@ TEST(GemmF32Packed, MatchesF64Sums) {
   }
 }
 
+// gemm_f32_packing (W packed block by block during the call, for weights without a packed copy)
+// gives gemm_f32_packed's bits against PackedWeight of the same W, at every shape of the f64 test,
+// for a row-major W, a transposed view and rows with padding between them (w_rs > k), at each
+// kernel width; beta == 0 ignores NaN in c, and an empty k gives beta * c.
+TEST(GemmF32Packed, PackingDuringTheCallIsBitwiseThePackedWeight) {
+  DT_SKIP_WITHOUT_PACKED();
+  const std::vector<PackedCase> cases = {
+      {1, 1, 1, false, 1, 0},     {7, 65, 3, true, 1, 0},      {5, 63, 7, false, 1, 0},  {13, 17, 1, true, 1, 0},
+      {37, 130, 511, false, 1, 0}, {13, 257, 513, true, 1, 0}, {3, 300, 1025, false, 1, 0}, {70, 45, 131, true, 1, 1},
+      {10, 70, 257, false, 2, 0.5f}, {19, 40, 600, true, -1.5f, 0.25f}, {100, 1, 50, false, 1, 1}, {64, 512, 17, false, 1, 0},
+  };
+  for (PackedIsa isa : cpu_packed_isas()) {
+    SCOPED_TRACE(test::packed_isa_name(isa));
+    ScopedPackedIsa scoped(isa);
+    for (const PackedCase& t : cases)
+      for (int64_t pad : {0, 5}) {
+        SCOPED_TRACE(testing::Message() << "m " << t.m << " n " << t.n << " k " << t.k << " transposed "
+                                        << t.w_transposed << " pad " << pad);
+        // W [n, k] at w[j * w_rs + p * w_cs]: rows pad floats apart beyond their k (or columns beyond n).
+        const int64_t w_rs = t.w_transposed ? 1 : t.k + pad, w_cs = t.w_transposed ? t.n + pad : 1;
+        const Tensor storage = uniform({t.w_transposed ? t.k * (t.n + pad) : t.n * (t.k + pad)}, DType::f32, 52, -1, 1);
+        const float* w = storage.data<float>();
+        const Tensor a = uniform({t.m, t.k}, DType::f32, 51, -2, 2), c0 = uniform({t.m, t.n}, DType::f32, 53, -4, 4);
+        Tensor once = c0.clone(), during = c0.clone();
+        gemm_f32_packed(t.m, t.alpha, a.data<float>(), t.k, PackedWeight(w, t.n, t.k, w_rs, w_cs), t.beta,
+                        once.data<float>(), t.n);
+        gemm_f32_packing(t.m, t.alpha, a.data<float>(), t.k, w, t.n, t.k, w_rs, w_cs, t.beta, during.data<float>(), t.n);
+        ASSERT_EQ(std::memcmp(once.raw_data(), during.raw_data(), once.nbytes()), 0);
+      }
+  }
+  const Tensor a = Tensor::ones({3, 4}), w = Tensor::ones({5, 4});
+  Tensor c = Tensor::full({3, 5}, std::nan(""));
+  gemm_f32_packing(3, 1, a.data<float>(), 4, w.data<float>(), 5, 4, 4, 1, 0, c.data<float>(), 5);
+  EXPECT_EQ(c.to_doubles(), std::vector<double>(15, 4.0));
+  c.fill_(3);
+  gemm_f32_packing(3, 1, a.data<float>(), 4, w.data<float>(), 5, 0, 4, 1, 0.5f, c.data<float>(), 5);
+  EXPECT_EQ(c.to_doubles(), std::vector<double>(15, 1.5));
+}
+
 // The AVX2 6 x 16 kernels compute each element with the AVX-512 kernels' FMAs in the same order:
 // the two give the same bits, on ragged tiles, masked panels, blocks (the attention's tiles),
 // alpha and beta. Needs an AVX-512 CPU to run both.
@@ -186,7 +225,9 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
 }
 
 // linear and linear_binary with a packed weight (bias, activation, batch dims) agree with the sgemm
-// path within f32 accumulation error; a non-f32 linear ignores the packed weight.
+// path within f32 accumulation error; a non-f32 linear ignores the packed weight. Where linears
+// take the packed path (f32_packed_linears), the same linears without the packed copy (their weight
+// packed during the call) give its bits, linear_into included.
 TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
   DT_SKIP_WITHOUT_PACKED();
   const int64_t k = 96, n = 70;
@@ -195,14 +236,32 @@ TEST(GemmF32Packed, LinearThroughThePackedWeightMatchesSgemm) {
   const PackedWeight packed(w.data<float>(), n, k, k, 1);
   const double tol = double(k + 2) * std::ldexp(1.0, -24) * double(k) * 2;  // |terms| <= 1, bias <= 1
   const Tensor with = linear_act(x, w, bias, Activation::silu, &packed);
-  EXPECT_LE(max_abs_difference(with, linear_act(x, w, bias, Activation::silu)), tol);
+  {
+    ScopedF32GemmPath blas(F32GemmPath::blas);
+    EXPECT_LE(max_abs_difference(with, linear_act(x, w, bias, Activation::silu)), tol);
+    for (EpilogueOp op : {EpilogueOp::mul, EpilogueOp::add})
+      EXPECT_LE(max_abs_difference(linear_binary(x, w, bias, op, times, &packed), linear_binary(x, w, bias, op, times)),
+                tol + 2 * std::ldexp(1.0, -24));  // the sum rounds once more, at |value| <= k + 2
+  }
   EXPECT_GT(max_abs_difference(with, linear_act(x, w, Tensor(), Activation::silu, &packed)), 0.01);  // bias applied
-  for (EpilogueOp op : {EpilogueOp::mul, EpilogueOp::add})
-    EXPECT_LE(max_abs_difference(linear_binary(x, w, bias, op, times, &packed), linear_binary(x, w, bias, op, times)),
-              tol + 2 * std::ldexp(1.0, -24));  // the sum rounds once more, at |value| <= k + 2
   const Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
   const Tensor plain64 = linear_act(x64, w64, Tensor(), Activation::none);
   EXPECT_EQ(linear_act(x64, w64, Tensor(), Activation::none, &packed).to_doubles(), plain64.to_doubles());
+
+  ScopedF32GemmPath packed_path(F32GemmPath::packed);
+  if (!f32_packed_linears()) return;  // AVX2: linears stay on sgemm (PathNeedsAvx2)
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() && std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
+  };
+  EXPECT_TRUE(same(linear_act(x, w, bias, Activation::silu), with));
+  for (EpilogueOp op : {EpilogueOp::mul, EpilogueOp::add})
+    EXPECT_TRUE(same(linear_binary(x, w, bias, op, times), linear_binary(x, w, bias, op, times, &packed)));
+  // A transposed view of a row-major [k, n] as the weight, and into a block of a wider output.
+  const Tensor wt = w.transpose(0, 1).contiguous().transpose(0, 1);
+  EXPECT_TRUE(same(linear_act(x, wt, bias, Activation::none), linear_act(x, w, bias, Activation::none, &packed)));
+  const Tensor wide = Tensor::zeros({3, 50, n + 9});
+  linear_into(x, w, bias, wide.narrow(2, 4, n));
+  EXPECT_TRUE(same(wide.narrow(2, 4, n), linear_act(x, w, bias, Activation::none, &packed)));
 }
 
 // The path is chosen by CPU unless set; packed needs AVX2 and FMA, and packs linears' weights only

@@ -55,6 +55,13 @@ struct PanelOperand {
   EpilogueOp op = EpilogueOp::mul;
 };
 
+// gemm's b as a linear's weight, b = weight.transpose(0, 1): `packed` is the weight's packed copy
+// (the interpreter's, runtime/packed_weights.h), or null. Not a linear (matmul, mm): sgemm.
+struct LinearWeight {
+  bool linear = false;
+  const PackedWeight* packed = nullptr;
+};
+
 // Computes c = act(alpha * a @ b + beta * init) for 2-d a [m,k], b [k,n] and a c [m,n] with
 // contiguous rows (row stride ldc >= n: contiguous, or a block of columns of a wider buffer),
 // all of the same floating dtype T in {float, double}, or bf16 a and b with an f32 c (multiplied by
@@ -66,12 +73,12 @@ struct PanelOperand {
 // and rounds again, exactly as a bf16 linear followed by the bf16 activation op would. With
 // `other` (T float only, contiguous [m, n]), each activated panel is then multiplied by, or added
 // to, its rows.
-// With `packed` (T float, f32 operands; b is the packed weight's W^T) a row-major a multiplies
-// through gemm_f32_packed instead of sgemm.
+// With `weight` a linear's (b is its weight's W^T; T float, f32 operands), a row-major a
+// multiplies through gemm_f32_packed against weight.packed, or on the packed path
+// (f32_packed_linears) through gemm_f32_packing when there is no packed copy.
 template <typename T>
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init, double alpha, double beta,
-          Activation act, bf16* round_to = nullptr, PanelOperand other = {},
-          const PackedWeight* packed = nullptr) {
+          Activation act, bf16* round_to = nullptr, PanelOperand other = {}, LinearWeight weight = {}) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
   DT_CHECK(((act == Activation::none && !round_to && !other.data) || std::is_same_v<T, float>))
@@ -119,8 +126,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
     if (v > std::numeric_limits<blasint>::max())
       DT_THROW(ValueError) << "gemm size " << v << " exceeds the BLAS integer range";
   const bool bf16_dot = a.dtype() == DType::bf16;
+  const PackedWeight* packed = weight.packed;
   DT_CHECK(!packed || (!bf16_dot && packed->k() == k && packed->n() == n))
       << "packed weight " << packed->n() << " x " << packed->k() << " for a gemm of " << m << " x " << k << " x " << n;
+  // A linear's weight without a packed copy, packed block by block during the call: the same bits
+  // as against the copy, so how a weight was passed (a file's bytes, packed once, or writable
+  // memory) never changes a result.
+  const bool packing = !packed && !bf16_dot && weight.linear && std::is_same_v<T, float> && f32_packed_linears();
   DT_CHECK(bf16_dot == (b.dtype() == DType::bf16) && (bf16_dot || a.dtype() == c.dtype()))
       << "gemm of " << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << " into " << dtype_name(c.dtype());
   const T* ap = static_cast<const T*>(av.raw_data());
@@ -145,6 +157,14 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& init,
       }
       if (packed && ao.trans == CblasNoTrans) {
         gemm_f32_packed(r1 - r0, float(alpha), ap + a_offset, ao.ld, *packed, float(beta), cp + r0 * ldc, ldc);
+        epilogue(r0, r1);
+        return;
+      }
+      if (packing && ao.trans == CblasNoTrans) {
+        // b = Wᵀ: W's element (j, p) is b's (p, j).
+        const bool b_rows = bo.trans == CblasNoTrans;
+        gemm_f32_packing(r1 - r0, float(alpha), ap + a_offset, ao.ld, bp, n, k, b_rows ? 1 : bo.ld, b_rows ? bo.ld : 1,
+                         float(beta), cp + r0 * ldc, ldc);
         epilogue(r0, r1);
         return;
       }
@@ -252,10 +272,10 @@ DType gemm_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 // Computes act(alpha * a @ b + beta * init) for 2-d a, b (dtype checked by the caller) and returns
 // it in a's dtype. `init` (already [m, n], any layout, or undefined when beta == 0) seeds the
-// output. act must be none unless a is f32. `packed` (b's weight packed, or null) is used when a
-// and b are f32.
+// output. act must be none unless a is f32. `weight` (b as a linear's weight, gemm) is used when
+// a and b are f32.
 Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alpha, double beta,
-               Activation act = Activation::none, const PackedWeight* packed = nullptr) {
+               Activation act = Activation::none, LinearWeight weight = {}) {
   if (a.dtype() == DType::bf16) return gemm_bf16(a, b, init, alpha, beta, act);
   const DType dt = a.dtype(), gt = gemm_dtype(dt);
   const int64_t m = a.shape()[0], n = b.shape()[1];
@@ -263,7 +283,7 @@ Tensor gemm_2d(const Tensor& a, const Tensor& b, const Tensor& init, double alph
   const Tensor ag = a.dtype() == gt ? a : a.to(gt);
   const Tensor bg = b.dtype() == gt ? b : b.to(gt);
   if (gt == DType::f32)
-    gemm<float>(ag, bg, c, init, alpha, beta, act, nullptr, {}, dt == gt && b.dtype() == gt ? packed : nullptr);
+    gemm<float>(ag, bg, c, init, alpha, beta, act, nullptr, {}, dt == gt && b.dtype() == gt ? weight : LinearWeight{});
   else
     gemm<double>(ag, bg, c, init, alpha, beta, act);
   return dt == gt ? c : c.to(dt);
@@ -435,7 +455,7 @@ Tensor linear_binary(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   Tensor c = Tensor::uninitialized({m, n}, DType::f32);
   const Tensor init = bias.defined() ? bias.expand({m, n}) : Tensor();
   gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr,
-              {o.data<float>(), op}, packed);
+              {o.data<float>(), op}, {true, packed});
   return c.view(other.shape());
 }
 
@@ -473,7 +493,7 @@ void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   const Tensor x2 = fold_to_2d(x), init = bias.defined() ? bias.expand({m, n}) : Tensor();
   if (x.dtype() == DType::f32)
     gemm<float>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none, nullptr, {},
-                packed);
+                {true, packed});
   else
     gemm<double>(x2, weight.transpose(0, 1), c, init, 1, bias.defined() ? 1 : 0, Activation::none);
 }
@@ -499,7 +519,7 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
   Tensor init = bias.defined() ? bias.expand({x2.shape()[0], out}) : Tensor();
   if (act != Activation::none && x.dtype() != DType::f32 && x.dtype() != DType::bf16)
     DT_THROW(DTypeError) << "linear with a fused activation supports f32 and bf16 only, got " << dtype_name(x.dtype());
-  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act, packed).view(out_shape);
+  return gemm_2d(x2, weight.transpose(0, 1), init, 1, bias.defined() ? 1 : 0, act, {true, packed}).view(out_shape);
 }
 
 }  // namespace dt

@@ -636,9 +636,11 @@ TEST(Interpreter, CollectiveVariantsMatchTheSingleCollectives) {
   }
 }
 
-// Constant linear weights are packed once and reused across runs (packed_weights.h); a weight
-// written in place between runs, or rebound, is packed again, and the outputs follow it; a
-// weight an in-place update writes (a training step) is never packed.
+// Read-only linear weights (a safetensors file's) are packed once and reused across runs
+// (packed_weights.h); a rebound one is packed again; writable weights are never kept packed: their
+// linears pack them during each call, so a weight written in place between runs is followed, and
+// the outputs are the same bits either way. A weight an in-place update writes (a training step)
+// is never packed.
 TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
@@ -655,22 +657,31 @@ TEST(Interpreter, PacksConstantLinearWeightsOnceAndAgainWhenChanged) {
   Interpreter interp(g);
   EXPECT_EQ(interp.packed_weights().packable_nodes(), 2u);
   Generator gen(9);
-  Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", randn({70, 20}, gen)}, {"v", randn({5, 70}, gen)}};
-  const auto want = [&] { return linear(linear(bind["x"], bind["w"]), bind["v"]); };
-  const auto close = [](const Tensor& a, const Tensor& b) { return allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-5); };
-  EXPECT_TRUE(close(interp.run(bind)[0], want()));
-  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  const Tensor w = randn({70, 20}, gen), v = randn({5, 70}, gen), v2 = randn({5, 70}, gen);
+  const io::SafetensorsFile file =
+      io::SafetensorsFile::from_bytes(io::safetensors_bytes({{"w", w}, {"v", v}, {"v2", v2}}), "weights");
+  Bindings bind = {{"x", randn({9, 20}, gen)}, {"w", file.get("w")}, {"v", file.get("v")}};
+  const auto want = [&] { return linear(linear(bind["x"], bind["w"]), bind["v"]).to_doubles(); };
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), want());
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), want());
   EXPECT_EQ(interp.packed_weights().packs(), 2);  // once each
-  bind["w"].copy_(neg(bind["w"]));  // in place: same storage, new contents
-  EXPECT_TRUE(close(interp.run(bind)[0], want()));
+  bind["v"] = file.get("v2");  // rebound
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), want());
   EXPECT_EQ(interp.packed_weights().packs(), 3);
-  bind["v"] = randn({5, 70}, gen);  // rebound
-  EXPECT_TRUE(close(interp.run(bind)[0], want()));
-  EXPECT_EQ(interp.packed_weights().packs(), 4);
+  // Writable copies of the same weights: the same bits, nothing packed ahead.
+  const std::vector<double> from_file = interp.run(bind)[0].to_doubles();
+  bind["w"] = w.clone();
+  bind["v"] = v2.clone();
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), from_file);
+  EXPECT_EQ(interp.packed_weights().packs(), 3);
+  bind["w"].copy_(neg(bind["w"]));  // in place: same storage, new contents
+  EXPECT_EQ(interp.run(bind)[0].to_doubles(), want());
+  EXPECT_NE(interp.run(bind)[0].to_doubles(), from_file);
+  EXPECT_EQ(interp.packed_weights().packs(), 3);
   {
     ScopedF32GemmPath blas(F32GemmPath::blas);
-    EXPECT_TRUE(close(interp.run(bind)[0], want()));
-    EXPECT_EQ(interp.packed_weights().packs(), 4);
+    EXPECT_EQ(interp.run(bind)[0].to_doubles(), want());
+    EXPECT_EQ(interp.packed_weights().packs(), 3);
   }
 
   const Graph train = ir::parse(R"(graph step {
@@ -693,7 +704,7 @@ constexpr const char* kOneLinear = R"(graph lin {
 })";
 
 // On the AVX2 micro-kernels the packed path leaves linears on sgemm (f32_packed_linears: the AVX2
-// kernel is slower than OpenBLAS's there): outputs sgemm's bit for bit, nothing packed or hashed.
+// kernel is slower than OpenBLAS's there): outputs sgemm's bit for bit, nothing packed.
 TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
   if (!f32_packed_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA, which the packed f32 GEMM needs";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
@@ -706,14 +717,13 @@ TEST(Interpreter, Avx2PackedPathLeavesLinearsOnSgemm) {
   for (int run = 0; run < 2; ++run)
     EXPECT_EQ(interp.run(bind)[0].to_doubles(), linear(bind.at("x"), bind.at("w")).to_doubles());
   EXPECT_EQ(interp.packed_weights().packs(), 0);
-  EXPECT_EQ(interp.packed_weights().hashes(), 0);
 }
 
-// Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once
-// and never hashed, since they cannot change; a weight rebound to another file's tensor is packed
-// again. An in-place update of such a parameter writes a copy even when the caller hands the
-// parameters over, and copy_ into one is refused.
-TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
+// Weights loaded from a safetensors file are read-only (their bytes are the file's): packed once,
+// since they cannot change; a weight rebound to another file's tensor is packed again, and a
+// writable one is not kept packed. An in-place update of such a parameter writes a copy even when
+// the caller hands the parameters over, and copy_ into one is refused.
+TEST(Interpreter, ReadOnlyWeightsArePackedOnce) {
   if (!f32_packed_supported() || packed_isa() != PackedIsa::avx512)
     GTEST_SKIP() << "this CPU has no AVX-512, where linears multiply through the packed f32 GEMM";
   ScopedF32GemmPath scoped(F32GemmPath::packed);
@@ -728,15 +738,13 @@ TEST(Interpreter, ReadOnlyWeightsArePackedOnceWithoutHashing) {
   const auto close = [](const Tensor& a, const Tensor& b) { return allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-5); };
   for (int run = 0; run < 3; ++run) EXPECT_TRUE(close(interp.run(bind)[0], linear(bind["x"], w1)));
   EXPECT_EQ(interp.packed_weights().packs(), 1);
-  EXPECT_EQ(interp.packed_weights().hashes(), 0);
   bind["w"] = file.get("w2");  // rebound: another storage
   EXPECT_TRUE(close(interp.run(bind)[0], linear(bind["x"], w2)));
   EXPECT_EQ(interp.packed_weights().packs(), 2);
-  bind["w"] = w1;  // writable: hashed on every run
+  bind["w"] = w1;  // writable: packed during each call, never kept
   interp.run(bind);
   interp.run(bind);
-  EXPECT_EQ(interp.packed_weights().packs(), 3);
-  EXPECT_EQ(interp.packed_weights().hashes(), 2);
+  EXPECT_EQ(interp.packed_weights().packs(), 2);
 
   Tensor read_only = file.get("w1");
   EXPECT_THROW(read_only.copy_(w2), ValueError);

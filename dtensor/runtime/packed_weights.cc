@@ -1,10 +1,8 @@
 #include "dtensor/runtime/packed_weights.h"
 
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "dtensor/core/xxhash64.h"
 #include "dtensor/ir/op_registry.h"
 
 namespace dt::runtime {
@@ -38,28 +36,22 @@ size_t PackedWeights::packable_nodes() const {
 
 const PackedWeight* PackedWeights::get(size_t node, const Tensor& weight) {
   const int e = entry_of_node_[node];
+  // A writable weight may have changed since any earlier run: its linear packs it during the call.
   if (e < 0 || !f32_packed_linears() || weight.dtype() != DType::f32 || weight.dim() != 2 ||
-      weight.numel() == 0)
+      weight.numel() == 0 || !weight.storage()->read_only())
     return nullptr;
   Entry& entry = entries_[size_t(e)];
-  // The bytes the weight's elements span (any strides; a parameter is normally contiguous).
-  const Tensor dense = weight.is_contiguous() ? weight : weight.contiguous();
-  // Read-only bytes cannot have changed while their storage lived: the hash is needed (and
-  // computed) only for writable ones.
-  const bool read_only = weight.storage()->read_only();
-  hashes_ += !read_only;
-  const uint64_t hash =
-      read_only ? 0 : xxhash64(std::string_view(static_cast<const char*>(dense.raw_data()), dense.nbytes()), /*seed=*/0);
   const bool same = entry.packed && entry.storage.lock() == weight.storage() && entry.offset == weight.offset() &&
-                    entry.strides == weight.strides() && entry.hash == hash && entry.packed->n() == weight.shape()[0] &&
+                    entry.strides == weight.strides() && entry.packed->n() == weight.shape()[0] &&
                     entry.packed->k() == weight.shape()[1];
   if (!same) {
+    // The bytes the weight's elements span (any strides; a parameter is normally contiguous).
+    const Tensor dense = weight.is_contiguous() ? weight : weight.contiguous();
     entry.packed = std::make_unique<PackedWeight>(dense.data<float>(), dense.shape()[0], dense.shape()[1],
                                                   dense.shape()[1], /*w_cs=*/1);
     entry.storage = weight.storage();
     entry.offset = weight.offset();
     entry.strides = weight.strides();
-    entry.hash = hash;
     ++packs_;
   }
   return entry.packed.get();

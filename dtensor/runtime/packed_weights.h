@@ -6,11 +6,14 @@
 // (OpDef::packs_weight: linear, all_gather_linear_in; f32, 2-d) and no
 // in-place op of the graph writes it: the training step's updates do, so a training graph's
 // weights are never packed. Each run still binds its own tensors, which the caller may have
-// changed since the last run (rebound, or written in place); so before a packed copy is used, the
-// bound tensor must be the one packed: the same storage (still alive), offset, strides and
-// contents. Contents are compared by a 64-bit hash of the bytes (reading the weight once, ~0.1 ms
-// per MiB: 1.5 % of a GPT-2 forward), except for read-only storages (a safetensors file's bytes,
-// tensor.h), which cannot have changed while they lived. Otherwise it is packed again.
+// changed since the last run (rebound, or written in place). A copy is kept only for a read-only
+// storage (a safetensors file's bytes, tensor.h), whose contents cannot change while it lives, and
+// is used while the bound tensor is the one packed: the same storage (still alive), offset and
+// strides. Any other weight has no copy: its linear packs it block by block during the call
+// (gemm_f32_packing), which costs what OpenBLAS's own packing does and gives the same bits, so
+// nothing has to tell whether writable bytes changed. (An earlier version kept copies of writable
+// weights too, checked by a hash of their bytes on every run: 8.9 ms of the anchor gpt's 64 MiB,
+// more than the packing saved.)
 #pragma once
 
 #include <cstdint>
@@ -29,29 +32,25 @@ class PackedWeights {
   explicit PackedWeights(const ir::Graph& graph);
 
   // Returns node `node`'s weight packed, given `weight`, the tensor bound to it this run; packs it
-  // when new or changed. Null when the node's weight does not qualify or f32 GEMMs take the blas
-  // path (f32_gemm_path).
+  // when new or rebound. Null when the node's weight does not qualify, is writable, or f32 GEMMs
+  // take the blas path (f32_packed_linears).
   const PackedWeight* get(size_t node, const Tensor& weight);
 
   // The number of nodes whose weight qualifies.
   size_t packable_nodes() const;
-  // The number of times a weight was packed (tests: a changed weight packs again).
+  // The number of times a weight was packed (tests: a rebound weight packs again).
   int64_t packs() const { return packs_; }
-  // The number of times a weight's bytes were hashed (tests: read-only weights never are).
-  int64_t hashes() const { return hashes_; }
 
  private:
   struct Entry {
     std::weak_ptr<Storage> storage;  // the storage packed from
     int64_t offset = 0;
     Strides strides;
-    uint64_t hash = 0;  // of the weight's bytes when packed
     std::unique_ptr<PackedWeight> packed;
   };
   std::vector<int> entry_of_node_;  // per node: index into entries_, or -1
   std::vector<Entry> entries_;      // per qualifying parameter (shared by the nodes that read it)
   int64_t packs_ = 0;
-  int64_t hashes_ = 0;
 };
 
 }  // namespace dt::runtime
