@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -334,12 +335,21 @@ class PanelSource {
 
 }  // namespace
 
+int64_t PackedWeight::floats(int64_t n, int64_t k) { return (n + kNr - 1) / kNr * kNr * k; }
+
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs)
-    : n_(n), k_(k), data_(nullptr, &std::free) {
+    : PackedWeight(w, n, k, w_rs, w_cs, nullptr) {}
+
+PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs, float* into)
+    : n_(n), k_(k), data_(into, +[](void*) {}) {  // the caller's buffer: not freed here
   DT_CHECK(n >= 1 && k >= 1) << "packing a weight of " << n << " x " << k;
+  DT_CHECK(reinterpret_cast<uintptr_t>(into) % 64 == 0) << "a packed weight's buffer must be 64-byte aligned";
+  if (!into) {
+    data_ = std::unique_ptr<float[], void (*)(void*)>(
+        static_cast<float*>(std::aligned_alloc(64, size_t(floats(n, k)) * sizeof(float))), &std::free);
+    DT_CHECK(data_) << "out of memory packing a " << n << " x " << k << " weight";
+  }
   const int64_t n_padded = (n + kNr - 1) / kNr * kNr;
-  data_.reset(static_cast<float*>(std::aligned_alloc(64, size_t(n_padded * k) * sizeof(float))));
-  DT_CHECK(data_) << "out of memory packing a " << n << " x " << k << " weight";
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
     for (int64_t j0 = 0; j0 < n_padded; j0 += kNr)

@@ -69,6 +69,12 @@ class PackedWeight {
  public:
   // Packs W, element (j, p) at w[j * w_rs + p * w_cs]. n, k >= 1.
   PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs);
+  // Packs W into `into`: floats(n, k) floats, 64-byte aligned, which the caller owns and keeps
+  // alive while this lives (attention packs every head into one recycled buffer: a fresh small
+  // allocation per head page-faulted 2 MiB per layer on tensor-parallel ranks).
+  PackedWeight(const float* w, int64_t n, int64_t k, int64_t w_rs, int64_t w_cs, float* into);
+  // The floats a packed n x k weight holds (n padded to whole panels): a multiple of 64.
+  static int64_t floats(int64_t n, int64_t k);
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   const float* data() const { return data_.get(); }

@@ -267,6 +267,9 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor
     parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
       Scratch<C> scratch;
       std::vector<C> qh(size_t(S * D)), kh(size_t(Sk * D)), vh(size_t(Sk * Dv)), oh(size_t(S * Dv));
+      // The head's packed k and v, in one buffer for all of this task's heads.
+      const int64_t k_floats = PackedWeight::floats(Sk, D);
+      const Tensor packs = packed_attention(S) ? Tensor::uninitialized({k_floats + PackedWeight::floats(Dv, Sk)}) : Tensor();
       // Widens `rows` rows of `cols` values, ld apart from src, into contiguous dst.
       const auto widen_rows = [](const T* src, int64_t rows, int64_t cols, int64_t ld, C* dst) {
         for (int64_t r = 0; r < rows; ++r) kernel::load_run(src + r * ld, dst + r * cols, cols);
@@ -279,8 +282,8 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor
         // Packed as the f32 path packs them, so that the bits stay those of attending in f32.
         std::unique_ptr<PackedWeight> pk, pv;
         if (packed_attention(S)) {
-          pk = std::make_unique<PackedWeight>(kh.data(), Sk, D, D, 1);
-          pv = std::make_unique<PackedWeight>(vh.data(), Dv, Sk, 1, Dv);
+          pk = std::make_unique<PackedWeight>(kh.data(), Sk, D, D, 1, packs.data<float>());
+          pv = std::make_unique<PackedWeight>(vh.data(), Dv, Sk, 1, Dv, packs.data<float>() + k_floats);
         }
         const Head<C> h{qh.data(), kh.data(), vh.data(), oh.data(), /*ldq=*/D, /*ldk=*/D, /*ldv=*/Dv,
                         mp ? mp + batch_offset(mask, b) : nullptr, mask_ld, mask_col, pk.get(), pv.get()};
@@ -292,16 +295,24 @@ Tensor attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor
   } else {
     // On the packed f32 GEMM path every kv head's k and v are packed once, in parallel, for all
     // the query blocks (and grouped q heads) that read them (see the file comment).
+    // All heads' packed k and v share one buffer: a storage, so that a large one is recycled
+    // between calls (large_block_cache.h) instead of page-faulted afresh.
     std::vector<std::unique_ptr<PackedWeight>> packed_k, packed_v;
+    Tensor packs;
     if constexpr (std::is_same_v<C, float>) {
       if (packed_attention(S)) {
         const int64_t kv_batches = batches / group;
+        const int64_t k_floats = PackedWeight::floats(Sk, D), head_floats = k_floats + PackedWeight::floats(Dv, Sk);
+        packs = Tensor::uninitialized({kv_batches * head_floats});
+        float* base = packs.data<float>();
         packed_k.resize(size_t(kv_batches));
         packed_v.resize(size_t(kv_batches));
         parallel_for(kv_batches, 1, [&](int64_t b0, int64_t b1) {
           for (int64_t kb = b0; kb < b1; ++kb) {
-            packed_k[size_t(kb)] = std::make_unique<PackedWeight>(kp + batch_offset(k, kb), Sk, D, ldk, 1);
-            packed_v[size_t(kb)] = std::make_unique<PackedWeight>(vp + batch_offset(v, kb), Dv, Sk, 1, ldv);
+            float* into = base + kb * head_floats;
+            packed_k[size_t(kb)] = std::make_unique<PackedWeight>(kp + batch_offset(k, kb), Sk, D, ldk, 1, into);
+            packed_v[size_t(kb)] =
+                std::make_unique<PackedWeight>(vp + batch_offset(v, kb), Dv, Sk, 1, ldv, into + k_floats);
           }
         });
       }
