@@ -89,6 +89,65 @@ struct SiluLanes {
   DT_ACTIVATION_TARGET __m512 operator()(__m512 v) const { return x_sigmoid(v, v); }
 };
 
+// The derivative of y = x·σ(t): y' = σ(t) + x·t'·σ(t)·σ(-t) (silu: t = x, t' = 1; tanh gelu: t' =
+// 2·√(2/π)·(1 + 3·0.044715·x²)). With e = exp(-|t|) and r = 1/(1 + e): t >= 0 gives
+// r + x·t'·(e·r)·r, one FMA; t < 0 gives e·r·(1 + x·t'·r), taken as (p·r)·(1 + x·t'·r) scaled by 2^n
+// last (the result underflows gradually, as the value's x·e does). x is capped where y' rounds to
+// 1 (cap, with min_ps(cap, x) keeping NaN), which also keeps x·t' finite for x = +inf. Below the
+// exp clamp (t < -150) the result is x·0, as the value's.
+struct GradLanes {
+  __m512 grad, value;
+};
+template <bool Gelu, bool WithValue>
+DT_ACTIVATION_TARGET inline GradLanes x_sigmoid_grad(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(Gelu ? 9.0f : 30.0f), x);
+  const __m512 t = Gelu ? gelu_tanh_arg(xc) : xc;
+  const __m512 xtp =
+      Gelu ? _mm512_mul_ps(xc, _mm512_mul_ps(_mm512_set1_ps(1.59576912160573071f),
+                                             _mm512_fmadd_ps(_mm512_set1_ps(0.134145f), _mm512_mul_ps(xc, xc),
+                                                             _mm512_set1_ps(1.0f))))
+           : xc;
+  const __m512 minus_abs_t =
+      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_set1_epi32(int32_t(0x80000000u))));
+  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-150.0f), minus_abs_t);
+  const auto [p, n] = avx512_lanes::exp_parts(a);
+  const __m512 e = _mm512_scalef_ps(p, n);
+  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
+  const __m512 r = _mm512_div_ps(_mm512_set1_ps(1.0f), d);
+  const __mmask16 negative = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 pos = _mm512_fmadd_ps(xtp, _mm512_mul_ps(_mm512_mul_ps(e, r), r), r);
+  const __m512 neg =
+      _mm512_scalef_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), _mm512_fmadd_ps(xtp, r, _mm512_set1_ps(1.0f))), n);
+  __m512 g = _mm512_mask_blend_ps(negative, pos, neg);
+  const __mmask16 gone = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-150.0f), _CMP_LT_OQ);
+  g = _mm512_mask_mul_ps(g, gone, x, _mm512_setzero_ps());
+  if constexpr (!WithValue) return {g, g};
+  // The value exactly as x_sigmoid computes it from the uncapped x.
+  return {g, Gelu ? x_sigmoid(x, gelu_tanh_arg(x)) : x_sigmoid(x, x)};
+}
+
+// grad = f'(x) and, when value is not null, value = f(x) over n values, 16 at a time (the last
+// partial vector under a mask: the same instructions).
+template <bool Gelu>
+DT_ACTIVATION_TARGET void grad_rows(const float* x, float* grad, float* value, int64_t n) {
+  int64_t i = 0;
+  if (value) {
+    for (; i + 16 <= n; i += 16) {
+      const GradLanes l = x_sigmoid_grad<Gelu, true>(_mm512_loadu_ps(x + i));
+      _mm512_storeu_ps(value + i, l.value);
+      _mm512_storeu_ps(grad + i, l.grad);
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(grad + i, x_sigmoid_grad<Gelu, false>(_mm512_loadu_ps(x + i)).grad);
+  }
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    const GradLanes l = x_sigmoid_grad<Gelu, true>(_mm512_maskz_loadu_ps(m, x + i));
+    if (value) _mm512_mask_storeu_ps(value + i, m, l.value);
+    _mm512_mask_storeu_ps(grad + i, m, l.grad);
+  }
+}
+
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -135,6 +194,62 @@ struct SiluLanesAvx2 {
   DT_ACTIVATION_AVX2_TARGET __m256 operator()(__m256 v) const { return x_sigmoid_avx2(v, v); }
 };
 
+// x_sigmoid_grad on 8 AVX2 + FMA lanes: the same operations, with scalef and the masks written out.
+struct GradLanesAvx2 {
+  __m256 grad, value;
+};
+template <bool Gelu, bool WithValue>
+DT_ACTIVATION_AVX2_TARGET inline GradLanesAvx2 x_sigmoid_grad_avx2(__m256 x) {
+  const __m256 xc = _mm256_min_ps(_mm256_set1_ps(Gelu ? 9.0f : 30.0f), x);
+  const __m256 t = Gelu ? gelu_tanh_arg_avx2(xc) : xc;
+  const __m256 xtp =
+      Gelu ? _mm256_mul_ps(xc, _mm256_mul_ps(_mm256_set1_ps(1.59576912160573071f),
+                                             _mm256_fmadd_ps(_mm256_set1_ps(0.134145f), _mm256_mul_ps(xc, xc),
+                                                             _mm256_set1_ps(1.0f))))
+           : xc;
+  const __m256 a = _mm256_max_ps(_mm256_set1_ps(-150.0f), _mm256_or_ps(t, _mm256_set1_ps(-0.0f)));
+  const auto [p, n] = avx2_lanes::exp_parts(a);
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256 e = avx2_lanes::scale_pow2(p, ni);
+  const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), e);
+  const __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), d);
+  const __m256 negative = _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 pos = _mm256_fmadd_ps(xtp, _mm256_mul_ps(_mm256_mul_ps(e, r), r), r);
+  const __m256 neg = avx2_lanes::scale_pow2(
+      _mm256_mul_ps(_mm256_mul_ps(p, r), _mm256_fmadd_ps(xtp, r, _mm256_set1_ps(1.0f))), ni);
+  __m256 g = _mm256_blendv_ps(pos, neg, negative);
+  const __m256 gone = _mm256_cmp_ps(t, _mm256_set1_ps(-150.0f), _CMP_LT_OQ);
+  g = _mm256_blendv_ps(g, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
+  if constexpr (!WithValue) return {g, g};
+  return {g, Gelu ? x_sigmoid_avx2(x, gelu_tanh_arg_avx2(x)) : x_sigmoid_avx2(x, x)};
+}
+
+// grad_rows on AVX2: the last partial vector through a zero-padded copy (the same instructions).
+template <bool Gelu>
+DT_ACTIVATION_AVX2_TARGET void grad_rows_avx2(const float* x, float* grad, float* value, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (value) {
+      const auto [g, v] = x_sigmoid_grad_avx2<Gelu, true>(_mm256_loadu_ps(x + i));
+      _mm256_storeu_ps(value + i, v);
+      _mm256_storeu_ps(grad + i, g);
+    } else {
+      _mm256_storeu_ps(grad + i, x_sigmoid_grad_avx2<Gelu, false>(_mm256_loadu_ps(x + i)).grad);
+    }
+  }
+  if (i < n) {
+    alignas(32) float tail[8] = {}, gt[8], vt[8];
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
+    const auto [g, v] = x_sigmoid_grad_avx2<Gelu, true>(_mm256_load_ps(tail));
+    _mm256_store_ps(gt, g);
+    _mm256_store_ps(vt, v);
+    for (int64_t j = i; j < n; ++j) {
+      if (value) value[j] = vt[j - i];
+      grad[j] = gt[j - i];
+    }
+  }
+}
+
 bool avx512() { return cpu_isa() == BlasIsa::avx512; }
 bool avx2() { return cpu_isa() >= BlasIsa::avx2; }  // cpu_isa's avx2 includes FMA
 bool always() { return true; }
@@ -169,6 +284,23 @@ void activation_fma(Activation act, const float* x, float* out, int64_t n) {
     if (gelu) rows_avx2(x, out, n, GeluTanhLanesAvx2{});
     else rows_avx2(x, out, n, SiluLanesAvx2{});
   }
+}
+
+void activation_and_grad_fma(Activation act, const float* x, float* value, float* grad, int64_t n) {
+  DT_CHECK(avx2() && (act == Activation::gelu_tanh || act == Activation::silu))
+      << "activation_and_grad_fma for activation " << int(act) << " or on a CPU without AVX2 and FMA";
+  const bool gelu = act == Activation::gelu_tanh;
+  if (activation_isa() == ActivationIsa::avx512) {
+    if (gelu) grad_rows<true>(x, grad, value, n);
+    else grad_rows<false>(x, grad, value, n);
+  } else {
+    if (gelu) grad_rows_avx2<true>(x, grad, value, n);
+    else grad_rows_avx2<false>(x, grad, value, n);
+  }
+}
+
+void activation_grad_fma(Activation act, const float* x, float* grad, int64_t n) {
+  activation_and_grad_fma(act, x, nullptr, grad, n);
 }
 
 }  // namespace dt

@@ -50,4 +50,15 @@ bool uses_activation_fma(Activation act);
 // Requires the CPU to have AVX2 and FMA (activation_path() may be fma).
 void activation_fma(Activation act, const float* x, float* out, int64_t n);
 
+// grad = act'(x) for n contiguous f32 values (x == grad allowed); act is gelu_tanh or silu: the
+// derivative on the fma path, for every f32 gelu_backward (tanh) and silu_backward and for the
+// training step's fused gelu with its derivative, so that fused and unfused steps agree bitwise.
+// Same requirement as activation_fma; the same bits at either width and for any row length and
+// start. Bounds in activation_fma_test.cc.
+void activation_grad_fma(Activation act, const float* x, float* grad, int64_t n);
+// value = act(x) (activation_fma's bits) and grad = act'(x) (activation_grad_fma's bits) in one
+// pass over x; grad may be x itself (the training step overwrites x with its derivative), value
+// must overlap neither.
+void activation_and_grad_fma(Activation act, const float* x, float* value, float* grad, int64_t n);
+
 }  // namespace dt

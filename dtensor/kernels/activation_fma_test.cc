@@ -24,6 +24,8 @@ namespace {
 
 using test::LD;
 using test::gelu_tanh_arg;
+using test::gelu_tanh_grad_ref;
+using test::silu_grad_ref;
 using test::sigmoid_ref;
 using test::ulp_error;
 
@@ -190,6 +192,93 @@ TEST(ActivationFma, Avx2AndAvx512AreBitwiseEqual) {
     size_t differ = 0;
     for (size_t i = 0; i < xs.size(); ++i) differ += std::memcmp(&narrow[i], &wide[i], 4) != 0;
     EXPECT_EQ(differ, 0u) << "of " << xs.size() << " values, activation " << int(act);
+  }
+}
+
+// Returns act' over xs through activation_grad_fma, as one row.
+std::vector<float> run_grad(Activation act, const std::vector<float>& xs) {
+  std::vector<float> out(xs.size());
+  activation_grad_fma(act, xs.data(), out.data(), int64_t(xs.size()));
+  return out;
+}
+
+// The derivatives against long double, with the bounds of fast_math_grad.h's scalar kernels: each
+// crosses zero (gelu at x = -0.75, silu at x = -1.28), where any f32 evaluation cancels, so the
+// bound is 5 ulp of the result plus 4·2^-24 absolute, and 5 ulp relative for |x| >= 3; the tanh
+// gelu's below x = -1, as its value, (4·|t| + 4) ulp. Specials: NaN stays NaN, +inf gives 1, -inf
+// NaN (x·0), ±0 gives 1/2.
+TEST(ActivationFma, DerivativesWithinTheirBoundsOfLongDouble) {
+  DT_SKIP_WITHOUT_FMA();
+  at_widest_width([] {
+    std::vector<float> xs = inputs();
+    for (auto [lo, hi] : {std::pair{-0.80f, -0.70f}, {-1.32f, -1.24f}, {8.5f, 9.5f}, {29.5f, 30.5f}})
+      for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) xs.push_back(x);
+    const LD abs_allow = 4 * std::ldexp(LD(1), -24);
+    for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+      const bool gelu = act == Activation::gelu_tanh;
+      const std::vector<float> g = run_grad(act, xs);
+      double worst = 0, worst_rel = 0, tail = 0;
+      float worst_x = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const float x = xs[i];
+        const LD exact = gelu ? gelu_tanh_grad_ref(x) : silu_grad_ref(x);
+        if (std::isnan(x) || std::isinf(x) || std::isnan(exact)) {
+          const bool ok = std::isnan(x) || x == -INFINITY ? std::isnan(g[i]) : g[i] == 1.0f;
+          if (!ok) worst = 1e9, worst_x = x;
+          continue;
+        }
+        if (gelu && x < -1.0f) {
+          tail = std::max(tail, ulp_error(g[i], exact) / (4 * double(std::fabs(gelu_tanh_arg(x))) + 4));
+          continue;
+        }
+        const int e = std::max(std::ilogb(std::fabs(exact) > 0 ? std::fabs(exact) : LD(1e-45)), -126);
+        const double over = double(std::max(LD(0), std::fabs(LD(g[i]) - exact) - abs_allow) / std::ldexp(LD(1), e - 23));
+        if (over > worst) worst = over, worst_x = x;
+        if (std::fabs(x) >= 3) worst_rel = std::max(worst_rel, ulp_error(g[i], exact));
+      }
+      std::printf("%s': 4·2^-24 + %.3f ulp (at x = %.9g); |x| >= 3: %.3f ulp; tail error / (4|t| + 4) = %.3f\n",
+                  gelu ? "gelu_tanh" : "silu", worst, double(worst_x), worst_rel, tail);
+      EXPECT_LE(worst, 5.0) << "at x = " << worst_x;
+      EXPECT_LE(worst_rel, 5.0);
+      EXPECT_LE(tail, 1.0);
+      for (float zero : {0.0f, -0.0f}) EXPECT_EQ(run_grad(act, {zero})[0], 0.5f);
+    }
+  });
+}
+
+// activation_and_grad_fma gives activation_fma's values and activation_grad_fma's derivatives bit
+// for bit (the training step's fused gelu against the plain gelu and gelu_backward), over every
+// start and length at each width, and the derivative may overwrite x; the two widths agree.
+TEST(ActivationFma, ValueAndDerivativeInOnePassAreTheSeparateKernelsBits) {
+  DT_SKIP_WITHOUT_FMA();
+  const std::vector<float> xs = inputs();
+  std::vector<std::vector<float>> grads_by_width;
+  for (ActivationIsa width : cpu_widths()) {
+    const ScopedActivationIsa scoped(width);
+    SCOPED_TRACE(width_name(width));
+    for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+      const std::vector<float> value = run(act, xs), grad = run_grad(act, xs);
+      std::vector<float> v(xs.size()), g = xs;  // g starts as x and is overwritten
+      activation_and_grad_fma(act, g.data(), v.data(), g.data(), int64_t(xs.size()));
+      EXPECT_EQ(std::memcmp(v.data(), value.data(), v.size() * 4), 0) << "value, activation " << int(act);
+      EXPECT_EQ(std::memcmp(g.data(), grad.data(), g.size() * 4), 0) << "derivative, activation " << int(act);
+      grads_by_width.push_back(grad);
+      for (int64_t start : {0, 1, 7, 9, 16, 17})
+        for (int64_t len : {0, 1, 7, 8, 15, 16, 17, 33}) {
+          std::vector<float> vo(64, -7.0f), go(64, -7.0f);
+          activation_and_grad_fma(act, xs.data() + start, vo.data() + start, go.data() + start, len);
+          for (int64_t i = 0; i < 64; ++i) {
+            const bool in = i >= start && i < start + len;
+            const float want_v = in ? value[size_t(i)] : -7.0f, want_g = in ? grad[size_t(i)] : -7.0f;
+            ASSERT_EQ(std::memcmp(&vo[size_t(i)], &want_v, 4), 0) << "start " << start << " len " << len << " i " << i;
+            ASSERT_EQ(std::memcmp(&go[size_t(i)], &want_g, 4), 0) << "start " << start << " len " << len << " i " << i;
+          }
+        }
+    }
+  }
+  if (grads_by_width.size() == 4) {  // AVX2 then AVX-512, each for silu and gelu
+    for (size_t a = 0; a < 2; ++a)
+      EXPECT_EQ(std::memcmp(grads_by_width[a].data(), grads_by_width[a + 2].data(), xs.size() * 4), 0) << a;
   }
 }
 

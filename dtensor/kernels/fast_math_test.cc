@@ -21,6 +21,8 @@ namespace {
 
 using test::LD;
 using test::gelu_tanh_arg;
+using test::gelu_tanh_grad_ref;
+using test::silu_grad_ref;
 using test::sigmoid_ref;
 using test::ulp_error;
 
@@ -109,11 +111,6 @@ TEST(FastMath, GeluTanhTailErrorGrowsOnlyWithTheArgument) {
 // tanh-gelu derivative below x = -1 as its forward, (4·|t| + 4) ulp. Same sample as above plus
 // sweeps of the zero crossings, the branch switches and the tails.
 LD gelu_grad_ref(LD x) { return std::erfc(-x / std::sqrt(LD(2))) / 2 + x * std::exp(-x * x / 2) / std::sqrt(2 * LD(M_PI)); }
-LD gelu_tanh_grad_ref(LD x) {
-  const LD t = gelu_tanh_arg(x), tp = 2 * std::sqrt(2 / LD(M_PI)) * (1 + 3 * LD(0.044715f) * x * x);
-  return sigmoid_ref(t) + x * tp * sigmoid_ref(t) * sigmoid_ref(-t);
-}
-LD silu_grad_ref(LD x) { return sigmoid_ref(x) * (1 + x * sigmoid_ref(-x)); }
 
 TEST(FastMath, ActivationDerivativesWithinTheirBounds) {
   struct Grad {

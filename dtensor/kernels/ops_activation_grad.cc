@@ -44,12 +44,6 @@ DT_SIMD_CLONES void gelu_and_grad_loop(bool tanh, float* x_then_grad, float* val
   }
 }
 
-// x = gelu'(x) (tanh form) over n contiguous f32 values, in place, for each CPU's vector width:
-// the derivative half of gelu_and_grad_loop, for when the value comes from activation_fma.
-DT_SIMD_CLONES void gelu_tanh_grad_loop(float* x_then_grad, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x_then_grad[i] = kernel::gelu_tanh_grad_f32(x_then_grad[i]);
-}
-
 }  // namespace
 
 ActivationAndGrad gelu_and_grad(const Tensor& x, const std::string& approximate, bool overwrite_x) {
@@ -62,16 +56,12 @@ ActivationAndGrad gelu_and_grad(const Tensor& x, const std::string& approximate,
                       overwrite_x && x.is_contiguous() ? x : x.clone()};
   float* gp = static_cast<float*>(r.derivative.raw_data());
   float* vp = static_cast<float*>(r.value.raw_data());
-  // The value must be the gelu op's bits: on activation_fma's path it is computed there (from x,
-  // before x is overwritten) and the derivative apart, which costs the sharing of exp(-|t|).
-  const bool fma_value = tanh && uses_activation_fma(Activation::gelu_tanh);
+  // The value must be the gelu op's bits and the derivative gelu_backward's: on the fma path both
+  // come from activation_fma.h's kernels, in one pass.
+  const bool fma = tanh && uses_activation_fma(Activation::gelu_tanh);
   parallel_for(x.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-    if (fma_value) {
-      activation_fma(Activation::gelu_tanh, gp + i0, vp + i0, i1 - i0);
-      gelu_tanh_grad_loop(gp + i0, i1 - i0);
-    } else {
-      gelu_and_grad_loop(tanh, gp + i0, vp + i0, i1 - i0);
-    }
+    if (fma) activation_and_grad_fma(Activation::gelu_tanh, gp + i0, vp + i0, gp + i0, i1 - i0);
+    else gelu_and_grad_loop(tanh, gp + i0, vp + i0, i1 - i0);
   });
   return r;
 }

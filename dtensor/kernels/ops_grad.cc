@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dtensor/kernels/activation_fma.h"
 #include "dtensor/kernels/elementwise.h"
 #include "dtensor/core/error.h"
 #include "dtensor/kernels/fast_math_grad.h"
@@ -83,8 +84,15 @@ Tensor activation_backward(const char* op, Activation act, const Tensor& grad, c
     const C* xp = ptr<C>(xc);
     C* o = mut<C>(out);
     if constexpr (std::is_same_v<C, float>)
-      parallel_for(x.numel(), kElementwiseGrain,
-                   [&](int64_t i0, int64_t i1) { activation_grad_loop(act, gp + i0, xp + i0, o + i0, i1 - i0); });
+      parallel_for(x.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+        if (uses_activation_fma(act)) {
+          // The fma path's derivative (activation_fma.h), as the fused gelu_and_grad keeps it.
+          activation_grad_fma(act, xp + i0, o + i0, i1 - i0);
+          for (int64_t i = i0; i < i1; ++i) o[i] = gp[i] * o[i];
+        } else {
+          activation_grad_loop(act, gp + i0, xp + i0, o + i0, i1 - i0);
+        }
+      });
     else
       for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = gp[i] * C(d64(xp[i]));
   });

@@ -1,6 +1,6 @@
 // Backward kernels (ops_grad.h) on f32 against their scalar definitions and the f64 path: the
 // activation derivatives' vector loop computes bitwise what fast_math_grad.h's scalar kernels do
-// (whatever clone the CPU picks), layer_norm's restructured backward matches f64, and the fused
+// (whatever clone the CPU picks) on the portable path, and activation_fma.h's on the fma path, layer_norm's restructured backward matches f64, and the fused
 // cross_entropy backward matches its composed formula. Inputs are seeded; sizes are uneven and
 // span the activation's branch switches and tails.
 #include "dtensor/kernels/ops_grad.h"
@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dtensor/core/blas_kernels.h"
+#include "dtensor/kernels/activation_fma.h"
 #include "dtensor/kernels/fast_math_grad.h"
 #include "dtensor/kernels/ops.h"
 #include "tests/support/ops_test_util.h"
@@ -19,24 +21,49 @@ namespace {
 
 using test::uniform;
 
+// The activation paths a test runs: portable, and fma where the CPU has AVX2 and FMA.
+std::vector<ActivationPath> activation_paths() {
+  if (cpu_isa() < BlasIsa::avx2) return {ActivationPath::portable};
+  return {ActivationPath::portable, ActivationPath::fma};
+}
+
+// act'(x) as the current path computes it: fast_math_grad.h's scalar kernel, or on the fma path
+// (tanh gelu and silu) activation_grad_fma's.
+float path_grad(Activation act, float (*scalar)(float), float x) {
+  if (!uses_activation_fma(act)) return scalar(x);
+  float d;
+  activation_grad_fma(act, &x, &d, 1);
+  return d;
+}
+
 TEST(OpsGrad, ActivationBackwardIsTheScalarKernelBitwise) {
   const Tensor x = uniform({37, 1001}, DType::f32, 1, -20, 20), g = uniform({37, 1001}, DType::f32, 2);
   struct Case {
-    Tensor got;
+    Activation act;
+    Tensor (*backward)(const Tensor&, const Tensor&);
     float (*d)(float);
   };
-  for (const Case& c : {Case{gelu_backward(g, x, "none"), kernel::gelu_grad_f32},
-                        Case{gelu_backward(g, x, "tanh"), kernel::gelu_tanh_grad_f32},
-                        Case{silu_backward(g, x), kernel::silu_grad_f32}}) {
-    const float* gp = static_cast<const float*>(g.raw_data());
-    const float* xp = static_cast<const float*>(x.raw_data());
-    const float* o = static_cast<const float*>(c.got.raw_data());
-    int mismatches = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const float want = gp[i] * c.d(xp[i]);
-      mismatches += std::memcmp(&want, &o[i], sizeof(float)) != 0;
+  for (ActivationPath path : activation_paths()) {
+    const ScopedActivationPath scoped(path);
+    SCOPED_TRACE(path == ActivationPath::fma ? "fma" : "portable");
+    for (const Case& c :
+         {Case{Activation::gelu, [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x, "none"); },
+               kernel::gelu_grad_f32},
+          Case{Activation::gelu_tanh, [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x, "tanh"); },
+               kernel::gelu_tanh_grad_f32},
+          Case{Activation::silu, [](const Tensor& g, const Tensor& x) { return silu_backward(g, x); },
+               kernel::silu_grad_f32}}) {
+      const Tensor got = c.backward(g, x);
+      const float* gp = static_cast<const float*>(g.raw_data());
+      const float* xp = static_cast<const float*>(x.raw_data());
+      const float* o = static_cast<const float*>(got.raw_data());
+      int mismatches = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const float want = gp[i] * path_grad(c.act, c.d, xp[i]);
+        mismatches += std::memcmp(&want, &o[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(mismatches, 0) << "activation " << int(c.act);
     }
-    EXPECT_EQ(mismatches, 0);
   }
   // relu's derivative is exactly 0 or 1.
   const Tensor r = relu_backward(g, x);
@@ -44,28 +71,33 @@ TEST(OpsGrad, ActivationBackwardIsTheScalarKernelBitwise) {
 }
 
 // The activations' tails, subnormal x and special points (ops_test_util.h): the vector loop gives
-// the scalar kernels' bits there too.
+// the path's kernels' bits there too.
 TEST(OpsGrad, ActivationBackwardTailsAreTheScalarKernelBitwise) {
   const std::vector<float> xs = test::activation_tail_inputs();
   const Tensor x = Tensor::from_vector(xs, {int64_t(xs.size())});
   const Tensor g = uniform({int64_t(xs.size())}, DType::f32, 5, 0.5, 2);
   const std::vector<float> gv = g.to_vector<float>();
-  struct Case {
-    const char* name;
-    Tensor got;
-    float (*d)(float);
-  };
-  for (const Case& c : {Case{"gelu'", gelu_backward(g, x, "none"), kernel::gelu_grad_f32},
-                        Case{"gelu_tanh'", gelu_backward(g, x, "tanh"), kernel::gelu_tanh_grad_f32},
-                        Case{"silu'", silu_backward(g, x), kernel::silu_grad_f32}}) {
-    const std::vector<float> got = c.got.to_vector<float>();
-    int mismatches = 0;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const float want = gv[i] * c.d(xs[i]);
-      if (std::memcmp(&want, &got[i], sizeof(float)) != 0 && mismatches++ < 3)
-        ADD_FAILURE() << c.name << " at x = " << xs[i] << ": " << got[i] << " vs " << want;
+  for (ActivationPath path : activation_paths()) {
+    const ScopedActivationPath scoped(path);
+    SCOPED_TRACE(path == ActivationPath::fma ? "fma" : "portable");
+    struct Case {
+      const char* name;
+      Activation act;
+      Tensor got;
+      float (*d)(float);
+    };
+    for (const Case& c : {Case{"gelu'", Activation::gelu, gelu_backward(g, x, "none"), kernel::gelu_grad_f32},
+                          Case{"gelu_tanh'", Activation::gelu_tanh, gelu_backward(g, x, "tanh"), kernel::gelu_tanh_grad_f32},
+                          Case{"silu'", Activation::silu, silu_backward(g, x), kernel::silu_grad_f32}}) {
+      const std::vector<float> got = c.got.to_vector<float>();
+      int mismatches = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const float want = gv[i] * path_grad(c.act, c.d, xs[i]);
+        if (std::memcmp(&want, &got[i], sizeof(float)) != 0 && mismatches++ < 3)
+          ADD_FAILURE() << c.name << " at x = " << xs[i] << ": " << got[i] << " vs " << want;
+      }
+      EXPECT_EQ(mismatches, 0) << c.name;
     }
-    EXPECT_EQ(mismatches, 0) << c.name;
   }
 }
 

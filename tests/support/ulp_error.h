@@ -25,4 +25,11 @@ inline LD sigmoid_ref(LD x) { return 1 / (1 + std::exp(-x)); }
 // kernels round it.
 inline LD gelu_tanh_arg(LD x) { return 2 * std::sqrt(2 / LD(M_PI)) * (x + LD(0.044715f) * x * x * x); }
 
+// The derivatives of the two x·sigmoid(t) activations: sigmoid(t) + x·t'·sigmoid(t)·sigmoid(-t).
+inline LD gelu_tanh_grad_ref(LD x) {
+  const LD t = gelu_tanh_arg(x), tp = 2 * std::sqrt(2 / LD(M_PI)) * (1 + 3 * LD(0.044715f) * x * x);
+  return sigmoid_ref(t) + x * tp * sigmoid_ref(t) * sigmoid_ref(-t);
+}
+inline LD silu_grad_ref(LD x) { return sigmoid_ref(x) * (1 + x * sigmoid_ref(-x)); }
+
 }  // namespace dt::test
