@@ -2,7 +2,10 @@
 // and gelu_backward on the same pre-activation x.
 //
 // The value and derivative kernels share their expensive parts (fast_math_grad.h): exp(-x²/2),
-// erfc's factor and erf's polynomial (exact), or t, exp(-|t|) and 1/(1 + e^-|t|) (tanh).
+// erfc's factor and erf's polynomial (exact), or t, exp(-|t|) and 1/(1 + e^-|t|) (tanh). On the
+// fma path (activation_fma.h) the tanh form's value and derivative come from its FMA kernels in
+// one pass instead: the anchor gpt's four gelu nodes of a training step (Intel Xeon, one thread)
+// took 21.3 ms with the scalar derivative, 9.3 ms this way.
 // Measured on a [4, 256, 2048] pre-activation (the anchor gpt's; one thread, Zen 4, AVX-512
 // clones, min of 5), apart vs here plus the backward's product grad · gelu'(x):
 //   tanh:  gelu 1.75 + gelu_backward 2.80 = 4.55 ms;  both 2.78 + product 1.28 = 4.06 ms
