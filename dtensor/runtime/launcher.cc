@@ -52,6 +52,10 @@ RankResult run_rank(const ir::Graph& program, const Bindings& bindings, ProcessG
     // Every rank starts its clock together: without the barrier a rank's time would include
     // waiting at its first collective for ranks whose threads or processes started later.
     world.barrier()->wait();
+    if (options.before_run) {
+      if (world.rank() == 0) options.before_run(i);
+      world.barrier()->wait();
+    }
     RunStats s;
     out.outputs = interp.run(bindings, groups, &s);
     if (i == 0 || s.seconds < out.stats.seconds) out.stats = s;

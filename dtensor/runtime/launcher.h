@@ -47,6 +47,10 @@ struct LaunchOptions {
   // The ranks' parameter bindings are handed over: in-place ops (optimizer updates) write into
   // them (Interpreter::set_update_params_in_place; every repetition updates them again).
   bool update_params_in_place = false;
+  // When set, rank 0 calls it before each run, while every rank waits between two barriers (so no
+  // rank is still in the previous run nor yet in this one): a profiler takes its process-usage
+  // snapshot at run 1, after one warm-up run of the same interpreters (which packs their weights).
+  std::function<void(int run)> before_run;
 };
 
 // Runs programs[r] on global rank r for r in [0, programs.size()) on the threads backend.

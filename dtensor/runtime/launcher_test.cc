@@ -2,6 +2,9 @@
 // programs complete; a failing rank fails the launch without hanging.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <vector>
+
 #include "dtensor/core/error.h"
 #include "dtensor/ir/builder.h"
 #include "dtensor/ir/parser.h"
@@ -37,6 +40,35 @@ TEST(Launcher, RunsOneProgramPerRankWithItsBindings) {
     EXPECT_EQ(r.outputs[0].to_doubles(), std::vector<double>(8, 6.0));
     EXPECT_GT(r.stats.nodes, 0u);
   }
+}
+
+// before_run is called once per run, on rank 0 only, with no rank inside a run: each rank's node
+// hook counts the runs it has started, and every count is the run index when the call comes.
+TEST(Launcher, BeforeRunIsCalledBetweenRunsOnRankZero) {
+  const int n = 3;
+  ir::Graph g = sum_program(n, 4);
+  std::vector<const ir::Graph*> programs(n, &g);
+  std::vector<Bindings> bindings(n, Bindings{{"x", Tensor::ones({2, 4})}});
+  std::vector<std::atomic<int>> nodes_seen(n);
+  LaunchOptions options;
+  options.repeat = 4;
+  options.node_hook = [&](int rank) -> NodeHook {
+    return [&, rank](const ir::Node&, size_t, Clock::time_point, Clock::time_point) { ++nodes_seen[size_t(rank)]; };
+  };
+  std::vector<int> calls;
+  std::vector<std::vector<int>> seen_at_call;
+  options.before_run = [&](int run) {
+    calls.push_back(run);
+    std::vector<int> now;
+    for (auto& c : nodes_seen) now.push_back(c.load());
+    seen_at_call.push_back(now);
+  };
+  launch(programs, bindings, options);
+  ASSERT_EQ(calls, (std::vector<int>{0, 1, 2, 3}));
+  const int nodes_per_run = seen_at_call[1][0];  // every rank runs the same program
+  EXPECT_GT(nodes_per_run, 0);
+  for (size_t run = 0; run < calls.size(); ++run)
+    EXPECT_EQ(seen_at_call[run], std::vector<int>(n, int(run) * nodes_per_run)) << "run " << run;
 }
 
 TEST(Launcher, DifferentProgramsPerRank) {
