@@ -105,6 +105,8 @@ Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Act
 // With `packed` (non-null: weight packed by PackedWeight, gemm_f32_packed.h) an f32 linear
 // multiplies through gemm_f32_packed instead of sgemm; results differ from sgemm's only by the
 // order of the f32 additions. Other dtypes, or an input sgemm cannot read row by row, ignore it.
+// Without one, an f32 linear on the packed path (f32_packed_linears) packs its weight during the
+// call (gemm_f32_packing): the bits it would have with `packed`.
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act, const PackedWeight* packed);
 // The elementwise op a linear's epilogue can apply with a second tensor of its output's shape.
 enum class EpilogueOp { mul, add };
