@@ -122,8 +122,12 @@ DT_ACTIVATION_TARGET inline GradLanes x_sigmoid_grad(__m512 x) {
   const __mmask16 gone = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-150.0f), _CMP_LT_OQ);
   g = _mm512_mask_mul_ps(g, gone, x, _mm512_setzero_ps());
   if constexpr (!WithValue) return {g, g};
-  // The value exactly as x_sigmoid computes it from the uncapped x.
-  return {g, Gelu ? x_sigmoid(x, gelu_tanh_arg(x)) : x_sigmoid(x, x)};
+  // The value as x_sigmoid computes it, from the same t, e and 1 + e: for x <= cap they are
+  // x_sigmoid's own (xc = x), and above it t >= 0 both ways and 1 + e rounds to 1 both ways (e <=
+  // exp(-30)), so the value is x / 1 either way. Same bits, one exp instead of two.
+  __m512 num = _mm512_mask_scalef_ps(x, negative, _mm512_mul_ps(x, p), n);
+  num = _mm512_mask_mul_ps(num, gone, x, _mm512_setzero_ps());
+  return {g, _mm512_div_ps(num, d)};
 }
 
 // grad = f'(x) and, when value is not null, value = f(x) over n values, 16 at a time (the last
@@ -221,7 +225,10 @@ DT_ACTIVATION_AVX2_TARGET inline GradLanesAvx2 x_sigmoid_grad_avx2(__m256 x) {
   const __m256 gone = _mm256_cmp_ps(t, _mm256_set1_ps(-150.0f), _CMP_LT_OQ);
   g = _mm256_blendv_ps(g, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
   if constexpr (!WithValue) return {g, g};
-  return {g, Gelu ? x_sigmoid_avx2(x, gelu_tanh_arg_avx2(x)) : x_sigmoid_avx2(x, x)};
+  // The value from the shared t, e and 1 + e, as x_sigmoid_grad's.
+  __m256 num = _mm256_blendv_ps(x, avx2_lanes::scale_pow2(_mm256_mul_ps(x, p), ni), negative);
+  num = _mm256_blendv_ps(num, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
+  return {g, _mm256_div_ps(num, d)};
 }
 
 // grad_rows on AVX2: the last partial vector through a zero-padded copy (the same instructions).
