@@ -40,6 +40,7 @@ std::vector<DTensor> dispatch(ir::OpKind op, const std::vector<DTensor>& operand
   for (int64_t m = 0; m < mesh.ndim(); ++m) plan.mesh_dim_names.push_back("mesh" + std::to_string(m));
   plan.value_placements.assign(g.num_values(), {});
   plan.stored_only.assign(g.num_values(), 0);
+  plan.defer_reductions = false;  // PyTorch's result placements
   for (size_t i = 0; i < ins.size(); ++i) plan.value_placements[size_t(ins[i]->id)] = operands[i].placements();
   sharding::Sharding s = sharding::propagate(g, mesh, plan);
   // Redistribute eagerly, then partition with the inputs already where the node needs them.

@@ -1,5 +1,6 @@
 // Sharding rules of the elementwise ops: every dim passes through (broadcast size-1 dims excepted).
-// add and sub are linear in both operands together (P + P = P); mul is linear in each operand
+// add and sub are linear in both operands together (P + P = P), add also in each with the other
+// added once (P + R = P, add_rule); mul is linear in each operand
 // (P · R = P), div in its numerator. relu, gelu, silu, cast, the math functions (exp ... clamp),
 // maximum/minimum, the comparisons and the logical ops are not linear: a partial operand is reduced first. where
 // broadcasts its three operands; masked_fill broadcasts the mask to x and is linear in x when it
@@ -39,6 +40,26 @@ OpShardingRule linear_in_each(OpShardingRule r, uint32_t operands) {
 }
 
 OpShardingRule additive_rule(const Node& n) { return linear_jointly(broadcast_rule(n)); }
+
+// add is also linear in each operand with the other added once: P(sum) + R = P(sum) where only
+// group index 0 adds the R operand (the others' result is their partial operand as it is). A
+// residual add after a rowwise projection then needs no all_reduce of its own: the sum's
+// reduction moves to the residual stream's next reader (a norm), the same bytes as before, and
+// the add becomes the projection's epilogue on index 0 and nothing elsewhere. Only for operands of
+// the result's type (a broadcast operand would make the reduced tensor larger).
+OpShardingRule add_rule(const Node& n) {
+  OpShardingRule r = additive_rule(n);
+  const TensorType& out = n.result()->type;
+  if (n.operands.size() != 2 || n.operands[0]->type != out || n.operands[1]->type != out) return r;
+  for (int once : {0, 1}) {
+    OpShardingRule alt = broadcast_rule(n);
+    alt.partial_one_of = 1u << (1 - once);
+    alt.added_once = once;
+    alt.defers_reduction = true;
+    r.alternatives.push_back(std::move(alt));
+  }
+  return r;
+}
 OpShardingRule mul_rule(const Node& n) { return linear_in_each(broadcast_rule(n), 0b11); }
 OpShardingRule div_rule(const Node& n) { return linear_in_each(broadcast_rule(n), 0b01); }
 // neg is linear: a partial operand stays partial.
@@ -51,7 +72,7 @@ OpShardingRule masked_fill_rule(const Node& n) {
 }  // namespace
 
 std::vector<RuleEntry> elementwise_sharding_rules() {
-  return {{OpKind::add, additive_rule}, {OpKind::cast, unary_rule}, {OpKind::div, div_rule},
+  return {{OpKind::add, add_rule}, {OpKind::cast, unary_rule}, {OpKind::div, div_rule},
           {OpKind::gelu, unary_rule},   {OpKind::mul, mul_rule},    {OpKind::neg, neg_rule},
           {OpKind::relu, unary_rule},
           {OpKind::silu, unary_rule},   {OpKind::leaky_relu, unary_rule}, {OpKind::softplus, unary_rule},   {OpKind::sub, additive_rule},

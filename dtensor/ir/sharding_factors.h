@@ -74,6 +74,11 @@ struct OpShardingRule {
   // the bit, a result lacking a pass-through factor would make every sharded strategy invalid and
   // the update would run on gathered parameters, gradients and state.
   uint32_t replicated_results = 0;
+  // The mapping keeps its partial_one_of operand partial past an op that would otherwise reduce it
+  // first (add's P(sum) + R: the R operand added once). Free only when that operand has no other
+  // reader: one that needs it reduced would reduce it anyway, and the result would be reduced
+  // again later. Propagation takes such a mapping only for a sole reader.
+  bool defers_reduction = false;
 
   // Other factor mappings of the same op, each complete (factors, operands, results, partial
   // fields), for an op whose operands can be split in ways one mapping cannot state: grouped-query

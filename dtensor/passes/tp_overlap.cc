@@ -6,6 +6,8 @@
 //   %r = all_reduce(%y) {group = tp}
 //   %z = wait_tensor(%r)
 //
+// or whose result an add of a tensor of its type reads first (add_rule: on group index 0 the
+// residual added once before the reduction, `%s = add(%y, %h)`; the other ranks reduce %y itself),
 // becomes, for k chunks of the flattened rows (B·S; each output row of a GEMM depends on its own
 // input row only, and rows are summed over ranks one element at a time in rank order, so every
 // element of %z is the same sum of the same products as before: bitwise equal, given chunks cut
@@ -19,8 +21,8 @@
 // Chunk i's all_reduce is issued right after its GEMM, so the group's progress thread reduces it
 // while the rank computes chunk i+1 (comm/threads/endpoint.h: one progress thread per rank and
 // group; MPI progresses it in the library). The cost model (tp_overlap.h) chooses k per node, from
-// shapes alone, so every member of a group makes the same choice (the bias, on one rank only,
-// plays no part) and the collective order stays the same on every rank. The pass runs after
+// shapes alone, so every member of a group makes the same choice (the bias and the residual, on
+// one rank only, play no part; each chunk adds the residual's same rows, %h.c0 ...) and the collective order stays the same on every rank. The pass runs after
 // bucket-all-reduce (which would merge the chunks back into one collective) and before
 // comm-lowering (which makes each chunk's all_reduce in place).
 #include "dtensor/passes/tp_overlap.h"
@@ -108,18 +110,42 @@ TpOverlapChoice choose_tp_overlap(double flops, int64_t rows, int64_t bytes, con
 
 namespace {
 
-// The GEMM feeding `ar` when the pattern applies: a linear, or a matmul against a matrix, of rank
-// >= 2, whose result only the all_reduce reads, whose all_reduce only its wait reads.
-const ir::Node* rowwise_gemm(const ir::Node* ar, const UseLists& uses) {
+// What feeds an all_reduce the pattern applies to: the GEMM, and the add of a residual between
+// them if there is one (its operand `residual` is the residual).
+struct RowwiseGemm {
+  const ir::Node* gemm = nullptr;
+  const ir::Node* add = nullptr;
+  int residual = -1;
+};
+
+// The pattern at `ar`, or no gemm: a linear, or a matmul against a matrix, of rank >= 2, whose
+// result only the all_reduce (or the residual's add, which only the all_reduce reads) reads, whose
+// all_reduce only its wait reads.
+RowwiseGemm rowwise_gemm(const ir::Node* ar, const UseLists& uses) {
+  RowwiseGemm r;
   const ir::Value* y = ar->operands[0];
   const ir::Node* p = y->producer;
-  if (!p || (p->op != ir::OpKind::linear && p->op != ir::OpKind::matmul)) return nullptr;
-  if (p->op == ir::OpKind::matmul && p->operands[1]->type.rank() != 2) return nullptr;
-  if (y->type.rank() < 2 || p->operands[0]->type.rank() != y->type.rank()) return nullptr;
-  if (uses.users(y).size() != 1 || uses.is_output(y)) return nullptr;
+  if (p && p->op == ir::OpKind::add && p->operands.size() == 2 && uses.users(y).size() == 1 && !uses.is_output(y)) {
+    for (int k : {0, 1}) {
+      const ir::Value* g = p->operands[size_t(k)];
+      if (g->producer && (g->producer->op == ir::OpKind::linear || g->producer->op == ir::OpKind::matmul) &&
+          g->type == y->type && p->operands[size_t(1 - k)]->type == y->type) {
+        r.add = p;
+        r.residual = 1 - k;
+        y = g;
+        p = g->producer;
+        break;
+      }
+    }
+  }
+  if (!p || (p->op != ir::OpKind::linear && p->op != ir::OpKind::matmul)) return {};
+  if (p->op == ir::OpKind::matmul && p->operands[1]->type.rank() != 2) return {};
+  if (y->type.rank() < 2 || p->operands[0]->type.rank() != y->type.rank()) return {};
+  if (uses.users(y).size() != 1 || uses.is_output(y)) return {};
   const auto& readers = uses.users(ar->result());
-  if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(ar->result())) return nullptr;
-  return p;
+  if (readers.size() != 1 || readers[0]->op != ir::OpKind::wait_tensor || uses.is_output(ar->result())) return {};
+  r.gemm = p;
+  return r;
 }
 
 class TpOverlapPass final : public Pass {
@@ -138,7 +164,8 @@ class TpOverlapPass final : public Pass {
     for (size_t i = 0; i < n; ++i) {
       const ir::Node* ar = graph.nodes()[i];
       if (ar->op != ir::OpKind::all_reduce) continue;
-      const ir::Node* gemm = rowwise_gemm(ar, uses);
+      const RowwiseGemm rg = rowwise_gemm(ar, uses);
+      const ir::Node* gemm = rg.gemm;
       if (!gemm) continue;
       const ir::Value* y = gemm->result();
       const int64_t cols = y->type.shape.back(), rows = cols == 0 ? 0 : y->type.numel() / cols;
@@ -147,7 +174,7 @@ class TpOverlapPass final : public Pass {
           choose_tp_overlap(ir::op_def(gemm->op).flops(*gemm), rows, int64_t(y->type.nbytes()), options_);
       log(fmt::format("tp-overlap: {} ({} rows on group {}): {}", ar->result()->name, rows, ar->attr_str("group"),
                       c.reason));
-      if (c.chunks > 1) split(edit, uses, gemm, ar, rows, c.chunks, c.chunk_rows);
+      if (c.chunks > 1) split(edit, uses, rg, ar, rows, c.chunks, c.chunk_rows);
     }
     return edit.commit();
   }
@@ -157,8 +184,9 @@ class TpOverlapPass final : public Pass {
     if (options_.log && logged_.insert(line).second) *options_.log << line << "\n";
   }
 
-  static void split(GraphEdit& edit, const UseLists& uses, const ir::Node* gemm, const ir::Node* ar, int64_t rows,
+  static void split(GraphEdit& edit, const UseLists& uses, const RowwiseGemm& rg, const ir::Node* ar, int64_t rows,
                     int k, int64_t per) {
+    const ir::Node* gemm = rg.gemm;
     const ir::Node* wait = uses.users(ar->result())[0];
     const ir::Value* y = gemm->result();
     const Shape& xs = gemm->operands[0]->type.shape;
@@ -168,6 +196,12 @@ class TpOverlapPass final : public Pass {
     const double g0 = edit.key(gemm), step = 0.5 / double(3 * k + 1), w0 = edit.key(wait) - 0.5;
     ir::Value* x = edit.resolve(gemm->operands[0]);
     if (xs.size() > 2) x = edit.add(ir::OpKind::reshape, {x}, {{"shape", std::vector<int64_t>{rows, xs.back()}}}, g0 - 0.5, base + ".rows");
+    // The residual's rows, as x's.
+    ir::Value* h = nullptr;
+    if (rg.add) {
+      h = edit.resolve(rg.add->operands[size_t(rg.residual)]);
+      if (xs.size() > 2) h = edit.add(ir::OpKind::reshape, {h}, {{"shape", std::vector<int64_t>{rows, y->type.shape.back()}}}, g0 - 0.5, base + ".h.rows");
+    }
     std::vector<ir::Value*> rest;
     for (size_t j = 1; j < gemm->operands.size(); ++j) rest.push_back(edit.resolve(gemm->operands[j]));
     std::vector<ir::Value*> pieces;
@@ -179,6 +213,12 @@ class TpOverlapPass final : public Pass {
       std::vector<ir::Value*> operands = {xc};
       operands.insert(operands.end(), rest.begin(), rest.end());
       ir::Value* yc = edit.add(gemm->op, operands, {}, key + step, tag + ".y");
+      if (h) {  // the residual's add, its operands in their order
+        ir::Value* hc = edit.add(ir::OpKind::slice, {h}, {{"dim", int64_t(0)}, {"start", per * c}, {"end", std::min(rows, per * (c + 1))}},
+                                 key + step, tag + ".h");
+        yc = edit.add(ir::OpKind::add, rg.residual == 1 ? std::vector<ir::Value*>{yc, hc} : std::vector<ir::Value*>{hc, yc}, {},
+                      key + 1.5 * step, tag + ".s");
+      }
       ir::Value* rc = edit.add(ir::OpKind::all_reduce, {yc}, {{"group", ar->attr_str("group")}, {"op", ar->attr_str("op")}},
                                key + 2 * step, tag);
       edit.set_order(rc, double(edit.index(ar)) + double(c) / double(k));
@@ -187,6 +227,7 @@ class TpOverlapPass final : public Pass {
     ir::Value* z = edit.add(ir::OpKind::cat, pieces, {{"dim", int64_t(0)}}, w0 + 0.25, base + ".cat");
     if (xs.size() > 2) z = edit.add(ir::OpKind::reshape, {z}, {{"shape", std::vector<int64_t>(y->type.shape.begin(), y->type.shape.end())}}, w0 + 0.3, base + ".view");
     edit.drop(gemm);
+    if (rg.add) edit.drop(rg.add);
     edit.drop(ar);
     edit.drop(wait);
     edit.replace(wait->result(), z);

@@ -38,6 +38,12 @@ int all_reduces(const ir::Graph& g) {
   return n;
 }
 
+int adds(const ir::Graph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op == ir::OpKind::add;
+  return n;
+}
+
 void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
   Tensor x = a.contiguous(), y = b.contiguous();
   ASSERT_EQ(x.shape(), y.shape()) << what;
@@ -84,6 +90,10 @@ TEST(TpOverlap, ForwardBitwiseOnTp2And4) {
     const job::Job split = job::Job::compile(model, tp_options(tp, Mode::on, chunks));
     // Per block, fc_out's all_reduce at least (o_proj's too where its chunks are large enough).
     EXPECT_GE(all_reduces(split.program(0)), all_reduces(plain.program(0)) + int(kSmall.layers) * (chunks - 1));
+    // Group index 0 adds the residual to each chunk before its reduction (add_rule: the residual
+    // added once); the other ranks add no residual, split or not.
+    EXPECT_GE(adds(split.program(0)), adds(plain.program(0)) + int(kSmall.layers) * (chunks - 1));
+    for (int r = 1; r < tp; ++r) EXPECT_EQ(adds(split.program(r)), adds(plain.program(r))) << "rank " << r;
     const job::RunResult a = plain.run(job::Weights::full(weights), inputs);
     const job::RunResult b = split.run(job::Weights::full(weights), inputs);
     ASSERT_EQ(a.outputs.size(), b.outputs.size());

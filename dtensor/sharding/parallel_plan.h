@@ -99,6 +99,10 @@ struct ResolvedPlan {
   // value's placements (redistribute/backward.h), so the backward's collectives mirror the
   // forward's. Set for training steps (sharding/train_step_placement.h).
   std::vector<int> gradient_of;
+  // Whether a partial operand may stay partial past an add of a replicated one (add_rule,
+  // OpShardingRule::defers_reduction). Eager DTensor ops (dtensor/eager) turn it off: their
+  // results keep PyTorch's placements, where P(sum) + R is reduced first.
+  bool defer_reductions = true;
 };
 
 // Resolves `plan` against `graph` on `mesh`; throws ValueError for a pattern matching no module,

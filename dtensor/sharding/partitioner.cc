@@ -36,14 +36,25 @@ class RankPartitioner {
       const Node& n = *g_.nodes()[i];
       const NodeSharding& ns = s_.nodes[i];
       operands.clear();
+      bool skipped = false;
       for (size_t k = 0; k < n.operands.size(); ++k) {
         if (int(k) == ns.added_once && skips_added_once(ns.drop_added_once)) {
           // Skipped here, but redistributed when the move's collectives span a mesh dim whose
           // index 0 adds it: every member of a group must issue them (dce keeps them, unread).
           if (spans_dims(n.operands[k], ns.operands[k], ns.drop_added_once)) moved(n.operands[k], ns.operands[k]);
+          skipped = true;
           continue;
         }
         operands.push_back(moved(n.operands[k], ns.operands[k]));
+      }
+      // An add without its added-once operand (add_rule: P(sum) + R) is its other operand.
+      if (skipped && n.op == ir::OpKind::add) {
+        DT_CHECK(operands.size() == 1 && operands[0]->type == local_type(n.result()))
+            << "add " << n.result()->name << " without its added-once operand";
+        local_[size_t(n.result()->id)] = operands[0];
+        if (size_t(n.result()->id) < s_.reads.size() && !s_.reads[size_t(n.result()->id)].empty())
+          moved(n.result(), s_.reads[size_t(n.result()->id)]);
+        continue;
       }
       if (expand(n, ns, operands)) {
         weight_row_shard(n, ns);

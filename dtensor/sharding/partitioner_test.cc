@@ -134,6 +134,52 @@ TEST(Partitioner, RowwiseBiasIsAddedOnGroupIndexZeroOnly) {
   EXPECT_EQ(linear_operands(c.programs[1], 1), 2u);  // rank 1 does not
 }
 
+// A residual add after a rowwise linear (x + fc2(...)) is P(sum) + R: group index 0 adds the
+// residual to its partial sums and the other ranks add nothing; the reduction moves to the
+// stream's next reader (the next block's fc1, or the output), so the all_reduce count stays one
+// per block and reduces the add's result. Three blocks on tp 2 and 4, an uneven batch.
+TEST(Partitioner, ResidualIsAddedOnGroupIndexZeroBeforeTheReduction) {
+  ir::Graph g = mlp_without_bias(16, 3, 3);
+  for (int64_t tp : {2, 4}) {
+    CompiledModel c = compile(g, mlp_plan(), DeviceMesh({tp}));
+    for (int64_t r = 0; r < tp; ++r) {
+      const ir::Graph& p = c.programs[size_t(r)];
+      EXPECT_EQ(count_ops(p, ir::OpKind::all_reduce), 3) << ir::print(p);
+      EXPECT_EQ(count_ops(p, ir::OpKind::add), r == 0 ? 3 : 0) << "rank " << r << "\n" << ir::print(p);
+      int reduced_sums = 0;
+      for (const ir::Node* n : p.nodes())
+        if (n->op == ir::OpKind::all_reduce) reduced_sums += n->operands[0]->producer->op == ir::OpKind::add;
+      EXPECT_EQ(reduced_sums, r == 0 ? 3 : 0) << "rank " << r << "\n" << ir::print(p);
+    }
+    expect_matches_single(g, mlp_plan(), DeviceMesh({tp}));
+  }
+}
+
+// The reduction is not deferred where that would not save it: the partial operand has another
+// reader (it is an output too), or the R operand broadcasts (the reduced tensor would grow).
+TEST(Partitioner, ResidualAddReducesFirstWhenDeferringSavesNothing) {
+  for (bool broadcast : {false, true}) {
+    ir::Graph g("residual");
+    ir::Builder b(g);
+    ir::Value* x = b.input("input", DType::f32, {3, 8});
+    ir::Value* h = broadcast ? b.input("bias", DType::f32, {8}) : x;
+    ir::Value* w1 = b.param("layers.0.fc1.weight", DType::f32, {32, 8});
+    ir::Value* w2 = b.param("layers.0.fc2.weight", DType::f32, {8, 32});
+    ir::Value* y = b.linear(b.relu(b.linear(x, w1)), w2);
+    ir::Value* s = b.relu(b.add(y, h));
+    if (broadcast) b.outputs({s});
+    else b.outputs({s, y});
+    CompiledModel c = compile(g, mlp_plan(), DeviceMesh({2}));
+    for (const ir::Graph& p : c.programs) {
+      EXPECT_EQ(count_ops(p, ir::OpKind::all_reduce), 1) << ir::print(p);
+      EXPECT_EQ(count_ops(p, ir::OpKind::add), 1) << ir::print(p);
+      for (const ir::Node* n : p.nodes())
+        if (n->op == ir::OpKind::all_reduce) EXPECT_EQ(n->operands[0]->producer->op, ir::OpKind::linear) << ir::print(p);
+    }
+    expect_matches_single(g, mlp_plan(), DeviceMesh({2}));
+  }
+}
+
 TEST(Partitioner, OpWithoutRuleFallsBackToAllGatherBeforeIt) {
   const ir::RuleFn saved = ir::replace_sharding_rule_for_test(ir::OpKind::relu, nullptr);
   ir::Graph g = ir::build_mlp({.hidden = 8, .layers = 1, .batch = 2});

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 
@@ -48,16 +49,21 @@ struct Candidate {
   std::vector<Placements> operands, results;
   uint32_t drop = 0;
   double cost = kInfinite;
-  int sharded = 0;
+  int shards = 0;    // result placements that shard (ties: more work split)
+  int reused = 0;    // operands read from a move an earlier reader made (ties: see better)
+  int partials = 0;  // partial result placements
   const char* invalid = nullptr;  // why the strategy cannot run (cost infinite)
 };
 
 class NodePropagator {
  public:
+  // moved[v] (optional): the placements earlier readers already moved v to, which cost nothing
+  // more (the partitioner lowers each move of a value once per rank and every reader shares it).
   NodePropagator(const Node& node, const OpShardingRule& rule, const Sharding& s, const std::vector<Placements>& reads,
-                 const ResolvedPlan& plan, RedistributePlanner& planner)
-      : n_(node), rule_(rule), s_(s), reads_(reads), plan_(plan), planner_(planner), nd_(size_t(s.mesh.ndim())),
-        reads_stored_(ir::op_def(node.op).reads_stored) {}
+                 const ResolvedPlan& plan, RedistributePlanner& planner,
+                 const std::vector<std::vector<Placements>>* moved = nullptr)
+      : n_(node), rule_(rule), s_(s), reads_(reads), plan_(plan), planner_(planner), moved_(moved),
+        nd_(size_t(s.mesh.ndim())), reads_stored_(ir::op_def(node.op).reads_stored) {}
 
   // Returns the options of mesh dim m (never empty). `preferred[m]` >= 0: a reader of result 0
   // is forced to shard that dim on m (a `sequence` norm), so sharding it here is an option too.
@@ -127,7 +133,7 @@ class NodePropagator {
     c.results.assign(nr, Placements(nd_));
     c.drop = 0;
     c.cost = kInfinite;
-    c.sharded = 0;
+    c.shards = c.reused = c.partials = 0;
     c.invalid = "a merged or split dim can only be sharded on its major factor";
     for (size_t m = 0; m < nd_; ++m) {
       const Option& o = choice[m];
@@ -176,7 +182,10 @@ class NodePropagator {
       if (!multi_factor_dims_even(rule_.operands[i], c.operands[i])) return;
     for (size_t r = 0; r < nr; ++r) {
       if (!multi_factor_dims_even(rule_.results[r], c.results[r])) return;
-      for (const Placement& p : c.results[r]) c.sharded += !p.is_replicate();
+      for (const Placement& p : c.results[r]) {
+        c.shards += p.is_shard();
+        c.partials += p.is_partial();
+      }
     }
     // A pinned (colwise/rowwise) parameter keeps its shard on its mesh dim.
     if (!ignore_pins_)
@@ -193,11 +202,20 @@ class NodePropagator {
     double cost = 0;
     for (size_t i = 0; i < no; ++i) {
       const Value* v = n_.operands[i];
-      cost += move_cost(reads_[size_t(v->id)], c.operands[i], v->type);
+      if (c.operands[i] == reads_[size_t(v->id)]) continue;
+      if (moved_already(*v, c.operands[i])) ++c.reused;
+      else cost += move_cost(reads_[size_t(v->id)], c.operands[i], v->type);
       if (cost == kInfinite) return;
     }
     c.cost = cost;
     c.invalid = nullptr;
+  }
+
+  bool moved_already(const Value& v, const Placements& dst) const {
+    if (!moved_) return false;
+    for (const Placements& p : (*moved_)[size_t(v.id)])
+      if (p == dst) return true;
+    return false;
   }
 
   double move_cost(const Placements& src, const Placements& dst, const ir::TensorType& t) const {
@@ -259,6 +277,7 @@ class NodePropagator {
   const std::vector<Placements>& reads_;  // the placements each value is read from (see propagate)
   const ResolvedPlan& plan_;
   RedistributePlanner& planner_;
+  const std::vector<std::vector<Placements>>* moved_;
   size_t nd_;
   bool reads_stored_;  // OpDef::reads_stored: stored-only (fsdp) shards are options too
   bool ignore_pins_ = false;  // the replicated fallback may move pinned parameters
@@ -286,9 +305,16 @@ Placements gradient_layout(const ir::Graph& g, const Value& v, const Sharding& s
   return want;
 }
 
+// Cheaper first; at equal cost, more work split, then more operands read where an earlier reader
+// already moved them, then partial results. Reading a reduced copy that exists already beats
+// keeping the value partial for free: the partial would be reduced again further on (a residual
+// stream read once reduced by its norm and again by the block's add, or a recomputed block reading
+// its input; add_rule), and the reduction would need a copy of the partial sums kept for it.
 bool better(const Candidate& a, const Candidate& b) {
   if (a.cost != b.cost) return a.cost < b.cost;
-  return a.sharded > b.sharded;
+  if (a.shards != b.shards) return a.shards > b.shards;
+  if (a.reused != b.reused) return a.reused > b.reused;
+  return a.partials > b.partials;
 }
 
 }  // namespace
@@ -326,9 +352,34 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     }
   }
 
+  // readers[v]: how many operands and outputs read v. A defers_reduction mapping needs a sole
+  // reader of its partial operand (and the plan's leave, ResolvedPlan::defer_reductions).
+  std::vector<int> readers(graph.num_values(), 0);
+  for (const Node* n : graph.nodes())
+    for (const Value* v : n->operands) ++readers[size_t(v->id)];
+  for (const Value* v : graph.outputs()) ++readers[size_t(v->id)];
+  auto may_defer = [&](const Node& n, const OpShardingRule& r) {
+    if (!plan.defer_reductions) return false;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      if (((r.partial_one_of >> k) & 1u) && readers[size_t(n.operands[k]->id)] != 1) return false;
+    return true;
+  };
+
+  // moved[v]: the placements v's readers so far moved it to (NodePropagator's `moved`).
+  std::vector<std::vector<Placements>> moved(graph.num_values());
+  std::vector<Placements> reads;  // filled below
+  auto record_moves = [&](const Node& n, const std::vector<Placements>& operands) {
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      const Value* v = n.operands[k];
+      auto& to = moved[size_t(v->id)];
+      if (operands[k] != reads[size_t(v->id)] && std::find(to.begin(), to.end(), operands[k]) == to.end())
+        to.push_back(operands[k]);
+    }
+  };
+
   // reads[v]: the placements v's readers start from. A value's own placements (s.values), except
   // for a gradient, which is redistributed first as its forward value dictates (gradient_layout).
-  std::vector<Placements> reads = s.values;
+  reads = s.values;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& n = *graph.nodes()[i];
     NodeSharding& ns = s.nodes[i];
@@ -341,6 +392,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       }
       ns.fallback = true;
       ns.operands.assign(n.operands.size(), replicated);
+      record_moves(n, ns.operands);
       for (const Value* r : n.results) reads[size_t(r->id)] = s.values[size_t(r->id)] = replicated;
       continue;
     }
@@ -355,10 +407,11 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
     // The rule's mappings (OpShardingRule::alternatives), each searched the same way.
     for (size_t variant = 0; variant <= rule.alternatives.size(); ++variant) {
       const OpShardingRule& vr = variant == 0 ? rule : rule.alternatives[variant - 1];
+      if (vr.defers_reduction && !may_defer(n, vr)) continue;
       DT_CHECK(vr.operands.size() == n.operands.size() && vr.results.size() == n.results.size())
           << ir::op_name(n.op) << " rule has " << vr.operands.size() << " operands and " << vr.results.size()
           << " results";
-      NodePropagator prop(n, vr, s, reads, plan, planner);
+      NodePropagator prop(n, vr, s, reads, plan, planner, &moved);
       std::vector<std::vector<Option>> opts(nd);
       for (size_t m = 0; m < nd; ++m) opts[m] = prop.options(m, forced, preferred[i]);
       // Odometer over the cartesian product of the mesh dims' options.
@@ -384,7 +437,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
         if (m == nd) break;
       }
     }
-    NodePropagator prop(n, *chosen, s, reads, plan, planner);
+    NodePropagator prop(n, *chosen, s, reads, plan, planner, &moved);
     if (best.cost == kInfinite) {
       // Nothing valid (e.g. a forced factor on an uneven merged dim): replicate everything.
       std::vector<Option> none(nd);
@@ -423,6 +476,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
       }
     }
     ns.operands = std::move(best.operands);
+    record_moves(n, ns.operands);
     ns.drop_added_once = best.drop;
     ns.added_once = chosen->added_once;
     ns.cost_us = best.cost;

@@ -136,7 +136,7 @@ expect 2 "not in {auto,on,off}" run "$t/m.dt" --weights "$t/w.safetensors" --inp
 expect 2 "not in range" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" \
   --mesh 2 --plan "$PLAN" --tp-overlap-chunks -1
 expect 2 "applies to sharded runs only" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --tp-overlap on
-expect 0 "tp-overlap: h.0.mlp.fc_out.out.ar" compile "$t/m.dt" --mesh 2 --plan "$PLAN" --rank 0 -o "$t/c.dt" --pass-log
+expect 0 "tp-overlap: h.0.out.ar" compile "$t/m.dt" --mesh 2 --plan "$PLAN" --rank 0 -o "$t/c.dt" --pass-log
 expect 2 "finite --alpha-us" plan --mesh 4 --shape 8 --from 'S(0)' --to R --alpha-us nan
 expect 2 "finite --alpha-us" plan --mesh 4 --shape 8 --from 'S(0)' --to R --beta-gbs inf
 expect 2 "--repeat must be >= 1, got -5" run "$t/m.dt" --weights "$t/w.safetensors" --inputs "$t/in.safetensors" --repeat -5
