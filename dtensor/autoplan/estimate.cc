@@ -57,6 +57,17 @@ Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, con
     const size_t id = size_t(v->id);
     return id < sh.reads.size() && !sh.reads[id].empty() ? sh.reads[id] : sh.values[size_t(v->id)];
   };
+  // Each move of a value to a placement is charged once: the partitioner lowers it once per rank
+  // and every reader that needs that placement reads the one copy (sharding/partitioner.cc).
+  std::vector<std::vector<Placements>> moved(graph.num_values());
+  auto move_once = [&](const ir::Value& v, const Placements& dst) {
+    const Placements& src = produced(&v);
+    if (src.empty() || dst.empty() || src == dst) return;
+    auto& to = moved[size_t(v.id)];
+    if (std::find(to.begin(), to.end(), dst) != to.end()) return;
+    to.push_back(dst);
+    add_moves(sh, v, src, dst, planner, e);
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ir::Node& node = *nodes[i];
     const double before = e.compute_us + e.comm_total_us;
@@ -76,13 +87,13 @@ Estimate estimate_time(const ir::Graph& graph, const sharding::Sharding& sh, con
     if (i < sh.nodes.size()) {
       const sharding::NodeSharding& ns = sh.nodes[i];
       for (size_t j = 0; j < node.operands.size() && j < ns.operands.size(); ++j)
-        add_moves(sh, *node.operands[j], produced(node.operands[j]), ns.operands[j], planner, e);
+        move_once(*node.operands[j], ns.operands[j]);
     }
     charge(i, before);
   }
   const double before = e.compute_us + e.comm_total_us;
   for (size_t k = 0; k < graph.outputs().size() && k < sh.outputs.size(); ++k)
-    add_moves(sh, *graph.outputs()[k], produced(graph.outputs()[k]), sh.outputs[k], planner, e);
+    move_once(*graph.outputs()[k], sh.outputs[k]);
   charge(nodes.size(), before);
   e.step_us = e.compute_us + e.comm_total_us;
   return e;

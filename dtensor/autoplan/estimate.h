@@ -7,7 +7,8 @@
 //            shared over each mesh dim where its result is sharded or partial.
 //   comm     every redistribution propagation asks for (an operand whose producer's placements
 //            differ from what the node needs, a gradient laid out after production, a graph output
-//            brought to its required placements), priced step by step by the redistribution
+//            brought to its required placements), each move of a value to a placement once (its
+//            readers share the copy, as in the partitioned program), priced step by step by the redistribution
 //            planner's α–β model (the same plans `dtensor plan` prints), split by collective kind.
 // Memory per rank = the rank program's parameters (its shards; a training step's optimizer state
 // is parameters too) + passes::estimate_peak_bytes of the program (activations, and a training
