@@ -22,9 +22,10 @@
 // while the rank computes chunk i+1 (comm/threads/endpoint.h: one progress thread per rank and
 // group; MPI progresses it in the library). The cost model (tp_overlap.h) chooses k per node, from
 // shapes alone, so every member of a group makes the same choice (the bias and the residual, on
-// one rank only, play no part; each chunk adds the residual's same rows, %h.c0 ...) and the collective order stays the same on every rank. The pass runs after
-// bucket-all-reduce (which would merge the chunks back into one collective) and before
-// comm-lowering (which makes each chunk's all_reduce in place).
+// one rank only, play no part; each chunk adds the residual's same rows, %h.c0 ...) and the
+// collective order stays the same on every rank. The pass runs after bucket-all-reduce (which
+// would merge the chunks back into one collective) and before comm-lowering (which makes each
+// chunk's all_reduce in place).
 #include "dtensor/passes/tp_overlap.h"
 
 #include <fmt/format.h>
@@ -200,7 +201,9 @@ class TpOverlapPass final : public Pass {
     ir::Value* h = nullptr;
     if (rg.add) {
       h = edit.resolve(rg.add->operands[size_t(rg.residual)]);
-      if (xs.size() > 2) h = edit.add(ir::OpKind::reshape, {h}, {{"shape", std::vector<int64_t>{rows, y->type.shape.back()}}}, g0 - 0.5, base + ".h.rows");
+      if (xs.size() > 2)
+        h = edit.add(ir::OpKind::reshape, {h}, {{"shape", std::vector<int64_t>{rows, y->type.shape.back()}}}, g0 - 0.5,
+                     base + ".h.rows");
     }
     std::vector<ir::Value*> rest;
     for (size_t j = 1; j < gemm->operands.size(); ++j) rest.push_back(edit.resolve(gemm->operands[j]));
@@ -214,10 +217,11 @@ class TpOverlapPass final : public Pass {
       operands.insert(operands.end(), rest.begin(), rest.end());
       ir::Value* yc = edit.add(gemm->op, operands, {}, key + step, tag + ".y");
       if (h) {  // the residual's add, its operands in their order
-        ir::Value* hc = edit.add(ir::OpKind::slice, {h}, {{"dim", int64_t(0)}, {"start", per * c}, {"end", std::min(rows, per * (c + 1))}},
+        ir::Value* hc = edit.add(ir::OpKind::slice, {h},
+                                 {{"dim", int64_t(0)}, {"start", per * c}, {"end", std::min(rows, per * (c + 1))}},
                                  key + step, tag + ".h");
-        yc = edit.add(ir::OpKind::add, rg.residual == 1 ? std::vector<ir::Value*>{yc, hc} : std::vector<ir::Value*>{hc, yc}, {},
-                      key + 1.5 * step, tag + ".s");
+        std::vector<ir::Value*> sum = rg.residual == 1 ? std::vector<ir::Value*>{yc, hc} : std::vector<ir::Value*>{hc, yc};
+        yc = edit.add(ir::OpKind::add, sum, {}, key + 1.5 * step, tag + ".s");
       }
       ir::Value* rc = edit.add(ir::OpKind::all_reduce, {yc}, {{"group", ar->attr_str("group")}, {"op", ar->attr_str("op")}},
                                key + 2 * step, tag);

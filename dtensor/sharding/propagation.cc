@@ -353,7 +353,7 @@ Sharding propagate(const ir::Graph& graph, const DeviceMesh& mesh, const Resolve
   }
 
   // readers[v]: how many operands and outputs read v. A defers_reduction mapping needs a sole
-  // reader of its partial operand (and the plan's leave, ResolvedPlan::defer_reductions).
+  // reader of its partial operand, and a plan that allows it (ResolvedPlan::defer_reductions).
   std::vector<int> readers(graph.num_values(), 0);
   for (const Node* n : graph.nodes())
     for (const Value* v : n->operands) ++readers[size_t(v->id)];
