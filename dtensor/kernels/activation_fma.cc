@@ -47,13 +47,8 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// Returns x·σ(t) per lane (see the file comment).
-DT_ACTIVATION_TARGET inline __m512 x_sigmoid(__m512 x, __m512 t) {
-  const __m512 minus_abs_t =
-      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_set1_epi32(int32_t(0x80000000u))));
-  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
-  const auto [p, n] = avx512_lanes::exp_parts(a);
-  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(p, n));
+// Returns x·σ(t) from exp(-|t|) = p·2^n and d = 1 + exp(-|t|): (t < 0 ? x·e : x) / d.
+DT_ACTIVATION_TARGET inline __m512 x_sigmoid_from(__m512 x, __m512 t, __m512 p, __m512 n, __m512 d) {
   // x·e as (x·p)·2^n: scaled last, so that a subnormal e does not lose bits that x·e would keep.
   const __mmask16 negative = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);
   __m512 num = _mm512_mask_scalef_ps(x, negative, _mm512_mul_ps(x, p), n);
@@ -62,6 +57,15 @@ DT_ACTIVATION_TARGET inline __m512 x_sigmoid(__m512 x, __m512 t) {
   const __mmask16 gone = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-150.0f), _CMP_LT_OQ);
   num = _mm512_mask_mul_ps(num, gone, x, _mm512_setzero_ps());
   return _mm512_div_ps(num, d);
+}
+
+// Returns x·σ(t) per lane (see the file comment).
+DT_ACTIVATION_TARGET inline __m512 x_sigmoid(__m512 x, __m512 t) {
+  const __m512 minus_abs_t =
+      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_set1_epi32(int32_t(0x80000000u))));
+  const __m512 a = _mm512_max_ps(_mm512_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
+  const auto [p, n] = avx512_lanes::exp_parts(a);
+  return x_sigmoid_from(x, t, p, n, _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(p, n)));
 }
 
 // Returns t = 2·√(2/π)·(x + 0.044715·x³), as (2·√(2/π)·x)·(1 + 0.044715·x²).
@@ -125,9 +129,7 @@ DT_ACTIVATION_TARGET inline GradLanes x_sigmoid_grad(__m512 x) {
   // The value as x_sigmoid computes it, from the same t, e and 1 + e: for x <= cap they are
   // x_sigmoid's own (xc = x), and above it t >= 0 both ways and 1 + e rounds to 1 both ways (e <=
   // exp(-30)), so the value is x / 1 either way. Same bits, one exp instead of two.
-  __m512 num = _mm512_mask_scalef_ps(x, negative, _mm512_mul_ps(x, p), n);
-  num = _mm512_mask_mul_ps(num, gone, x, _mm512_setzero_ps());
-  return {g, _mm512_div_ps(num, d)};
+  return {g, x_sigmoid_from(x, t, p, n, d)};
 }
 
 // grad = f'(x) and, when value is not null, value = f(x) over n values, 16 at a time (the last
@@ -158,18 +160,22 @@ DT_ACTIVATION_TARGET void grad_rows(const float* x, float* grad, float* value, i
 
 #define DT_ACTIVATION_AVX2_TARGET __attribute__((target("avx2,fma")))
 
-// x_sigmoid on 8 AVX2 + FMA lanes: the same operations, with scalef and the masks written out.
-DT_ACTIVATION_AVX2_TARGET inline __m256 x_sigmoid_avx2(__m256 x, __m256 t) {
-  const __m256 minus_abs_t = _mm256_or_ps(t, _mm256_set1_ps(-0.0f));
-  const __m256 a = _mm256_max_ps(_mm256_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
-  const auto [p, n] = avx2_lanes::exp_parts(a);
-  const __m256i ni = _mm256_cvtps_epi32(n);  // n is integral: exact (a NaN lane gives INT_MIN; p is NaN there)
-  const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), avx2_lanes::scale_pow2(p, ni));
+// x_sigmoid_from and x_sigmoid on 8 AVX2 + FMA lanes: the same operations, with scalef and the
+// masks written out (ni: n as integers).
+DT_ACTIVATION_AVX2_TARGET inline __m256 x_sigmoid_from_avx2(__m256 x, __m256 t, __m256 p, __m256i ni, __m256 d) {
   const __m256 negative = _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ);
   __m256 num = _mm256_blendv_ps(x, avx2_lanes::scale_pow2(_mm256_mul_ps(x, p), ni), negative);
   const __m256 gone = _mm256_cmp_ps(t, _mm256_set1_ps(-150.0f), _CMP_LT_OQ);
   num = _mm256_blendv_ps(num, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
   return _mm256_div_ps(num, d);
+}
+
+DT_ACTIVATION_AVX2_TARGET inline __m256 x_sigmoid_avx2(__m256 x, __m256 t) {
+  const __m256 minus_abs_t = _mm256_or_ps(t, _mm256_set1_ps(-0.0f));
+  const __m256 a = _mm256_max_ps(_mm256_set1_ps(-150.0f), minus_abs_t);  // NaN: max_ps returns its second operand
+  const auto [p, n] = avx2_lanes::exp_parts(a);
+  const __m256i ni = _mm256_cvtps_epi32(n);  // n is integral: exact (a NaN lane gives INT_MIN; p is NaN there)
+  return x_sigmoid_from_avx2(x, t, p, ni, _mm256_add_ps(_mm256_set1_ps(1.0f), avx2_lanes::scale_pow2(p, ni)));
 }
 
 DT_ACTIVATION_AVX2_TARGET inline __m256 gelu_tanh_arg_avx2(__m256 x) {
@@ -225,10 +231,7 @@ DT_ACTIVATION_AVX2_TARGET inline GradLanesAvx2 x_sigmoid_grad_avx2(__m256 x) {
   const __m256 gone = _mm256_cmp_ps(t, _mm256_set1_ps(-150.0f), _CMP_LT_OQ);
   g = _mm256_blendv_ps(g, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
   if constexpr (!WithValue) return {g, g};
-  // The value from the shared t, e and 1 + e, as x_sigmoid_grad's.
-  __m256 num = _mm256_blendv_ps(x, avx2_lanes::scale_pow2(_mm256_mul_ps(x, p), ni), negative);
-  num = _mm256_blendv_ps(num, _mm256_mul_ps(x, _mm256_setzero_ps()), gone);
-  return {g, _mm256_div_ps(num, d)};
+  return {g, x_sigmoid_from_avx2(x, t, p, ni, d)};  // from the shared parts, as x_sigmoid_grad's
 }
 
 // grad_rows on AVX2: the last partial vector through a zero-padded copy (the same instructions).

@@ -83,9 +83,10 @@ Tensor activation_backward(const char* op, Activation act, const Tensor& grad, c
     const C* gp = ptr<C>(g);
     const C* xp = ptr<C>(xc);
     C* o = mut<C>(out);
-    if constexpr (std::is_same_v<C, float>)
+    if constexpr (std::is_same_v<C, float>) {
+      const bool fma = uses_activation_fma(act);
       parallel_for(x.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-        if (uses_activation_fma(act)) {
+        if (fma) {
           // The fma path's derivative (activation_fma.h), as the fused gelu_and_grad keeps it.
           activation_grad_fma(act, xp + i0, o + i0, i1 - i0);
           for (int64_t i = i0; i < i1; ++i) o[i] = gp[i] * o[i];
@@ -93,8 +94,9 @@ Tensor activation_backward(const char* op, Activation act, const Tensor& grad, c
           activation_grad_loop(act, gp + i0, xp + i0, o + i0, i1 - i0);
         }
       });
-    else
+    } else {
       for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = gp[i] * C(d64(xp[i]));
+    }
   });
   return out.to(x.dtype());
 }
